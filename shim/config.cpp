@@ -1,0 +1,155 @@
+#include "config.hpp"
+
+#include <array>
+#include <charconv>
+#include <cstring>
+#include <fmt/format.h>
+
+namespace tnbc::config {
+namespace {
+
+std::optional<std::string> apply_disable(Config& cfg, std::string_view v) {
+  std::string err;
+  auto b = parse_bool(v, &err);
+  if (!b) return err;
+  cfg.disable = *b;
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_log(Config& cfg, std::string_view v) {
+  for (auto level : {LogLevel::quiet, LogLevel::info, LogLevel::debug}) {
+    if (v == to_string(level)) {
+      cfg.log = level;
+      return std::nullopt;
+    }
+  }
+  return std::string("expected one of quiet, info, debug");
+}
+
+std::optional<std::string> apply_stats(Config& cfg, std::string_view v) {
+  cfg.stats_prefix = std::string(v);
+  return std::nullopt;
+}
+
+constexpr std::array kSettings = {
+    Setting{"TNBC_DISABLE", "bool", "0",
+            "1 makes the library a pure pass-through to MPICH: no early return, no tracing, "
+            "no statistics files.",
+            apply_disable},
+    Setting{"TNBC_LOG", "enum", "info",
+            "What the library prints on standard error: quiet (only problems that change "
+            "behaviour), info (also notable events), debug (also per-call detail).",
+            apply_log},
+    Setting{"TNBC_STATS", "path", "",
+            "If set, each rank writes PREFIX.<rank>.json at MPI_Finalize: calls, early "
+            "returns, fallbacks and their reasons, faults, barrier algorithm.",
+            apply_stats},
+};
+
+}  // namespace
+
+std::span<const Setting> settings() { return kSettings; }
+
+std::string_view to_string(LogLevel level) {
+  switch (level) {
+    case LogLevel::quiet: return "quiet";
+    case LogLevel::info: return "info";
+    case LogLevel::debug: return "debug";
+  }
+  return "info";
+}
+
+std::optional<bool> parse_bool(std::string_view t, std::string* error) {
+  for (auto yes : {"1", "yes", "true", "on"})
+    if (t == yes) return true;
+  for (auto no : {"0", "no", "false", "off"})
+    if (t == no) return false;
+  *error = "expected 1/0, yes/no, true/false or on/off";
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> parse_int(std::string_view t, std::int64_t min, std::int64_t max,
+                                      std::string* error) {
+  std::int64_t v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || p != t.data() + t.size()) {
+    *error = "expected an integer";
+    return std::nullopt;
+  }
+  if (v < min || v > max) {
+    *error = fmt::format("expected an integer from {} to {}", min, max);
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<std::uint64_t> parse_size(std::string_view t, std::string* error) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  std::string_view rest(p, static_cast<std::size_t>(t.data() + t.size() - p));
+  std::uint64_t mult = 1;
+  if (rest == "K" || rest == "k") mult = 1ull << 10;
+  else if (rest == "M" || rest == "m") mult = 1ull << 20;
+  else if (rest == "G" || rest == "g") mult = 1ull << 30;
+  else if (!rest.empty()) ec = std::errc::invalid_argument;
+  if (ec != std::errc() || p == t.data() || v > UINT64_MAX / mult) {
+    *error = "expected a byte count, optionally with a K, M or G suffix (e.g. 64K)";
+    return std::nullopt;
+  }
+  return v * mult;
+}
+
+LoadResult load(const char* const* envp) {
+  LoadResult r;
+  for (; envp && *envp; ++envp) {
+    std::string_view entry(*envp);
+    if (entry.substr(0, 5) != "TNBC_") continue;
+    auto eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    auto name = entry.substr(0, eq);
+    auto value = entry.substr(eq + 1);
+    const Setting* found = nullptr;
+    for (const auto& s : kSettings)
+      if (s.name == name) found = &s;
+    if (!found) {
+      r.messages.push_back(fmt::format(
+          "unknown setting {} ignored (`tnbc-order config` lists the settings)", name));
+      continue;
+    }
+    if (value.empty()) continue;
+    if (auto err = found->apply(r.config, value)) {
+      r.messages.push_back(fmt::format("{}={}: {}; using the default ({})", name, value, *err,
+                                       found->default_value.empty() ? "unset"
+                                                                    : found->default_value));
+    }
+  }
+  return r;
+}
+
+std::string render_table(bool markdown) {
+  std::string out;
+  if (markdown) {
+    out += "| name | type | default | description |\n|---|---|---|---|\n";
+    for (const auto& s : kSettings)
+      out += fmt::format("| `{}` | {} | {} | {} |\n", s.name, s.type,
+                         s.default_value.empty() ? "(unset)" : fmt::format("`{}`", s.default_value),
+                         s.description);
+    return out;
+  }
+  for (const auto& s : kSettings) {
+    out += fmt::format("{:<24} {:<7} default: {}\n", s.name, s.type,
+                       s.default_value.empty() ? "(unset)" : s.default_value);
+    // Wrap the description at ~76 columns, indented.
+    std::string_view d = s.description;
+    while (!d.empty()) {
+      std::size_t cut = d.size() <= 72 ? d.size() : d.rfind(' ', 72);
+      if (cut == std::string_view::npos || cut == 0) cut = std::min<std::size_t>(72, d.size());
+      out += fmt::format("    {}\n", d.substr(0, cut));
+      d.remove_prefix(cut);
+      while (!d.empty() && d.front() == ' ') d.remove_prefix(1);
+    }
+  }
+  return out;
+}
+
+}  // namespace tnbc::config

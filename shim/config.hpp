@@ -1,0 +1,66 @@
+// Configuration: one table of TNBC_* settings, read once at MPI initialisation into Config.
+//
+// The table (settings()) is the single source for the library, `tnbc-order config` and
+// docs/config.md.  Nothing reads the environment on a hot path: the shim calls load() once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tnbc::config {
+
+/// How much the library says on standard error.
+enum class LogLevel {
+  quiet,  ///< nothing but errors that change behaviour (fallback to pass-through)
+  info,   ///< also one line per notable event (plan loaded, trace written)
+  debug,  ///< also per-call detail; slow, for diagnosis only
+};
+
+/// Every setting, typed.  Defaults here are the documented defaults.
+struct Config {
+  bool disable = false;           ///< TNBC_DISABLE: pure pass-through
+  LogLevel log = LogLevel::info;  ///< TNBC_LOG
+  std::string stats_prefix;       ///< TNBC_STATS: empty = no statistics files
+};
+
+/// One row of the settings table.  apply() parses `value` into `cfg` and returns an error
+/// message (without the variable name) when the value is not acceptable.
+struct Setting {
+  std::string_view name;
+  std::string_view type;           ///< bool, enum, int, size, path, string
+  std::string_view default_value;  ///< as a user would write it; "" = unset
+  std::string_view description;
+  std::optional<std::string> (*apply)(Config& cfg, std::string_view value);
+};
+
+/// The settings table, in documentation order.
+std::span<const Setting> settings();
+
+/// Result of reading the environment: the config and what to tell the user (once, rank 0).
+struct LoadResult {
+  Config config;
+  std::vector<std::string> messages;
+};
+
+/// Builds a Config from `environ`-style "NAME=VALUE" entries (a null-terminated array).
+/// Unknown TNBC_* names and bad values each give one message; bad values keep the default.
+/// An empty value counts as unset.
+LoadResult load(const char* const* envp);
+
+// Value parsers, shared with tools.  Each returns the value or std::nullopt and sets *error.
+std::optional<bool> parse_bool(std::string_view text, std::string* error);
+std::optional<std::int64_t> parse_int(std::string_view text, std::int64_t min, std::int64_t max,
+                                      std::string* error);
+/// Sizes accept a plain byte count or a K/M/G suffix (binary: 1K = 1024), e.g. "64K".
+std::optional<std::uint64_t> parse_size(std::string_view text, std::string* error);
+
+std::string_view to_string(LogLevel level);
+
+/// The table rendered as plain text (for `tnbc-order config`) or as Markdown (docs/config.md).
+std::string render_table(bool markdown);
+
+}  // namespace tnbc::config

@@ -1,0 +1,18 @@
+#include "fence.hpp"
+
+namespace tnbc::shim {
+
+std::atomic<int> g_in_flight{0};
+thread_local int t_mpi_depth __attribute__((tls_model("initial-exec"))) = 0;
+
+namespace {
+std::atomic<void (*)()> g_drain_hook{nullptr};
+}
+
+void set_drain_hook(void (*hook)()) { g_drain_hook.store(hook, std::memory_order_release); }
+
+void drain_in_flight() {
+  if (auto hook = g_drain_hook.load(std::memory_order_acquire)) hook();
+}
+
+}  // namespace tnbc::shim

@@ -1,0 +1,47 @@
+// A Mode is what one library does with the intercepted calls.  libtnbc.so links the replay
+// mode, libtnbc_trace.so the trace mode; each defines tnbc::shim::mode().
+//
+// The base class runs every collective as the plain blocking PMPI call, so a mode overrides
+// only what it changes.  Handlers are called from the C wrappers with the runtime active and
+// the thread not nested inside another MPI call; they must not let an exception escape.
+#pragma once
+
+#include <mpi.h>
+#include <string_view>
+
+namespace tnbc::shim {
+
+class Runtime;
+
+class Mode {
+ public:
+  virtual ~Mode() = default;
+
+  /// "tnbc" or "tnbc_trace": the "library" field of the statistics.
+  virtual std::string_view library() const = 0;
+
+  /// After MPI initialisation and configuration; may turn the runtime's features off.
+  virtual void start(Runtime&) {}
+  /// At MPI_Finalize, before PMPI_Finalize, after in-flight work completed.
+  virtual void stop(Runtime&) {}
+
+  virtual int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                       int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  }
+  virtual int alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                        MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                        const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+    return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                          recvtype, comm);
+  }
+  virtual int bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+    return PMPI_Bcast(buffer, count, datatype, root, comm);
+  }
+  virtual int barrier(MPI_Comm comm) { return PMPI_Barrier(comm); }
+};
+
+/// The mode of this library (defined once per library).
+Mode& mode();
+
+}  // namespace tnbc::shim

@@ -1,0 +1,95 @@
+#include "stats.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+namespace tnbc::shim {
+
+void OpStats::count_fallback(std::string_view reason) {
+  fallback_.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard lock(mutex_);
+  ++reasons_[std::string(reason)];
+}
+
+std::map<std::string, std::uint64_t> OpStats::fallback_reasons() const {
+  std::lock_guard lock(mutex_);
+  return reasons_;
+}
+
+std::string OpStats::to_json() const {
+  std::string reasons;
+  for (const auto& [k, v] : fallback_reasons())
+    reasons += fmt::format("{}\"{}\":{}", reasons.empty() ? "" : ",", json_escape(k), v);
+  return fmt::format(R"({{"calls":{},"early_return":{},"fallback":{},"fallback_reasons":{{{}}}}})",
+                     calls(), early_returns(), fallbacks(), reasons);
+}
+
+std::string Stats::to_json(int rank, std::string_view library, std::string_view version) const {
+  auto us = [](const std::atomic<std::uint64_t>& ns) {
+    return static_cast<double>(ns.load(std::memory_order_relaxed)) / 1000.0;
+  };
+  return fmt::format(
+      R"({{"rank":{},"library":"{}","version":"{}","alltoall":{},"alltoallv":{},"bcast":{},)"
+      R"("barrier":{{"calls":{},"algo":"{}","root":{}}},"faults":{},"fault_wait_us":{:.3f},)"
+      R"("init_us":{:.3f}}})"
+      "\n",
+      rank, json_escape(library), json_escape(version), alltoall.to_json(), alltoallv.to_json(),
+      bcast.to_json(), barrier_calls.load(), json_escape(barrier_algo), barrier_root,
+      faults.load(), us(fault_wait_ns), us(init_ns));
+}
+
+std::string json_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
+        else out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> write_file_atomic(const std::string& path, std::string_view content) {
+  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fmt::format("cannot create {}: {}", tmp, std::strerror(errno));
+  const char* p = content.data();
+  std::size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      return fmt::format("cannot write {}: {}", tmp, std::strerror(n < 0 ? e : ENOSPC));
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  int sync_rc = ::fsync(fd);
+  int sync_errno = errno;
+  if (::close(fd) != 0 || sync_rc != 0) {
+    int e = sync_rc != 0 ? sync_errno : errno;
+    ::unlink(tmp.c_str());
+    return fmt::format("cannot write {}: {}", tmp, std::strerror(e));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    return fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(e));
+  }
+  return std::nullopt;
+}
+
+}  // namespace tnbc::shim

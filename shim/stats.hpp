@@ -1,0 +1,59 @@
+// Per-rank statistics, written as JSON at MPI_Finalize when TNBC_STATS=PREFIX is set.
+//
+// Counters are atomics: collectives may be called from several threads.  The fallback reasons
+// (a rare path) sit behind a mutex.  No MPI here, so the tests drive it directly.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tnbc::shim {
+
+/// Counters of one intercepted collective (alltoall, alltoallv, bcast).
+class OpStats {
+ public:
+  void count_call() { calls_.fetch_add(1, std::memory_order_relaxed); }
+  void count_early_return() { early_return_.fetch_add(1, std::memory_order_relaxed); }
+  /// Counts a call that ran the plain blocking collective, and why (a short keyword).
+  void count_fallback(std::string_view reason);
+
+  std::uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
+  std::uint64_t early_returns() const { return early_return_.load(std::memory_order_relaxed); }
+  std::uint64_t fallbacks() const { return fallback_.load(std::memory_order_relaxed); }
+  std::map<std::string, std::uint64_t> fallback_reasons() const;
+
+  /// {"calls":N,"early_return":N,"fallback":N,"fallback_reasons":{...}}
+  std::string to_json() const;
+
+ private:
+  std::atomic<std::uint64_t> calls_{0}, early_return_{0}, fallback_{0};
+  mutable std::mutex mutex_;
+  std::map<std::string, std::uint64_t> reasons_;
+};
+
+struct Stats {
+  OpStats alltoall, alltoallv, bcast;
+  std::atomic<std::uint64_t> barrier_calls{0};
+  std::string barrier_algo = "mpich";  ///< set once at initialisation
+  int barrier_root = 0;
+  std::atomic<std::uint64_t> faults{0};
+  std::atomic<std::uint64_t> fault_wait_ns{0};
+  std::atomic<std::uint64_t> init_ns{0};  ///< time inside early-returning calls before return
+
+  /// The whole document, as docs/config.md describes it.
+  std::string to_json(int rank, std::string_view library, std::string_view version) const;
+};
+
+/// Escapes `s` as the body of a JSON string (no quotes added).
+std::string json_escape(std::string_view s);
+
+/// Writes `content` to `path` atomically: a temporary file in the same folder, fsync'd and
+/// renamed over `path`.  Returns an error message, or nullopt on success.
+std::optional<std::string> write_file_atomic(const std::string& path, std::string_view content);
+
+}  // namespace tnbc::shim
