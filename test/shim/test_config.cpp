@@ -1,0 +1,88 @@
+#include <catch2/catch.hpp>
+
+#include "config.hpp"
+
+using namespace tnbc::config;
+
+namespace {
+LoadResult load_env(std::vector<const char*> env) {
+  env.push_back(nullptr);
+  return load(env.data());
+}
+}  // namespace
+
+TEST_CASE("defaults hold when no TNBC_ variable is set", "[config]") {
+  auto r = load_env({"PATH=/bin", "HOME=/root"});
+  CHECK(r.messages.empty());
+  CHECK_FALSE(r.config.disable);
+  CHECK(r.config.log == LogLevel::info);
+  CHECK(r.config.stats_prefix.empty());
+}
+
+TEST_CASE("every setting is parsed into its field", "[config]") {
+  auto r = load_env({"TNBC_DISABLE=yes", "TNBC_LOG=debug", "TNBC_STATS=/tmp/run/stats"});
+  CHECK(r.messages.empty());
+  CHECK(r.config.disable);
+  CHECK(r.config.log == LogLevel::debug);
+  CHECK(r.config.stats_prefix == "/tmp/run/stats");
+}
+
+TEST_CASE("a bad value keeps the default and says why, naming variable and value", "[config]") {
+  auto r = load_env({"TNBC_LOG=loud", "TNBC_DISABLE=maybe"});
+  REQUIRE(r.messages.size() == 2);
+  CHECK(r.messages[0] == "TNBC_LOG=loud: expected one of quiet, info, debug; using the default (info)");
+  CHECK(r.messages[1] ==
+        "TNBC_DISABLE=maybe: expected 1/0, yes/no, true/false or on/off; using the default (0)");
+  CHECK(r.config.log == LogLevel::info);
+  CHECK_FALSE(r.config.disable);
+}
+
+TEST_CASE("an unknown TNBC_ variable is reported once and ignored", "[config]") {
+  auto r = load_env({"TNBC_STAT=x", "NOT_TNBC_FOO=1"});
+  REQUIRE(r.messages.size() == 1);
+  CHECK(r.messages[0] == "unknown setting TNBC_STAT ignored (`tnbc-order config` lists the settings)");
+}
+
+TEST_CASE("an empty value counts as unset", "[config]") {
+  auto r = load_env({"TNBC_LOG="});
+  CHECK(r.messages.empty());
+  CHECK(r.config.log == LogLevel::info);
+}
+
+TEST_CASE("size parser accepts suffixes and rejects junk", "[config]") {
+  std::string err;
+  CHECK(parse_size("4096", &err) == 4096u);
+  CHECK(parse_size("64K", &err) == 65536u);
+  CHECK(parse_size("2M", &err) == 2u * 1024 * 1024);
+  CHECK(parse_size("1g", &err) == 1ull << 30);
+  CHECK_FALSE(parse_size("", &err));
+  CHECK_FALSE(parse_size("12Q", &err));
+  CHECK_FALSE(parse_size("-5", &err));
+  CHECK_FALSE(parse_size("99999999999999999999G", &err));
+  CHECK(err == "expected a byte count, optionally with a K, M or G suffix (e.g. 64K)");
+}
+
+TEST_CASE("int parser enforces the range", "[config]") {
+  std::string err;
+  CHECK(parse_int("16", 1, 64, &err) == 16);
+  CHECK_FALSE(parse_int("0", 1, 64, &err));
+  CHECK(err == "expected an integer from 1 to 64");
+  CHECK_FALSE(parse_int("3x", 1, 64, &err));
+  CHECK(err == "expected an integer");
+}
+
+TEST_CASE("the table documents every setting with a default parsable by its own parser",
+          "[config]") {
+  REQUIRE_FALSE(settings().empty());
+  for (const auto& s : settings()) {
+    INFO(s.name);
+    CHECK(s.name.substr(0, 5) == "TNBC_");
+    CHECK_FALSE(s.description.empty());
+    if (!s.default_value.empty()) {
+      Config cfg;
+      CHECK_FALSE(s.apply(cfg, s.default_value).has_value());
+    }
+  }
+  auto md = render_table(true);
+  for (const auto& s : settings()) CHECK(md.find(std::string(s.name)) != std::string::npos);
+}

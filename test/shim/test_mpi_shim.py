@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""The preloadable libraries under real MPI processes: programs run unchanged (byte-identical
+output to plain MPICH), statistics files, TNBC_DISABLE, and how bad settings are reported."""
+
+import glob
+import os
+import tempfile
+
+from tnbc_testlib import BUILD, Suite, expect, mpirun, read_json
+
+MIXED = os.path.join(BUILD, "test", "mpi", "mixed")
+MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
+STAT_KEYS = {"rank", "library", "version", "alltoall", "alltoallv", "bcast", "barrier", "faults",
+             "fault_wait_us", "init_us"}
+
+
+def lines(res):
+    return sorted(res.stdout.splitlines())
+
+
+def main():
+    s = Suite("mpi-shim")
+    tmp = tempfile.mkdtemp(prefix="tnbc_shim_")
+
+    for prog, label in ((MIXED, "C"), (MIXED_F, "Fortran")):
+        if not os.path.exists(prog):
+            s.check(f"{label} program built", lambda: expect(False, f"{prog} missing"))
+            continue
+        for n in (2, 4):
+            ref = {}
+
+            def plain(prog=prog, n=n, ref=ref):
+                ref["out"] = lines(mpirun(prog, n, args=[os.path.join(tmp, "plain.io")], timeout=60))
+                expect(len(ref["out"]) >= 3 * n, f"too little output: {ref['out']}")
+            s.check(f"{label} program, {n} ranks, plain MPICH", plain)
+            for lib in ("tnbc", "tnbc_trace"):
+                def same(prog=prog, n=n, lib=lib, ref=ref):
+                    out = lines(mpirun(prog, n, preload=lib, args=[os.path.join(tmp, lib + ".io")], timeout=60))
+                    expect(out == ref.get("out"), f"output differs from plain MPICH:\n{out}\nvs\n{ref.get('out')}")
+                s.check(f"{label} program, {n} ranks, under {lib}: same output as plain", same)
+
+    for lib in ("tnbc", "tnbc_trace"):
+        def stats(lib=lib):
+            prefix = os.path.join(tmp, f"stats_{lib}")
+            mpirun(MIXED, 4, preload=lib, env={"TNBC_STATS": prefix}, args=[os.path.join(tmp, "s.io")])
+            files = sorted(glob.glob(prefix + ".*.json"))
+            expect(len(files) == 4, f"expected 4 statistics files, found {files}")
+            for r in range(4):
+                d = read_json(f"{prefix}.{r}.json")
+                expect(STAT_KEYS <= set(d), f"missing keys {STAT_KEYS - set(d)}")
+                expect(d["rank"] == r and d["library"] == lib, f"rank/library wrong: {d}")
+                # mixed.c calls each collective once and MPI_Barrier three times.  Calls MPI makes
+                # itself (ROMIO inside collective I/O) pass through and are not counted.
+                for op in ("alltoall", "alltoallv", "bcast"):
+                    expect(d[op]["calls"] == 1, f"{op} calls: {d[op]}")
+                    expect(set(d[op]) >= {"early_return", "fallback", "fallback_reasons"}, f"{op}: {d[op]}")
+                expect(d["barrier"]["calls"] == 3, f"barrier: {d['barrier']}")
+        s.check(f"{lib}: TNBC_STATS writes one JSON file per rank with the counted calls", stats)
+
+    if os.path.exists(MIXED_F):
+        def fortran_caught():
+            prefix = os.path.join(tmp, "stats_f")
+            mpirun(MIXED_F, 2, preload="tnbc", env={"TNBC_STATS": prefix})
+            d = read_json(prefix + ".1.json")
+            expect(d["alltoall"]["calls"] == 1 and d["bcast"]["calls"] == 1 and d["barrier"]["calls"] == 1,
+                   f"Fortran collectives not caught: {d}")
+        s.check("Fortran collectives reach the C wrappers", fortran_caught)
+
+    def disable():
+        prefix = os.path.join(tmp, "stats_disabled")
+        res = mpirun(MIXED, 2, preload="tnbc", env={"TNBC_STATS": prefix, "TNBC_DISABLE": "1"},
+                     args=[os.path.join(tmp, "d.io")])
+        expect(not glob.glob(prefix + "*"), "TNBC_DISABLE=1 still wrote statistics")
+        msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[")]
+        expect(len(msgs) == 1 and msgs[0].startswith("tnbc[0]: TNBC_DISABLE=1:"),
+               f"expected only rank 0's note that the library is disabled: {msgs}")
+    s.check("TNBC_DISABLE=1 is a pure pass-through", disable)
+
+    def bad_settings():
+        res = mpirun(MIXED, 4, preload="tnbc", env={"TNBC_LOG": "loud", "TNBC_FROBNICATE": "1"},
+                     args=[os.path.join(tmp, "b.io")])
+        msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[")]
+        expect(msgs == sorted(msgs) and len(msgs) == 2, f"expected two messages from rank 0 only: {msgs}")
+        expect(any("TNBC_LOG=loud: expected one of quiet, info, debug; using the default (info)" in m for m in msgs), msgs)
+        expect(any("unknown setting TNBC_FROBNICATE" in m for m in msgs), msgs)
+        expect(all(m.startswith("tnbc[0]: ") for m in msgs), f"not from rank 0: {msgs}")
+    s.check("bad settings: one message each, from rank 0, and the run goes on", bad_settings)
+
+    def unwritable_stats():
+        res = mpirun(MIXED, 2, preload="tnbc", env={"TNBC_STATS": "/nonexistent-dir/stats"},
+                     args=[os.path.join(tmp, "u.io")])
+        msgs = [l for l in res.stderr.splitlines() if "statistics not written" in l]
+        expect(len(msgs) == 1, f"expected one message: {res.stderr}")
+    s.check("an unwritable statistics prefix: one message, the program completes", unwritable_stats)
+
+    s.finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Helpers for the MPI integration tests: run real MPI processes under a time limit.
+
+Every run has a timeout: a broken collective hangs rather than fails, and a hang must become a
+failure.  Paths come from the environment meson sets (see test/meson.build):
+  TNBCTEST_BUILD_ROOT   the build directory
+  TNBCTEST_SOURCE_ROOT  the source directory
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+BUILD = os.environ.get("TNBCTEST_BUILD_ROOT", "")
+SOURCE = os.environ.get("TNBCTEST_SOURCE_ROOT", "")
+LIBS = {
+    "tnbc": os.path.join(BUILD, "shim", "libtnbc.so"),
+    "tnbc_trace": os.path.join(BUILD, "shim", "libtnbc_trace.so"),
+}
+
+
+class Failure(Exception):
+    pass
+
+
+def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=None, check=True):
+    """Runs `mpiexec -n nprocs program args` locally; returns the CompletedProcess.
+
+    preload: None (plain MPICH), "tnbc" or "tnbc_trace".  env: extra variables for every rank.
+    """
+    cmd = ["mpiexec", "-n", str(nprocs)]
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TNBC_")}
+    # The test environment must not leak TNBC_* settings into the ranks: unknown-variable
+    # warnings are part of what the tests check.  Pass them with -genv instead.
+    extra = dict(env or {})
+    if preload:
+        extra["LD_PRELOAD"] = LIBS[preload]
+    for k, v in extra.items():
+        cmd += ["-genv", k, v]
+    cmd += [program, *map(str, args)]
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=full_env)
+    except subprocess.TimeoutExpired as e:
+        subprocess.run(["pkill", "-9", "-f", os.path.basename(program)], check=False)
+        raise Failure(f"timed out after {timeout}s: {' '.join(cmd)}\nstdout:\n{e.stdout}\nstderr:\n{e.stderr}")
+    if check and res.returncode != 0:
+        raise Failure(f"exit {res.returncode}: {' '.join(cmd)}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}")
+    return res
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+class Suite:
+    """Collects named checks and prints the closing 'N passed, N failed' line."""
+
+    def __init__(self, name):
+        self.name, self.passed, self.failed = name, 0, 0
+
+    def check(self, label, fn):
+        try:
+            fn()
+        except (Failure, AssertionError) as e:
+            self.failed += 1
+            print(f"FAIL {label}: {e}", flush=True)
+        else:
+            self.passed += 1
+            print(f"ok   {label}", flush=True)
+
+    def finish(self):
+        print(f"{self.name}: {self.passed} passed, {self.failed} failed")
+        sys.exit(1 if self.failed or not self.passed else 0)
+
+
+def expect(cond, message):
+    if not cond:
+        raise AssertionError(message)
