@@ -77,3 +77,32 @@ class Suite:
 def expect(cond, message):
     if not cond:
         raise AssertionError(message)
+
+
+CLUSTER = os.path.join(BUILD, "tools", "tnbc-cluster")
+
+
+def cluster(*args, timeout=120, check=True, cluster_opts=()):
+    """Runs `tnbc-cluster [cluster_opts] args...` and returns the CompletedProcess.  A job that
+    outlives `timeout` is a failure, and the nodes are torn down so the next test starts clean."""
+    cmd = [CLUSTER, *cluster_opts, *map(str, args)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TNBC_")}
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        subprocess.run([CLUSTER, *cluster_opts, "down"], check=False)
+        raise Failure(f"timed out after {timeout}s: {' '.join(cmd)}\nstdout:\n{e.stdout}\nstderr:\n{e.stderr}")
+    if check and res.returncode != 0:
+        raise Failure(f"exit {res.returncode}: {' '.join(cmd)}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}")
+    return res
+
+
+def cluster_run(program, args=(), ppn=2, preload=None, env=None, timeout=60, cluster_opts=()):
+    """Runs an MPI program across the emulated nodes (created and removed around the run unless
+    already up); returns the CompletedProcess."""
+    run = ["run", "--ppn", ppn, "--timeout", timeout]
+    if preload:
+        run += ["--preload", LIBS[preload]]
+    for k, v in (env or {}).items():
+        run += ["--env", f"{k}={v}"]
+    return cluster(*run, "--", program, *args, timeout=timeout + 30, cluster_opts=cluster_opts)

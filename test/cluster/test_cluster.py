@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""The emulated cluster (tools/tnbc-cluster): nodes come up and go away cleanly, ranks land on
+distinct hosts, inter-node traffic crosses the shaped links, programs give the same bytes as on
+one node, with and without the tnbc libraries, and multi-node runs finish reliably."""
+
+import os
+import subprocess
+import sys
+
+from tnbc_testlib import BUILD, Suite, cluster, cluster_run, expect, mpirun
+
+MIXED = os.path.join(BUILD, "test", "mpi", "mixed")
+NETCHECK = os.path.join(BUILD, "test", "mpi", "netcheck")
+CONSECUTIVE_RUNS = int(os.environ.get("TNBCTEST_CLUSTER_RUNS", "20"))
+
+
+def netns_names():
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return sorted(l.split()[0] for l in out.splitlines() if l.startswith("tnbc-n"))
+
+
+def tnbc_links():
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    return [l.split(": ")[1].split("@")[0] for l in out.splitlines() if ": tnbc" in l]
+
+
+def main():
+    if os.geteuid() != 0:
+        print("cluster tests need root (network namespaces); skipped")
+        sys.exit(77)
+    s = Suite("cluster")
+    cluster("down")
+
+    def lifecycle():
+        cluster("up")
+        cluster("up")  # idempotent
+        expect(netns_names() == ["tnbc-n0", "tnbc-n1"], f"namespaces: {netns_names()}")
+        st = cluster("status").stdout
+        expect("tnbc-n0" in st and "tnbc-n1" in st and "rate 200Mbit" in st, st)
+        cluster("down")
+        cluster("down")  # safe twice
+        expect(not netns_names(), f"namespaces left: {netns_names()}")
+        expect(not tnbc_links(), f"links left: {tnbc_links()}")
+    s.check("up twice, down twice: idempotent, nothing left behind", lifecycle)
+
+    def placement_and_shaping():
+        out = cluster_run(NETCHECK, args=[2]).stdout.splitlines()
+        names = dict(l.split()[1:3] for l in out if l.startswith("name "))
+        expect(names == {"0": "tnbc-n0", "1": "tnbc-n0", "2": "tnbc-n1", "3": "tnbc-n1"}, f"placement: {names}")
+        rate = [float(l.split()[1]) for l in out if l.startswith("rate_mbit")]
+        # Shaping is an upper bound whatever the machine's load: faster than the link means the
+        # traffic went around it.
+        expect(rate and rate[0] <= 200 * 1.15, f"inter-node rate {rate} Mbit/s exceeds the 200 Mbit/s link")
+        expect(not netns_names(), "run did not tear down the nodes it created")
+    s.check("2 nodes x 2 ranks: ranks on distinct hosts, traffic limited by the shaped link",
+            placement_and_shaping)
+
+    def rate_option():
+        out = cluster_run(NETCHECK, args=[2, 4 << 20], cluster_opts=["--rate", "50mbit"]).stdout
+        rate = [float(l.split()[1]) for l in out.splitlines() if l.startswith("rate_mbit")]
+        expect(rate and rate[0] <= 50 * 1.15, f"rate {rate} Mbit/s exceeds --rate 50mbit")
+    s.check("--rate shapes the links to the given rate", rate_option)
+
+    ref = {}
+
+    def local_reference():
+        ref["out"] = sorted(mpirun(MIXED, 4, args=["/tmp/tnbc_cluster_ref.io"]).stdout.splitlines())
+    s.check("reference run on one node", local_reference)
+    for lib in (None, "tnbc", "tnbc_trace"):
+        def same(lib=lib):
+            out = sorted(cluster_run(MIXED, args=["/tmp/tnbc_cluster.io"], preload=lib).stdout.splitlines())
+            expect(out == ref.get("out"), f"output differs from the one-node run:\n{out}\nvs\n{ref.get('out')}")
+        s.check(f"2 x 2 ranks under {lib or 'plain MPICH'}: same output as on one node", same)
+
+    def consecutive():
+        cluster("up")
+        try:
+            for i in range(CONSECUTIVE_RUNS):
+                cluster_run(NETCHECK, args=[2, 1 << 20], timeout=30)
+        finally:
+            cluster("down")
+    s.check(f"{CONSECUTIVE_RUNS} consecutive multi-node runs finish (finalize workaround)", consecutive)
+
+    def usage_errors():
+        for args, msg in ((["run"], "run: no program given"),
+                          (["--nodes", "0", "up"], "--nodes must be 1..50"),
+                          (["--rate", "fast", "up"], "--rate must look like"),
+                          (["frobnicate"], "unknown command 'frobnicate'"),
+                          (["run", "--preload", "/nonexistent.so", "--", MIXED], "--preload: no such file")):
+            res = cluster(*args, check=False)
+            expect(res.returncode == 2 and msg in res.stderr, f"{args}: exit {res.returncode}, {res.stderr!r}")
+        expect(not netns_names(), "a failed command left nodes behind")
+    s.check("bad usage: exit 2 with a clear message, nothing created", usage_errors)
+    s.finish()
+
+
+if __name__ == "__main__":
+    main()
