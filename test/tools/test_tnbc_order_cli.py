@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""tnbc-order's command line: help, version, exit codes, and docs/config.md equal to the table."""
+
+import os
+import subprocess
+
+from tnbc_testlib import BUILD, SOURCE, Suite, expect
+
+TOOL = os.path.join(BUILD, "tools", "tnbc-order")
+
+
+def run(*args):
+    return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=30)
+
+
+def main():
+    s = Suite("tnbc-order-cli")
+
+    def help_text():
+        for args in (["--help"], ["-h"], ["config", "--help"]):
+            r = run(*args)
+            expect(r.returncode == 0 and r.stdout.startswith("usage: tnbc-order"), f"{args}: {r}")
+    s.check("--help on the tool and its commands", help_text)
+
+    def version():
+        r = run("--version")
+        expect(r.returncode == 0 and r.stdout.startswith("tnbc-order "), str(r))
+    s.check("--version", version)
+
+    def usage_errors():
+        for args, msg in (([], "no command given"), (["frob"], "unknown command 'frob'"),
+                          (["config", "--bogus"], "config: unknown option '--bogus'")):
+            r = run(*args)
+            expect(r.returncode == 2 and msg in r.stderr, f"{args}: exit {r.returncode} {r.stderr!r}")
+    s.check("usage errors exit 2 with a message", usage_errors)
+
+    def config_lists_settings():
+        r = run("config")
+        expect(r.returncode == 0, str(r))
+        for name in ("TNBC_DISABLE", "TNBC_LOG", "TNBC_STATS"):
+            expect(name in r.stdout, f"{name} missing from `tnbc-order config`")
+    s.check("config lists the settings", config_lists_settings)
+
+    def docs_match():
+        table = run("config", "--markdown").stdout
+        with open(os.path.join(SOURCE, "docs", "config.md"), encoding="utf-8") as f:
+            doc = f.read()
+        begin = doc.index("-->\n", doc.index("<!-- BEGIN SETTINGS")) + 4
+        end = doc.index("<!-- END SETTINGS -->")
+        expect(doc[begin:end] == table,
+               "docs/config.md is out of date: paste `tnbc-order config --markdown` between the markers")
+    s.check("docs/config.md matches the settings table", docs_match)
+    s.finish()
+
+
+if __name__ == "__main__":
+    main()
