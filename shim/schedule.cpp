@@ -1,0 +1,144 @@
+#include "schedule.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace tnbc::shim::schedule {
+namespace {
+
+/// The priority order as a permutation of 0..n-1: the listed entries first (duplicates and
+/// out-of-range entries ignored), then the missing ones in `fallback` order.
+std::vector<int> complete_order(std::span<const int> order, const std::vector<int>& fallback) {
+  const int n = static_cast<int>(fallback.size());
+  std::vector<char> seen(static_cast<std::size_t>(n), 0);
+  std::vector<int> out;
+  out.reserve(fallback.size());
+  auto take = [&](int i) {
+    if (i >= 0 && i < n && !seen[static_cast<std::size_t>(i)]) {
+      seen[static_cast<std::size_t>(i)] = 1;
+      out.push_back(i);
+    }
+  };
+  for (int i : order) take(i);
+  for (int i : fallback) take(i);
+  return out;
+}
+
+}  // namespace
+
+/*
+ * Algorithm: prioritised alltoall(v)
+ *   Idea: every rank posts all its receives and sends at once; what differs is the order, which
+ *   decides what completes first when the network is the bottleneck.
+ *   Phases: 1. copy of the own block (no network, needed by any read order);
+ *           2. receives in priority order (plan order, else (rank - k) mod p);
+ *           3. sends in staggered order (rank + k) mod p.
+ *   Edge cases: zero-byte blocks get no step; size 1 is a copy only.
+ *   Cost: (p-1) sends and receives, Cost = (p-1)·α + n·β per rank.
+ */
+Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
+                   std::span<const std::size_t> send_displs,
+                   std::span<const std::size_t> recv_bytes,
+                   std::span<const std::size_t> recv_displs, std::span<const int> recv_order) {
+  const auto n = static_cast<std::size_t>(size);
+  if (rank < 0 || rank >= size || send_bytes.size() != n || send_displs.size() != n ||
+      recv_bytes.size() != n || recv_displs.size() != n)
+    throw std::invalid_argument("alltoallv schedule: sizes do not match the communicator");
+  Schedule s;
+  const auto r = static_cast<std::size_t>(rank);
+  // 1. own block
+  if (recv_bytes[r] > 0)
+    s.steps.push_back({Kind::copy, rank, recv_displs[r], recv_bytes[r], rank, -1, send_displs[r]});
+  // 2. receives
+  std::vector<int> staggered_recv;
+  for (int k = 1; k < size; ++k) staggered_recv.push_back((rank - k + size) % size);
+  staggered_recv.push_back(rank);
+  for (int src : complete_order(recv_order, staggered_recv)) {
+    auto i = static_cast<std::size_t>(src);
+    if (src != rank && recv_bytes[i] > 0)
+      s.steps.push_back({Kind::recv, src, recv_displs[i], recv_bytes[i], src});
+  }
+  // 3. sends
+  for (int k = 1; k < size; ++k) {
+    int dst = (rank + k) % size;
+    auto i = static_cast<std::size_t>(dst);
+    if (send_bytes[i] > 0) s.steps.push_back({Kind::send, dst, send_displs[i], send_bytes[i], rank});
+  }
+  return s;
+}
+
+/*
+ * Algorithm: broadcast tree (k chains, or binomial)
+ *   Idea: relative rank v = (rank - root) mod p.  With k chains the p-1 non-root ranks are cut
+ *   into k chains of nearly equal length, each hanging off the root (SEEDS.md §4: time
+ *   ((p-1)/k + 1)·a + (k-1)·b, best near k* = sqrt(a(p-1)/b)).  Binomial (k = 0): parent of v
+ *   is v with its lowest set bit cleared; children are v + 2^j for 2^j below that bit.
+ *   Edge cases: k larger than p-1 becomes p-1 (a flat tree); p = 1 has no edges.
+ *   Cost: chains: root sends k times per segment, others once; binomial: log2 p rounds.
+ */
+TreeNode bcast_tree(int rank, int size, int root, int chains) {
+  TreeNode t;
+  const int v = (rank - root + size) % size;
+  auto abs_rank = [&](int rel) { return (rel + root) % size; };
+  if (size <= 1) return t;
+  if (chains <= 0) {
+    int low = v == 0 ? 1 : (v & -v);
+    if (v != 0) t.parent = abs_rank(v - low);
+    for (int bit = 1; (v == 0 ? bit < size : bit < low); bit <<= 1)
+      if (v + bit < size) t.children.push_back(abs_rank(v + bit));
+    // Largest subtree first: it has the longest way to go.
+    std::reverse(t.children.begin(), t.children.end());
+    return t;
+  }
+  const int k = std::min(chains, size - 1);
+  const int others = size - 1;
+  // Chain c holds relative ranks [start(c), start(c+1)), starting at 1.
+  auto start = [&](int c) { return 1 + c * (others / k) + std::min(c, others % k); };
+  if (v == 0) {
+    for (int c = 0; c < k; ++c) t.children.push_back(abs_rank(start(c)));
+    return t;
+  }
+  int c = 0;
+  while (start(c + 1) <= v) ++c;
+  t.parent = v == start(c) ? abs_rank(0) : abs_rank(v - 1);
+  if (v + 1 < start(c + 1)) t.children.push_back(abs_rank(v + 1));
+  return t;
+}
+
+/*
+ * Algorithm: pipelined, prioritised broadcast
+ *   Idea: cut the buffer into m segments; every rank receives each segment from its parent and
+ *   forwards it to its children, so segments flow down the tree one behind the other.  The
+ *   order of segments is the priority order: the segment read first arrives first.
+ *   Phases (per segment, in priority order): 1. recv from parent (not at the root);
+ *           2. send to each child, after the recv of step 1.
+ *   Edge cases: m > total bytes is reduced so no segment is empty; total 0 gives no steps.
+ *   Cost: (m + depth - 1) segment times along the longest path.
+ */
+Schedule bcast(int rank, int size, int root, std::size_t total, int segments, int chains,
+               std::span<const int> segment_order) {
+  if (rank < 0 || rank >= size || root < 0 || root >= size || segments < 1)
+    throw std::invalid_argument("bcast schedule: bad rank, root or segment count");
+  Schedule s;
+  if (total == 0) return s;
+  const auto m = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(segments), total));
+  const TreeNode node = bcast_tree(rank, size, root, chains);
+  std::vector<int> identity(static_cast<std::size_t>(m));
+  for (int i = 0; i < m; ++i) identity[static_cast<std::size_t>(i)] = i;
+  const std::size_t base = total / static_cast<std::size_t>(m);
+  const std::size_t extra = total % static_cast<std::size_t>(m);
+  for (int seg : complete_order(segment_order, identity)) {
+    const auto i = static_cast<std::size_t>(seg);
+    const std::size_t off = i * base + std::min(i, extra);
+    const std::size_t len = base + (i < extra ? 1 : 0);
+    int recv_step = -1;
+    if (node.parent >= 0) {
+      recv_step = static_cast<int>(s.steps.size());
+      s.steps.push_back({Kind::recv, node.parent, off, len, seg});
+    }
+    for (int child : node.children) s.steps.push_back({Kind::send, child, off, len, seg, recv_step});
+  }
+  return s;
+}
+
+}  // namespace tnbc::shim::schedule

@@ -1,0 +1,59 @@
+// Schedules: what one rank sends and receives to complete a collective, as plain data.
+//
+// A Schedule lists steps in issue order (highest priority first).  The engine posts them in that
+// order, a recv into the receive side, a send from the (copied) send side; a step with
+// `after >= 0` may be posted only when step `after` has completed (a tree broadcast forwards a
+// segment only after receiving it).  Builders are pure functions of (rank, size, sizes,
+// priorities), so tests check them on every rank of a simulated job without MPI.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace tnbc::shim::schedule {
+
+enum class Kind {
+  send,  ///< send `bytes` at `offset` of the send side to `peer`
+  recv,  ///< receive `bytes` at `offset` of the receive side from `peer`
+  copy,  ///< local copy of `bytes` from send offset `src_offset` to receive offset `offset`
+};
+
+struct Step {
+  Kind kind;
+  int peer;                    ///< communicator rank; own rank for copy
+  std::size_t offset;          ///< receive-side offset (recv, copy) or send-side offset (send)
+  std::size_t bytes;
+  int sub;                     ///< sub-message: source rank (alltoall[v]) or segment (bcast)
+  int after = -1;              ///< index of a step that must complete first, or -1
+  std::size_t src_offset = 0;  ///< copy only: send-side offset
+};
+
+struct Schedule {
+  std::vector<Step> steps;
+};
+
+/// Alltoall(v) on `rank` of `size`.  Block i of the send side goes to rank i, block j of the
+/// receive side comes from rank j; counts and displacements are in bytes.  `recv_order` lists
+/// source ranks, the block read first first (a plan's consensus order); empty = the default
+/// staggered order (rank - k) mod size.  Sends go in the staggered order (rank + k) mod size so
+/// that receivers are not all hit at once.  The own block is a copy, issued first.
+Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
+                   std::span<const std::size_t> send_displs,
+                   std::span<const std::size_t> recv_bytes,
+                   std::span<const std::size_t> recv_displs, std::span<const int> recv_order);
+
+/// Pipelined broadcast of `total` bytes from `root`, cut into `segments` nearly equal segments
+/// (the last may be shorter), sent down a tree of `chains` chains (1 = one chain, 0 = binomial
+/// tree).  `segment_order` lists segments, the one read first first; empty = 0, 1, 2, ….
+Schedule bcast(int rank, int size, int root, std::size_t total, int segments, int chains,
+               std::span<const int> segment_order);
+
+/// Parent and children of `rank` in the broadcast tree (ranks relative to the communicator).
+struct TreeNode {
+  int parent = -1;
+  std::vector<int> children;
+};
+TreeNode bcast_tree(int rank, int size, int root, int chains);
+
+}  // namespace tnbc::shim::schedule

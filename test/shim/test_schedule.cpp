@@ -1,0 +1,146 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <random>
+#include <set>
+#include <tuple>
+
+#include "schedule.hpp"
+
+using namespace tnbc::shim::schedule;
+
+TEST_CASE("alltoallv: every rank's sends match the peers' receives, byte for byte",
+          "[schedule]") {
+  std::mt19937 rng(42);
+  for (int p : {1, 2, 3, 4, 7, 16}) {
+    // bytes[s][d]: what s sends to d; zero blocks included.
+    std::vector<std::vector<std::size_t>> bytes(p, std::vector<std::size_t>(p));
+    for (auto& row : bytes)
+      for (auto& b : row) b = rng() % 4 == 0 ? 0 : rng() % 100000;
+    std::multiset<std::tuple<int, int, std::size_t>> sent, received;
+    for (int r = 0; r < p; ++r) {
+      std::vector<std::size_t> sb(p), sd(p), rb(p), rd(p);
+      std::size_t so = 0, ro = 0;
+      for (int i = 0; i < p; ++i) {
+        sb[i] = bytes[r][i], sd[i] = so, so += sb[i];
+        rb[i] = bytes[i][r], rd[i] = ro, ro += rb[i];
+      }
+      auto s = alltoallv(r, p, sb, sd, rb, rd, {});
+      for (const auto& st : s.steps) {
+        if (st.kind == Kind::send) {
+          CHECK(st.offset == sd[st.peer]);
+          sent.insert({r, st.peer, st.bytes});
+        } else if (st.kind == Kind::recv) {
+          CHECK(st.offset == rd[st.peer]);
+          CHECK(st.sub == st.peer);
+          received.insert({st.peer, r, st.bytes});
+        } else {
+          CHECK(st.peer == r);
+          CHECK(st.offset == rd[r]);
+          CHECK(st.src_offset == sd[r]);
+          CHECK(st.bytes == bytes[r][r]);
+        }
+        CHECK(st.bytes > 0);
+      }
+    }
+    CHECK(sent == received);
+    std::size_t nonzero_remote = 0;
+    for (int s = 0; s < p; ++s)
+      for (int d = 0; d < p; ++d) nonzero_remote += s != d && bytes[s][d] > 0;
+    CHECK(sent.size() == nonzero_remote);
+  }
+}
+
+TEST_CASE("alltoallv: receives follow the plan order, else the staggered order", "[schedule]") {
+  const int p = 5, r = 2;
+  std::vector<std::size_t> b(p, 8), d{0, 8, 16, 24, 32};
+  auto recv_peers = [&](const Schedule& s) {
+    std::vector<int> out;
+    for (const auto& st : s.steps)
+      if (st.kind == Kind::recv) out.push_back(st.peer);
+    return out;
+  };
+  CHECK(recv_peers(alltoallv(r, p, b, d, b, d, {})) == std::vector<int>{1, 0, 4, 3});
+  std::vector<int> plan{4, 2, 0};  // own rank and missing ranks are handled
+  CHECK(recv_peers(alltoallv(r, p, b, d, b, d, plan)) == std::vector<int>{4, 0, 1, 3});
+  auto s = alltoallv(r, p, b, d, b, d, plan);
+  REQUIRE_FALSE(s.steps.empty());
+  CHECK(s.steps.front().kind == Kind::copy);  // the own block comes first
+  std::vector<int> sends;
+  for (const auto& st : s.steps)
+    if (st.kind == Kind::send) sends.push_back(st.peer);
+  CHECK(sends == std::vector<int>{3, 4, 0, 1});
+}
+
+TEST_CASE("alltoallv: mismatched sizes are refused", "[schedule]") {
+  std::vector<std::size_t> three(3, 1), two(2, 1);
+  CHECK_THROWS_AS(alltoallv(0, 3, three, three, two, three, {}), std::invalid_argument);
+}
+
+TEST_CASE("broadcast trees reach every rank exactly once from the root", "[schedule]") {
+  for (int p = 1; p <= 17; ++p)
+    for (int root : {0, p / 2, p - 1})
+      for (int chains : {0, 1, 2, 3, 7, 100}) {
+        INFO("p=" << p << " root=" << root << " chains=" << chains);
+        std::map<int, int> parent_of;
+        std::multiset<std::pair<int, int>> edges_down;
+        for (int r = 0; r < p; ++r) {
+          auto t = bcast_tree(r, p, root, chains);
+          if (r == root) CHECK(t.parent == -1);
+          else parent_of[r] = t.parent;
+          for (int c : t.children) edges_down.insert({r, c});
+        }
+        CHECK(static_cast<int>(edges_down.size()) == p - 1);
+        for (auto [child, parent] : parent_of) CHECK(edges_down.count({parent, child}) == 1);
+        for (int r = 0; r < p; ++r) {  // following parents ends at the root, without a cycle
+          int x = r, hops = 0;
+          while (x != root && hops <= p) x = parent_of[x], ++hops;
+          CHECK(x == root);
+        }
+      }
+}
+
+TEST_CASE("bcast schedule: segments partition the buffer, forwards wait for their receive",
+          "[schedule]") {
+  const std::size_t total = 1000003;
+  for (int chains : {0, 1, 3}) {
+    const int p = 7, root = 3, m = 4;
+    std::vector<int> order{3, 1, 2, 0};
+    std::multiset<std::tuple<int, int, int, std::size_t>> sent, received;  // from, to, seg, bytes
+    for (int r = 0; r < p; ++r) {
+      auto s = bcast(r, p, root, total, m, chains, order);
+      std::vector<int> recv_segments;
+      std::size_t covered = 0;
+      for (std::size_t i = 0; i < s.steps.size(); ++i) {
+        const auto& st = s.steps[i];
+        if (st.kind == Kind::recv) {
+          recv_segments.push_back(st.sub);
+          covered += st.bytes;
+          received.insert({st.peer, r, st.sub, st.bytes});
+        } else {
+          REQUIRE(st.kind == Kind::send);
+          sent.insert({r, st.peer, st.sub, st.bytes});
+          if (r == root) {
+            CHECK(st.after == -1);
+          } else {
+            REQUIRE(st.after >= 0);
+            REQUIRE(static_cast<std::size_t>(st.after) < i);
+            CHECK(s.steps[st.after].kind == Kind::recv);
+            CHECK(s.steps[st.after].sub == st.sub);
+          }
+        }
+      }
+      if (r != root) {
+        CHECK(recv_segments == order);  // priority order
+        CHECK(covered == total);
+      }
+    }
+    CHECK(sent == received);
+  }
+}
+
+TEST_CASE("bcast schedule: more segments than bytes, and empty buffers", "[schedule]") {
+  CHECK(bcast(1, 2, 0, 3, 8, 0, {}).steps.size() == 3);
+  CHECK(bcast(1, 2, 0, 0, 4, 0, {}).steps.empty());
+  CHECK_THROWS_AS(bcast(0, 2, 5, 10, 4, 0, {}), std::invalid_argument);
+}
