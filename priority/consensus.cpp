@@ -145,15 +145,20 @@ double concordance(std::span<const std::size_t> order, std::size_t order_tail,
   // thousands of ranks has thousands of sub-messages, times thousands of ranks):
   //   counted = all - both in order tail - both in reference tail + both in both tails,
   // for the number of pairs and for the number of discordant pairs alike.
-  const std::size_t n = std::min(order.size(), reference.size());
-  if (n < 2) return 1.0;
-  order_tail = std::min(order_tail, n);
-  reference_tail = std::min(reference_tail, n);
-  std::vector<std::size_t> ref_pos(n), ord_pos(n);
+  const std::size_t n = order.size();
+  if (reference.size() != n) return 0.0;
+  constexpr std::size_t kUnset = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> ref_pos(n, kUnset), ord_pos(n, kUnset);
   for (std::size_t p = 0; p < n; ++p) {
+    if (reference[p] >= n || order[p] >= n || ref_pos[reference[p]] != kUnset ||
+        ord_pos[order[p]] != kUnset)
+      return 0.0;  // not permutations of the same set: nothing sensible to compare
     ref_pos[reference[p]] = p;
     ord_pos[order[p]] = p;
   }
+  if (n < 2) return 1.0;
+  order_tail = std::min(order_tail, n);
+  reference_tail = std::min(reference_tail, n);
   auto in_order_tail = [&](std::size_t m) { return ord_pos[m] >= n - order_tail; };
   auto in_ref_tail = [&](std::size_t m) { return ref_pos[m] >= n - reference_tail; };
   // Discordant pairs within the set selected by `keep` and their number of pairs.

@@ -96,7 +96,8 @@ SiteAnalysis analyse(const CallSite& site, const ConsensusOptions& options = {})
 /// 0..n-1).  `order_tail` / `reference_tail` are how many trailing entries of each are an
 /// unordered tail.  Pairs lying both in the same tail are skipped; over the other pairs with C
 /// concordant and D discordant, concordance = max(0, (C - D) / (C + D)): 1 for the same order,
-/// about 0 for an unrelated one, 0 for the reverse.  1 when no pair counts.
+/// about 0 for an unrelated one, 0 for the reverse.  1 when no pair counts; 0 when the two are
+/// not permutations of the same 0..n-1.
 double concordance(std::span<const std::size_t> order, std::size_t order_tail,
                    std::span<const std::size_t> reference, std::size_t reference_tail);
 

@@ -54,8 +54,10 @@ double simulate_overlap(const OverlapInputs& in, std::span<const std::size_t> re
   if (n == 0 || !(remaining > 0)) return 0;
   const double read = (in.rcrc > 0 && !std::isinf(in.rcrc)) ? 1.0 / in.rcrc : 0.0;
   const double per_slot = remaining / static_cast<double>(n);
+  // 1. Unrelated work first.
   double now = std::max(0.0, in.tcurc_us);
   double overlap = std::min(now, remaining);
+  // 2. Blocks in read order, each when it has arrived; 3. count what falls inside [0, R].
   for (std::size_t i : read_order) {
     if (i >= n || i >= arrival_slot.size()) continue;
     double arrival = static_cast<double>(arrival_slot[i] + 1) * per_slot;
@@ -141,7 +143,7 @@ BcastChoice choose_bcast(const LogGP& p, int ranks, std::uint64_t bytes, const B
   std::uint64_t by_size = limits.min_segment_bytes > 0 ? bytes / limits.min_segment_bytes : bytes;
   int max_m = static_cast<int>(std::min<std::uint64_t>(
       std::max(1, limits.max_segments), std::max<std::uint64_t>(1, by_size)));
-  // Step 1: best shape for m segments.
+  // 1. Best shape for m segments.
   auto evaluate = [&](int m) {
     BcastChoice c;
     c.segments = m;
@@ -158,7 +160,7 @@ BcastChoice choose_bcast(const LogGP& p, int ranks, std::uint64_t bytes, const B
     c.exposed_us = c.time_us / m;
     return c;
   };
-  // Step 2: add segments while each one still pays.
+  // 2. Add segments while each one still pays.
   best = evaluate(1);
   for (int m = 2; m <= max_m; ++m) {
     BcastChoice next = evaluate(m);

@@ -40,13 +40,17 @@ double overlap_formula1(const OverlapInputs& in);
 /// Formula (3): min(Tcomm - Tinit, TCURC + Tcomm·Rcomm/RCRC), never below 0.
 double overlap_formula3(const OverlapInputs& in);
 
-/// Block simulation (discrete version of (3), which also shows what a bad order costs).
-///   Time 0 is the early return; the remaining communication, R = Tcomm - Tinit, delivers the
-///   block in arrival slot s at (s+1)·R/n.  The application computes TCURC, then reads blocks in
-///   `read_order`, each for c = 1/RCRC, waiting until the block has arrived.  Result: compute
-///   time inside [0, R] (the overlap), in µs.  `arrival_slot[i]` is the slot of sub-message i.
-///   With the plan order (slot = read position) it is below (3) by at most one block: the last
-///   block can only be read after it has arrived - the paper's best overlap (m-1)/m.
+/// Algorithm: block simulation (discrete version of (3), which also shows what a bad order costs).
+///   Idea: time 0 is the early return; the remaining communication, R = Tcomm - Tinit, delivers
+///   the block in arrival slot s at (s+1)·R/n (uniform rate).  `arrival_slot[i]` is the slot of
+///   sub-message i.
+///   1. The application computes TCURC (unrelated work).
+///   2. It reads the blocks in `read_order`, each for c = 1/RCRC, starting a block when both the
+///      previous one is read and the block has arrived.
+///   3. Result: compute time inside [0, R] (the overlap), in µs.
+///   Edge cases: n = 0 or R <= 0 -> 0; RCRC = +inf -> c = 0.  With the plan order (slot = read
+///   position) the result is below (3) by at most one block: the last block can only be read
+///   after it has arrived - the paper's best overlap (m-1)/m.  Cost O(n).
 double simulate_overlap(const OverlapInputs& in, std::span<const std::size_t> read_order,
                         std::span<const std::size_t> arrival_slot);
 
@@ -125,11 +129,14 @@ struct BcastChoice {
   double exposed_us = 0;  ///< T(m)/m: what the reader still waits for with perfect priorities
 };
 
-/// Chooses m and the tree.
+/// Algorithm: Bcast segment count m and tree.
+///   Idea: with priorities the reader waits for about one segment, E(m) = T(m)/m (the paper's
+///   best overlap (m-1)/m), but every segment adds a pipeline step; keep m small.
 ///   1. For each m in 1..M, M = min(max_segments, max(1, bytes / min_segment_bytes)): the shape
 ///      of smaller T(m) among binomial and best_chains(s) chains (binomial on a tie).
-///   2. Start at m = 1; go to m + 1 while E(m+1) <= (1 - min_gain)·E(m), E(m) = T(m)/m.
-/// P <= 1: m = 1, binomial, time 0.
+///   2. Start at m = 1; go to m + 1 while E(m+1) <= (1 - min_gain)·E(m).
+///   Edge cases: P <= 1 -> m = 1, binomial, time 0; bytes < min_segment_bytes -> m = 1.
+///   Cost: O(M) evaluations of the LogGP formulas.
 BcastChoice choose_bcast(const LogGP& p, int ranks, std::uint64_t bytes,
                          const BcastLimits& limits = {});
 

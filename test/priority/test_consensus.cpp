@@ -176,6 +176,10 @@ TEST_CASE("concordance: definition on hand examples and against brute force", "[
   CHECK(concordance(Order{0, 1, 2, 3}, 2, Order{0, 1, 3, 2}, 2) == 1.0);
   CHECK(concordance(Order{0}, 0, Order{0}, 0) == 1.0);
   CHECK(concordance(Order{0, 1}, 2, Order{1, 0}, 0) == 1.0);
+  // Not permutations of the same set: 0, never out-of-bounds access.
+  CHECK(concordance(Order{0, 1, 2}, 0, Order{0, 1}, 0) == 0.0);
+  CHECK(concordance(Order{0, 5}, 0, Order{0, 1}, 0) == 0.0);
+  CHECK(concordance(Order{1, 1}, 0, Order{0, 1}, 0) == 0.0);
 
   std::mt19937 rng(42);
   for (int trial = 0; trial < 200; ++trial) {
