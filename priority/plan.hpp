@@ -23,7 +23,7 @@ namespace tnbc::priority {
 inline constexpr std::string_view kPlanMagic = "tnbc-plan";
 inline constexpr int kPlanVersion = 1;
 /// Bounds that keep a hostile plan from using much memory or time.
-inline constexpr std::size_t kMaxPlanBytes = 64u << 20;
+inline constexpr std::size_t kMaxPlanBytes = 16u << 20;
 inline constexpr std::size_t kMaxSiteIdBytes = 4096;
 inline constexpr std::size_t kMaxMessages = 1u << 20;  ///< sub-messages per entry
 inline constexpr int kMaxPlanSegments = 64;            ///< Bcast segments accepted in a plan

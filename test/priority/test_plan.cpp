@@ -200,6 +200,12 @@ TEST_CASE("parser errors name the line and say exactly what is wrong", "[plan]")
     CHECK(error_of(kHead + "site s1 alltoall comm=4 class=*\n  order 0 1 99999999999999999999999 2\n") ==
           "line 3: order: '99999999999999999999999' is not a sub-message number");
   }
+  SECTION("size bounds") {
+    CHECK(error_of(std::string(kMaxPlanBytes + 1, 'x')) == "plan larger than 16777216 bytes");
+    std::string huge = kHead + "site s1 alltoall comm=* class=*\n  order";
+    for (std::size_t i = 0; i <= kMaxMessages; ++i) huge += " 0";
+    CHECK(error_of(huge + "\n") == "line 3: order: more than 1048576 sub-messages");
+  }
   SECTION("truncated file") {
     std::string full = kHead + kEntry + "end-of-plan 1\n";
     CHECK(error_of(full.substr(0, full.size() - 1)) ==
