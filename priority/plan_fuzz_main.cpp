@@ -1,0 +1,135 @@
+// Plain driver of the plan fuzz target, for builds without libFuzzer (the unit tests run it).
+//   plan_fuzz_driver [--iterations N] [--seed S] [FILE...]
+// With files: runs the target on each (replays a libFuzzer corpus or crash file).  Without:
+// runs it on N inputs made by mutating built-in valid plans with a deterministic generator
+// (byte flips, insertions, deletions, truncation, line duplication and swaps, number and
+// keyword splices), so that both the error paths and the accepting paths are exercised.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "priority/plan.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+
+namespace {
+
+const char* const kSeeds[] = {
+    "tnbc-plan 1\nend-of-plan 0\n",
+    "tnbc-plan 1\n# comment\n\nsite app+0x1a2b alltoall comm=4 class=16\n  frame fft(double*)\n"
+    "  order 2 0 3 1\n  per-node on\n  agreement 0.9375\n  verdict crc\nend\n\nend-of-plan 1\n",
+    "tnbc-plan 1\nsite s bcast comm=* class=*\n  order 3 1 2 0\n  segments 4\n  tree chains 3\n"
+    "  per-node off\nend\nsite s alltoallv comm=* class=3\n  order 1 0\n  per-node off\n"
+    "  verdict unread\nend\nend-of-plan 2\n",
+};
+
+const char* const kSplices[] = {
+    "site ",  "end\n",    "order ",     "segments ", "tree binomial", "tree chains ",
+    "per-node on", "agreement ", "verdict curc", "end-of-plan ", "comm=*", "class=",
+    "4294967296", "18446744073709551616", "0", "1", "-1", "1e308", "nan", "#", "\n", " ", "\t",
+    "\r", "\x80", "alltoall", "bcast",
+};
+
+std::string mutate(std::string s, std::mt19937_64& rng) {
+  auto pick = [&](std::size_t n) { return n == 0 ? 0 : static_cast<std::size_t>(rng() % n); };
+  int rounds = 1 + static_cast<int>(rng() % 4);
+  for (int r = 0; r < rounds; ++r) {
+    switch (rng() % 8) {
+      case 0:  // flip a bit
+        if (!s.empty()) s[pick(s.size())] ^= static_cast<char>(1u << (rng() % 8));
+        break;
+      case 1:  // insert a random byte
+        s.insert(s.begin() + static_cast<std::ptrdiff_t>(pick(s.size() + 1)),
+                 static_cast<char>(rng() & 0xff));
+        break;
+      case 2: {  // delete a range
+        std::size_t at = pick(s.size() + 1), len = pick(8) + 1;
+        s.erase(at, len);
+        break;
+      }
+      case 3:  // truncate
+        s.resize(pick(s.size() + 1));
+        break;
+      case 4: {  // duplicate a line
+        std::size_t at = pick(s.size() + 1);
+        std::size_t begin = s.rfind('\n', at == 0 ? 0 : at - 1);
+        begin = begin == std::string::npos ? 0 : begin + 1;
+        std::size_t end = s.find('\n', begin);
+        if (end != std::string::npos) s.insert(begin, s.substr(begin, end - begin + 1));
+        break;
+      }
+      case 5: {  // swap two characters
+        if (s.size() > 1) std::swap(s[pick(s.size())], s[pick(s.size())]);
+        break;
+      }
+      default: {  // splice a keyword or number
+        const char* piece = kSplices[pick(std::size(kSplices))];
+        s.insert(pick(s.size() + 1), piece);
+        break;
+      }
+    }
+  }
+  return s;
+}
+
+long accepted = 0;  // inputs that parsed: the accepting paths must be exercised too
+
+void run(const std::string& input) {
+  LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(input.data()), input.size());
+  if (std::holds_alternative<tnbc::priority::Plan>(tnbc::priority::parse_plan(input))) ++accepted;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long iterations = 20000;
+  unsigned long seed = 1;
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--iterations" && i + 1 < argc) {
+      iterations = std::strtol(argv[++i], nullptr, 10);
+    } else if (arg == "--seed" && i + 1 < argc) {
+      seed = std::strtoul(argv[++i], nullptr, 10);
+    } else {
+      files.emplace_back(arg);
+    }
+  }
+  if (!files.empty()) {
+    for (const auto& f : files) {
+      std::ifstream in(f, std::ios::binary);
+      if (!in) {
+        std::fprintf(stderr, "plan_fuzz_driver: cannot read %s\n", f.c_str());
+        return 2;
+      }
+      run(std::string(std::istreambuf_iterator<char>(in), {}));
+    }
+    std::printf("%zu file(s) ran clean\n", files.size());
+    return 0;
+  }
+  std::mt19937_64 rng(seed);
+  for (const char* s : kSeeds) run(s);
+  for (long i = 0; i < iterations; ++i) {
+    std::string input = kSeeds[rng() % std::size(kSeeds)];
+    input = mutate(std::move(input), rng);
+    // Sometimes mutate the result of a mutation: deeper changes.
+    if (rng() % 4 == 0) input = mutate(std::move(input), rng);
+    run(input);
+  }
+  std::printf("%ld mutated inputs ran clean (seed %lu), %ld parsed as plans\n", iterations, seed,
+              accepted);
+  // Too few accepted inputs would mean the mutations only ever test the first error.
+  if (iterations >= 1000 && accepted * 200 < iterations) {
+    std::fprintf(stderr, "plan_fuzz_driver: only %ld inputs parsed; mutations too destructive\n",
+                 accepted);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,58 @@
+// From observations to a plan: analyse each call site, predict its overlap, choose the Bcast
+// segmentation, and fill a PlanEntry.  The rules are in docs/ordering.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "priority/consensus.hpp"
+#include "priority/model.hpp"
+#include "priority/observations.hpp"
+#include "priority/plan.hpp"
+
+namespace tnbc::priority {
+
+/// Everything the planner may be told; defaults are the documented ones.
+struct PlannerOptions {
+  ConsensusOptions consensus;
+  LogGP loggp;
+  BcastLimits bcast;
+  double tinit_us = 0;  ///< Tinit for formula (3); traces cannot measure it
+  /// Per-node priority only pays when ranks need the same source first, i.e. agree on the order.
+  double per_node_agreement = 0.8;
+};
+
+/// The planner's view of one call site (what `tnbc-order show` prints).
+struct SitePlan {
+  SiteAnalysis analysis;
+  OverlapInputs inputs;
+  OverlapPrediction prediction;
+  std::optional<BcastChoice> bcast;  ///< Bcast sites only
+  std::optional<PlanEntry> entry;    ///< nullopt when the site cannot be planned (see warnings)
+  std::vector<std::string> warnings;
+};
+
+/// Plans one site.  The entry:
+///   order: the consensus order (Bcast: segment_order of it over the chosen segment count);
+///   per-node on for Alltoall(v) with comm size > 1, verdict not unread and agreement >=
+///   per_node_agreement; off otherwise (Bcast: always off);
+///   comm size and size class of the site; frames made printable; agreement and verdict.
+/// No entry (and a warning) for an id a plan cannot hold, no sub-messages, or an Alltoall(v)
+/// whose sub-message count differs from its communicator size.
+SitePlan plan_site(const CallSite& site, const PlannerOptions& options = {});
+
+/// Plans every site; sites that cannot be planned are left out and their warnings appended to
+/// *warnings (when not null).  Two sites with the same key keep the first.
+Plan make_plan(const Observations& observations, const PlannerOptions& options = {},
+               std::vector<std::string>* warnings = nullptr);
+
+/// Order of `segments` segments from the read order of `pieces` traced pieces of one buffer:
+/// piece i lies in segment floor(i·segments/pieces); a segment ranks by the earliest read
+/// position of its pieces, ties by index.  Identity when pieces is 0.
+std::vector<std::uint32_t> segment_order(std::span<const std::size_t> piece_order,
+                                         std::size_t pieces, int segments);
+
+}  // namespace tnbc::priority

@@ -1,0 +1,93 @@
+#include <catch2/catch.hpp>
+
+#include "priority/planner.hpp"
+
+using namespace tnbc::priority;
+
+namespace {
+
+// A site whose rank r reads the sub-messages in orders[r] (one call each, 10 µs apart).
+CallSite reading_site(Op op, int comm, std::size_t n, std::vector<std::vector<std::size_t>> orders) {
+  CallSite s;
+  s.id = "app+0x10";
+  s.op = op;
+  s.frames = {"  solve\t(step)  ", "main"};
+  s.messages = n;
+  s.comm_size = comm;
+  s.message_bytes = 4096;
+  for (std::size_t r = 0; r < orders.size(); ++r) {
+    CallRecord c;
+    c.tcomm_us = 1000;
+    c.touches.assign(n, FirstTouch::untouched());
+    for (std::size_t k = 0; k < orders[r].size(); ++k)
+      c.touches[orders[r][k]] = FirstTouch::at(10.0 * (k + 1));
+    s.ranks.push_back(RankRecord{static_cast<int>(r), {c}});
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("segment order: a segment ranks by the first read of its pieces", "[planner]") {
+  std::vector<std::size_t> reversed{7, 6, 5, 4, 3, 2, 1, 0};
+  CHECK(segment_order(reversed, 8, 4) == std::vector<std::uint32_t>{3, 2, 1, 0});
+  // Pieces -> segments of 5: 0,0,1,1,2,3,3,4.
+  CHECK(segment_order(reversed, 8, 5) == std::vector<std::uint32_t>{4, 3, 2, 1, 0});
+  std::vector<std::size_t> some{2, 0, 1};
+  CHECK(segment_order(some, 3, 2) == std::vector<std::uint32_t>{1, 0});
+  CHECK(segment_order({}, 0, 3) == std::vector<std::uint32_t>{0, 1, 2});
+}
+
+TEST_CASE("an Alltoall site read in one order by all ranks gets that order and per-node on",
+          "[planner]") {
+  std::vector<std::size_t> order{2, 0, 3, 1};
+  SitePlan sp = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}));
+  REQUIRE(sp.entry);
+  CHECK(sp.entry->order == std::vector<std::uint32_t>{2, 0, 3, 1});
+  CHECK(sp.entry->per_node);
+  CHECK(sp.entry->comm_size == 4);
+  CHECK(sp.entry->size_class == 12);
+  CHECK(sp.entry->frames == std::vector<std::string>{"solve?(step)", "main"});
+  CHECK(sp.entry->verdict == Verdict::crc);
+  CHECK(sp.entry->agreement == 1.0);
+  CHECK(sp.warnings.empty());
+
+  // Half the ranks read in reverse: no per-node priority.
+  std::vector<std::size_t> reverse{1, 3, 0, 2};
+  SitePlan split = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, reverse, reverse}));
+  REQUIRE(split.entry);
+  CHECK_FALSE(split.entry->per_node);
+}
+
+TEST_CASE("a Bcast site gets the model's segment count and tree", "[planner]") {
+  PlannerOptions options;
+  options.loggp = LogGP{2, 1, 0, 0};
+  std::vector<std::size_t> reversed{7, 6, 5, 4, 3, 2, 1, 0};
+  SitePlan sp = plan_site(reading_site(Op::bcast, 17, 8, {reversed, reversed}), options);
+  REQUIRE(sp.bcast);
+  REQUIRE(sp.entry);
+  CHECK(sp.entry->segments == 5);  // see test_model: P = 17, 32 KiB
+  CHECK(sp.entry->tree == TreeShape{});
+  CHECK(sp.entry->order == std::vector<std::uint32_t>{4, 3, 2, 1, 0});
+  CHECK_FALSE(sp.entry->per_node);
+}
+
+TEST_CASE("sites a plan cannot hold are skipped with a reason", "[planner]") {
+  std::vector<std::string> warnings;
+  Observations obs;
+  obs.sites.push_back(reading_site(Op::alltoall, 8, 4, {{0, 1, 2, 3}}));
+  obs.sites.push_back(reading_site(Op::alltoall, 4, 4, {{0, 1, 2, 3}}));
+  obs.sites.push_back(reading_site(Op::alltoall, 4, 4, {{3, 2, 1, 0}}));
+  obs.sites.back().id = "bad id";
+  Plan plan = make_plan(obs, {}, &warnings);
+  REQUIRE(plan.entries.size() == 1);
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0] == "app+0x10: 4 sub-messages but a communicator of 8; not planned");
+  CHECK(warnings[1] ==
+        "bad id: not planned (entry 1: site: an id is printable ASCII without spaces)");
+
+  // What the planner writes, the parser reads back unchanged.
+  auto parsed = parse_plan(write_plan(plan));
+  REQUIRE(std::holds_alternative<Plan>(parsed));
+  CHECK(std::get<Plan>(parsed) == plan);
+}
