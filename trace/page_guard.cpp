@@ -68,8 +68,10 @@ std::optional<Touch> GuardedCall::touch(std::size_t i) const {
   return s.touch;
 }
 
-PageGuard::PageGuard(StampFn stamp)
-    : stamp_(stamp), page_size_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {}
+PageGuard::PageGuard(StampFn stamp, std::atomic<int>* live)
+    : stamp_(stamp),
+      page_size_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
+      live_calls_(live != nullptr ? live : &own_live_) {}
 
 PageGuard::~PageGuard() {
   release_all();
@@ -203,7 +205,7 @@ void PageGuard::page_opened(GuardedCall& call, std::size_t idx) {
     }
   }
   if (call.closed_pages_.fetch_sub(1, std::memory_order_acq_rel) == 1)
-    live_calls_.fetch_sub(1, std::memory_order_acq_rel);
+    live_calls_->fetch_sub(1, std::memory_order_acq_rel);
 }
 
 GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const SubRange> subs,
@@ -280,7 +282,7 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
   GuardedCall* raw = call.get();
   calls_.push_back(std::move(call));
   if (raw->protected_pages_ == 0) return raw;
-  live_calls_.fetch_add(1, std::memory_order_acq_rel);
+  live_calls_->fetch_add(1, std::memory_order_acq_rel);
   // Publish before protecting: a page must never be protected while the handler cannot find it.
   publish_locked();
   // Protect each run of consecutive protectable pages with one call.
@@ -298,7 +300,7 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
         raw->subs_[i].outcome.store(static_cast<std::uint8_t>(Outcome::unobserved));
       }
       raw->closed_pages_.store(0);
-      live_calls_.fetch_sub(1, std::memory_order_acq_rel);
+      live_calls_->fetch_sub(1, std::memory_order_acq_rel);
       calls_.pop_back();
       publish_locked();
       *error = std::string("mprotect failed: ") + std::strerror(e);
@@ -365,7 +367,7 @@ void PageGuard::release_all() {
     }
     c->closed_pages_.store(0, std::memory_order_release);
   }
-  live_calls_.store(0, std::memory_order_release);
+  live_calls_->store(0, std::memory_order_release);
   publish_locked();
 }
 

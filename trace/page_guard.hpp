@@ -121,7 +121,9 @@ class GuardedCall {
 class PageGuard {
  public:
   /// `stamp` dates first touches; it must be async-signal-safe (TscClock::stamp_fn()).
-  explicit PageGuard(StampFn stamp);
+  /// `live`, if given, is the counter of calls with protected pages (any_guarded() reads it): an
+  /// interposed system call can test it with one load without knowing the guard.
+  explicit PageGuard(StampFn stamp, std::atomic<int>* live = nullptr);
   /// Opens every page and uninstalls the handler if installed.
   ~PageGuard();
   PageGuard(const PageGuard&) = delete;
@@ -152,7 +154,7 @@ class PageGuard {
   void release_all();
   /// True if some page is still protected.  One atomic load: the fast path of the interposed
   /// system calls.
-  bool any_guarded() const { return live_calls_.load(std::memory_order_acquire) != 0; }
+  bool any_guarded() const { return live_calls_->load(std::memory_order_acquire) != 0; }
   /// Every call registered so far, in protect() order.
   std::vector<const GuardedCall*> calls() const;
   /// Forgets every call (after release_all()).
@@ -190,7 +192,8 @@ class PageGuard {
   std::vector<std::unique_ptr<Snapshot>> retired_;
   std::unique_ptr<Snapshot> current_;
   std::atomic<int> readers_{0};
-  std::atomic<int> live_calls_{0};
+  std::atomic<int> own_live_{0};
+  std::atomic<int>* live_calls_;
   std::atomic<std::uint64_t> seq_{0};
 };
 
