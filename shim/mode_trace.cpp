@@ -4,8 +4,8 @@
 // <dir>/<rank>.tnbct (trace/trace_file.hpp, docs/trace-format.md).
 //
 // Sub-messages: MPI_Alltoall and MPI_Alltoallv, the block received from each source rank;
-// MPI_Bcast, the buffer cut into TNBC_TRACE_BCAST_UNITS equal page-aligned units (the root's
-// buffer is sent, not received: its call is recorded but not protected).
+// MPI_Bcast, the buffer cut into at most TNBC_TRACE_BCAST_UNITS equal units of whole pages
+// (bcast_units(); the root's buffer is sent, not received: its call is recorded, not protected).
 //
 // A call is recorded but not traced (counted as a fallback with its reason) when its receive
 // type is not contiguous ("datatype"), on an inter-communicator ("intercomm"), when the call
@@ -267,7 +267,7 @@ class TraceMode final : public Mode {
     Plan plan{tr::Op::bcast, p, buffer, {}, nullptr};
     if (!inter(comm, plan) && type_ok(datatype, &elem, plan)) {
       std::size_t bytes = static_cast<std::size_t>(std::max(count, 0)) * elem;
-      plan.subs = bcast_units(buffer, bytes);
+      plan.subs = bcast_units(bytes);
       int me = MPI_PROC_NULL;
       PMPI_Comm_rank(comm, &me);
       if (me == root) {
@@ -318,23 +318,18 @@ class TraceMode final : public Mode {
       guard_->release(p, n, touch ? tr::PageGuard::Release::touch : tr::PageGuard::Release::forget);
   }
 
-  // Equal units, each boundary on a page boundary (in memory), so that every unit but the first
-  // and the last has whole pages of its own.
-  std::vector<tr::SubRange> bcast_units(const void* buffer, std::size_t bytes) const {
+  // Equal units of a whole number of pages, counted from the start of the buffer: unit k is
+  // bytes [k * unit, (k + 1) * unit), the last one shorter.  Counting from the buffer (not from
+  // page boundaries in memory) keeps the units where the program's own division of the buffer
+  // most likely is; when the buffer is not page-aligned each boundary falls inside a page that
+  // two units share, which costs each unit one page of observability, not its identity.
+  std::vector<tr::SubRange> bcast_units(std::size_t bytes) const {
     std::vector<tr::SubRange> subs;
     if (bytes == 0) return subs;
     const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     std::size_t unit = (bytes + units_ - 1) / units_;
     unit = (unit + ps - 1) / ps * ps;
-    const auto base = reinterpret_cast<std::uintptr_t>(buffer);
-    std::size_t from = 0;
-    for (int k = 1; k <= units_ && from < bytes; ++k) {
-      std::uintptr_t edge = (base + k * unit + ps - 1) / ps * ps;  // page-aligned in memory
-      std::size_t to = k == units_ ? bytes : std::min(bytes, static_cast<std::size_t>(edge - base));
-      subs.push_back({from, to - from});
-      from = to;
-    }
-    if (from < bytes) subs.back().length += bytes - from;
+    for (std::size_t from = 0; from < bytes; from += unit) subs.push_back({from, std::min(unit, bytes - from)});
     return subs;
   }
 
