@@ -13,8 +13,11 @@
 // buffer is laid out as usual.
 //
 // Before a traced call, guarded memory it will use is released: its send buffer as a touch (MPI
-// reads the data), its receive buffer as overwritten.  A guarded page that MPI itself reads
-// later (MPI_Send of received data) faults inside MPI and counts as a touch too.
+// reads the data), its receive buffer as overwritten.  Any other MPI call that may touch user
+// memory (the generated `fence` wrappers) first opens every guarded page and marks what was not
+// read yet as unobserved: MPI may hand the buffer to the kernel or to another process (UCX's CMA
+// transport reads it with process_vm_readv, which fails with EFAULT on a protected page), and the
+// wrappers do not know which buffers a call uses.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -28,6 +31,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
 #include "mode.hpp"
@@ -176,11 +180,26 @@ class TraceMode final : public Mode {
       guard_.reset();
     }
     writing_ = true;  // every rank writes a file, traced or not, so tools see the whole job
+    if (guard_) {
+      // Every fenced MPI call now calls drain(); it returns at once when nothing is guarded.
+      set_drain_hook(&TraceMode::drain_hook);
+      g_in_flight.store(1, std::memory_order_release);
+    }
     log::info_rank0("tracing into {}", dir_);
+  }
+
+  // The fence (see the top of the file).  At MPI_Finalize stop() handles everything: what is
+  // untouched then stays "untouched".
+  static void drain_hook() { static_cast<TraceMode&>(mode()).drain(); }
+  void drain() {
+    if (!guard_ || g_guarded_calls.load(std::memory_order_acquire) == 0 || runtime().stopping()) return;
+    guard_->release_all(/*lose_untouched=*/true);
   }
 
   void stop(Runtime&) override {
     if (!writing_) return;
+    g_in_flight.store(0, std::memory_order_release);
+    set_drain_hook(nullptr);
     if (auto err = clock_.end()) log::debug("{}", *err);
     if (guard_) guard_->release_all();
     std::optional<std::string> err = tr::write_trace(dir_ + "/" + std::to_string(rank_) + ".tnbct", build_trace());
@@ -396,6 +415,7 @@ class TraceMode final : public Mode {
       t.calls.push_back(std::move(call));
     }
     std::sort(t.touches.begin(), t.touches.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+    runtime().stats().faults.store(t.touches.size(), std::memory_order_relaxed);
     return t;
   }
 

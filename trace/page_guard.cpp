@@ -356,18 +356,31 @@ std::size_t PageGuard::release(const void* p, std::size_t n, Release how) {
   return opened;
 }
 
-void PageGuard::release_all() {
+void PageGuard::release_all(bool lose_untouched) {
   std::lock_guard lock(mutex_);
   for (auto& c : calls_) {
     if (c->closed_pages_.load(std::memory_order_acquire) == 0) continue;
-    for (std::size_t k = 0; k < c->npages_; ++k) {
-      std::uint8_t closed = kProtected;
-      if (c->page_state_[k].compare_exchange_strong(closed, kOpen))
-        mprotect(reinterpret_cast<void*>(c->page0_ + k * page_size_), page_size_, PROT_READ | PROT_WRITE);
+    if (lose_untouched)
+      for (std::size_t i = 0; i < c->count_; ++i) {
+        if (c->subs_[i].remaining.load(std::memory_order_acquire) == 0) continue;
+        std::uint8_t expected = static_cast<std::uint8_t>(Outcome::untouched);
+        c->subs_[i].outcome.compare_exchange_strong(expected, static_cast<std::uint8_t>(Outcome::unobserved));
+      }
+    // Open each run of protected pages with one call, then mark it (open before marked).
+    for (std::size_t k = 0; k < c->npages_;) {
+      if (c->page_state_[k].load(std::memory_order_acquire) != kProtected) { ++k; continue; }
+      std::size_t run = k;
+      while (run < c->npages_ && c->page_state_[run].load(std::memory_order_acquire) == kProtected) ++run;
+      mprotect(reinterpret_cast<void*>(c->page0_ + k * page_size_), (run - k) * page_size_, PROT_READ | PROT_WRITE);
+      // A handler may open some of these pages at the same time: whoever marks a page counts it.
+      for (; k < run; ++k) {
+        std::uint8_t closed = kProtected;
+        if (c->page_state_[k].compare_exchange_strong(closed, kOpen) &&
+            c->closed_pages_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+          live_calls_->fetch_sub(1, std::memory_order_acq_rel);
+      }
     }
-    c->closed_pages_.store(0, std::memory_order_release);
   }
-  live_calls_->store(0, std::memory_order_release);
   publish_locked();
 }
 

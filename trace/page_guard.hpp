@@ -150,8 +150,10 @@ class PageGuard {
   /// Opens every guarded sub-message overlapping [p, p + n).  Lock-free and async-signal-safe.
   /// Returns the number of sub-messages opened.
   std::size_t release(const void* p, std::size_t n, Release how);
-  /// Opens every page of every call without changing outcomes (end of the run).
-  void release_all();
+  /// Opens every page of every call.  Outcomes stay as they are (the end of the run), unless
+  /// `lose_untouched`: then every sub-message still observable and untouched becomes unobserved
+  /// (the memory is handed to something that could read it without faulting).
+  void release_all(bool lose_untouched = false);
   /// True if some page is still protected.  One atomic load: the fast path of the interposed
   /// system calls.
   bool any_guarded() const { return live_calls_->load(std::memory_order_acquire) != 0; }

@@ -14,6 +14,8 @@
  *   call 7  Alltoall, then write() of the whole buffer to a file (must not fail with EFAULT)
  *   call 8  Alltoall, then two threads: thread t reads the sources s with s % 2 == t
  *   call 9  Alltoall with a non-contiguous receive type: recorded, not traced ("datatype")
+ *   call 10 Alltoall of 1 MiB blocks handed unread to MPI_Sendrecv (UCX may read it from the
+ *           peer process with process_vm_readv): the data arrive, the blocks are unobserved
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -180,6 +182,18 @@ int main(int argc, char **argv) {
     report(9, read_block((const char *)ri, sizeof(int) * 2048 * size));
     MPI_Type_free(&strided);
     free(si); free(ri);
+  }
+
+  /* call 10 */
+  {
+    const size_t mb = 1024 * 1024;
+    char *s3 = malloc(mb * size), *r3 = malloc(mb * size), *fwd = malloc(mb * size);
+    fill(s3, mb * size, 10);
+    MPI_Alltoall(s3, (int)mb, MPI_BYTE, r3, (int)mb, MPI_BYTE, MPI_COMM_WORLD);
+    MPI_Sendrecv(r3, (int)(mb * size), MPI_BYTE, (rank + 1) % size, 10, fwd, (int)(mb * size), MPI_BYTE,
+                 (rank + size - 1) % size, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    report(10, read_block(fwd, mb * size) ^ read_block(r3, mb * size));
+    free(s3); free(r3); free(fwd);
   }
 
   free(send); free(recv); free(recv2);

@@ -336,3 +336,19 @@ TEST_CASE("PageGuard: only one guard is installed at a time", "[guard]") {
   REQUIRE(err);
   CHECK(*err == "another page guard is already installed");
 }
+
+TEST_CASE("PageGuard: release_all(lose_untouched) marks what was not read as unobserved", "[guard]") {
+  Pages buf(4);
+  PageGuard guard(fake_stamp);
+  REQUIRE_FALSE(guard.install());
+  std::vector<SubRange> subs{{0, 2 * kPage}, {2 * kPage, 2 * kPage}};
+  std::string err;
+  GuardedCall* call = guard.protect(0, buf.mem, subs, &err);
+  REQUIRE(call);
+  (void)read_byte(buf.mem);
+  guard.release_all(true);
+  CHECK_FALSE(guard.any_guarded());
+  CHECK(call->outcome(0) == Outcome::touched);
+  CHECK(call->outcome(1) == Outcome::unobserved);
+  CHECK(readable_in_child(buf.mem + 3 * kPage));
+}
