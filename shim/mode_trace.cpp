@@ -354,6 +354,9 @@ class TraceMode final : public Mode {
 
   template <typename Run>
   int traced(Plan& plan, Run run, OpStats& stats) {
+    // A call whose buffers were not worked out (inter-communicator, non-contiguous type) may use
+    // any guarded memory: open it all, as the fence does.
+    if (plan.untraced != nullptr && plan.subs.empty()) drain();
     std::uint32_t site = sites_.capture();
     std::uint64_t start = clock_.stamp();
     int rc = run();
