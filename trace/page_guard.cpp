@@ -182,11 +182,23 @@ void PageGuard::open_sub(GuardedCall& call, std::uint32_t i, Release how, std::u
   // Open first, then mark: a page marked open is open, so a thread that faulted on it while we
   // were opening it finds it marked and simply retries its access.
   mprotect(reinterpret_cast<void*>(s.pbegin), s.pend - s.pbegin, PROT_READ | PROT_WRITE);
+  // Only the first and last page can be shared with other sub-messages; the pages between belong
+  // to this one alone and are counted in one step.
+  std::uint32_t interior = 0;
   for (std::uintptr_t p = s.pbegin; p < s.pend; p += page_size_) {
     std::size_t idx = (p - call.page0_) / page_size_;
     std::uint8_t closed = kProtected;
-    if (call.page_state_[idx].compare_exchange_strong(closed, kOpen)) page_opened(call, idx);
+    if (!call.page_state_[idx].compare_exchange_strong(closed, kOpen)) continue;
+    if (p == s.pbegin || p + page_size_ == s.pend) page_opened(call, idx);
+    else ++interior;
   }
+  if (interior == 0) return;
+  if (s.remaining.fetch_sub(interior, std::memory_order_acq_rel) == interior) {
+    std::uint8_t untouched = static_cast<std::uint8_t>(Outcome::untouched);
+    s.outcome.compare_exchange_strong(untouched, static_cast<std::uint8_t>(Outcome::unobserved));
+  }
+  if (call.closed_pages_.fetch_sub(interior, std::memory_order_acq_rel) == interior)
+    live_calls_->fetch_sub(1, std::memory_order_acq_rel);
 }
 
 void PageGuard::page_opened(GuardedCall& call, std::size_t idx) {
