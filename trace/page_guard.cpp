@@ -304,16 +304,21 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
     while (run < raw->npages_ && raw->page_state_[run].load(std::memory_order_relaxed) == kProtected) ++run;
     if (mprotect(reinterpret_cast<void*>(raw->page0_ + k * ps), (run - k) * ps, PROT_NONE) != 0) {
       int e = errno;
-      // Undo: open what was protected, and make the call unobservable.
-      mprotect(reinterpret_cast<void*>(raw->page0_), raw->npages_ * ps, PROT_READ | PROT_WRITE);
-      for (std::size_t j = 0; j < raw->npages_; ++j) raw->page_state_[j].store(kOpen);
+      // Undo: open what this call protected (never the partial pages, which are not ours), and
+      // make the call unobservable.  It stays registered: a handler may still be reading it.
+      // The failed call may have changed part of its range before it failed: include it.
+      for (std::size_t j = 0; j < run; ++j)
+        if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected)
+          mprotect(reinterpret_cast<void*>(raw->page0_ + j * ps), ps, PROT_READ | PROT_WRITE);
+      for (std::size_t j = 0; j < raw->npages_; ++j)
+        if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected) raw->page_state_[j].store(kOpen);
       for (std::size_t i = 0; i < raw->count_; ++i) {
         raw->subs_[i].observable = false;
+        raw->subs_[i].remaining.store(0);
         raw->subs_[i].outcome.store(static_cast<std::uint8_t>(Outcome::unobserved));
       }
       raw->closed_pages_.store(0);
       live_calls_->fetch_sub(1, std::memory_order_acq_rel);
-      calls_.pop_back();
       publish_locked();
       *error = std::string("mprotect failed: ") + std::strerror(e);
       return nullptr;
@@ -324,18 +329,21 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
 }
 
 void PageGuard::publish_locked() {
+  // Only calls with protected pages take part: the cost follows what is guarded now, not the
+  // length of the run.
+  std::erase_if(live_, [](const GuardedCall* c) { return c->closed_pages_.load(std::memory_order_acquire) == 0; });
+  if (!calls_.empty() && calls_.back()->closed_pages_.load(std::memory_order_acquire) != 0 &&
+      std::find(live_.begin(), live_.end(), calls_.back().get()) == live_.end())
+    live_.push_back(calls_.back().get());
   auto snap = std::make_unique<Snapshot>();
   std::size_t n = 0;
-  for (const auto& c : calls_)
-    if (c->closed_pages_.load(std::memory_order_acquire) != 0)
-      for (std::size_t i = 0; i < c->count_; ++i) n += c->subs_[i].remaining.load(std::memory_order_acquire) != 0;
+  for (const GuardedCall* c : live_)
+    for (std::size_t i = 0; i < c->count_; ++i) n += c->subs_[i].remaining.load(std::memory_order_acquire) != 0;
   snap->entries.reset(new Entry[n]);
-  for (const auto& c : calls_) {
-    if (c->closed_pages_.load(std::memory_order_acquire) == 0) continue;
+  for (GuardedCall* c : live_)
     for (std::size_t i = 0; i < c->count_; ++i)
       if (c->subs_[i].remaining.load(std::memory_order_acquire) != 0 && snap->count < n)
-        snap->entries[snap->count++] = Entry{c->subs_[i].begin, c->subs_[i].end, c.get(), static_cast<std::uint32_t>(i)};
-  }
+        snap->entries[snap->count++] = Entry{c->subs_[i].begin, c->subs_[i].end, c, static_cast<std::uint32_t>(i)};
   std::sort(snap->entries.get(), snap->entries.get() + snap->count,
             [](const Entry& x, const Entry& y) { return x.begin < y.begin; });
   snapshot_.store(snap.get(), std::memory_order_seq_cst);
@@ -370,7 +378,7 @@ std::size_t PageGuard::release(const void* p, std::size_t n, Release how) {
 
 void PageGuard::release_all(bool lose_untouched) {
   std::lock_guard lock(mutex_);
-  for (auto& c : calls_) {
+  for (GuardedCall* c : live_) {
     if (c->closed_pages_.load(std::memory_order_acquire) == 0) continue;
     if (lose_untouched)
       for (std::size_t i = 0; i < c->count_; ++i) {
@@ -415,6 +423,7 @@ void PageGuard::reset() {
   }
   retired_.clear();
   current_.reset();
+  live_.clear();
   calls_.clear();
 }
 

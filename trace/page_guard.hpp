@@ -190,6 +190,7 @@ class PageGuard {
 
   mutable std::mutex mutex_;  // writers only; never taken by the handler or release()
   std::vector<std::unique_ptr<GuardedCall>> calls_;
+  std::vector<GuardedCall*> live_;  // calls that had protected pages at the last publish
   std::atomic<Snapshot*> snapshot_{nullptr};
   std::vector<std::unique_ptr<Snapshot>> retired_;
   std::unique_ptr<Snapshot> current_;

@@ -16,6 +16,8 @@
  *   call 9  Alltoall with a non-contiguous receive type: recorded, not traced ("datatype")
  *   call 10 Alltoall of 1 MiB blocks handed unread to MPI_Sendrecv (UCX may read it from the
  *           peer process with process_vm_readv): the data arrive, the blocks are unobserved
+ *   call 11 Alltoall into a heap buffer freed unread; the memory is allocated again and written
+ *           (the blocks are released, nothing is recorded as a touch)
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -194,6 +196,19 @@ int main(int argc, char **argv) {
                  (rank + size - 1) % size, 10, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     report(10, read_block(fwd, mb * size) ^ read_block(r3, mb * size));
     free(s3); free(r3); free(fwd);
+  }
+
+  /* call 11 */
+  {
+    const size_t blk = 16 * 1024; /* small enough for the heap, not mmap */
+    char *s4 = malloc(blk * size), *r4 = malloc(blk * size);
+    fill(s4, blk * size, 11);
+    MPI_Alltoall(s4, (int)blk, MPI_BYTE, r4, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
+    free(r4);
+    char *again = malloc(blk * size);
+    memset(again, 0x5a, blk * size);
+    report(11, read_block(again, blk * size));
+    free(again); free(s4);
   }
 
   free(send); free(recv); free(recv2);

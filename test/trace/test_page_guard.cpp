@@ -352,3 +352,18 @@ TEST_CASE("PageGuard: release_all(lose_untouched) marks what was not read as uno
   CHECK(call->outcome(1) == Outcome::unobserved);
   CHECK(readable_in_child(buf.mem + 3 * kPage));
 }
+
+TEST_CASE("PageGuard: a failed mprotect leaves nothing protected and says why", "[guard]") {
+  Pages buf(4);
+  munmap(buf.mem + 2 * kPage, kPage);  // a hole: mprotect over the range fails with ENOMEM
+  PageGuard guard(fake_stamp);
+  REQUIRE_FALSE(guard.install());
+  std::vector<SubRange> subs{{0, 2 * kPage}, {2 * kPage, 2 * kPage}};
+  std::string err;
+  CHECK(guard.protect(0, buf.mem, subs, &err) == nullptr);
+  CHECK(err == "mprotect failed: Cannot allocate memory");
+  CHECK_FALSE(guard.any_guarded());
+  CHECK(readable_in_child(buf.mem));
+  CHECK(readable_in_child(buf.mem + kPage));
+  CHECK(readable_in_child(buf.mem + 3 * kPage));
+}
