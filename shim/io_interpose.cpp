@@ -91,7 +91,34 @@ std::atomic<MunmapFn> r_munmap;
 
 std::size_t product(size_t a, size_t b) { return (b != 0 && a > SIZE_MAX / b) ? SIZE_MAX : a * b; }
 
+// The parts of libucm's API we use (ucm/api/ucm.h), declared here so that nothing links libucm.
+constexpr int kUcmEventVmUnmapped = 1 << 17;  // UCM_EVENT_VM_UNMAPPED: callbacks run before
+struct UcmVmEvent {                           // ucm_event_t's vm_unmapped member (offset 0)
+  void* address;
+  size_t size;
+};
+using UcmCallback = void (*)(int type, void* event, void* arg);
+using UcmSetHandler = int (*)(int events, int priority, UcmCallback cb, void* arg);
+
+void on_ucm_unmapped(int, void* event, void*) {
+  if (!guarded() || event == nullptr) return;
+  const auto* e = static_cast<const UcmVmEvent*>(event);
+  release(e->address, e->size, ReleaseReason::memory);
+}
+
 }  // namespace
+
+bool subscribe_memory_events() {
+  static std::atomic<int> state{0};  // 0 not tried, 1 registered, 2 unavailable
+  int s = state.load(std::memory_order_acquire);
+  if (s != 0) return s == 1;
+  auto set = reinterpret_cast<UcmSetHandler>(dlsym(RTLD_DEFAULT, "ucm_set_event_handler"));
+  // Negative priority: called before the memory goes away.
+  bool ok = set != nullptr && set(kUcmEventVmUnmapped, -1, on_ucm_unmapped, nullptr) == 0;
+  state.store(ok ? 1 : 2, std::memory_order_release);
+  return ok;
+}
+
 }  // namespace tnbc::shim
 
 using namespace tnbc::shim;

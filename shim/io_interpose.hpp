@@ -13,6 +13,12 @@
 //   free realloc munmap                                            (released memory: memory)
 //
 // test/shim/test_coverage.py holds the same list: the libraries export it and MPI_* only.
+//
+// UCX's memory hooks (libucm, loaded with Debian's MPICH) patch the code of the first `munmap`
+// they find -- ours, when we are preloaded -- and then unmap by system call, so our munmap body
+// never runs.  subscribe_memory_events() therefore also registers with libucm, when it is there,
+// for its "memory is about to be unmapped" event, which covers munmap, mremap, shmdt and
+// madvise(DONTNEED) as well.
 #pragma once
 
 #include <atomic>
@@ -22,5 +28,9 @@ namespace tnbc::shim {
 /// Calls with protected pages, kept by the mode (PageGuard's live counter).  Zero: every
 /// interposed function goes straight to the real one after this one load.
 extern std::atomic<int> g_guarded_calls;
+
+/// Registers for libucm's VM_UNMAPPED event if libucm is loaded (after MPI initialisation).
+/// Returns true if registered.  Idempotent.
+bool subscribe_memory_events();
 
 }  // namespace tnbc::shim

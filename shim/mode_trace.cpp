@@ -181,6 +181,7 @@ class TraceMode final : public Mode {
     }
     writing_ = true;  // every rank writes a file, traced or not, so tools see the whole job
     if (guard_) {
+      if (!subscribe_memory_events()) log::debug("libucm memory events unavailable: munmap is caught by interposition only");
       // Every fenced MPI call now calls drain(); it returns at once when nothing is guarded.
       set_drain_hook(&TraceMode::drain_hook);
       g_in_flight.store(1, std::memory_order_release);

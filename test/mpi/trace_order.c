@@ -18,6 +18,7 @@
  *           peer process with process_vm_readv): the data arrive, the blocks are unobserved
  *   call 11 Alltoall into a heap buffer freed unread; the memory is allocated again and written
  *           (the blocks are released, nothing is recorded as a touch)
+ *   call 12 Alltoall into an mmap'd buffer unmapped unread; new memory is mapped and written
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 static int rank, size;
 
@@ -209,6 +211,21 @@ int main(int argc, char **argv) {
     memset(again, 0x5a, blk * size);
     report(11, read_block(again, blk * size));
     free(again); free(s4);
+  }
+
+  /* call 12 */
+  {
+    const size_t blk = 4 * 4096, n = blk * size;
+    char *s5 = malloc(n);
+    char *r5 = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    fill(s5, n, 12);
+    MPI_Alltoall(s5, (int)blk, MPI_BYTE, r5, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
+    munmap(r5, n);
+    char *again = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(again, 0x3c, n);
+    report(12, read_block(again, n));
+    munmap(again, n);
+    free(s5);
   }
 
   free(send); free(recv); free(recv2);

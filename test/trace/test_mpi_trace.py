@@ -54,7 +54,7 @@ def main():
     def plain_run():
         res = mpirun(ORDER, p, args=[os.path.join(tmp, "plain")], timeout=90, cwd=tmp)
         state["plain"] = sorted(res.stdout.splitlines())
-        expect(len(state["plain"]) == 11 * p, f"unexpected output: {state['plain']}")
+        expect(len(state["plain"]) == 12 * p, f"unexpected output: {state['plain']}")
     s.check("trace_order runs under plain MPICH", plain_run)
 
     def traced_run():
@@ -81,7 +81,7 @@ def main():
         for r, t in traces().items():
             expect(t["size"] == p and t["page_size"] > 0 and t["ticks_per_us"] > 0, f"header of rank {r}: {t}")
             expect(t["node_id"] == 0, f"one node, but rank {r} says node {t['node_id']}")
-            expect(len(t["calls"]) == 12, f"rank {r}: {len(t['calls'])} calls, expected 12")
+            expect(len(t["calls"]) == 13, f"rank {r}: {len(t['calls'])} calls, expected 13")
     s.check("headers: size, page size, clock rate, one job id, one node", header)
 
     def rev(n):
@@ -120,7 +120,7 @@ def main():
 
     def ops():
         want = ["alltoall", "alltoall", "alltoallv", "bcast", "alltoall", "alltoall", "bcast", "alltoall",
-                "alltoall", "alltoall", "alltoall", "alltoall"]
+                "alltoall", "alltoall", "alltoall", "alltoall", "alltoall"]
         for r, t in traces().items():
             expect([c["op"] for c in t["calls"]] == want, f"rank {r}: {[c['op'] for c in t['calls']]}")
             expect(len(t["calls"][3]["subs"]) == 16, "Bcast of 1 MiB: 16 units by default")
@@ -168,14 +168,16 @@ def main():
         expect(st["faults"] == sum(1 for x in traces()[0]["touches"]), f"statistics: faults {st['faults']}")
     s.check("received data handed unread to MPI point-to-point: delivered, marked unobserved", handed_to_mpi)
 
-    def freed_unread():
-        for r, t in traces().items():
-            c = t["calls"][11]
-            observable = [sub for sub in c["subs"] if sub["observable"]]
-            expect(c["traced"] and len(observable) >= p - 1, f"rank {r}: {c['subs']}")
-            expect(all(sub["outcome"] == "released" for sub in observable), f"rank {r}: freed unread: {c['subs']}")
-            expect(order(t, 11) == [], f"rank {r}: the next owner's writes recorded as touches: {order(t, 11)}")
-    s.check("a received buffer freed unread: released, and its next owner runs untroubled", freed_unread)
+    def given_back_unread():
+        for call, how in ((11, "freed"), (12, "unmapped")):
+            for r, t in traces().items():
+                c = t["calls"][call]
+                observable = [sub for sub in c["subs"] if sub["observable"]]
+                expect(c["traced"] and len(observable) >= p - 1, f"rank {r}: {c['subs']}")
+                expect(all(sub["outcome"] == "released" for sub in observable), f"rank {r}: {how} unread: {c['subs']}")
+                expect(order(t, call) == [], f"rank {r}: the next owner's writes recorded as touches: {order(t, call)}")
+    s.check("a received buffer freed or unmapped unread: released, and the next owner runs untroubled",
+            given_back_unread)
 
     def default_folder():
         cwd = tempfile.mkdtemp(prefix="cwd_", dir=tmp)
