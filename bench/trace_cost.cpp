@@ -32,11 +32,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", err->c_str());
     return 1;
   }
-  std::printf("%10s %12s %12s %12s %12s %14s %14s\n", "block", "protect_us", "fault_us", "plain_us", "total_us",
-              "mprotect_none", "mprotect_rw");
+  std::printf("%10s %12s %12s %12s %12s %14s %14s\n", "block", "protect_us", "fault_us", "plain_us",
+              "total_us", "mprotect_none", "mprotect_rw");
   for (std::size_t block : {std::size_t{64} << 10, std::size_t{1} << 20, std::size_t{4} << 20}) {
     std::size_t bytes = block * kSubs;
-    auto* buf = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    auto* buf = static_cast<char*>(
+        mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     std::memset(buf, 1, bytes);
     std::vector<SubRange> subs;
     for (int i = 0; i < kSubs; ++i) subs.push_back({i * block, block});
@@ -68,8 +69,8 @@ int main(int argc, char** argv) {
       plain += us(t3 - t2);
     }
     double n = static_cast<double>(reps) * kSubs;
-    std::printf("%9zuK %12.2f %12.2f %12.3f %12.2f %14.2f %14.2f\n", block >> 10, protect / n, fault / n, plain / n,
-                (protect + fault) / n, raw_protect / n, raw_open / n);
+    std::printf("%9zuK %12.2f %12.2f %12.3f %12.2f %14.2f %14.2f\n", block >> 10, protect / n,
+                fault / n, plain / n, (protect + fault) / n, raw_protect / n, raw_open / n);
     munmap(buf, bytes);
     if (sink == 42) std::printf(" ");  // keeps the reads
   }

@@ -172,11 +172,13 @@ TNBC_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) {
   if (guarded()) release(buf, n, ReleaseReason::io);
   return next(r_recv, "recv")(fd, buf, n, flags);
 }
-TNBC_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* to, socklen_t len) {
+TNBC_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* to,
+                           socklen_t len) {
   if (guarded()) release(buf, n, ReleaseReason::io);
   return next(r_sendto, "sendto")(fd, buf, n, flags, to, len);
 }
-TNBC_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* from, socklen_t* len) {
+TNBC_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* from,
+                             socklen_t* len) {
   if (guarded()) release(buf, n, ReleaseReason::io);
   return next(r_recvfrom, "recvfrom")(fd, buf, n, flags, from, len);
 }

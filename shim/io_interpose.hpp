@@ -8,8 +8,7 @@
 //
 //   read write pread pwrite pread64 pwrite64 readv writev          (buffers: io)
 //   send recv sendto recvfrom sendmsg recvmsg                      (buffers: io)
-//   fread fwrite                                                   (buffers: io; large stdio
-//                                                                    transfers bypass the stdio buffer)
+//   fread fwrite                   (buffers: io; large transfers bypass the stdio buffer)
 //   free realloc munmap                                            (released memory: memory)
 //
 // test/shim/test_coverage.py holds the same list: the libraries export it and MPI_* only.

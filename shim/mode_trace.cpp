@@ -74,7 +74,7 @@ std::optional<std::string> make_dirs(const std::string& path) {
 Destination choose_destination(const std::string& configured) {
   Destination d;
   std::time_t now = std::time(nullptr);
-  std::tm tm {};
+  std::tm tm{};
   gmtime_r(&now, &tm);
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
@@ -121,7 +121,9 @@ void bcast_string(std::string& s, int root) {
 // of their first ranks.
 std::uint32_t node_index(int world_rank, int world_size) {
   MPI_Comm node;
-  if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return 0;
+  if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+      MPI_SUCCESS)
+    return 0;
   int first = world_rank;
   PMPI_Allreduce(&world_rank, &first, 1, MPI_INT, MPI_MIN, node);
   PMPI_Comm_free(&node);
@@ -147,7 +149,9 @@ bool contiguous(MPI_Datatype type, std::size_t* size) {
 // opens pages early).
 std::size_t type_extent(MPI_Datatype type) {
   MPI_Aint lb = 0, extent = 0;
-  if (type == MPI_DATATYPE_NULL || PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS || extent < 0) return 0;
+  if (type == MPI_DATATYPE_NULL || PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
+      extent < 0)
+    return 0;
   return static_cast<std::size_t>(extent + std::max<MPI_Aint>(lb, 0));
 }
 
@@ -162,7 +166,13 @@ class TraceMode final : public Mode {
     clock_.begin();
 
     Destination d;
-    if (rank_ == 0) d = choose_destination(rt.config().trace_dir);
+    if (rank_ == 0) {
+      try {
+        d = choose_destination(rt.config().trace_dir);
+      } catch (...) {
+        d.ok = false;  // keep going: the other ranks wait in the broadcast below
+      }
+    }
     int ok = d.ok;
     PMPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     bcast_string(d.dir, 0);
@@ -181,7 +191,8 @@ class TraceMode final : public Mode {
     }
     writing_ = true;  // every rank writes a file, traced or not, so tools see the whole job
     if (guard_) {
-      if (!subscribe_memory_events()) log::debug("libucm memory events unavailable: munmap is caught by interposition only");
+      if (!subscribe_memory_events())
+        log::debug("libucm memory events unavailable: munmap is caught by interposition only");
       // Every fenced MPI call now calls drain(); it returns at once when nothing is guarded.
       set_drain_hook(&TraceMode::drain_hook);
       g_in_flight.store(1, std::memory_order_release);
@@ -193,8 +204,13 @@ class TraceMode final : public Mode {
   // untouched then stays "untouched".
   static void drain_hook() { static_cast<TraceMode&>(mode()).drain(); }
   void drain() {
-    if (!guard_ || g_guarded_calls.load(std::memory_order_acquire) == 0 || runtime().stopping()) return;
-    guard_->release_all(/*lose_untouched=*/true);
+    if (!guard_ || g_guarded_calls.load(std::memory_order_acquire) == 0 || runtime().stopping())
+      return;
+    try {
+      guard_->release_all(/*lose_untouched=*/true);
+    } catch (...) {
+      internal_error();  // the pages are opened before anything that can throw
+    }
   }
 
   void stop(Runtime&) override {
@@ -203,10 +219,14 @@ class TraceMode final : public Mode {
     set_drain_hook(nullptr);
     if (auto err = clock_.end()) log::debug("{}", *err);
     if (guard_) guard_->release_all();
-    std::optional<std::string> err = tr::write_trace(dir_ + "/" + std::to_string(rank_) + ".tnbct", build_trace());
-    if (err) {
-      // Ranks on another node may see the folder missing: create it and try once more.
-      if (!make_dirs(dir_)) err = tr::write_trace(dir_ + "/" + std::to_string(rank_) + ".tnbct", build_trace());
+    std::optional<std::string> err;
+    try {
+      const std::string path = dir_ + "/" + std::to_string(rank_) + ".tnbct";
+      err = tr::write_trace(path, build_trace());
+      // Ranks on another node may find the folder missing: create it and try once more.
+      if (err && !make_dirs(dir_)) err = tr::write_trace(path, build_trace());
+    } catch (...) {
+      err = "out of memory while encoding the trace";  // every rank must still reach the reduction
     }
     int failed = err ? 1 : 0, total = 0;
     PMPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
@@ -227,77 +247,92 @@ class TraceMode final : public Mode {
 
   void release_range(const void* p, std::size_t n, ReleaseReason why) override {
     if (guard_)
-      guard_->release(p, n, why == ReleaseReason::io ? tr::PageGuard::Release::touch : tr::PageGuard::Release::forget);
+      guard_->release(p, n,
+                      why == ReleaseReason::io ? tr::PageGuard::Release::touch
+                                               : tr::PageGuard::Release::forget);
   }
 
-  int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
-               MPI_Datatype recvtype, MPI_Comm comm) override {
-    auto run = [&] { return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm); };
-    if (!writing_) return run();
-    int p = comm_size(comm);
-    std::size_t elem = 0;
-    Plan plan{tr::Op::alltoall, p, recvbuf, {}, nullptr};
-    if (!inter(comm, plan) && type_ok(recvtype, &elem, plan)) {
-      std::size_t block = static_cast<std::size_t>(std::max(recvcount, 0)) * elem;
-      for (int i = 0; i < p; ++i) plan.subs.push_back({i * block, block});
-      if (sendbuf != MPI_IN_PLACE)
-        release(sendbuf, static_cast<std::size_t>(p) * std::max(sendcount, 0) * type_extent(sendtype), true);
-      release(recvbuf, static_cast<std::size_t>(p) * block, false);
-    }
-    return traced(plan, run, runtime().stats().alltoall);
-  }
-
-  int alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[], MPI_Datatype sendtype,
-                void* recvbuf, const int recvcounts[], const int rdispls[], MPI_Datatype recvtype,
-                MPI_Comm comm) override {
+  int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+               int recvcount, MPI_Datatype recvtype, MPI_Comm comm) override {
     auto run = [&] {
-      return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+      return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     };
     if (!writing_) return run();
-    int p = comm_size(comm);
-    std::size_t elem = 0;
-    Plan plan{tr::Op::alltoallv, p, recvbuf, {}, nullptr};
-    if (!inter(comm, plan) && type_ok(recvtype, &elem, plan)) {
-      std::size_t span = 0;
-      bool bad = false;
-      for (int i = 0; i < p; ++i) {
-        if (recvcounts[i] < 0 || rdispls[i] < 0) bad = true;
-        std::size_t off = static_cast<std::size_t>(std::max(rdispls[i], 0)) * elem;
-        std::size_t len = static_cast<std::size_t>(std::max(recvcounts[i], 0)) * elem;
-        plan.subs.push_back({off, len});
-        span = std::max(span, off + len);
+    return safely(run, [&](auto& once) {
+      int p = comm_size(comm);
+      std::size_t elem = 0;
+      Plan plan{tr::Op::alltoall, p, recvbuf, {}, nullptr};
+      if (!inter(comm, plan) && type_ok(recvtype, &elem, plan)) {
+        std::size_t block = static_cast<std::size_t>(std::max(recvcount, 0)) * elem;
+        for (int i = 0; i < p; ++i) plan.subs.push_back({i * block, block});
+        if (sendbuf != MPI_IN_PLACE)
+          release(sendbuf,
+                  static_cast<std::size_t>(p) * std::max(sendcount, 0) * type_extent(sendtype),
+                  true);
+        release(recvbuf, static_cast<std::size_t>(p) * block, false);
       }
-      if (bad) untrace(plan, "layout");
-      if (sendbuf != MPI_IN_PLACE) {
-        std::size_t send_span = 0, ext = type_extent(sendtype);
-        for (int i = 0; i < p; ++i)
-          send_span = std::max(send_span, static_cast<std::size_t>(std::max(sdispls[i], 0) + std::max(sendcounts[i], 0)) * ext);
-        release(sendbuf, send_span, true);
+      return traced(plan, once, runtime().stats().alltoall);
+    });
+  }
+
+  int alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                MPI_Datatype recvtype, MPI_Comm comm) override {
+    auto run = [&] {
+      return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                            recvtype, comm);
+    };
+    if (!writing_) return run();
+    return safely(run, [&](auto& once) {
+      int p = comm_size(comm);
+      std::size_t elem = 0;
+      Plan plan{tr::Op::alltoallv, p, recvbuf, {}, nullptr};
+      if (!inter(comm, plan) && type_ok(recvtype, &elem, plan)) {
+        std::size_t span = 0;
+        bool bad = false;
+        for (int i = 0; i < p; ++i) {
+          if (recvcounts[i] < 0 || rdispls[i] < 0) bad = true;
+          std::size_t off = static_cast<std::size_t>(std::max(rdispls[i], 0)) * elem;
+          std::size_t len = static_cast<std::size_t>(std::max(recvcounts[i], 0)) * elem;
+          plan.subs.push_back({off, len});
+          span = std::max(span, off + len);
+        }
+        if (bad) untrace(plan, "layout");
+        if (sendbuf != MPI_IN_PLACE) {
+          std::size_t send_span = 0, ext = type_extent(sendtype);
+          for (int i = 0; i < p; ++i)
+            send_span = std::max(send_span, static_cast<std::size_t>(std::max(sdispls[i], 0) +
+                                                                     std::max(sendcounts[i], 0)) *
+                                                ext);
+          release(sendbuf, send_span, true);
+        }
+        release(recvbuf, span, false);
       }
-      release(recvbuf, span, false);
-    }
-    return traced(plan, run, runtime().stats().alltoallv);
+      return traced(plan, once, runtime().stats().alltoallv);
+    });
   }
 
   int bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) override {
     auto run = [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); };
     if (!writing_) return run();
-    int p = comm_size(comm);
-    std::size_t elem = 0;
-    Plan plan{tr::Op::bcast, p, buffer, {}, nullptr};
-    if (!inter(comm, plan) && type_ok(datatype, &elem, plan)) {
-      std::size_t bytes = static_cast<std::size_t>(std::max(count, 0)) * elem;
-      plan.subs = bcast_units(bytes);
-      int me = MPI_PROC_NULL;
-      PMPI_Comm_rank(comm, &me);
-      if (me == root) {
-        release(buffer, bytes, true);  // the root's buffer is read by MPI, not received
-        untrace(plan, "root");
-      } else {
-        release(buffer, bytes, false);
+    return safely(run, [&](auto& once) {
+      int p = comm_size(comm);
+      std::size_t elem = 0;
+      Plan plan{tr::Op::bcast, p, buffer, {}, nullptr};
+      if (!inter(comm, plan) && type_ok(datatype, &elem, plan)) {
+        std::size_t bytes = static_cast<std::size_t>(std::max(count, 0)) * elem;
+        plan.subs = bcast_units(bytes);
+        int me = MPI_PROC_NULL;
+        PMPI_Comm_rank(comm, &me);
+        if (me == root) {
+          release(buffer, bytes, true);  // the root's buffer is read by MPI, not received
+          untrace(plan, "root");
+        } else {
+          release(buffer, bytes, false);
+        }
       }
-    }
-    return traced(plan, run, runtime().stats().bcast);
+      return traced(plan, once, runtime().stats().bcast);
+    });
   }
 
  private:
@@ -349,12 +384,39 @@ class TraceMode final : public Mode {
     const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     std::size_t unit = (bytes + units_ - 1) / units_;
     unit = (unit + ps - 1) / ps * ps;
-    for (std::size_t from = 0; from < bytes; from += unit) subs.push_back({from, std::min(unit, bytes - from)});
+    for (std::size_t from = 0; from < bytes; from += unit)
+      subs.push_back({from, std::min(unit, bytes - from)});
     return subs;
   }
 
+  // No exception may reach the C caller: if the bookkeeping fails (out of memory), the call still
+  // runs exactly once and returns MPI's result; it is simply not traced.
+  template <typename Run, typename Build>
+  static int safely(Run run, Build build) {
+    int rc = MPI_SUCCESS;
+    bool ran = false;
+    auto once = [&] {
+      rc = run();
+      ran = true;
+      return rc;
+    };
+    try {
+      return build(once);
+    } catch (...) {
+      internal_error();
+      return ran ? rc : run();
+    }
+  }
+  static void internal_error() noexcept {
+    static std::atomic<bool> said{false};
+    if (said.exchange(true)) return;
+    try {
+      log::warn("trace: internal error (out of memory?); calls that hit it are not traced");
+    } catch (...) {}
+  }
+
   template <typename Run>
-  int traced(Plan& plan, Run run, OpStats& stats) {
+  int traced(Plan& plan, Run& run, OpStats& stats) {
     // A call whose buffers were not worked out (inter-communicator, non-contiguous type) may use
     // any guarded memory: open it all, as the fence does.
     if (plan.untraced != nullptr && plan.subs.empty()) drain();
@@ -383,8 +445,10 @@ class TraceMode final : public Mode {
         untrace(plan, "protect");
       }
     }
-    if (plan.untraced != nullptr) stats.count_fallback(plan.untraced);
-    else rec.call.flags = tr::kCallTraced;
+    if (plan.untraced != nullptr)
+      stats.count_fallback(plan.untraced);
+    else
+      rec.call.flags = tr::kCallTraced;
     rec.call.return_stamp = clock_.stamp();
     records_.push_back(std::move(rec));
     return rc;
@@ -409,16 +473,18 @@ class TraceMode final : public Mode {
       tr::TraceCall call = records_[ci].call;
       if (const tr::GuardedCall* g = records_[ci].guarded) {
         for (std::size_t i = 0; i < call.subs.size(); ++i) {
-          call.subs[i].flags = static_cast<std::uint8_t>((g->observable(i) ? tr::kSubObservable : 0) |
-                                                         static_cast<std::uint8_t>(g->outcome(i)) << 1);
+          call.subs[i].flags =
+              static_cast<std::uint8_t>((g->observable(i) ? tr::kSubObservable : 0) |
+                                        static_cast<std::uint8_t>(g->outcome(i)) << 1);
           if (auto touch = g->touch(i))
-            t.touches.push_back({static_cast<std::uint32_t>(ci), static_cast<std::uint32_t>(i), touch->stamp,
-                                 touch->seq, touch->thread});
+            t.touches.push_back({static_cast<std::uint32_t>(ci), static_cast<std::uint32_t>(i),
+                                 touch->stamp, touch->seq, touch->thread});
         }
       }
       t.calls.push_back(std::move(call));
     }
-    std::sort(t.touches.begin(), t.touches.end(), [](const auto& a, const auto& b) { return a.seq < b.seq; });
+    std::sort(t.touches.begin(), t.touches.end(),
+              [](const auto& a, const auto& b) { return a.seq < b.seq; });
     runtime().stats().faults.store(t.touches.size(), std::memory_order_relaxed);
     return t;
   }

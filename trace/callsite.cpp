@@ -55,7 +55,8 @@ Frame CallSiteTable::resolve(const void* address) {
     return f;
   }
   f.module = info.dli_fname != nullptr ? info.dli_fname : "?";
-  f.offset = reinterpret_cast<std::uintptr_t>(address) - reinterpret_cast<std::uintptr_t>(info.dli_fbase);
+  f.offset =
+      reinterpret_cast<std::uintptr_t>(address) - reinterpret_cast<std::uintptr_t>(info.dli_fbase);
   if (info.dli_sname != nullptr) f.symbol = info.dli_sname;
   return f;
 }
@@ -68,8 +69,10 @@ std::uint32_t CallSiteTable::capture() {
   int first = 0;
   for (int i = 0; i < n; ++i) {
     Dl_info info{};
-    if (base != nullptr && dladdr(raw[i], &info) != 0 && info.dli_fbase == base) first = i + 1;
-    else break;  // our frames are the innermost ones: stop at the first foreign frame
+    if (base != nullptr && dladdr(raw[i], &info) != 0 && info.dli_fbase == base)
+      first = i + 1;
+    else
+      break;  // our frames are the innermost ones: stop at the first foreign frame
   }
   int count = std::min(n - first, kMaxFrames);
   return intern(raw + first, count);
@@ -77,7 +80,8 @@ std::uint32_t CallSiteTable::capture() {
 
 std::uint32_t CallSiteTable::intern(const void* const* addresses, int count) {
   std::vector<std::uintptr_t> key(static_cast<std::size_t>(std::max(count, 0)));
-  for (std::size_t i = 0; i < key.size(); ++i) key[i] = reinterpret_cast<std::uintptr_t>(addresses[i]);
+  for (std::size_t i = 0; i < key.size(); ++i)
+    key[i] = reinterpret_cast<std::uintptr_t>(addresses[i]);
   std::lock_guard lock(mutex_);
   auto it = by_chain_.find(key);
   if (it != by_chain_.end()) return it->second;

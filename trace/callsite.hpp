@@ -19,13 +19,13 @@ namespace tnbc::trace {
 
 /// One return address, position-independent.
 struct Frame {
-  std::string module;       ///< path of the object (executable or shared library)
-  std::uint64_t offset = 0; ///< return address minus the object's load address
-  std::string symbol;       ///< nearest exported symbol, "" if none
+  std::string module;        ///< path of the object (executable or shared library)
+  std::uint64_t offset = 0;  ///< return address minus the object's load address
+  std::string symbol;        ///< nearest exported symbol, "" if none
 };
 
 struct CallSite {
-  std::uint64_t id = 0;  ///< hash of (basename(module), offset) of every frame
+  std::uint64_t id = 0;       ///< hash of (basename(module), offset) of every frame
   std::vector<Frame> frames;  ///< innermost first
 };
 

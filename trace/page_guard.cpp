@@ -25,7 +25,9 @@ struct sigaction g_previous;
 
 constexpr std::size_t kAltStackSize = 64 * 1024;
 
-std::uintptr_t floor_page(std::uintptr_t a, std::size_t ps) { return a & ~(std::uintptr_t(ps) - 1); }
+std::uintptr_t floor_page(std::uintptr_t a, std::size_t ps) {
+  return a & ~(std::uintptr_t(ps) - 1);
+}
 std::uintptr_t ceil_page(std::uintptr_t a, std::size_t ps) { return floor_page(a + ps - 1, ps); }
 
 // Passes a fault that is not ours to the handler that was installed before us.
@@ -54,7 +56,9 @@ void chain(int sig, siginfo_t* info, void* context) {
   if (sent) raise(sig);
 }
 
-void signal_entry(int sig, siginfo_t* info, void* context) { PageGuard::on_signal(sig, info, context); }
+void signal_entry(int sig, siginfo_t* info, void* context) {
+  PageGuard::on_signal(sig, info, context);
+}
 
 }  // namespace
 
@@ -87,7 +91,8 @@ std::optional<std::string> PageGuard::install() {
   stack_t current;
   if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
     // Never freed: a thread may be running on it at any time until it exits.
-    void* mem = mmap(nullptr, kAltStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    void* mem = mmap(nullptr, kAltStackSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
     if (mem != MAP_FAILED) {
       stack_t st{};
       st.ss_sp = mem;
@@ -142,7 +147,8 @@ const PageGuard::Entry* PageGuard::find(const Snapshot* snap, std::uintptr_t add
   const Entry* first = snap->entries.get();
   const Entry* last = first + snap->count;
   // The last entry that begins at or before addr.
-  const Entry* it = std::upper_bound(first, last, addr, [](std::uintptr_t a, const Entry& e) { return a < e.begin; });
+  const Entry* it = std::upper_bound(first, last, addr,
+                                     [](std::uintptr_t a, const Entry& e) { return a < e.begin; });
   if (it == first) return nullptr;
   --it;
   return addr < it->end ? it : nullptr;
@@ -189,8 +195,10 @@ void PageGuard::open_sub(GuardedCall& call, std::uint32_t i, Release how, std::u
     std::size_t idx = (p - call.page0_) / page_size_;
     std::uint8_t closed = kProtected;
     if (!call.page_state_[idx].compare_exchange_strong(closed, kOpen)) continue;
-    if (p == s.pbegin || p + page_size_ == s.pend) page_opened(call, idx);
-    else ++interior;
+    if (p == s.pbegin || p + page_size_ == s.pend)
+      page_opened(call, idx);
+    else
+      ++interior;
   }
   if (interior == 0) return;
   if (s.remaining.fetch_sub(interior, std::memory_order_acq_rel) == interior) {
@@ -207,7 +215,8 @@ void PageGuard::page_opened(GuardedCall& call, std::size_t idx) {
   std::uintptr_t pb = call.page0_ + idx * page_size_, pe = pb + page_size_;
   const std::uint32_t* order = call.by_addr_.get();
   const std::uint32_t* end = order + call.count_;
-  const std::uint32_t* it = std::partition_point(order, end, [&](std::uint32_t k) { return call.subs_[k].end <= pb; });
+  const std::uint32_t* it =
+      std::partition_point(order, end, [&](std::uint32_t k) { return call.subs_[k].end <= pb; });
   for (; it != end && call.subs_[*it].begin < pe; ++it) {
     GuardedCall::Sub& s = call.subs_[*it];
     if (s.pbegin >= s.pend || pb < s.pbegin || pb >= s.pend) continue;
@@ -273,13 +282,16 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
     for (std::size_t i = 0; i < subs.size(); ++i) {
       auto& s = call->subs_[i];
       if (s.begin == s.end) continue;
-      auto state = [&](std::uintptr_t page) { return call->page_state_[(page - call->page0_) / ps].load(std::memory_order_relaxed); };
+      auto state = [&](std::uintptr_t page) {
+        return call->page_state_[(page - call->page0_) / ps].load(std::memory_order_relaxed);
+      };
       std::uintptr_t first = floor_page(s.begin, ps), last = floor_page(s.end - 1, ps);
       s.pbegin = state(first) == kProtected ? first : first + ps;
       s.pend = state(last) == kProtected ? last + ps : last;
       if (s.pbegin < s.pend) {
         s.observable = true;
-        s.remaining.store(static_cast<std::uint32_t>((s.pend - s.pbegin) / ps), std::memory_order_relaxed);
+        s.remaining.store(static_cast<std::uint32_t>((s.pend - s.pbegin) / ps),
+                          std::memory_order_relaxed);
       } else {
         s.pbegin = s.pend = 0;
       }
@@ -287,7 +299,8 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
   }
   for (std::size_t i = 0; i < subs.size(); ++i)
     if (!call->subs_[i].observable)
-      call->subs_[i].outcome.store(static_cast<std::uint8_t>(Outcome::unobserved), std::memory_order_relaxed);
+      call->subs_[i].outcome.store(static_cast<std::uint8_t>(Outcome::unobserved),
+                                   std::memory_order_relaxed);
   call->closed_pages_.store(call->protected_pages_, std::memory_order_relaxed);
 
   std::lock_guard lock(mutex_);
@@ -299,9 +312,14 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
   publish_locked();
   // Protect each run of consecutive protectable pages with one call.
   for (std::size_t k = 0; k < raw->npages_;) {
-    if (raw->page_state_[k].load(std::memory_order_relaxed) != kProtected) { ++k; continue; }
+    if (raw->page_state_[k].load(std::memory_order_relaxed) != kProtected) {
+      ++k;
+      continue;
+    }
     std::size_t run = k;
-    while (run < raw->npages_ && raw->page_state_[run].load(std::memory_order_relaxed) == kProtected) ++run;
+    while (run < raw->npages_ &&
+           raw->page_state_[run].load(std::memory_order_relaxed) == kProtected)
+      ++run;
     if (mprotect(reinterpret_cast<void*>(raw->page0_ + k * ps), (run - k) * ps, PROT_NONE) != 0) {
       int e = errno;
       // Undo: open what this call protected (never the partial pages, which are not ours), and
@@ -311,7 +329,8 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
         if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected)
           mprotect(reinterpret_cast<void*>(raw->page0_ + j * ps), ps, PROT_READ | PROT_WRITE);
       for (std::size_t j = 0; j < raw->npages_; ++j)
-        if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected) raw->page_state_[j].store(kOpen);
+        if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected)
+          raw->page_state_[j].store(kOpen);
       for (std::size_t i = 0; i < raw->count_; ++i) {
         raw->subs_[i].observable = false;
         raw->subs_[i].remaining.store(0);
@@ -331,19 +350,23 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
 void PageGuard::publish_locked() {
   // Only calls with protected pages take part: the cost follows what is guarded now, not the
   // length of the run.
-  std::erase_if(live_, [](const GuardedCall* c) { return c->closed_pages_.load(std::memory_order_acquire) == 0; });
+  std::erase_if(live_, [](const GuardedCall* c) {
+    return c->closed_pages_.load(std::memory_order_acquire) == 0;
+  });
   if (!calls_.empty() && calls_.back()->closed_pages_.load(std::memory_order_acquire) != 0 &&
       std::find(live_.begin(), live_.end(), calls_.back().get()) == live_.end())
     live_.push_back(calls_.back().get());
   auto snap = std::make_unique<Snapshot>();
   std::size_t n = 0;
   for (const GuardedCall* c : live_)
-    for (std::size_t i = 0; i < c->count_; ++i) n += c->subs_[i].remaining.load(std::memory_order_acquire) != 0;
+    for (std::size_t i = 0; i < c->count_; ++i)
+      n += c->subs_[i].remaining.load(std::memory_order_acquire) != 0;
   snap->entries.reset(new Entry[n]);
   for (GuardedCall* c : live_)
     for (std::size_t i = 0; i < c->count_; ++i)
       if (c->subs_[i].remaining.load(std::memory_order_acquire) != 0 && snap->count < n)
-        snap->entries[snap->count++] = Entry{c->subs_[i].begin, c->subs_[i].end, c, static_cast<std::uint32_t>(i)};
+        snap->entries[snap->count++] =
+            Entry{c->subs_[i].begin, c->subs_[i].end, c, static_cast<std::uint32_t>(i)};
   std::sort(snap->entries.get(), snap->entries.get() + snap->count,
             [](const Entry& x, const Entry& y) { return x.begin < y.begin; });
   snapshot_.store(snap.get(), std::memory_order_seq_cst);
@@ -362,11 +385,13 @@ std::size_t PageGuard::release(const void* p, std::size_t n, Release how) {
   if (const Snapshot* snap = snapshot_.load(std::memory_order_seq_cst)) {
     const Entry* first = snap->entries.get();
     const Entry* last = first + snap->count;
-    const Entry* it = std::partition_point(first, last, [&](const Entry& e) { return e.end <= lo; });
+    const Entry* it =
+        std::partition_point(first, last, [&](const Entry& e) { return e.end <= lo; });
     for (; it != last && it->begin < hi; ++it) {
       const GuardedCall::Sub& s = it->call->subs_[it->sub];
       if (s.remaining.load(std::memory_order_acquire) == 0 &&
-          s.outcome.load(std::memory_order_acquire) != static_cast<std::uint8_t>(Outcome::untouched))
+          s.outcome.load(std::memory_order_acquire) !=
+              static_cast<std::uint8_t>(Outcome::untouched))
         continue;
       open_sub(*it->call, it->sub, how, stamp);
       ++opened;
@@ -384,14 +409,20 @@ void PageGuard::release_all(bool lose_untouched) {
       for (std::size_t i = 0; i < c->count_; ++i) {
         if (c->subs_[i].remaining.load(std::memory_order_acquire) == 0) continue;
         std::uint8_t expected = static_cast<std::uint8_t>(Outcome::untouched);
-        c->subs_[i].outcome.compare_exchange_strong(expected, static_cast<std::uint8_t>(Outcome::unobserved));
+        c->subs_[i].outcome.compare_exchange_strong(expected,
+                                                    static_cast<std::uint8_t>(Outcome::unobserved));
       }
     // Open each run of protected pages with one call, then mark it (open before marked).
     for (std::size_t k = 0; k < c->npages_;) {
-      if (c->page_state_[k].load(std::memory_order_acquire) != kProtected) { ++k; continue; }
+      if (c->page_state_[k].load(std::memory_order_acquire) != kProtected) {
+        ++k;
+        continue;
+      }
       std::size_t run = k;
-      while (run < c->npages_ && c->page_state_[run].load(std::memory_order_acquire) == kProtected) ++run;
-      mprotect(reinterpret_cast<void*>(c->page0_ + k * page_size_), (run - k) * page_size_, PROT_READ | PROT_WRITE);
+      while (run < c->npages_ && c->page_state_[run].load(std::memory_order_acquire) == kProtected)
+        ++run;
+      mprotect(reinterpret_cast<void*>(c->page0_ + k * page_size_), (run - k) * page_size_,
+               PROT_READ | PROT_WRITE);
       // A handler may open some of these pages at the same time: whoever marks a page counts it.
       for (; k < run; ++k) {
         std::uint8_t closed = kProtected;
@@ -416,11 +447,9 @@ void PageGuard::reset() {
   release_all();
   std::lock_guard lock(mutex_);
   // A handler could still be reading the last snapshot; wait for it to leave (it never blocks).
-  while (readers_.load(std::memory_order_seq_cst) != 0) {
-  }
+  while (readers_.load(std::memory_order_seq_cst) != 0) {}
   snapshot_.store(nullptr, std::memory_order_seq_cst);
-  while (readers_.load(std::memory_order_seq_cst) != 0) {
-  }
+  while (readers_.load(std::memory_order_seq_cst) != 0) {}
   retired_.clear();
   current_.reset();
   live_.clear();

@@ -35,7 +35,8 @@
 //   call was protected, and calls mprotect.
 //
 // A program that installs its own SIGSEGV handler after MPI initialisation replaces ours; faults
-// on guarded pages then reach its handler.  Handlers installed before MPI_Init are kept and chained.
+// on guarded pages then reach its handler.  Handlers installed before MPI_Init are kept and
+// chained.
 #pragma once
 
 #include <atomic>

@@ -11,8 +11,8 @@ namespace tnbc::trace {
 namespace {
 
 constexpr char kEndMagic[8] = {'T', 'N', 'B', 'C', 'E', 'N', 'D', '\0'};
-constexpr std::size_t kPrefix = 8 + 4 + 8;    // magic, version, file size
-constexpr std::uint32_t kMaxFrames = 256;     // per call site
+constexpr std::size_t kPrefix = 8 + 4 + 8;  // magic, version, file size
+constexpr std::uint32_t kMaxFrames = 256;   // per call site
 // Smallest encoding of each repeated element: counts are checked against the bytes left.
 constexpr std::size_t kMinCallSite = 8 + 4;
 constexpr std::size_t kMinFrame = 4 + 8 + 4;
@@ -62,8 +62,9 @@ class Reader {
   bool str(std::string* s, const char* what) {
     std::uint32_t n = 0;
     if (!get(&n, what)) return false;
-    if (n > kMaxString) return fail(std::string("corrupt: ") + what + " is " + std::to_string(n) +
-                                    " bytes long, more than the limit of " + std::to_string(kMaxString));
+    if (n > kMaxString)
+      return fail(std::string("corrupt: ") + what + " is " + std::to_string(n) +
+                  " bytes long, more than the limit of " + std::to_string(kMaxString));
     if (left() < n) return fail(std::string("truncated in ") + what);
     s->assign(reinterpret_cast<const char*>(b_.data() + pos_), n);
     pos_ += n;
@@ -73,8 +74,8 @@ class Reader {
   bool count(std::uint32_t* n, std::size_t min_size, const char* what) {
     if (!get(n, what)) return false;
     if (static_cast<std::uint64_t>(*n) * min_size > left())
-      return fail(std::string("corrupt: ") + what + " " + std::to_string(*n) + " does not fit in the remaining " +
-                  std::to_string(left()) + " bytes");
+      return fail(std::string("corrupt: ") + what + " " + std::to_string(*n) +
+                  " does not fit in the remaining " + std::to_string(left()) + " bytes");
     return true;
   }
 
@@ -197,7 +198,8 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
     result.error = r.error();
     return result;
   };
-  if (bytes.size() < sizeof kTraceMagic || std::memcmp(bytes.data(), kTraceMagic, sizeof kTraceMagic) != 0)
+  if (bytes.size() < sizeof kTraceMagic ||
+      std::memcmp(bytes.data(), kTraceMagic, sizeof kTraceMagic) != 0)
     return fail("not a tnbc trace file (bad magic number)");
   if (bytes.size() < kPrefix)
     return fail("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the " +
@@ -208,12 +210,12 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
   r.get(&magic, "magic");
   r.get(&version, "version");
   if (version != kTraceVersion)
-    return fail("unsupported trace format version " + std::to_string(version) + " (this build reads version " +
-                std::to_string(kTraceVersion) + ")");
+    return fail("unsupported trace format version " + std::to_string(version) +
+                " (this build reads version " + std::to_string(kTraceVersion) + ")");
   r.get(&declared, "file size");
   if (declared > bytes.size())
-    return fail("truncated: the header gives " + std::to_string(declared) + " bytes, the file has " +
-                std::to_string(bytes.size()));
+    return fail("truncated: the header gives " + std::to_string(declared) +
+                " bytes, the file has " + std::to_string(bytes.size()));
   if (declared < bytes.size())
     return fail("corrupt: the header gives " + std::to_string(declared) + " bytes, the file has " +
                 std::to_string(bytes.size()));
@@ -246,7 +248,8 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
     r.get(&cs.id, "call site");
     if (!r.count(&nf, kMinFrame, "frame count")) return fail("");
     if (nf > kMaxFrames)
-      return fail("corrupt: a call site has " + std::to_string(nf) + " frames, more than " + std::to_string(kMaxFrames));
+      return fail("corrupt: a call site has " + std::to_string(nf) + " frames, more than " +
+                  std::to_string(kMaxFrames));
     cs.frames.resize(nf);
     for (auto& f : cs.frames) {
       r.str(&f.module, "module name");
@@ -270,13 +273,20 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
     r.get(&c.tcomm, "call");
     r.get(&c.return_stamp, "call");
     if (r.failed()) return fail("");
-    if (op < 1 || op > 3) return fail("corrupt: call " + std::to_string(ci) + " has unknown operation " + std::to_string(op));
+    if (op < 1 || op > 3)
+      return fail("corrupt: call " + std::to_string(ci) + " has unknown operation " +
+                  std::to_string(op));
     c.op = static_cast<Op>(op);
-    if (c.flags > kCallTraced) return fail("corrupt: call " + std::to_string(ci) + " has unknown flags " + std::to_string(c.flags));
+    if (c.flags > kCallTraced)
+      return fail("corrupt: call " + std::to_string(ci) + " has unknown flags " +
+                  std::to_string(c.flags));
     if (c.callsite >= t.callsites.size())
-      return fail("corrupt: call " + std::to_string(ci) + " names call site " + std::to_string(c.callsite) +
-                  " but the file has " + std::to_string(t.callsites.size()));
-    if (c.comm_size <= 0) return fail("corrupt: call " + std::to_string(ci) + " has communicator size " + std::to_string(c.comm_size));
+      return fail("corrupt: call " + std::to_string(ci) + " names call site " +
+                  std::to_string(c.callsite) + " but the file has " +
+                  std::to_string(t.callsites.size()));
+    if (c.comm_size <= 0)
+      return fail("corrupt: call " + std::to_string(ci) + " has communicator size " +
+                  std::to_string(c.comm_size));
     if (!r.count(&nsub, kSubBytes, "sub-message count")) return fail("");
     c.subs.resize(nsub);
     for (auto& s : c.subs) {
@@ -284,8 +294,12 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
       r.get(&s.size, "sub-message");
       r.get(&s.flags, "sub-message");
       if (r.failed()) return fail("");
-      if (s.flags > 7) return fail("corrupt: call " + std::to_string(ci) + " has sub-message flags " + std::to_string(s.flags));
-      if (s.offset > UINT64_MAX - s.size) return fail("corrupt: call " + std::to_string(ci) + " has a sub-message past the address space");
+      if (s.flags > 7)
+        return fail("corrupt: call " + std::to_string(ci) + " has sub-message flags " +
+                    std::to_string(s.flags));
+      if (s.offset > UINT64_MAX - s.size)
+        return fail("corrupt: call " + std::to_string(ci) +
+                    " has a sub-message past the address space");
     }
   }
 
@@ -300,13 +314,14 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
     r.get(&x.thread, "touch");
     if (r.failed()) return fail("");
     if (x.call >= t.calls.size() || x.sub >= t.calls[x.call].subs.size())
-      return fail("corrupt: touch " + std::to_string(ti) + " names call " + std::to_string(x.call) + " sub-message " +
-                  std::to_string(x.sub) + ", which does not exist");
+      return fail("corrupt: touch " + std::to_string(ti) + " names call " + std::to_string(x.call) +
+                  " sub-message " + std::to_string(x.sub) + ", which does not exist");
   }
   char end[8];
   if (!r.get(&end, "end marker")) return fail("");
   if (std::memcmp(end, kEndMagic, sizeof end) != 0) return fail("corrupt: bad end marker");
-  if (r.left() != 0) return fail("corrupt: " + std::to_string(r.left()) + " bytes after the end marker");
+  if (r.left() != 0)
+    return fail("corrupt: " + std::to_string(r.left()) + " bytes after the end marker");
   result.trace = std::move(t);
   return result;
 }
@@ -326,7 +341,8 @@ ReadResult read_trace(const std::string& path, std::uint64_t max_bytes) {
   }
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
-    result.error = path + ": " + std::to_string(st.st_size) + " bytes, larger than the limit of " + std::to_string(max_bytes);
+    result.error = path + ": " + std::to_string(st.st_size) + " bytes, larger than the limit of " +
+                   std::to_string(max_bytes);
     return result;
   }
   std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));

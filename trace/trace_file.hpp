@@ -41,10 +41,10 @@ enum SubFlag : std::uint8_t {
 struct TraceHeader {
   std::int32_t rank = 0;
   std::int32_t size = 0;
-  std::uint32_t node_id = 0;     ///< index of the node (shared-memory domain) in the job
+  std::uint32_t node_id = 0;  ///< index of the node (shared-memory domain) in the job
   std::uint32_t page_size = 0;
-  double ticks_per_us = 0.0;     ///< stamps per microsecond
-  bool tsc = false;              ///< stamps are TSC ticks (else CLOCK_MONOTONIC ns)
+  double ticks_per_us = 0.0;  ///< stamps per microsecond
+  bool tsc = false;           ///< stamps are TSC ticks (else CLOCK_MONOTONIC ns)
   std::string hostname;
   std::string job_id;
 };
@@ -64,8 +64,8 @@ enum CallFlag : std::uint8_t {
 
 struct TraceCall {
   Op op = Op::alltoall;
-  std::uint8_t flags = 0;          ///< CallFlag bits
-  std::uint32_t callsite = 0;      ///< index into Trace::callsites
+  std::uint8_t flags = 0;      ///< CallFlag bits
+  std::uint32_t callsite = 0;  ///< index into Trace::callsites
   std::int32_t comm_size = 0;
   std::uint64_t start_stamp = 0;   ///< stamp before the blocking call
   std::uint64_t tcomm = 0;         ///< duration of the blocking call, in stamps
@@ -77,7 +77,7 @@ struct TraceTouch {
   std::uint32_t call = 0;  ///< index into Trace::calls
   std::uint32_t sub = 0;
   std::uint64_t stamp = 0;
-  std::uint64_t seq = 0;   ///< order of first touches in the process
+  std::uint64_t seq = 0;  ///< order of first touches in the process
   std::uint32_t thread = 0;
 };
 

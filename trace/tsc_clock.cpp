@@ -52,7 +52,8 @@ std::uint64_t read_tsc() {
 std::uint64_t read_monotonic_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 void TscClock::begin() {
@@ -69,11 +70,14 @@ std::optional<std::string> TscClock::end() {
   std::uint64_t ns = source_->monotonic_ns();
   if (ns <= begin_ns_ || ticks <= begin_ticks_)
     return std::string("TSC calibration interval is empty or the counters went backwards");
-  ticks_per_us_ = static_cast<double>(ticks - begin_ticks_) * 1000.0 / static_cast<double>(ns - begin_ns_);
+  ticks_per_us_ =
+      static_cast<double>(ticks - begin_ticks_) * 1000.0 / static_cast<double>(ns - begin_ns_);
   return std::nullopt;
 }
 
-std::uint64_t TscClock::stamp() const { return uses_tsc_ ? source_->ticks() : source_->monotonic_ns(); }
+std::uint64_t TscClock::stamp() const {
+  return uses_tsc_ ? source_->ticks() : source_->monotonic_ns();
+}
 
 StampFn TscClock::stamp_fn() const { return uses_tsc_ ? stamp_tsc : stamp_monotonic; }
 

@@ -158,7 +158,8 @@ TEST_CASE("io_interpose: free, realloc and munmap release memory", "[io]") {
     CHECK(g_mode.saw(p, 1000, ReleaseReason::memory));
     void* q2 = std::realloc(q, 100000);
     CHECK(g_mode.saw(q, 2000, ReleaseReason::memory));
-    // libucm (loaded with MPICH) patches our munmap and unmaps by system call: its event reports it.
+    // libucm (loaded with MPICH) patches our munmap and unmaps by system call: its event reports
+    // it.
     CHECK(subscribe_memory_events());
     g_mode.clear();  // Catch's own frees fill the log
     CHECK(munmap(m, 2 * ps) == 0);

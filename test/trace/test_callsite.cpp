@@ -10,8 +10,10 @@ using namespace tnbc::trace;
 
 TEST_CASE("CallSiteTable: one chain is one site, another chain another", "[callsite]") {
   CallSiteTable table;
-  const void* a[] = {reinterpret_cast<const void*>(&::strlen), reinterpret_cast<const void*>(&::qsort)};
-  const void* b[] = {reinterpret_cast<const void*>(&::qsort), reinterpret_cast<const void*>(&::strlen)};
+  const void* a[] = {reinterpret_cast<const void*>(&::strlen),
+                     reinterpret_cast<const void*>(&::qsort)};
+  const void* b[] = {reinterpret_cast<const void*>(&::qsort),
+                     reinterpret_cast<const void*>(&::strlen)};
   auto ia = table.intern(a, 2);
   auto ib = table.intern(b, 2);
   CHECK(table.intern(a, 2) == ia);
@@ -31,7 +33,8 @@ TEST_CASE("CallSiteTable: frames are module + offset + symbol", "[callsite]") {
   CHECK(unknown.module == "?");
 }
 
-TEST_CASE("CallSiteTable: the id ignores the module's folder, not its name or offset", "[callsite]") {
+TEST_CASE("CallSiteTable: the id ignores the module's folder, not its name or offset",
+          "[callsite]") {
   std::vector<Frame> x{{"/usr/lib/libfoo.so", 0x1234, "f"}};
   std::vector<Frame> y{{"/opt/other/libfoo.so", 0x1234, "g"}};
   std::vector<Frame> z{{"/usr/lib/libfoo.so", 0x1235, "f"}};

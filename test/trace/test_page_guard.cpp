@@ -24,7 +24,8 @@ std::uint64_t fake_stamp() { return g_fake_time.fetch_add(1); }
 // Page-aligned anonymous memory, unmapped at the end.
 struct Pages {
   explicit Pages(std::size_t n) : size(n * kPage) {
-    mem = static_cast<char*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    mem = static_cast<char*>(
+        mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
     REQUIRE(mem != MAP_FAILED);
     std::memset(mem, 7, size);
   }
@@ -65,7 +66,7 @@ TEST_CASE("PageGuard: the first touch of each sub-message is recorded once, in o
 
   CHECK(read_byte(buf.mem + 5 * kPage + 10) == 7);  // sub 2
   CHECK(read_byte(buf.mem + 4 * kPage) == 7);       // sub 2 again: no new record
-  buf.mem[1] = 9;                                    // sub 0, a write
+  buf.mem[1] = 9;                                   // sub 0, a write
   CHECK(buf.mem[1] == 9);
 
   CHECK(call->index() == 5);
@@ -102,7 +103,7 @@ TEST_CASE("PageGuard: a page shared by two sub-messages is opened by the first t
   CHECK(call->outcome(1) == Outcome::touched);
   (void)read_byte(buf.mem + kPage + 1);  // sub 0's bytes on the opened shared page: not seen
   CHECK(call->outcome(0) == Outcome::untouched);
-  (void)read_byte(buf.mem + 1);          // sub 0's own page: seen
+  (void)read_byte(buf.mem + 1);  // sub 0's own page: seen
   CHECK(call->outcome(0) == Outcome::touched);
 }
 
@@ -112,7 +113,8 @@ TEST_CASE("PageGuard: a sub-message whose pages a neighbour opened is unobserved
   REQUIRE_FALSE(guard.install());
   // sub 0 lies in page 0 only, which it shares with sub 1; sub 2 lies in page 3 only, which it
   // also shares with sub 1; sub 3 is empty.
-  std::vector<SubRange> subs{{0, 100}, {100, 3 * kPage - 100 + 50}, {3 * kPage + 50, kPage - 50}, {4 * kPage, 0}};
+  std::vector<SubRange> subs{
+      {0, 100}, {100, 3 * kPage - 100 + 50}, {3 * kPage + 50, kPage - 50}, {4 * kPage, 0}};
   std::string err;
   GuardedCall* call = guard.protect(1, buf.mem, subs, &err);
   REQUIRE(call);
@@ -145,7 +147,7 @@ TEST_CASE("PageGuard: pages partly outside the buffer are never protected", "[gu
   CHECK_FALSE(readable_in_child(buf.mem + kPage));
   buf.mem[0] = 1;  // the data before the buffer, on the same page
   buf.mem[4 * kPage + 4000] = 1;
-  base[0] = 1;     // the buffer's own bytes on the partial page: not observable there
+  base[0] = 1;  // the buffer's own bytes on the partial page: not observable there
   CHECK(call->outcome(0) == Outcome::untouched);
   CHECK(call->outcome(1) == Outcome::untouched);
 
@@ -159,7 +161,8 @@ TEST_CASE("PageGuard: pages partly outside the buffer are never protected", "[gu
   CHECK(readable_in_child(small.mem));
 }
 
-TEST_CASE("PageGuard: release() opens overlapping sub-messages as a touch or as released", "[guard]") {
+TEST_CASE("PageGuard: release() opens overlapping sub-messages as a touch or as released",
+          "[guard]") {
   Pages buf(4);
   PageGuard guard(fake_stamp);
   REQUIRE_FALSE(guard.install());
@@ -189,7 +192,8 @@ TEST_CASE("PageGuard: overlapping sub-messages are refused and nothing is protec
   CHECK(readable_in_child(buf.mem));
 }
 
-TEST_CASE("PageGuard: several threads touching received data are recorded with their ids", "[guard]") {
+TEST_CASE("PageGuard: several threads touching received data are recorded with their ids",
+          "[guard]") {
   constexpr int kThreads = 4;
   Pages buf(kThreads * 4);
   PageGuard guard(fake_stamp);
@@ -205,7 +209,8 @@ TEST_CASE("PageGuard: several threads touching received data are recorded with t
     threads.emplace_back([&, t] {
       long s = 0;
       // Every thread reads every sub-message: exactly one first touch each.
-      for (int k = 0; k < kThreads * 4; ++k) s += read_byte(buf.mem + ((k + t * 4) % (kThreads * 4)) * kPage);
+      for (int k = 0; k < kThreads * 4; ++k)
+        s += read_byte(buf.mem + ((k + t * 4) % (kThreads * 4)) * kPage);
       sum += s;
     });
   for (auto& th : threads) th.join();
@@ -235,11 +240,13 @@ void app_plain_handler(int) {
 }
 }  // namespace
 
-TEST_CASE("PageGuard: faults that are not ours reach the handler installed before", "[guard][chain]") {
+TEST_CASE("PageGuard: faults that are not ours reach the handler installed before",
+          "[guard][chain]") {
   Pages app(1), buf(2);
   g_app_page = app.mem;
   for (bool siginfo : {true, false}) {
-    struct sigaction sa {}, old{};
+    struct sigaction sa {
+    }, old{};
     sigemptyset(&sa.sa_mask);
     if (siginfo) {
       sa.sa_sigaction = app_siginfo_handler;
@@ -265,14 +272,17 @@ TEST_CASE("PageGuard: faults that are not ours reach the handler installed befor
       guard.uninstall();
       struct sigaction now {};
       sigaction(SIGSEGV, nullptr, &now);
-      if (siginfo) CHECK(now.sa_sigaction == app_siginfo_handler);
-      else CHECK(now.sa_handler == app_plain_handler);
+      if (siginfo)
+        CHECK(now.sa_sigaction == app_siginfo_handler);
+      else
+        CHECK(now.sa_handler == app_plain_handler);
     }
     sigaction(SIGSEGV, &old, nullptr);
   }
 }
 
-TEST_CASE("PageGuard: a real crash still ends the process by SIGSEGV (SIG_DFL or SIG_IGN before)", "[guard][chain]") {
+TEST_CASE("PageGuard: a real crash still ends the process by SIGSEGV (SIG_DFL or SIG_IGN before)",
+          "[guard][chain]") {
   for (auto before : {SIG_DFL, SIG_IGN}) {
     pid_t pid = fork();
     if (pid == 0) {
@@ -284,7 +294,7 @@ TEST_CASE("PageGuard: a real crash still ends the process by SIGSEGV (SIG_DFL or
       std::vector<SubRange> subs{{0, 2 * kPage}};
       std::string err;
       if (!guard.protect(0, buf.mem, subs, &err)) _exit(4);
-      (void)read_byte(buf.mem);  // ours: handled
+      (void)read_byte(buf.mem);                  // ours: handled
       *static_cast<volatile int*>(nullptr) = 1;  // not ours
       _exit(5);
     }
@@ -337,7 +347,8 @@ TEST_CASE("PageGuard: only one guard is installed at a time", "[guard]") {
   CHECK(*err == "another page guard is already installed");
 }
 
-TEST_CASE("PageGuard: release_all(lose_untouched) marks what was not read as unobserved", "[guard]") {
+TEST_CASE("PageGuard: release_all(lose_untouched) marks what was not read as unobserved",
+          "[guard]") {
   Pages buf(4);
   PageGuard guard(fake_stamp);
   REQUIRE_FALSE(guard.install());

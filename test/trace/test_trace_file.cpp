@@ -54,7 +54,8 @@ std::string temp_dir() {
 }
 
 ReadResult parse(const std::string& bytes, std::string_view name = "x.tnbct") {
-  return parse_trace(std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()), name);
+  return parse_trace(std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()),
+                     name);
 }
 
 template <typename T>
@@ -122,23 +123,28 @@ TEST_CASE("trace file: the reader names the file and the problem", "[trace_file]
   REQUIRE(parse(good).trace);
 
   SECTION("a file that is not a trace") {
-    CHECK(parse("hello world, this is text").error == "x.tnbct: not a tnbc trace file (bad magic number)");
+    CHECK(parse("hello world, this is text").error ==
+          "x.tnbct: not a tnbc trace file (bad magic number)");
     CHECK(parse("").error == "x.tnbct: not a tnbc trace file (bad magic number)");
   }
   SECTION("a foreign version") {
     std::string b = good;
     poke<std::uint32_t>(b, 8, 99);
-    CHECK(parse(b).error == "x.tnbct: unsupported trace format version 99 (this build reads version 1)");
+    CHECK(parse(b).error ==
+          "x.tnbct: unsupported trace format version 99 (this build reads version 1)");
   }
   SECTION("a truncated file") {
     std::string b = good.substr(0, good.size() - 10);
-    CHECK(parse(b, "run/3.tnbct").error == "run/3.tnbct: truncated: the header gives " + std::to_string(good.size()) +
-                                               " bytes, the file has " + std::to_string(good.size() - 10));
-    CHECK(parse(good.substr(0, 12)).error == "x.tnbct: truncated: 12 bytes, shorter than the 20-byte file prefix");
+    CHECK(parse(b, "run/3.tnbct").error ==
+          "run/3.tnbct: truncated: the header gives " + std::to_string(good.size()) +
+              " bytes, the file has " + std::to_string(good.size() - 10));
+    CHECK(parse(good.substr(0, 12)).error ==
+          "x.tnbct: truncated: 12 bytes, shorter than the 20-byte file prefix");
   }
   SECTION("bytes after the end") {
-    CHECK(parse(good + "xx").error == "x.tnbct: corrupt: the header gives " + std::to_string(good.size()) +
-                                          " bytes, the file has " + std::to_string(good.size() + 2));
+    CHECK(parse(good + "xx").error == "x.tnbct: corrupt: the header gives " +
+                                          std::to_string(good.size()) + " bytes, the file has " +
+                                          std::to_string(good.size() + 2));
   }
   SECTION("a count that cannot fit") {
     std::string b = good;
@@ -147,15 +153,19 @@ TEST_CASE("trace file: the reader names the file and the problem", "[trace_file]
     poke<std::uint32_t>(b, at, 0xfffffff0u);
     auto r = parse(b);
     CHECK_FALSE(r.trace);
-    CHECK(r.error.rfind("x.tnbct: corrupt: call-site count 4294967280 does not fit in the remaining ", 0) == 0);
+    CHECK(r.error.rfind(
+              "x.tnbct: corrupt: call-site count 4294967280 does not fit in the remaining ", 0) ==
+          0);
   }
   SECTION("a bad reference") {
     Trace t = sample();
     t.calls[0].callsite = 7;
-    CHECK(parse(encode_trace(t)).error == "x.tnbct: corrupt: call 0 names call site 7 but the file has 2");
+    CHECK(parse(encode_trace(t)).error ==
+          "x.tnbct: corrupt: call 0 names call site 7 but the file has 2");
     t = sample();
     t.touches[1].sub = 8;
-    CHECK(parse(encode_trace(t)).error == "x.tnbct: corrupt: touch 1 names call 0 sub-message 8, which does not exist");
+    CHECK(parse(encode_trace(t)).error ==
+          "x.tnbct: corrupt: touch 1 names call 0 sub-message 8, which does not exist");
     t = sample();
     t.header.rank = 8;
     CHECK(parse(encode_trace(t)).error == "x.tnbct: corrupt: rank 8 of size 8");
@@ -166,7 +176,8 @@ TEST_CASE("trace file: the reader names the file and the problem", "[trace_file]
   }
 }
 
-TEST_CASE("trace file: every single-byte corruption and every truncation is handled", "[trace_file][fuzz]") {
+TEST_CASE("trace file: every single-byte corruption and every truncation is handled",
+          "[trace_file][fuzz]") {
   const std::string good = encode_trace(sample());
   for (std::size_t n = 0; n < good.size(); ++n) {
     auto r = parse(good.substr(0, n));

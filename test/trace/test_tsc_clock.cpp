@@ -65,8 +65,7 @@ TEST_CASE("TscClock: the host clock advances and its rate is plausible", "[tsc][
   clock.begin();
   auto t0 = clock.stamp();
   auto deadline = read_monotonic_ns() + 20'000'000;
-  while (read_monotonic_ns() < deadline) {
-  }
+  while (read_monotonic_ns() < deadline) {}
   REQUIRE_FALSE(clock.end());
   CHECK(clock.stamp() > t0);
   CHECK(clock.stamp_fn()() > t0);
