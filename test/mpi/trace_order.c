@@ -19,6 +19,7 @@
  *   call 11 Alltoall into a heap buffer freed unread; the memory is allocated again and written
  *           (the blocks are released, nothing is recorded as a touch)
  *   call 12 Alltoall into an mmap'd buffer unmapped unread; new memory is mapped and written
+ *   call 13 Alltoall with MPI_IN_PLACE, read sources p-1 .. 0
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -227,6 +228,13 @@ int main(int argc, char **argv) {
     munmap(again, n);
     free(s5);
   }
+
+  /* call 13 */
+  fill(recv, big * size, 13);
+  MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, (int)big, MPI_BYTE, MPI_COMM_WORLD);
+  h = 0;
+  for (int s = size - 1; s >= 0; s--) h ^= read_block(recv + s * big, big) + s;
+  report(13, h);
 
   free(send); free(recv); free(recv2);
   MPI_Finalize();

@@ -54,7 +54,7 @@ def main():
     def plain_run():
         res = mpirun(ORDER, p, args=[os.path.join(tmp, "plain")], timeout=90, cwd=tmp)
         state["plain"] = sorted(res.stdout.splitlines())
-        expect(len(state["plain"]) == 12 * p, f"unexpected output: {state['plain']}")
+        expect(len(state["plain"]) == 13 * p, f"unexpected output: {state['plain']}")
     s.check("trace_order runs under plain MPICH", plain_run)
 
     def traced_run():
@@ -81,7 +81,7 @@ def main():
         for r, t in traces().items():
             expect(t["size"] == p and t["page_size"] > 0 and t["ticks_per_us"] > 0, f"header of rank {r}: {t}")
             expect(t["node_id"] == 0, f"one node, but rank {r} says node {t['node_id']}")
-            expect(len(t["calls"]) == 13, f"rank {r}: {len(t['calls'])} calls, expected 13")
+            expect(len(t["calls"]) == 14, f"rank {r}: {len(t['calls'])} calls, expected 14")
     s.check("headers: size, page size, clock rate, one job id, one node", header)
 
     def rev(n):
@@ -96,13 +96,15 @@ def main():
         5: lambda r: list(range(p)),
         6: lambda r: list(range(16)),
         7: lambda r: list(range(p)),
+        13: lambda r: rev(p),
     }
     labels = {0: "Alltoall, reversed", 1: "Alltoall at a second call site, rotated by rank",
               2: "Alltoallv stored in reverse, read in source order", 3: "Bcast units in the order 5k mod 16",
               4: "Alltoall into a stack buffer sharing pages with live data",
               5: "Alltoall followed by a Bcast before any touch (the Alltoall)",
               6: "Alltoall followed by a Bcast before any touch (the Bcast)",
-              7: "write() of a received buffer counts as its touch"}
+              7: "write() of a received buffer counts as its touch",
+              13: "Alltoall with MPI_IN_PLACE"}
     for call, fn in expected.items():
         def check_order(call=call, fn=fn):
             for r, t in traces().items():
@@ -120,7 +122,7 @@ def main():
 
     def ops():
         want = ["alltoall", "alltoall", "alltoallv", "bcast", "alltoall", "alltoall", "bcast", "alltoall",
-                "alltoall", "alltoall", "alltoall", "alltoall", "alltoall"]
+                "alltoall", "alltoall", "alltoall", "alltoall", "alltoall", "alltoall"]
         for r, t in traces().items():
             expect([c["op"] for c in t["calls"]] == want, f"rank {r}: {[c['op'] for c in t['calls']]}")
             expect(len(t["calls"][3]["subs"]) == 16, "Bcast of 1 MiB: 16 units by default")
