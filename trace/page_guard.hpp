@@ -22,7 +22,8 @@
 //   a page we protected (wrong code, unknown address) go to it: an SA_SIGINFO handler or a plain
 //   one is called; SIG_DFL and SIG_IGN restore the default action and return, so the faulting
 //   instruction faults again and the process dies by SIGSEGV (a SIGSEGV sent by kill() is
-//   re-raised under SIG_DFL and dropped under SIG_IGN, as without us).
+//   re-raised under SIG_DFL and dropped under SIG_IGN, as without us).  The previous handler runs with
+//   our signal mask and flags: its own sa_mask, SA_NODEFER and SA_RESETHAND are not emulated.
 // - The handler runs with SA_ONSTACK.  install() gives the calling thread (the one that
 //   initialises MPI, usually the main thread) an alternate stack if it has none.  A handler
 //   cannot give other threads one lazily, and we do not interpose thread creation: a thread
