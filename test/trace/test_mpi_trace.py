@@ -6,6 +6,7 @@ program's own, and an unusable trace folder costs one message, not the run."""
 import glob
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -233,6 +234,8 @@ def main():
                d["error"])
     s.check("a truncated trace from a real run is rejected with its name and size", corrupt)
 
+    if s.failed == 0:
+        shutil.rmtree(tmp, ignore_errors=True)  # kept when something failed, for inspection
     s.finish()
 
 
