@@ -8,9 +8,10 @@
 // (bcast_units(); the root's buffer is sent, not received: its call is recorded, not protected).
 //
 // A call is recorded but not traced (counted as a fallback with its reason) when its receive
-// type is not contiguous ("datatype"), on an inter-communicator ("intercomm"), when the call
-// fails ("error") or when protection fails ("protect").  MPI_IN_PLACE is traced: the receive
-// buffer is laid out as usual.
+// type is not contiguous ("datatype"), on an inter-communicator ("intercomm"), with negative
+// counts or displacements ("layout"), when the call fails ("error"), when protection fails
+// ("protect"), when the handler could not be installed ("guard"), and at the root of a broadcast
+// ("root").  MPI_IN_PLACE is traced: the receive buffer is laid out as usual.
 //
 // Before a traced call, guarded memory it will use is released: its send buffer as a touch (MPI
 // reads the data), its receive buffer as overwritten.  Any other MPI call that may touch user
@@ -19,13 +20,15 @@
 // transport reads it with process_vm_readv, which fails with EFAULT on a protected page), and the
 // wrappers do not know which buffers a call uses.
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <limits.h>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
