@@ -16,6 +16,7 @@ PROG = os.path.join(BUILD, "test", "mpi")
 ORDER = os.path.join(PROG, "trace_order")
 OWN_HANDLER = os.path.join(PROG, "trace_own_handler")
 CRASH = os.path.join(PROG, "trace_crash")
+LOST_DIR = os.path.join(PROG, "trace_lost_dir")
 DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
 NPROCS = 4
 
@@ -203,6 +204,16 @@ def main():
                         "Not a directory"], f"messages: {msgs}")
         expect(sorted(res.stdout.splitlines()) == state.get("plain"), "output differs from the plain run")
     s.check("an unwritable TNBC_TRACE_DIR: one message from rank 0 and a correct run", unwritable)
+
+    def lost_dir():
+        folder = os.path.join(tmp, "lost")
+        res = mpirun(LOST_DIR, p, preload="tnbc_trace", timeout=60, cwd=tmp, env={"TNBC_TRACE_DIR": folder})
+        expect(len(res.stdout.splitlines()) == p, f"output: {res.stdout}")
+        msgs = [l for l in tnbc_lines(res) if "trace not written" in l]
+        expect(len(msgs) == 1 and msgs[0].startswith("tnbc[0]: trace not written: cannot create "),
+               f"expected one message from rank 0: {tnbc_lines(res)}")
+        expect(os.path.isfile(folder), "the file that replaced the folder is gone")
+    s.check("no rank can write its trace: one message from rank 0, the program ends normally", lost_dir)
 
     def own_handler():
         for lib in (None, "tnbc_trace"):
