@@ -3,7 +3,8 @@
 //
 // capture() takes the return addresses above the MPI call (libunwind's unw_backtrace), drops the
 // frames inside our own library, and keys the remaining chain.  The first time a chain is seen
-// each address is resolved once (dladdr) to module + offset + symbol; the id is a hash of
+// each address is resolved once to module + offset (dladdr) and symbol (dladdr, else a libunwind
+// walk of the still-live stack, which also reads .symtab); the id is a hash of
 // (module basename, offset) of every frame, so two ranks running the same binaries get the same id
 // for the same call site, and two call sites of one operation get different ids.
 #pragma once
@@ -21,7 +22,7 @@ namespace tnbc::trace {
 struct Frame {
   std::string module;        ///< path of the object (executable or shared library)
   std::uint64_t offset = 0;  ///< return address minus the object's load address
-  std::string symbol;        ///< nearest exported symbol, "" if none
+  std::string symbol;        ///< enclosing function: dynamic symbol, else .symtab, else ""
 };
 
 struct CallSite {
@@ -48,6 +49,9 @@ class CallSiteTable {
   static Frame resolve(const void* address);
 
  private:
+  std::uint32_t intern_chain(const void* const* addresses, int count, bool live_stack);
+  static void name_local_frames(const std::vector<std::uintptr_t>& key, std::vector<Frame>& frames);
+
   struct KeyHash {
     std::size_t operator()(const std::vector<std::uintptr_t>& k) const;
   };

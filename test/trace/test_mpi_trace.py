@@ -141,7 +141,8 @@ def main():
                    f"rank {r}: call-site ids differ from rank 0's")
             frame = t["callsites"][t["calls"][0]["callsite"]]["frames"][0]
             expect(frame["module"].endswith("trace_order"), f"innermost frame not in the program: {frame}")
-    s.check("call sites: distinct per site, equal on every rank, innermost frame in the program", callsites)
+            expect(frame["symbol"] == "main", f"innermost frame not named after its function: {frame}")
+    s.check("call sites: distinct per site, equal on every rank, innermost frame is main()", callsites)
 
     def threads():
         for r, t in traces().items():
