@@ -31,6 +31,19 @@ std::optional<std::string> apply_stats(Config& cfg, std::string_view v) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_trace_dir(Config& cfg, std::string_view v) {
+  cfg.trace_dir = std::string(v);
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_trace_bcast_units(Config& cfg, std::string_view v) {
+  std::string err;
+  auto n = parse_int(v, 1, 4096, &err);
+  if (!n) return err;
+  cfg.trace_bcast_units = static_cast<int>(*n);
+  return std::nullopt;
+}
+
 constexpr std::array kSettings = {
     Setting{"TNBC_DISABLE", "bool", "0",
             "1 makes the library a pure pass-through to MPICH: no early return, no tracing, "
@@ -44,6 +57,15 @@ constexpr std::array kSettings = {
             "If set, each rank writes PREFIX.<rank>.json at MPI_Finalize: calls, early "
             "returns, fallbacks and their reasons, faults, barrier algorithm.",
             apply_stats},
+    Setting{"TNBC_TRACE_DIR", "path", "",
+            "libtnbc_trace.so: the folder that receives one trace file per rank "
+            "(<rank>.tnbct) at MPI_Finalize; created if missing.  Unset: a new folder "
+            "tnbc-trace-<date>-<time>-<pid of rank 0> in the working directory of rank 0.",
+            apply_trace_dir},
+    Setting{"TNBC_TRACE_BCAST_UNITS", "int", "16",
+            "libtnbc_trace.so: a traced MPI_Bcast buffer is cut into this many equal, "
+            "page-aligned sub-messages (1 to 4096) whose first touches are recorded.",
+            apply_trace_bcast_units},
 };
 
 }  // namespace

@@ -25,6 +25,8 @@ struct Config {
   bool disable = false;           ///< TNBC_DISABLE: pure pass-through
   LogLevel log = LogLevel::info;  ///< TNBC_LOG
   std::string stats_prefix;       ///< TNBC_STATS: empty = no statistics files
+  std::string trace_dir;          ///< TNBC_TRACE_DIR: empty = a new tnbc-trace-* folder in the cwd
+  int trace_bcast_units = 16;     ///< TNBC_TRACE_BCAST_UNITS: sub-messages of a traced MPI_Bcast
 };
 
 /// One row of the settings table.  apply() parses `value` into `cfg` and returns an error

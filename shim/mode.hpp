@@ -7,11 +7,18 @@
 #pragma once
 
 #include <mpi.h>
+#include <cstddef>
 #include <string_view>
 
 namespace tnbc::shim {
 
 class Runtime;
+
+/// Why release_range() is called.
+enum class ReleaseReason {
+  io,      ///< a system call is about to read or write the bytes (the kernel gets EFAULT, not a fault)
+  memory,  ///< the bytes are being freed, reallocated or unmapped
+};
 
 class Mode {
  public:
@@ -39,6 +46,14 @@ class Mode {
     return PMPI_Bcast(buffer, count, datatype, root, comm);
   }
   virtual int barrier(MPI_Comm comm) { return PMPI_Barrier(comm); }
+
+  /// Called by the interposed system calls and memory functions (io_interpose.cpp) before they
+  /// use [p, p + n), only while g_guarded_calls is non-zero.  On return no page of the range may
+  /// be protected or in flight.  May run in a signal handler (write() is async-signal-safe), on
+  /// any thread, inside MPI: it must not allocate, lock, or call MPI.
+  virtual void release_range(const void* p, std::size_t n, ReleaseReason why) {
+    (void)p, (void)n, (void)why;
+  }
 };
 
 /// The mode of this library (defined once per library).

@@ -41,6 +41,7 @@ void Runtime::start() {
 
 void Runtime::stop() {
   if (!active()) return;
+  stopping_.store(true, std::memory_order_release);
   drain_in_flight();
   mode().stop(*this);
   active_.store(false, std::memory_order_release);

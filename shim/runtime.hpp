@@ -19,6 +19,8 @@ class Runtime {
 
   /// True between start() and stop() unless disabled: the intercepted calls act.
   bool active() const { return active_.load(std::memory_order_acquire); }
+  /// True from the start of stop(): a drain hook called then is the last one, at MPI_Finalize.
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
 
   const config::Config& config() const { return config_; }
   Stats& stats() { return stats_; }
@@ -32,6 +34,7 @@ class Runtime {
   int world_size_ = 0;
   bool started_ = false;
   std::atomic<bool> active_{false};
+  std::atomic<bool> stopping_{false};
 };
 
 Runtime& runtime();

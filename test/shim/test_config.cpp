@@ -17,11 +17,16 @@ TEST_CASE("defaults hold when no TNBC_ variable is set", "[config]") {
   CHECK_FALSE(r.config.disable);
   CHECK(r.config.log == LogLevel::info);
   CHECK(r.config.stats_prefix.empty());
+  CHECK(r.config.trace_dir.empty());
+  CHECK(r.config.trace_bcast_units == 16);
 }
 
 TEST_CASE("every setting is parsed into its field", "[config]") {
-  auto r = load_env({"TNBC_DISABLE=yes", "TNBC_LOG=debug", "TNBC_STATS=/tmp/run/stats"});
+  auto r = load_env({"TNBC_DISABLE=yes", "TNBC_LOG=debug", "TNBC_STATS=/tmp/run/stats",
+                     "TNBC_TRACE_DIR=/tmp/run/trace", "TNBC_TRACE_BCAST_UNITS=4"});
   CHECK(r.messages.empty());
+  CHECK(r.config.trace_dir == "/tmp/run/trace");
+  CHECK(r.config.trace_bcast_units == 4);
   CHECK(r.config.disable);
   CHECK(r.config.log == LogLevel::debug);
   CHECK(r.config.stats_prefix == "/tmp/run/stats");
@@ -35,6 +40,14 @@ TEST_CASE("a bad value keeps the default and says why, naming variable and value
         "TNBC_DISABLE=maybe: expected 1/0, yes/no, true/false or on/off; using the default (0)");
   CHECK(r.config.log == LogLevel::info);
   CHECK_FALSE(r.config.disable);
+}
+
+TEST_CASE("a bad number of broadcast units keeps the default", "[config]") {
+  auto r = load_env({"TNBC_TRACE_BCAST_UNITS=0"});
+  REQUIRE(r.messages.size() == 1);
+  CHECK(r.messages[0] ==
+        "TNBC_TRACE_BCAST_UNITS=0: expected an integer from 1 to 4096; using the default (16)");
+  CHECK(r.config.trace_bcast_units == 16);
 }
 
 TEST_CASE("an unknown TNBC_ variable is reported once and ignored", "[config]") {

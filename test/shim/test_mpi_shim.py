@@ -35,14 +35,16 @@ def main():
             s.check(f"{label} program, {n} ranks, plain MPICH", plain)
             for lib in ("tnbc", "tnbc_trace"):
                 def same(prog=prog, n=n, lib=lib, ref=ref):
-                    out = lines(mpirun(prog, n, preload=lib, args=[os.path.join(tmp, lib + ".io")], timeout=60))
+                    # cwd: libtnbc_trace.so writes its trace folder into the working directory.
+                    out = lines(mpirun(prog, n, preload=lib, args=[os.path.join(tmp, lib + ".io")], timeout=60,
+                                       cwd=tmp))
                     expect(out == ref.get("out"), f"output differs from plain MPICH:\n{out}\nvs\n{ref.get('out')}")
                 s.check(f"{label} program, {n} ranks, under {lib}: same output as plain", same)
 
     for lib in ("tnbc", "tnbc_trace"):
         def stats(lib=lib):
             prefix = os.path.join(tmp, f"stats_{lib}")
-            mpirun(MIXED, 4, preload=lib, env={"TNBC_STATS": prefix}, args=[os.path.join(tmp, "s.io")])
+            mpirun(MIXED, 4, preload=lib, env={"TNBC_STATS": prefix}, args=[os.path.join(tmp, "s.io")], cwd=tmp)
             files = sorted(glob.glob(prefix + ".*.json"))
             expect(len(files) == 4, f"expected 4 statistics files, found {files}")
             for r in range(4):

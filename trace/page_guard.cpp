@@ -1,0 +1,459 @@
+#include "page_guard.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace tnbc::trace {
+namespace {
+
+// State of one page of a call's span.
+enum PageState : std::uint8_t {
+  kProtected = 0,  // PROT_NONE, not opened yet
+  kOpen = 1,       // opened (by a touch, a release or release_all)
+  kNever = 2,      // partly outside the sub-messages: never protected
+};
+
+// The installed guard and the handler it replaced.  Globals because a signal handler has no
+// other way to find them; written only by install()/uninstall().
+std::atomic<PageGuard*> g_active{nullptr};
+struct sigaction g_previous;
+
+constexpr std::size_t kAltStackSize = 64 * 1024;
+
+std::uintptr_t floor_page(std::uintptr_t a, std::size_t ps) {
+  return a & ~(std::uintptr_t(ps) - 1);
+}
+std::uintptr_t ceil_page(std::uintptr_t a, std::size_t ps) { return floor_page(a + ps - 1, ps); }
+
+// Passes a fault that is not ours to the handler that was installed before us.
+void chain(int sig, siginfo_t* info, void* context) {
+  const struct sigaction& prev = g_previous;
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction != nullptr) {
+      prev.sa_sigaction(sig, info, context);
+      return;
+    }
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    prev.sa_handler(sig);
+    return;
+  }
+  // Default or ignored.  A real fault cannot be ignored (the kernel kills the process even under
+  // SIG_IGN), so restore the default action: returning retries the access, which faults again
+  // and ends the process by SIGSEGV.  A SIGSEGV sent by kill()/raise() is not retried: re-raise
+  // it under SIG_DFL (it stays pending until we return), drop it under SIG_IGN.
+  bool sent = info == nullptr || info->si_code <= 0;
+  if (sent && prev.sa_handler == SIG_IGN) return;
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  if (sent) raise(sig);
+}
+
+void signal_entry(int sig, siginfo_t* info, void* context) {
+  PageGuard::on_signal(sig, info, context);
+}
+
+}  // namespace
+
+GuardedCall::~GuardedCall() = default;
+
+std::optional<Touch> GuardedCall::touch(std::size_t i) const {
+  const Sub& s = subs_[i];
+  if (s.outcome.load(std::memory_order_acquire) != static_cast<std::uint8_t>(Outcome::touched) ||
+      !s.recorded.load(std::memory_order_acquire))
+    return std::nullopt;
+  return s.touch;
+}
+
+PageGuard::PageGuard(StampFn stamp, std::atomic<int>* live)
+    : stamp_(stamp),
+      page_size_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
+      live_calls_(live != nullptr ? live : &own_live_) {}
+
+PageGuard::~PageGuard() {
+  release_all();
+  uninstall();
+}
+
+std::optional<std::string> PageGuard::install() {
+  if (installed_) return std::nullopt;
+  PageGuard* expected = nullptr;
+  if (!g_active.compare_exchange_strong(expected, this))
+    return std::string("another page guard is already installed");
+
+  stack_t current;
+  if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
+    // Never freed: a thread may be running on it at any time until it exits.
+    void* mem = mmap(nullptr, kAltStackSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (mem != MAP_FAILED) {
+      stack_t st{};
+      st.ss_sp = mem;
+      st.ss_size = kAltStackSize;
+      st.ss_flags = 0;
+      if (sigaltstack(&st, nullptr) != 0) munmap(mem, kAltStackSize);
+    }
+    // Without an alternate stack the handler runs on the thread's stack: still correct for our
+    // faults, so this is not an error.
+  }
+
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = signal_entry;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGSEGV, &sa, &g_previous) != 0) {
+    int e = errno;
+    g_active.store(nullptr);
+    return std::string("cannot install the SIGSEGV handler: ") + std::strerror(e);
+  }
+  installed_ = true;
+  return std::nullopt;
+}
+
+void PageGuard::uninstall() {
+  if (!installed_) return;
+  struct sigaction current;
+  if (sigaction(SIGSEGV, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+      current.sa_sigaction == signal_entry)
+    sigaction(SIGSEGV, &g_previous, nullptr);
+  // If someone installed a handler after us, it stays; without us it never calls us anyway.
+  installed_ = false;
+  g_active.store(nullptr);
+}
+
+void PageGuard::on_signal(int sig, void* info_v, void* context) {
+  auto* info = static_cast<siginfo_t*>(info_v);
+  int saved_errno = errno;
+  PageGuard* guard = g_active.load(std::memory_order_acquire);
+  if (guard != nullptr && info != nullptr && info->si_code == SEGV_ACCERR &&
+      guard->handle_fault(reinterpret_cast<std::uintptr_t>(info->si_addr))) {
+    errno = saved_errno;
+    return;
+  }
+  chain(sig, info, context);
+  errno = saved_errno;
+}
+
+const PageGuard::Entry* PageGuard::find(const Snapshot* snap, std::uintptr_t addr) const {
+  if (snap == nullptr || snap->count == 0) return nullptr;
+  const Entry* first = snap->entries.get();
+  const Entry* last = first + snap->count;
+  // The last entry that begins at or before addr.
+  const Entry* it = std::upper_bound(first, last, addr,
+                                     [](std::uintptr_t a, const Entry& e) { return a < e.begin; });
+  if (it == first) return nullptr;
+  --it;
+  return addr < it->end ? it : nullptr;
+}
+
+bool PageGuard::handle_fault(std::uintptr_t addr) {
+  std::uint64_t stamp = stamp_();
+  // seq_cst pairs with publish_locked(): either it sees us reading, or we see its new snapshot.
+  readers_.fetch_add(1, std::memory_order_seq_cst);
+  bool ours = false;
+  if (const Entry* e = find(snapshot_.load(std::memory_order_seq_cst), addr)) {
+    const GuardedCall::Sub& s = e->call->subs_[e->sub];
+    // Only a page we protected is ours: a fault on a partial edge page belongs to someone else.
+    if (addr >= s.pbegin && addr < s.pend) {
+      ours = true;
+      open_sub(*e->call, e->sub, Release::touch, stamp);
+    }
+  }
+  readers_.fetch_sub(1, std::memory_order_seq_cst);
+  return ours;
+}
+
+void PageGuard::open_sub(GuardedCall& call, std::uint32_t i, Release how, std::uint64_t stamp) {
+  GuardedCall::Sub& s = call.subs_[i];
+  std::uint8_t expected = static_cast<std::uint8_t>(Outcome::untouched);
+  if (how == Release::touch) {
+    if (s.outcome.compare_exchange_strong(expected, static_cast<std::uint8_t>(Outcome::touched))) {
+      s.touch.stamp = stamp;
+      s.touch.seq = seq_.fetch_add(1, std::memory_order_relaxed);
+      s.touch.thread = static_cast<std::uint32_t>(syscall(SYS_gettid));
+      s.recorded.store(true, std::memory_order_release);
+    }
+  } else {
+    s.outcome.compare_exchange_strong(expected, static_cast<std::uint8_t>(Outcome::released));
+  }
+  if (s.pbegin >= s.pend) return;
+  // Open first, then mark: a page marked open is open, so a thread that faulted on it while we
+  // were opening it finds it marked and simply retries its access.
+  mprotect(reinterpret_cast<void*>(s.pbegin), s.pend - s.pbegin, PROT_READ | PROT_WRITE);
+  // Only the first and last page can be shared with other sub-messages; the pages between belong
+  // to this one alone and are counted in one step.
+  std::uint32_t interior = 0;
+  for (std::uintptr_t p = s.pbegin; p < s.pend; p += page_size_) {
+    std::size_t idx = (p - call.page0_) / page_size_;
+    std::uint8_t closed = kProtected;
+    if (!call.page_state_[idx].compare_exchange_strong(closed, kOpen)) continue;
+    if (p == s.pbegin || p + page_size_ == s.pend)
+      page_opened(call, idx);
+    else
+      ++interior;
+  }
+  if (interior == 0) return;
+  if (s.remaining.fetch_sub(interior, std::memory_order_acq_rel) == interior) {
+    std::uint8_t untouched = static_cast<std::uint8_t>(Outcome::untouched);
+    s.outcome.compare_exchange_strong(untouched, static_cast<std::uint8_t>(Outcome::unobserved));
+  }
+  if (call.closed_pages_.fetch_sub(interior, std::memory_order_acq_rel) == interior)
+    live_calls_->fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void PageGuard::page_opened(GuardedCall& call, std::size_t idx) {
+  // Every sub-message overlapping the page loses one protected page; one that loses its last
+  // before being read becomes unobserved.
+  std::uintptr_t pb = call.page0_ + idx * page_size_, pe = pb + page_size_;
+  const std::uint32_t* order = call.by_addr_.get();
+  const std::uint32_t* end = order + call.count_;
+  const std::uint32_t* it =
+      std::partition_point(order, end, [&](std::uint32_t k) { return call.subs_[k].end <= pb; });
+  for (; it != end && call.subs_[*it].begin < pe; ++it) {
+    GuardedCall::Sub& s = call.subs_[*it];
+    if (s.pbegin >= s.pend || pb < s.pbegin || pb >= s.pend) continue;
+    if (s.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::uint8_t expected = static_cast<std::uint8_t>(Outcome::untouched);
+      s.outcome.compare_exchange_strong(expected, static_cast<std::uint8_t>(Outcome::unobserved));
+    }
+  }
+  if (call.closed_pages_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    live_calls_->fetch_sub(1, std::memory_order_acq_rel);
+}
+
+GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const SubRange> subs,
+                                std::string* error) {
+  const std::size_t ps = page_size_;
+  const auto b = reinterpret_cast<std::uintptr_t>(base);
+  std::unique_ptr<GuardedCall> call(new GuardedCall());
+  call->index_ = index;
+  call->count_ = subs.size();
+  call->subs_.reset(new GuardedCall::Sub[subs.size()]);
+  call->by_addr_.reset(new std::uint32_t[subs.size()]);
+  for (std::size_t i = 0; i < subs.size(); ++i) {
+    call->subs_[i].begin = b + subs[i].offset;
+    call->subs_[i].end = b + subs[i].offset + subs[i].length;
+    call->by_addr_[i] = static_cast<std::uint32_t>(i);
+  }
+  auto* order = call->by_addr_.get();
+  std::sort(order, order + subs.size(), [&](std::uint32_t x, std::uint32_t y) {
+    return call->subs_[x].begin < call->subs_[y].begin;
+  });
+  // Empty sub-messages take no bytes and can never be read: they are simply unobservable.
+  std::uintptr_t lo = UINTPTR_MAX, hi = 0, prev_end = 0;
+  for (std::size_t k = 0; k < subs.size(); ++k) {
+    const auto& s = call->subs_[order[k]];
+    if (s.begin == s.end) continue;
+    if (s.begin < prev_end) {
+      *error = "overlapping sub-messages";
+      return nullptr;
+    }
+    prev_end = s.end;
+    lo = std::min(lo, s.begin);
+    hi = std::max(hi, s.end);
+  }
+
+  if (lo < hi) {
+    call->page0_ = floor_page(lo, ps);
+    call->npages_ = (ceil_page(hi, ps) - call->page0_) / ps;
+    call->page_state_.reset(new std::atomic<std::uint8_t>[call->npages_]);
+    // A page is protected iff every byte of it belongs to some sub-message: count covered bytes.
+    std::vector<std::size_t> covered(call->npages_, 0);
+    for (std::size_t i = 0; i < subs.size(); ++i) {
+      const auto& s = call->subs_[i];
+      for (std::uintptr_t p = floor_page(s.begin, ps); p < s.end; p += ps) {
+        std::uintptr_t from = std::max(p, s.begin), to = std::min(p + ps, s.end);
+        covered[(p - call->page0_) / ps] += to - from;
+      }
+    }
+    for (std::size_t k = 0; k < call->npages_; ++k) {
+      bool full = covered[k] == ps;
+      call->page_state_[k].store(full ? kProtected : kNever, std::memory_order_relaxed);
+      call->protected_pages_ += full;
+    }
+    for (std::size_t i = 0; i < subs.size(); ++i) {
+      auto& s = call->subs_[i];
+      if (s.begin == s.end) continue;
+      auto state = [&](std::uintptr_t page) {
+        return call->page_state_[(page - call->page0_) / ps].load(std::memory_order_relaxed);
+      };
+      std::uintptr_t first = floor_page(s.begin, ps), last = floor_page(s.end - 1, ps);
+      s.pbegin = state(first) == kProtected ? first : first + ps;
+      s.pend = state(last) == kProtected ? last + ps : last;
+      if (s.pbegin < s.pend) {
+        s.observable = true;
+        s.remaining.store(static_cast<std::uint32_t>((s.pend - s.pbegin) / ps),
+                          std::memory_order_relaxed);
+      } else {
+        s.pbegin = s.pend = 0;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < subs.size(); ++i)
+    if (!call->subs_[i].observable)
+      call->subs_[i].outcome.store(static_cast<std::uint8_t>(Outcome::unobserved),
+                                   std::memory_order_relaxed);
+  call->closed_pages_.store(call->protected_pages_, std::memory_order_relaxed);
+
+  std::lock_guard lock(mutex_);
+  GuardedCall* raw = call.get();
+  calls_.push_back(std::move(call));
+  if (raw->protected_pages_ == 0) return raw;
+  live_calls_->fetch_add(1, std::memory_order_acq_rel);
+  // Publish before protecting: a page must never be protected while the handler cannot find it.
+  publish_locked();
+  // Protect each run of consecutive protectable pages with one call.
+  for (std::size_t k = 0; k < raw->npages_;) {
+    if (raw->page_state_[k].load(std::memory_order_relaxed) != kProtected) {
+      ++k;
+      continue;
+    }
+    std::size_t run = k;
+    while (run < raw->npages_ &&
+           raw->page_state_[run].load(std::memory_order_relaxed) == kProtected)
+      ++run;
+    if (mprotect(reinterpret_cast<void*>(raw->page0_ + k * ps), (run - k) * ps, PROT_NONE) != 0) {
+      int e = errno;
+      // Undo: open what this call protected (never the partial pages, which are not ours), and
+      // make the call unobservable.  It stays registered: a handler may still be reading it.
+      // The failed call may have changed part of its range before it failed: include it.
+      for (std::size_t j = 0; j < run; ++j)
+        if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected)
+          mprotect(reinterpret_cast<void*>(raw->page0_ + j * ps), ps, PROT_READ | PROT_WRITE);
+      for (std::size_t j = 0; j < raw->npages_; ++j)
+        if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected)
+          raw->page_state_[j].store(kOpen);
+      for (std::size_t i = 0; i < raw->count_; ++i) {
+        raw->subs_[i].observable = false;
+        raw->subs_[i].remaining.store(0);
+        raw->subs_[i].outcome.store(static_cast<std::uint8_t>(Outcome::unobserved));
+      }
+      raw->closed_pages_.store(0);
+      live_calls_->fetch_sub(1, std::memory_order_acq_rel);
+      publish_locked();
+      *error = std::string("mprotect failed: ") + std::strerror(e);
+      return nullptr;
+    }
+    k = run;
+  }
+  return raw;
+}
+
+void PageGuard::publish_locked() {
+  // Only calls with protected pages take part: the cost follows what is guarded now, not the
+  // length of the run.
+  std::erase_if(live_, [](const GuardedCall* c) {
+    return c->closed_pages_.load(std::memory_order_acquire) == 0;
+  });
+  if (!calls_.empty() && calls_.back()->closed_pages_.load(std::memory_order_acquire) != 0 &&
+      std::find(live_.begin(), live_.end(), calls_.back().get()) == live_.end())
+    live_.push_back(calls_.back().get());
+  auto snap = std::make_unique<Snapshot>();
+  std::size_t n = 0;
+  for (const GuardedCall* c : live_)
+    for (std::size_t i = 0; i < c->count_; ++i)
+      n += c->subs_[i].remaining.load(std::memory_order_acquire) != 0;
+  snap->entries.reset(new Entry[n]);
+  for (GuardedCall* c : live_)
+    for (std::size_t i = 0; i < c->count_; ++i)
+      if (c->subs_[i].remaining.load(std::memory_order_acquire) != 0 && snap->count < n)
+        snap->entries[snap->count++] =
+            Entry{c->subs_[i].begin, c->subs_[i].end, c, static_cast<std::uint32_t>(i)};
+  std::sort(snap->entries.get(), snap->entries.get() + snap->count,
+            [](const Entry& x, const Entry& y) { return x.begin < y.begin; });
+  snapshot_.store(snap.get(), std::memory_order_seq_cst);
+  if (current_) retired_.push_back(std::move(current_));
+  current_ = std::move(snap);
+  // A reader that entered before the store may still hold a retired snapshot.
+  if (readers_.load(std::memory_order_seq_cst) == 0) retired_.clear();
+}
+
+std::size_t PageGuard::release(const void* p, std::size_t n, Release how) {
+  if (!any_guarded() || n == 0) return 0;
+  std::uint64_t stamp = stamp_();
+  auto lo = reinterpret_cast<std::uintptr_t>(p), hi = lo + n;
+  std::size_t opened = 0;
+  readers_.fetch_add(1, std::memory_order_seq_cst);
+  if (const Snapshot* snap = snapshot_.load(std::memory_order_seq_cst)) {
+    const Entry* first = snap->entries.get();
+    const Entry* last = first + snap->count;
+    const Entry* it =
+        std::partition_point(first, last, [&](const Entry& e) { return e.end <= lo; });
+    for (; it != last && it->begin < hi; ++it) {
+      const GuardedCall::Sub& s = it->call->subs_[it->sub];
+      if (s.remaining.load(std::memory_order_acquire) == 0 &&
+          s.outcome.load(std::memory_order_acquire) !=
+              static_cast<std::uint8_t>(Outcome::untouched))
+        continue;
+      open_sub(*it->call, it->sub, how, stamp);
+      ++opened;
+    }
+  }
+  readers_.fetch_sub(1, std::memory_order_seq_cst);
+  return opened;
+}
+
+void PageGuard::release_all(bool lose_untouched) {
+  std::lock_guard lock(mutex_);
+  for (GuardedCall* c : live_) {
+    if (c->closed_pages_.load(std::memory_order_acquire) == 0) continue;
+    if (lose_untouched)
+      for (std::size_t i = 0; i < c->count_; ++i) {
+        if (c->subs_[i].remaining.load(std::memory_order_acquire) == 0) continue;
+        std::uint8_t expected = static_cast<std::uint8_t>(Outcome::untouched);
+        c->subs_[i].outcome.compare_exchange_strong(expected,
+                                                    static_cast<std::uint8_t>(Outcome::unobserved));
+      }
+    // Open each run of protected pages with one call, then mark it (open before marked).
+    for (std::size_t k = 0; k < c->npages_;) {
+      if (c->page_state_[k].load(std::memory_order_acquire) != kProtected) {
+        ++k;
+        continue;
+      }
+      std::size_t run = k;
+      while (run < c->npages_ && c->page_state_[run].load(std::memory_order_acquire) == kProtected)
+        ++run;
+      mprotect(reinterpret_cast<void*>(c->page0_ + k * page_size_), (run - k) * page_size_,
+               PROT_READ | PROT_WRITE);
+      // A handler may open some of these pages at the same time: whoever marks a page counts it.
+      for (; k < run; ++k) {
+        std::uint8_t closed = kProtected;
+        if (c->page_state_[k].compare_exchange_strong(closed, kOpen) &&
+            c->closed_pages_.fetch_sub(1, std::memory_order_acq_rel) == 1)
+          live_calls_->fetch_sub(1, std::memory_order_acq_rel);
+      }
+    }
+  }
+  publish_locked();
+}
+
+std::vector<const GuardedCall*> PageGuard::calls() const {
+  std::lock_guard lock(mutex_);
+  std::vector<const GuardedCall*> out;
+  out.reserve(calls_.size());
+  for (const auto& c : calls_) out.push_back(c.get());
+  return out;
+}
+
+void PageGuard::reset() {
+  release_all();
+  std::lock_guard lock(mutex_);
+  // A handler could still be reading the last snapshot; wait for it to leave (it never blocks).
+  while (readers_.load(std::memory_order_seq_cst) != 0) {}
+  snapshot_.store(nullptr, std::memory_order_seq_cst);
+  while (readers_.load(std::memory_order_seq_cst) != 0) {}
+  retired_.clear();
+  current_.reset();
+  live_.clear();
+  calls_.clear();
+}
+
+}  // namespace tnbc::trace
