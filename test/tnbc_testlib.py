@@ -8,6 +8,7 @@ failure.  Paths come from the environment meson sets (see test/meson.build):
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -38,11 +39,21 @@ def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=Non
     for k, v in extra.items():
         cmd += ["-genv", k, v]
     cmd += [program, *map(str, args)]
+    # mpiexec runs in a session of its own, so that a hang can be ended by killing exactly this
+    # run: killing mpiexec makes its proxies end the ranks.  (Killing by program name would also
+    # hit other people's runs of the same program on a shared machine.)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd,
+                            env=full_env, start_new_session=True)
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=full_env)
-    except subprocess.TimeoutExpired as e:
-        subprocess.run(["pkill", "-9", "-f", os.path.basename(program)], check=False)
-        raise Failure(f"timed out after {timeout}s: {' '.join(cmd)}\nstdout:\n{e.stdout}\nstderr:\n{e.stderr}")
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+        raise Failure(f"timed out after {timeout}s: {' '.join(cmd)}\nstdout:\n{out}\nstderr:\n{err}")
+    res = subprocess.CompletedProcess(cmd, proc.returncode, out, err)
     if check and res.returncode != 0:
         raise Failure(f"exit {res.returncode}: {' '.join(cmd)}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}")
     return res
