@@ -1,6 +1,7 @@
 #include "config.hpp"
 
 #include <array>
+#include <type_traits>
 #include <charconv>
 #include <cstring>
 #include <fmt/format.h>
@@ -36,11 +37,21 @@ std::optional<std::string> apply_trace_dir(Config& cfg, std::string_view v) {
   return std::nullopt;
 }
 
-std::optional<std::string> apply_trace_bcast_units(Config& cfg, std::string_view v) {
+/// An integer setting in [Min, Max] stored in `Field`.
+template <auto Field, std::int64_t Min, std::int64_t Max>
+std::optional<std::string> apply_int(Config& cfg, std::string_view v) {
   std::string err;
-  auto n = parse_int(v, 1, 4096, &err);
+  auto n = parse_int(v, Min, Max, &err);
   if (!n) return err;
-  cfg.trace_bcast_units = static_cast<int>(*n);
+  cfg.*Field = static_cast<std::remove_reference_t<decltype(cfg.*Field)>>(*n);
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_min_bytes(Config& cfg, std::string_view v) {
+  std::string err;
+  auto n = parse_size(v, &err);
+  if (!n) return err;
+  cfg.min_bytes = *n;
   return std::nullopt;
 }
 
@@ -65,7 +76,25 @@ constexpr std::array kSettings = {
     Setting{"TNBC_TRACE_BCAST_UNITS", "int", "16",
             "libtnbc_trace.so: a traced MPI_Bcast buffer is cut into this many equal, "
             "page-aligned sub-messages (1 to 4096) whose first touches are recorded.",
-            apply_trace_bcast_units},
+            apply_int<&Config::trace_bcast_units, 1, 4096>},
+    Setting{"TNBC_MIN_BYTES", "size", "64K",
+            "libtnbc.so: an MPI_Alltoall or MPI_Bcast moving fewer bytes per rank runs as the "
+            "plain blocking call (the same on every rank); an MPI_Alltoallv receiving fewer "
+            "bytes completes before returning.",
+            apply_min_bytes},
+    Setting{"TNBC_BCAST_SEGMENTS", "int", "4",
+            "libtnbc.so: segments a replayed MPI_Bcast is cut into and pipelined in, when no "
+            "plan gives a count (1..255; the paper advises a small count).",
+            apply_int<&Config::bcast_segments, 1, 255>},
+    Setting{"TNBC_BCAST_CHAINS", "int", "0",
+            "libtnbc.so: tree of a replayed MPI_Bcast when no plan gives one: 0 = binomial "
+            "tree, k = k parallel chains from the root.",
+            apply_int<&Config::bcast_chains, 0, 4096>},
+    Setting{"TNBC_PROGRESS_SLEEP_US", "int", "20",
+            "libtnbc.so: how long the progress thread naps when a round moved nothing "
+            "(microseconds, 0..10000); lower reacts faster, higher leaves more CPU to the "
+            "application.",
+            apply_int<&Config::progress_sleep_us, 0, 10000>},
 };
 
 }  // namespace

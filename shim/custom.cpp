@@ -13,14 +13,20 @@ namespace tnbc::shim::custom {
 
 int MPI_Init(int* argc, char*** argv) {
   MpiScope scope;
-  int rc = PMPI_Init(argc, argv);
+  const int level = runtime().thread_level_for(MPI_THREAD_SINGLE);
+  int provided = MPI_THREAD_SINGLE;
+  int rc = level == MPI_THREAD_SINGLE ? PMPI_Init(argc, argv)
+                                      : PMPI_Init_thread(argc, argv, level, &provided);
   if (rc == MPI_SUCCESS) runtime().start();
   return rc;
 }
 
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   MpiScope scope;
-  int rc = PMPI_Init_thread(argc, argv, required, provided);
+  int rc = PMPI_Init_thread(argc, argv, runtime().thread_level_for(required), provided);
+  // The application sees the level it asked for (never less than MPI gave it): a mode that
+  // needs more must not change what the application believes it runs with.
+  if (rc == MPI_SUCCESS && *provided > required) *provided = required;
   if (rc == MPI_SUCCESS) runtime().start();
   return rc;
 }

@@ -27,6 +27,10 @@ class Mode {
   /// "tnbc" or "tnbc_trace": the "library" field of the statistics.
   virtual std::string_view library() const = 0;
 
+  /// The MPI thread level the mode needs (asked of MPI at initialisation, at least what the
+  /// application asked for).
+  virtual int thread_level() const { return MPI_THREAD_SINGLE; }
+
   /// After MPI initialisation and configuration; may turn the runtime's features off.
   virtual void start(Runtime&) {}
   /// At MPI_Finalize, before PMPI_Finalize, after in-flight work completed.

@@ -1,6 +1,8 @@
 #include "runtime.hpp"
 
 #include <mpi.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include "fence.hpp"
@@ -15,6 +17,12 @@ namespace tnbc::shim {
 Runtime& runtime() {
   static Runtime instance;
   return instance;
+}
+
+int Runtime::thread_level_for(int required) const {
+  // Reading the table here is pure (no output); start() reads it again and reports problems.
+  if (config::load(environ).config.disable) return required;
+  return std::max(required, mode().thread_level());
 }
 
 void Runtime::start() {

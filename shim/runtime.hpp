@@ -10,6 +10,10 @@ namespace tnbc::shim {
 
 class Runtime {
  public:
+  /// Before PMPI_Init(_thread): the thread level to ask MPI for when the application asks for
+  /// `required` (the mode's need, unless TNBC_DISABLE=1).
+  int thread_level_for(int required) const;
+
   /// After a successful PMPI_Init(_thread): reads the configuration once, reports unknown
   /// settings and bad values (rank 0), starts the mode unless TNBC_DISABLE=1.
   void start();

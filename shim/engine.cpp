@@ -1,0 +1,591 @@
+#include "engine.hpp"
+
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "fence.hpp"
+#include "io_interpose.hpp"
+#include "replay_guard.hpp"
+#include "schedule.hpp"
+
+namespace tnbc::shim {
+namespace {
+
+using schedule::Kind;
+using schedule::Step;
+
+std::uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::uintptr_t page_floor(std::uintptr_t a, std::size_t ps) { return a & ~(ps - 1); }
+std::uintptr_t page_ceil(std::uintptr_t a, std::size_t ps) { return (a + ps - 1) & ~(ps - 1); }
+
+/// Per user communicator: the shadow communicator our messages travel on (so they never match
+/// the application's) and the sequence number of the next collective, which goes into the tags
+/// so several collectives can be in flight on one communicator.  Cached as an attribute and
+/// freed with the communicator.
+struct Shadow {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::uint32_t seq = 0;
+};
+
+int g_keyval = MPI_KEYVAL_INVALID;
+int g_seq_mask = 0;  // sequence bits that fit in a tag next to the 8 segment bits
+
+int delete_shadow(MPI_Comm, int, void* value, void*) {
+  auto* s = static_cast<Shadow*>(value);
+  PMPI_Comm_free(&s->comm);
+  delete s;
+  return MPI_SUCCESS;
+}
+
+/// One collective in flight.  Built by the calling thread, then owned by the progress thread;
+/// the calling thread only reads edge_pending and done.
+struct Op {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int tag = 0;
+  std::vector<Step> steps;
+  std::vector<MPI_Request> reqs;
+  std::vector<std::uint8_t> state;  // 0 waiting, 1 posted, 2 done
+  std::size_t remaining = 0;
+
+  // Send side: a copy, so the caller may reuse its buffer at once.
+  std::unique_ptr<char[]> send_copy;
+  std::size_t send_lo = 0;  // step offsets minus send_lo index send_copy
+  bool sends_from_mirror = false;  // bcast forwards read what they received
+
+  // Receive side.  All offsets are relative to recv_base (the user's buffer).
+  char* recv_base = nullptr;
+  std::uintptr_t cover_lo = 0, cover_hi = 0;  // page-aligned cover of the receive span
+  char* mirror = nullptr;                     // same layout as the cover
+  std::uintptr_t guard_lo = 0;                // first full page; pages indexed from here
+  std::size_t guard_pages = 0;
+  std::unique_ptr<std::atomic<std::uint8_t>[]> published;  // per full page
+  std::vector<int> holders;                                // steps still using each full page
+  std::vector<std::uint8_t> moved;                         // mirror page moved to the user
+  int slot = -1;
+
+  // Edge pages: sub-messages that touch them complete before the call returns.
+  std::vector<char> edge_step;
+  std::atomic<int> edge_pending{0};
+  // The calling thread is done with the op (edges copied): only then may it be retired, since
+  // retiring unmaps the mirror the edges are copied from.
+  std::atomic<bool> caller_released{false};
+  std::atomic<bool> done{false};
+  // Direct: no mirror, no guard; receives land in the user's buffer and the caller waits for
+  // the whole operation (the call does not return early, but speaks the same protocol).
+  bool direct = false;
+
+  bool overlaps(std::uintptr_t p, std::size_t n) const {
+    return cover_hi > cover_lo && p < cover_hi && p + n > cover_lo;
+  }
+  char* mirror_at(std::size_t offset) const {
+    if (direct) return recv_base + offset;
+    return mirror + (reinterpret_cast<std::uintptr_t>(recv_base) + offset - cover_lo);
+  }
+};
+
+class EngineImpl {
+ public:
+  std::optional<std::string> start(const EngineOptions& options);
+  void stop();
+  /// Runs `op` (steps set): copies the send side, sets up the receive side, hands it to the
+  /// progress thread; returns true once it may return early, false after it completed.
+  bool run_op(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early);
+  void submit(std::shared_ptr<Op> op);
+  void wait_edges(Op& op);
+  void wait_done(Op& op);
+  void drain();
+  void complete_overlapping(std::uintptr_t p, std::size_t n);
+  Shadow* shadow(MPI_Comm comm);
+
+  EngineOptions options_;
+  std::size_t page_size_ = 4096;
+  std::atomic<std::uint64_t> init_ns_{0};
+
+ private:
+  void run();
+  bool progress(Op& op);
+  void post(Op& op, std::size_t i);
+  void step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready);
+  void publish(Op& op, std::vector<std::size_t>& pages);
+  void retire(Op& op);
+
+  std::mutex mutex_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<std::shared_ptr<Op>> incoming_;
+  std::vector<Op*> all_;  // every op not yet retired, for drain/overlap checks (under mutex_)
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+EngineImpl& impl() {
+  static EngineImpl e;
+  return e;
+}
+
+std::optional<std::string> EngineImpl::start(const EngineOptions& options) {
+  options_ = options;
+  page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* tag_ub = nullptr;
+  int flag = 0;
+  PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
+  int ub = flag ? *static_cast<int*>(tag_ub) : 32767;
+  g_seq_mask = 1;
+  while ((static_cast<long>(g_seq_mask) << 9) - 1 <= ub) g_seq_mask <<= 1;
+  g_seq_mask -= 1;  // seq bits: (seq & mask) << 8 | segment stays <= ub
+  if (g_seq_mask < 15) return std::string("MPI_TAG_UB is too small for the engine's tags");
+  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_shadow, &g_keyval, nullptr) != MPI_SUCCESS)
+    return std::string("cannot create the communicator attribute");
+  if (auto err = ReplayGuard::instance().install()) return err;
+  stopping_ = false;
+  thread_ = std::thread([this] { run(); });
+  return std::nullopt;
+}
+
+void EngineImpl::stop() {
+  drain();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  ReplayGuard::instance().uninstall();
+}
+
+Shadow* EngineImpl::shadow(MPI_Comm comm) {
+  void* value = nullptr;
+  int flag = 0;
+  PMPI_Comm_get_attr(comm, g_keyval, &value, &flag);
+  if (flag) return static_cast<Shadow*>(value);
+  auto* s = new Shadow;
+  // Every rank of `comm` is in this same collective, so the (collective) dup cannot mismatch.
+  if (PMPI_Comm_dup(comm, &s->comm) != MPI_SUCCESS) {
+    delete s;
+    PMPI_Abort(comm, 1);  // MPI itself is broken; nothing sensible is left to do
+  }
+  PMPI_Comm_set_attr(comm, g_keyval, s);
+  return s;
+}
+
+void EngineImpl::submit(std::shared_ptr<Op> op) {
+  {
+    std::lock_guard lock(mutex_);
+    all_.push_back(op.get());
+    g_in_flight.fetch_add(1, std::memory_order_acq_rel);
+    incoming_.push_back(std::move(op));
+  }
+  work_cv_.notify_one();
+}
+
+void EngineImpl::wait_edges(Op& op) {
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] { return op.edge_pending.load(std::memory_order_acquire) == 0; });
+}
+
+void EngineImpl::wait_done(Op& op) {
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] { return op.done.load(std::memory_order_acquire); });
+}
+
+void EngineImpl::drain() {
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] { return all_.empty(); });
+}
+
+void EngineImpl::complete_overlapping(std::uintptr_t p, std::size_t n) {
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] {
+    return std::none_of(all_.begin(), all_.end(), [&](const Op* op) { return op->overlaps(p, n); });
+  });
+}
+
+void EngineImpl::run() {
+  std::vector<std::shared_ptr<Op>> active;
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      if (active.empty())
+        work_cv_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
+      if (stopping_ && active.empty() && incoming_.empty()) return;
+      while (!incoming_.empty()) {
+        active.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+    }
+    bool moved = false;
+    for (auto& op : active) moved |= progress(*op);
+    bool retired = false;
+    for (auto it = active.begin(); it != active.end();) {
+      if ((*it)->remaining == 0 && (*it)->caller_released.load(std::memory_order_acquire)) {
+        retire(**it);
+        {
+          std::lock_guard lock(mutex_);
+          all_.erase(std::find(all_.begin(), all_.end(), it->get()));
+        }
+        g_in_flight.fetch_sub(1, std::memory_order_acq_rel);
+        it = active.erase(it);
+        retired = true;
+      } else {
+        ++it;
+      }
+    }
+    if (retired || moved) {
+      std::lock_guard lock(mutex_);  // pairs with the predicate checks of the waiters
+      done_cv_.notify_all();
+    }
+    if (!moved && !retired && !active.empty()) {
+      // Nothing moved: nap instead of spinning, the application may need this core.
+      timespec ts{0, static_cast<long>(options_.progress_sleep_us) * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+}
+
+void EngineImpl::post(Op& op, std::size_t i) {
+  const Step& s = op.steps[i];
+  const int tag = op.tag | (s.sub & 0xff);
+  const int count = static_cast<int>(s.bytes);
+  if (s.kind == Kind::recv) {
+    PMPI_Irecv(op.mirror_at(s.offset), count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
+  } else {
+    const char* src = op.sends_from_mirror ? op.mirror_at(s.offset)
+                                           : op.send_copy.get() + (s.offset - op.send_lo);
+    PMPI_Isend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
+  }
+  op.state[i] = 1;
+}
+
+bool EngineImpl::progress(Op& op) {
+  bool moved = false;
+  std::vector<std::size_t> ready;
+  // Post what may go: everything without a pending dependency, in schedule order.
+  for (std::size_t i = 0; i < op.steps.size(); ++i) {
+    if (op.state[i] != 0) continue;
+    const Step& s = op.steps[i];
+    if (s.kind == Kind::copy) {
+      std::memcpy(op.mirror_at(s.offset), op.send_copy.get() + (s.src_offset - op.send_lo), s.bytes);
+      step_done(op, i, ready);
+      moved = true;
+    } else if (s.after < 0 || op.state[static_cast<std::size_t>(s.after)] == 2) {
+      post(op, i);
+      moved = true;
+    }
+  }
+  // Test what is posted.
+  std::vector<MPI_Request> reqs;
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < op.steps.size(); ++i)
+    if (op.state[i] == 1) {
+      reqs.push_back(op.reqs[i]);
+      which.push_back(i);
+    }
+  if (!reqs.empty()) {
+    std::vector<int> indices(reqs.size());
+    int outcount = 0;
+    PMPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &outcount, indices.data(),
+                  MPI_STATUSES_IGNORE);
+    for (int k = 0; k < outcount && outcount != MPI_UNDEFINED; ++k) {
+      std::size_t i = which[static_cast<std::size_t>(indices[static_cast<std::size_t>(k)])];
+      op.reqs[i] = MPI_REQUEST_NULL;
+      step_done(op, i, ready);
+      moved = true;
+    }
+  }
+  if (!ready.empty()) publish(op, ready);
+  return moved;
+}
+
+void EngineImpl::step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready) {
+  op.state[i] = 2;
+  --op.remaining;
+  const Step& s = op.steps[i];
+  bool touches_recv = s.kind != Kind::send || op.sends_from_mirror;
+  if (touches_recv && op.guard_pages > 0) {
+    auto b = reinterpret_cast<std::uintptr_t>(op.recv_base) + s.offset;
+    auto e = b + s.bytes;
+    for (std::uintptr_t pg = std::max(page_floor(b, page_size_), op.guard_lo);
+         pg < e && pg < op.guard_lo + op.guard_pages * page_size_; pg += page_size_) {
+      std::size_t idx = (pg - op.guard_lo) / page_size_;
+      if (--op.holders[idx] == 0) ready.push_back(idx);
+    }
+  }
+  if (!op.edge_step.empty() && op.edge_step[i]) op.edge_pending.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void EngineImpl::publish(Op& op, std::vector<std::size_t>& pages) {
+  std::sort(pages.begin(), pages.end());
+  for (std::size_t a = 0; a < pages.size();) {
+    std::size_t b = a + 1;
+    while (b < pages.size() && pages[b] == pages[b - 1] + 1) ++b;
+    std::uintptr_t user = op.guard_lo + pages[a] * page_size_;
+    std::size_t len = (b - a) * page_size_;
+    char* src = op.mirror + (user - op.cover_lo);
+    // The raw system call: UCX's libucm patches libc's mremap with a four-argument version
+    // that drops the new address of MREMAP_FIXED (measured: it returns NULL and moves nothing).
+    auto r = reinterpret_cast<void*>(syscall(SYS_mremap, src, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+                                             reinterpret_cast<void*>(user)));
+    if (r == MAP_FAILED) {
+      // Cannot happen for ranges we mapped and protected ourselves; keep the data right anyway.
+      mprotect(reinterpret_cast<void*>(user), len, PROT_READ | PROT_WRITE);
+      std::memcpy(reinterpret_cast<void*>(user), src, len);
+    } else {
+      for (std::size_t k = a; k < b; ++k) op.moved[pages[k]] = 1;
+    }
+    for (std::size_t k = a; k < b; ++k) op.published[pages[k]].store(1, std::memory_order_release);
+    a = b;
+  }
+  pages.clear();
+}
+
+void EngineImpl::retire(Op& op) {
+  if (op.slot >= 0) {
+    ReplayGuard::instance().retire(op.slot, std::move(op.published));
+    g_guarded_calls.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  if (op.mirror != nullptr) {
+    // Unmap exactly the mirror pages still ours: the ones moved to the user are gone, and their
+    // old addresses may already hold somebody else's mapping.
+    const std::size_t total = (op.cover_hi - op.cover_lo) / page_size_;
+    const std::size_t first_full = (op.guard_lo - op.cover_lo) / page_size_;
+    for (std::size_t pg = 0; pg < total;) {
+      auto is_moved = [&](std::size_t p) {
+        return p >= first_full && p < first_full + op.guard_pages && op.moved[p - first_full];
+      };
+      if (is_moved(pg)) {
+        ++pg;
+        continue;
+      }
+      std::size_t end = pg + 1;
+      while (end < total && !is_moved(end)) ++end;
+      munmap(op.mirror + pg * page_size_, (end - pg) * page_size_);
+      pg = end;
+    }
+  }
+  op.done.store(true, std::memory_order_release);
+}
+
+/// Sets up the receive side of `op` for the byte ranges its recv/copy steps write, relative to
+/// recv_base.  Returns false (nothing mapped) when no full page lies inside the span.
+bool prepare_receive(Op& op, std::size_t ps) {
+  std::uintptr_t lo = UINTPTR_MAX, hi = 0;
+  auto base = reinterpret_cast<std::uintptr_t>(op.recv_base);
+  for (const auto& s : op.steps)
+    if (s.kind != Kind::send) {
+      lo = std::min(lo, base + s.offset);
+      hi = std::max(hi, base + s.offset + s.bytes);
+    }
+  if (hi <= lo) return false;
+  std::uintptr_t full_lo = page_ceil(lo, ps), full_hi = page_floor(hi, ps);
+  if (full_hi <= full_lo) return false;
+  op.cover_lo = page_floor(lo, ps);
+  op.cover_hi = page_ceil(hi, ps);
+  void* m = mmap(nullptr, op.cover_hi - op.cover_lo, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return false;
+  op.mirror = static_cast<char*>(m);
+  op.guard_lo = full_lo;
+  op.guard_pages = (full_hi - full_lo) / ps;
+  op.holders.assign(op.guard_pages, 0);
+  op.moved.assign(op.guard_pages, 0);
+  op.published.reset(new std::atomic<std::uint8_t>[op.guard_pages]);
+  // Which bytes of each full page the receive writes: a page not written completely keeps user
+  // bytes the mirror must carry over (alltoallv gaps).
+  std::vector<std::size_t> covered(op.guard_pages, 0);
+  op.edge_step.assign(op.steps.size(), 0);
+  int edges = 0;
+  for (std::size_t i = 0; i < op.steps.size(); ++i) {
+    const auto& s = op.steps[i];
+    bool recv_side = s.kind != Kind::send || op.sends_from_mirror;
+    if (!recv_side || s.bytes == 0) continue;
+    std::uintptr_t b = base + s.offset, e = b + s.bytes;
+    if (b < full_lo || e > full_hi) {
+      if (s.kind != Kind::send) {
+        op.edge_step[i] = 1;
+        ++edges;
+      }
+    }
+    for (std::uintptr_t pg = std::max(page_floor(b, ps), full_lo); pg < e && pg < full_hi; pg += ps) {
+      std::size_t idx = (pg - full_lo) / ps;
+      ++op.holders[idx];
+      if (s.kind != Kind::send)
+        covered[idx] += std::min<std::uintptr_t>(e, pg + ps) - std::max<std::uintptr_t>(b, pg);
+    }
+  }
+  op.edge_pending.store(edges, std::memory_order_relaxed);
+  std::vector<std::pair<std::uintptr_t, std::size_t>> runs;  // protected page runs
+  for (std::size_t idx = 0; idx < op.guard_pages; ++idx) {
+    std::uintptr_t pg = full_lo + idx * ps;
+    if (op.holders[idx] == 0) {
+      op.published[idx].store(1, std::memory_order_relaxed);  // never protected
+      continue;
+    }
+    op.published[idx].store(0, std::memory_order_relaxed);
+    if (covered[idx] < ps) std::memcpy(op.mirror + (pg - op.cover_lo), reinterpret_cast<void*>(pg), ps);
+    if (!runs.empty() && runs.back().first + runs.back().second == pg) runs.back().second += ps;
+    else runs.emplace_back(pg, ps);
+  }
+  // Register before protecting: a thread that faults in between must find its page.
+  op.slot = ReplayGuard::instance().add(full_lo, full_hi, op.published.get());
+  if (op.slot < 0) {
+    munmap(op.mirror, op.cover_hi - op.cover_lo);
+    op.mirror = nullptr;
+    return false;
+  }
+  g_guarded_calls.fetch_add(1, std::memory_order_acq_rel);
+  for (auto [pg, len] : runs) mprotect(reinterpret_cast<void*>(pg), len, PROT_NONE);
+  return true;
+}
+
+/// Copies the bytes of edge sub-messages (partial first and last pages) from the mirror.
+void copy_edges(const Op& op, std::size_t ps) {
+  auto base = reinterpret_cast<std::uintptr_t>(op.recv_base);
+  const std::uintptr_t full_lo = op.guard_lo, full_hi = op.guard_lo + op.guard_pages * ps;
+  for (std::size_t i = 0; i < op.steps.size(); ++i) {
+    if (!op.edge_step[i]) continue;
+    const auto& s = op.steps[i];
+    std::uintptr_t b = base + s.offset, e = b + s.bytes;
+    if (b < full_lo) {
+      std::uintptr_t stop = std::min(e, full_lo);
+      std::memcpy(reinterpret_cast<void*>(b), op.mirror + (b - op.cover_lo), stop - b);
+    }
+    if (e > full_hi) {
+      std::uintptr_t from = std::max(b, full_hi);
+      std::memcpy(reinterpret_cast<void*>(from), op.mirror + (from - op.cover_lo), e - from);
+    }
+  }
+}
+
+void copy_send_side(Op& op, const void* sendbuf) {
+  std::size_t lo = SIZE_MAX, hi = 0;
+  for (const auto& s : op.steps) {
+    if (s.kind == Kind::send) lo = std::min(lo, s.offset), hi = std::max(hi, s.offset + s.bytes);
+    if (s.kind == Kind::copy) lo = std::min(lo, s.src_offset), hi = std::max(hi, s.src_offset + s.bytes);
+  }
+  if (hi <= lo) return;
+  op.send_lo = lo;
+  op.send_copy.reset(new char[hi - lo]);
+  std::memcpy(op.send_copy.get(), static_cast<const char*>(sendbuf) + lo, hi - lo);
+}
+
+bool EngineImpl::run_op(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
+  const std::uint64_t t0 = now_ns();
+  const std::size_t n = op->steps.size();
+  op->reqs.assign(n, MPI_REQUEST_NULL);
+  op->state.assign(n, 0);
+  op->remaining = n;
+  if (sendbuf != nullptr) copy_send_side(*op, sendbuf);
+  const bool receives = std::any_of(op->steps.begin(), op->steps.end(),
+                                    [](const Step& s) { return s.kind != Kind::send; });
+  bool early = false;
+  if (!receives) {
+    early = allow_early;  // e.g. the bcast root: nothing to guard once the send side is copied
+  } else if (allow_early && prepare_receive(*op, page_size_)) {
+    early = true;
+  } else {
+    op->direct = true;
+    auto base = reinterpret_cast<std::uintptr_t>(op->recv_base);
+    std::uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (const auto& s : op->steps)
+      if (s.kind != Kind::send) lo = std::min(lo, base + s.offset), hi = std::max(hi, base + s.offset + s.bytes);
+    op->cover_lo = lo;
+    op->cover_hi = hi;
+  }
+  if (!early) op->caller_released.store(true, std::memory_order_release);
+  Op& ref = *op;
+  submit(std::move(op));
+  if (!early) {
+    wait_done(ref);
+    return false;
+  }
+  if (ref.edge_pending.load(std::memory_order_acquire) != 0) wait_edges(ref);
+  if (!ref.edge_step.empty()) copy_edges(ref, page_size_);
+  ref.caller_released.store(true, std::memory_order_release);
+  init_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace
+
+Engine& Engine::instance() {
+  static Engine e;
+  return e;
+}
+
+std::optional<std::string> Engine::start(const EngineOptions& options) {
+  auto err = impl().start(options);
+  running_ = !err;
+  return err;
+}
+
+void Engine::stop() {
+  if (!running_) return;
+  impl().stop();
+  running_ = false;
+}
+
+void Engine::drain() {
+  if (running_) impl().drain();
+}
+
+void Engine::complete_overlapping(const void* p, std::size_t n) {
+  if (running_) impl().complete_overlapping(reinterpret_cast<std::uintptr_t>(p), n);
+}
+
+std::uint64_t Engine::init_ns() const { return impl().init_ns_.load(); }
+
+bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
+                       std::span<const std::size_t> send_displs, void* recvbuf,
+                       std::span<const std::size_t> recv_bytes,
+                       std::span<const std::size_t> recv_displs, MPI_Comm comm,
+                       std::span<const int> recv_order, bool allow_early) {
+  auto& e = impl();
+  int rank = 0, size = 0;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
+  auto op = std::make_shared<Op>();
+  Shadow* sh = e.shadow(comm);
+  op->comm = sh->comm;
+  op->tag = static_cast<int>((sh->seq++ & static_cast<std::uint32_t>(g_seq_mask)) << 8);
+  op->steps = schedule::alltoallv(rank, size, send_bytes, send_displs, recv_bytes, recv_displs,
+                                  recv_order).steps;
+  op->recv_base = static_cast<char*>(recvbuf);
+  return e.run_op(std::move(op), sendbuf, allow_early);
+}
+
+bool Engine::bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments,
+                   int chains, std::span<const int> segment_order, bool allow_early) {
+  auto& e = impl();
+  int rank = 0, size = 0;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
+  auto op = std::make_shared<Op>();
+  Shadow* sh = e.shadow(comm);
+  op->comm = sh->comm;
+  op->tag = static_cast<int>((sh->seq++ & static_cast<std::uint32_t>(g_seq_mask)) << 8);
+  op->steps = schedule::bcast(rank, size, root, bytes, std::min(segments, 255), chains,
+                              segment_order).steps;
+  if (rank == root) return e.run_op(std::move(op), buffer, allow_early);
+  // Forwards read the segments just received, from the mirror (or the buffer when direct).
+  op->sends_from_mirror = true;
+  op->recv_base = static_cast<char*>(buffer);
+  return e.run_op(std::move(op), nullptr, allow_early);
+}
+
+}  // namespace tnbc::shim

@@ -1,0 +1,75 @@
+// The replay engine: collectives that return early and finish in the background.
+//
+// For a qualifying call the calling thread (1) builds the schedule (schedule.hpp) with the
+// plan's priorities, (2) copies the send side into engine memory, (3) maps a mirror of the
+// receive span, pre-copies the user bytes of pages the receive does not cover completely,
+// (4) protects the full receive pages and registers them with the ReplayGuard, (5) hands the
+// operation to the progress thread, (6) waits only for the sub-messages that touch the partial
+// first and last pages, copies their bytes into place, and returns.
+//
+// The progress thread posts every receive at once into the mirror and the sends in schedule
+// order (a bcast forward after its receive), tests them, and publishes each page as soon as
+// every step that writes or reads it completed: mremap moves the mirror page over the user page
+// (atomic: no thread can see half a page) and marks it published, which releases any thread
+// waiting in the fault handler.  When every step is done the operation is retired.
+//
+// No lock is held across an MPI call: the progress thread and the application call PMPI
+// concurrently (MPI_THREAD_MULTIPLE), so an application blocked in MPI cannot stop our progress.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tnbc::shim {
+
+struct EngineOptions {
+  std::size_t min_bytes = 64 * 1024;  ///< smaller receive sides run the blocking call
+  int bcast_segments = 4;             ///< default m when no plan gives one
+  int bcast_chains = 0;               ///< 0 = binomial tree, k > 0 = k chains
+  unsigned progress_sleep_us = 20;    ///< progress thread's nap when nothing moved
+};
+
+class Engine {
+ public:
+  /// Installs the fault handler and starts the progress thread.
+  std::optional<std::string> start(const EngineOptions& options);
+  /// Completes everything in flight, stops the thread, uninstalls the handler.
+  void stop();
+  bool running() const { return running_; }
+
+  /// Alltoallv on bytes (counts and displacements in bytes; the caller packed non-contiguous
+  /// data).  recv_order: plan priorities (source ranks, read first first) or empty.  Every rank
+  /// of `comm` must come here for this call (the messages are the engine's own); each decides
+  /// alone whether to return early: with allow_early and at least one full receive page it
+  /// returns true before completion, else it completes the exchange and returns false.
+  bool alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
+                 std::span<const std::size_t> send_displs, void* recvbuf,
+                 std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs,
+                 MPI_Comm comm, std::span<const int> recv_order, bool allow_early);
+
+  /// Pipelined bcast of `bytes` contiguous bytes in `segments` segments down a tree of `chains`
+  /// chains (0 = binomial), segments in `segment_order`.  Same contract as alltoallv(); the
+  /// root returns early as soon as its buffer is copied.
+  bool bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments, int chains,
+             std::span<const int> segment_order, bool allow_early);
+
+  /// Completes every operation in flight (the fence).
+  void drain();
+  /// Completes every operation whose receive span overlaps [p, p + n).
+  void complete_overlapping(const void* p, std::size_t n);
+
+  std::uint64_t init_ns() const;
+
+  static Engine& instance();
+
+ private:
+  bool running_ = false;
+};
+
+}  // namespace tnbc::shim

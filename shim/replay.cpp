@@ -1,0 +1,247 @@
+#include "replay.hpp"
+
+#include <climits>
+#include <vector>
+
+#include "fence.hpp"
+#include "log.hpp"
+#include "replay_guard.hpp"
+
+namespace tnbc::shim::replay {
+namespace {
+
+bool g_running = false;
+
+struct TypeInfo {
+  bool contiguous = false;  ///< count elements are count * size bytes from the buffer start
+  std::size_t size = 0;
+  MPI_Aint extent = 0;
+  MPI_Aint true_lb = 0, true_extent = 0;
+};
+
+TypeInfo type_info(MPI_Datatype t) {
+  TypeInfo ti;
+  int size = 0;
+  MPI_Aint lb = 0;
+  PMPI_Type_size(t, &size);
+  PMPI_Type_get_extent(t, &lb, &ti.extent);
+  PMPI_Type_get_true_extent(t, &ti.true_lb, &ti.true_extent);
+  ti.size = static_cast<std::size_t>(size);
+  ti.contiguous = lb == 0 && ti.true_lb == 0 && ti.extent == size && ti.true_extent == size;
+  return ti;
+}
+
+/// Bytes [lo, hi) that `count` elements of a type starting at `buf` may occupy.
+std::pair<const char*, std::size_t> span_of(const void* buf, std::size_t first, std::size_t count,
+                                            const TypeInfo& ti) {
+  if (count == 0) return {static_cast<const char*>(buf), 0};
+  const char* lo = static_cast<const char*>(buf) + static_cast<MPI_Aint>(first) * ti.extent + ti.true_lb;
+  std::size_t len = static_cast<std::size_t>((static_cast<MPI_Aint>(count) - 1) * ti.extent + ti.true_extent);
+  return {lo, len};
+}
+
+/// The blocking call, after completing what is in flight (its buffers may be guarded, and MPI
+/// must never meet a guarded page while it holds its own locks).
+template <typename F>
+int plain(OpStats& st, std::string_view why, F&& call) {
+  st.count_fallback(why);
+  if (g_in_flight.load(std::memory_order_acquire) != 0) Engine::instance().drain();
+  return call();
+}
+
+/// An alltoallv in elements, run by the engine in bytes.  Non-contiguous data is packed into a
+/// contiguous staging buffer (send) or received into one and unpacked (receive; no early return).
+int exchange(Runtime& rt, OpStats& st, const void* sendbuf, const int sendcounts[], const int sdispls[],
+             MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+             MPI_Datatype recvtype, MPI_Comm comm, bool allow_early) {
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  const auto n = static_cast<std::size_t>(size);
+  const TypeInfo sti = type_info(sendtype), rti = type_info(recvtype);
+  std::vector<std::size_t> sb(n), sd(n), rb(n), rd(n);
+  std::vector<char> send_stage, recv_stage;
+  const void* sptr = sendbuf;
+  void* rptr = recvbuf;
+
+  // Receive side first: its pages may still be guarded by an earlier collective, whose mirror
+  // must be published before this one can guard them again.
+  std::size_t rtotal = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    rb[i] = static_cast<std::size_t>(recvcounts[i]) * rti.size;
+    rtotal += rb[i];
+    auto [p, len] = span_of(recvbuf, static_cast<std::size_t>(rdispls[i]), static_cast<std::size_t>(recvcounts[i]), rti);
+    Engine::instance().complete_overlapping(p, len);
+  }
+  if (rti.contiguous) {
+    for (std::size_t i = 0; i < n; ++i) rd[i] = static_cast<std::size_t>(rdispls[i]) * rti.size;
+  } else {
+    recv_stage.resize(rtotal);
+    rptr = recv_stage.data();
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < n; ++i) rd[i] = off, off += rb[i];
+    allow_early = false;
+  }
+
+  if (sti.contiguous) {
+    for (std::size_t i = 0; i < n; ++i) {
+      sb[i] = static_cast<std::size_t>(sendcounts[i]) * sti.size;
+      sd[i] = static_cast<std::size_t>(sdispls[i]) * sti.size;
+    }
+  } else {
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < n; ++i) total += static_cast<std::size_t>(sendcounts[i]) * sti.size;
+    send_stage.resize(total);
+    int pos = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      sd[i] = static_cast<std::size_t>(pos);
+      sb[i] = static_cast<std::size_t>(sendcounts[i]) * sti.size;
+      auto [p, len] = span_of(sendbuf, static_cast<std::size_t>(sdispls[i]), static_cast<std::size_t>(sendcounts[i]), sti);
+      Engine::instance().complete_overlapping(p, len);
+      PMPI_Pack(static_cast<const char*>(sendbuf) + static_cast<MPI_Aint>(sdispls[i]) * sti.extent,
+                sendcounts[i], sendtype, send_stage.data(), static_cast<int>(total), &pos, comm);
+    }
+    sptr = send_stage.data();
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (sb[i] > INT_MAX || rb[i] > INT_MAX) return plain(st, "large_block", [&] {
+        return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                              recvtype, comm);
+      });
+
+  const bool early = Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, {}, allow_early);
+  if (!rti.contiguous) {
+    for (std::size_t i = 0; i < n; ++i) {
+      int pos = static_cast<int>(rd[i]);
+      PMPI_Unpack(recv_stage.data(), static_cast<int>(rtotal), &pos,
+                  static_cast<char*>(recvbuf) + static_cast<MPI_Aint>(rdispls[i]) * rti.extent,
+                  recvcounts[i], recvtype, comm);
+    }
+  }
+  if (early) st.count_early_return();
+  else st.count_fallback(!rti.contiguous ? "datatype" : !allow_early ? "small" : "no_full_page");
+  (void)rt;
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+bool start(Runtime& rt) {
+  int provided = MPI_THREAD_SINGLE;
+  PMPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    log::warn_rank0("MPI gave thread level {} (the engine needs MPI_THREAD_MULTIPLE): collectives "
+                    "run blocking", provided);
+    return false;
+  }
+  EngineOptions o;
+  o.min_bytes = rt.config().min_bytes;
+  o.bcast_segments = rt.config().bcast_segments;
+  o.bcast_chains = rt.config().bcast_chains;
+  o.progress_sleep_us = rt.config().progress_sleep_us;
+  if (auto err = Engine::instance().start(o)) {
+    log::warn_rank0("engine not started ({}): collectives run blocking", *err);
+    return false;
+  }
+  g_running = true;
+  return true;
+}
+
+void stop(Runtime& rt) {
+  if (!g_running) return;
+  Engine::instance().stop();
+  g_running = false;
+  rt.stats().faults = ReplayGuard::instance().faults();
+  rt.stats().fault_wait_ns = ReplayGuard::instance().fault_wait_ns();
+  rt.stats().init_ns = Engine::instance().init_ns();
+}
+
+bool engine_running() { return g_running; }
+
+int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+             int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  OpStats& st = rt.stats().alltoall;
+  auto blocking = [&] {
+    return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  };
+  if (!g_running) return plain(st, "engine_off", blocking);
+  // Decided from facts every rank shares: MPI_IN_PLACE is given by all or none, the message
+  // size is the same everywhere.
+  if (sendbuf == MPI_IN_PLACE) return plain(st, "in_place", blocking);
+  int inter = 0, size = 0, tsize = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) return plain(st, "intercomm", blocking);
+  PMPI_Comm_size(comm, &size);
+  PMPI_Type_size(recvtype, &tsize);
+  const std::size_t block = static_cast<std::size_t>(recvcount) * static_cast<std::size_t>(tsize);
+  if (block == 0) return plain(st, "empty", blocking);
+  if (block * static_cast<std::size_t>(size) < rt.config().min_bytes) return plain(st, "small", blocking);
+  if (block > INT_MAX || static_cast<long>(recvcount) * size > INT_MAX)
+    return plain(st, "large_block", blocking);
+  std::vector<int> scounts(static_cast<std::size_t>(size), sendcount), sdispls(static_cast<std::size_t>(size));
+  std::vector<int> rcounts(static_cast<std::size_t>(size), recvcount), rdispls(static_cast<std::size_t>(size));
+  for (int i = 0; i < size; ++i) sdispls[i] = i * sendcount, rdispls[i] = i * recvcount;
+  return exchange(rt, st, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
+                  rdispls.data(), recvtype, comm, true);
+}
+
+int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const int sdispls[],
+              MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+              MPI_Datatype recvtype, MPI_Comm comm) {
+  OpStats& st = rt.stats().alltoallv;
+  auto blocking = [&] {
+    return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                          recvtype, comm);
+  };
+  if (!g_running) return plain(st, "engine_off", blocking);
+  if (sendbuf == MPI_IN_PLACE) return plain(st, "in_place", blocking);
+  int inter = 0, size = 0, tsize = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) return plain(st, "intercomm", blocking);
+  // Sizes differ between ranks: every rank runs the engine's exchange, and only the local size
+  // decides whether this rank returns early.
+  PMPI_Comm_size(comm, &size);
+  PMPI_Type_size(recvtype, &tsize);
+  std::size_t total = 0;
+  for (int i = 0; i < size; ++i) total += static_cast<std::size_t>(recvcounts[i]) * static_cast<std::size_t>(tsize);
+  return exchange(rt, st, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                  recvtype, comm, total >= rt.config().min_bytes);
+}
+
+int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  OpStats& st = rt.stats().bcast;
+  auto blocking = [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); };
+  if (!g_running) return plain(st, "engine_off", blocking);
+  int inter = 0, rank = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) return plain(st, "intercomm", blocking);
+  PMPI_Comm_rank(comm, &rank);
+  const TypeInfo ti = type_info(datatype);
+  const std::size_t bytes = static_cast<std::size_t>(count) * ti.size;
+  if (bytes == 0) return plain(st, "empty", blocking);
+  if (bytes < rt.config().min_bytes) return plain(st, "small", blocking);
+  const int segments = rt.config().bcast_segments;
+  if (bytes / static_cast<std::size_t>(segments) >= INT_MAX || bytes > INT_MAX)
+    return plain(st, "large_block", blocking);
+
+  auto [lo, len] = span_of(buffer, 0, static_cast<std::size_t>(count), ti);
+  Engine::instance().complete_overlapping(lo, len);
+  bool early = false;
+  if (ti.contiguous) {
+    early = Engine::instance().bcast(buffer, bytes, root, comm, segments, rt.config().bcast_chains, {}, true);
+  } else {
+    std::vector<char> stage(bytes);
+    int pos = 0;
+    if (rank == root) PMPI_Pack(buffer, count, datatype, stage.data(), static_cast<int>(bytes), &pos, comm);
+    Engine::instance().bcast(stage.data(), bytes, root, comm, segments, rt.config().bcast_chains, {}, false);
+    if (rank != root) PMPI_Unpack(stage.data(), static_cast<int>(bytes), &pos, buffer, count, datatype, comm);
+  }
+  if (early) st.count_early_return();
+  else st.count_fallback(ti.contiguous ? "no_full_page" : "datatype");
+  return MPI_SUCCESS;
+}
+
+void release_range(const void* p, std::size_t n) {
+  if (g_running) ReplayGuard::instance().wait_range(p, n);
+}
+
+}  // namespace tnbc::shim::replay

@@ -1,0 +1,182 @@
+#include "replay_guard.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <ctime>
+#include <sched.h>
+#include <unistd.h>
+
+namespace tnbc::shim {
+namespace {
+
+struct sigaction g_previous;  // the handler installed before ours
+std::atomic<bool> g_active{false};
+
+std::uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+void chain(int sig, siginfo_t* info, void* context) {
+  const struct sigaction& prev = g_previous;
+  if (prev.sa_flags & SA_SIGINFO) {
+    if (prev.sa_sigaction) return prev.sa_sigaction(sig, info, context);
+  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
+    return prev.sa_handler(sig);
+  }
+  // Default (or ignore, which cannot stop a real fault): restore the default action and
+  // return; the faulting instruction faults again and the process dies by SIGSEGV.
+  signal(sig, SIG_DFL);
+  if (info && info->si_code <= 0) raise(sig);  // sent by kill(): deliver it as it would have been
+}
+
+void on_segv(int sig, siginfo_t* info, void* context) {
+  int saved = errno;
+  bool ours = g_active.load(std::memory_order_acquire) && info &&
+              ReplayGuard::instance().wait_published(reinterpret_cast<std::uintptr_t>(info->si_addr));
+  errno = saved;
+  if (!ours) chain(sig, info, context);
+}
+
+}  // namespace
+
+ReplayGuard& ReplayGuard::instance() {
+  static ReplayGuard guard;
+  return guard;
+}
+
+std::optional<std::string> ReplayGuard::install() {
+  if (installed_) return std::nullopt;
+  page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  stack_t current;
+  if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
+    // Leaked on purpose: the stack must outlive every signal on this thread.
+    static char alt_stack[64 * 1024];
+    stack_t ss{};
+    ss.ss_sp = alt_stack;
+    ss.ss_size = sizeof(alt_stack);
+    sigaltstack(&ss, nullptr);
+  }
+  struct sigaction sa {};
+  sa.sa_sigaction = on_segv;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGSEGV, &sa, &g_previous) != 0)
+    return std::string("cannot install the SIGSEGV handler: ") + std::strerror(errno);
+  g_active.store(true, std::memory_order_release);
+  installed_ = true;
+  return std::nullopt;
+}
+
+void ReplayGuard::uninstall() {
+  if (!installed_) return;
+  g_active.store(false, std::memory_order_release);
+  struct sigaction current;
+  if (sigaction(SIGSEGV, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+      current.sa_sigaction == on_segv)
+    sigaction(SIGSEGV, &g_previous, nullptr);
+  installed_ = false;
+}
+
+void ReplayGuard::clear(Slot& s) {
+  s.end.store(0, std::memory_order_release);  // no new reader matches
+  s.begin.store(0, std::memory_order_release);
+  while (s.readers.load(std::memory_order_acquire) != 0) sched_yield();
+  s.state.store(nullptr, std::memory_order_release);
+  s.retired.store(false, std::memory_order_release);
+  s.owned.reset();
+}
+
+int ReplayGuard::add(std::uintptr_t begin, std::uintptr_t end, std::atomic<std::uint8_t>* state) {
+  std::lock_guard lock(mutex_);
+  int pick = -1;
+  for (int i = 0; i < kSlots && pick < 0; ++i)
+    if (slots_[i].state.load(std::memory_order_relaxed) == nullptr) pick = i;
+  for (int k = 0; k < kSlots && pick < 0; ++k) {  // else the next retired slot, round robin
+    int i = (next_victim_ + k) % kSlots;
+    if (slots_[i].retired.load(std::memory_order_relaxed)) {
+      clear(slots_[i]);
+      pick = i;
+      next_victim_ = (i + 1) % kSlots;
+    }
+  }
+  if (pick < 0) return -1;
+  Slot& s = slots_[pick];
+  s.state.store(state, std::memory_order_relaxed);
+  s.begin.store(begin, std::memory_order_relaxed);
+  s.end.store(end, std::memory_order_release);
+  return pick;
+}
+
+void ReplayGuard::retire(int slot, std::unique_ptr<std::atomic<std::uint8_t>[]> state) {
+  std::lock_guard lock(mutex_);
+  slots_[slot].owned = std::move(state);
+  slots_[slot].retired.store(true, std::memory_order_release);
+}
+
+void ReplayGuard::wait_range(const void* p, std::size_t n) {
+  if (n == 0) return;
+  const auto lo = reinterpret_cast<std::uintptr_t>(p), hi = lo + n;
+  for (auto& s : slots_) {
+    std::uintptr_t b = s.begin.load(std::memory_order_acquire), e = s.end.load(std::memory_order_acquire);
+    if (hi <= b || lo >= e) continue;
+    for (std::uintptr_t pg = std::max(lo, b) & ~(page_size_ - 1); pg < std::min(hi, e); pg += page_size_)
+      wait_page(std::max(pg, b), false);
+  }
+}
+
+bool ReplayGuard::wait_published(std::uintptr_t addr) { return wait_page(addr, true); }
+
+bool ReplayGuard::wait_page(std::uintptr_t addr, bool fault) {
+  // Live slots first: a retired slot may cover the same memory (the buffer of an earlier
+  // collective), and only the live one knows whether the page is there yet.
+  for (auto& s : slots_) {
+    if (s.retired.load(std::memory_order_acquire)) continue;
+    if (addr < s.begin.load(std::memory_order_acquire) || addr >= s.end.load(std::memory_order_acquire))
+      continue;
+    s.readers.fetch_add(1, std::memory_order_acq_rel);
+    // Re-check under the reader count: clear() empties the range before waiting for readers.
+    std::uintptr_t b = s.begin.load(std::memory_order_acquire);
+    std::uintptr_t e = s.end.load(std::memory_order_acquire);
+    std::atomic<std::uint8_t>* state = s.state.load(std::memory_order_acquire);
+    if (addr < b || addr >= e || state == nullptr) {
+      s.readers.fetch_sub(1, std::memory_order_acq_rel);
+      continue;
+    }
+    auto& page = state[(addr - b) / page_size_];
+    if (page.load(std::memory_order_acquire) == 0) {
+      if (fault) faults_.fetch_add(1, std::memory_order_relaxed);
+      std::uint64_t t0 = now_ns();
+      for (int spin = 0; page.load(std::memory_order_acquire) == 0; ++spin) {
+        if (spin < 64) {
+          sched_yield();
+        } else {
+          timespec ts{0, 20000};
+          nanosleep(&ts, nullptr);
+        }
+      }
+      if (fault) fault_wait_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    }
+    s.readers.fetch_sub(1, std::memory_order_acq_rel);
+    return true;
+  }
+  if (!fault) return false;  // retired slots hold published pages: nothing to wait for
+  // A fault on a retired slot raced with the publication of its page: retry the access.  One
+  // that keeps coming back on the same address is not such a race (the memory changed hands).
+  static thread_local std::uintptr_t last_addr __attribute__((tls_model("initial-exec"))) = 0;
+  static thread_local int repeats __attribute__((tls_model("initial-exec"))) = 0;
+  for (auto& s : slots_) {
+    if (!s.retired.load(std::memory_order_acquire)) continue;
+    if (addr < s.begin.load(std::memory_order_acquire) || addr >= s.end.load(std::memory_order_acquire))
+      continue;
+    repeats = addr == last_addr ? repeats + 1 : 1;
+    last_addr = addr;
+    return repeats <= 3;
+  }
+  return false;
+}
+
+}  // namespace tnbc::shim
