@@ -77,6 +77,14 @@ constexpr std::array kSettings = {
             "libtnbc_trace.so: a traced MPI_Bcast buffer is cut into this many equal, "
             "page-aligned sub-messages (1 to 4096) whose first touches are recorded.",
             apply_int<&Config::trace_bcast_units, 1, 4096>},
+    Setting{"TNBC_PLAN", "path", "",
+            "libtnbc.so: plan written by `tnbc-order plan` (per call site: the order in which "
+            "sub-messages are delivered, Bcast segments and tree).  Unset, missing or invalid: "
+            "default priorities (one message from rank 0 if it cannot be used).",
+            [](Config& cfg, std::string_view v) -> std::optional<std::string> {
+              cfg.plan = std::string(v);
+              return std::nullopt;
+            }},
     Setting{"TNBC_MIN_BYTES", "size", "64K",
             "libtnbc.so: an MPI_Alltoall or MPI_Bcast moving fewer bytes per rank runs as the "
             "plain blocking call (the same on every rank); an MPI_Alltoallv receiving fewer "

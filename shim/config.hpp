@@ -27,6 +27,7 @@ struct Config {
   std::string stats_prefix;       ///< TNBC_STATS: empty = no statistics files
   std::string trace_dir;          ///< TNBC_TRACE_DIR: empty = a new tnbc-trace-* folder in the cwd
   int trace_bcast_units = 16;     ///< TNBC_TRACE_BCAST_UNITS: sub-messages of a traced MPI_Bcast
+  std::string plan;                ///< TNBC_PLAN: plan file from `tnbc-order plan`; empty = defaults
   std::uint64_t min_bytes = 64 * 1024;  ///< TNBC_MIN_BYTES: smaller collectives run blocking
   int bcast_segments = 4;         ///< TNBC_BCAST_SEGMENTS: pipeline segments of a replayed Bcast
   int bcast_chains = 0;           ///< TNBC_BCAST_CHAINS: 0 = binomial tree, k = k chains

@@ -3,14 +3,59 @@
 #include <climits>
 #include <vector>
 
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include "callsite.hpp"
 #include "fence.hpp"
+#include "io_interpose.hpp"
 #include "log.hpp"
+#include "priority/plan.hpp"
 #include "replay_guard.hpp"
 
 namespace tnbc::shim::replay {
 namespace {
 
 bool g_running = false;
+
+// The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site.
+std::optional<priority::Plan> g_plan;
+trace::CallSiteTable g_sites;
+
+/// Reads TNBC_PLAN.  Any problem: one message from rank 0, and default priorities.
+void load_plan(const std::string& path) {
+  if (path.empty()) return;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    log::warn_rank0("TNBC_PLAN={}: cannot read the file; using default priorities", path);
+    return;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto parsed = priority::parse_plan(text.str());
+  if (auto* err = std::get_if<priority::PlanError>(&parsed)) {
+    log::warn_rank0("TNBC_PLAN={}: {}; using default priorities", path, err->to_string());
+    return;
+  }
+  g_plan = std::move(std::get<priority::Plan>(parsed));
+  log::info_rank0("plan {} loaded: {} call sites", path, g_plan->entries.size());
+}
+
+/// The plan entry for this call (captures the caller's stack), or nullptr.  Must be called on
+/// the application's call chain, from the collective's handler.
+const priority::PlanEntry* plan_entry(priority::Op op, MPI_Comm comm, std::uint64_t message_bytes) {
+  if (!g_plan) return nullptr;
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  const std::string key = trace::CallSiteTable::key(g_sites.id(g_sites.capture()));
+  return g_plan->find(key, op, size, message_bytes);
+}
+
+/// A plan order as the engine takes it.
+std::vector<int> as_ints(const std::vector<std::uint32_t>& order) {
+  return {order.begin(), order.end()};
+}
 
 struct TypeInfo {
   bool contiguous = false;  ///< count elements are count * size bytes from the buffer start
@@ -53,7 +98,7 @@ int plain(OpStats& st, std::string_view why, F&& call) {
 /// contiguous staging buffer (send) or received into one and unpacked (receive; no early return).
 int exchange(Runtime& rt, OpStats& st, const void* sendbuf, const int sendcounts[], const int sdispls[],
              MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
-             MPI_Datatype recvtype, MPI_Comm comm, bool allow_early) {
+             MPI_Datatype recvtype, MPI_Comm comm, bool allow_early, std::span<const int> recv_order) {
   int size = 0;
   PMPI_Comm_size(comm, &size);
   const auto n = static_cast<std::size_t>(size);
@@ -108,7 +153,7 @@ int exchange(Runtime& rt, OpStats& st, const void* sendbuf, const int sendcounts
                               recvtype, comm);
       });
 
-  const bool early = Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, {}, allow_early);
+  const bool early = Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, allow_early);
   if (!rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) {
       int pos = static_cast<int>(rd[i]);
@@ -138,6 +183,9 @@ bool start(Runtime& rt) {
   o.bcast_segments = rt.config().bcast_segments;
   o.bcast_chains = rt.config().bcast_chains;
   o.progress_sleep_us = rt.config().progress_sleep_us;
+  load_plan(rt.config().plan);
+  // libucm patches munmap & co. so that our interposers never see them: take its events too.
+  subscribe_memory_events();
   if (auto err = Engine::instance().start(o)) {
     log::warn_rank0("engine not started ({}): collectives run blocking", *err);
     return false;
@@ -180,8 +228,11 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   std::vector<int> scounts(static_cast<std::size_t>(size), sendcount), sdispls(static_cast<std::size_t>(size));
   std::vector<int> rcounts(static_cast<std::size_t>(size), recvcount), rdispls(static_cast<std::size_t>(size));
   for (int i = 0; i < size; ++i) sdispls[i] = i * sendcount, rdispls[i] = i * recvcount;
+  const auto* entry = plan_entry(priority::Op::alltoall, comm, block);
+  if (entry) st.count_planned();
+  const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
   return exchange(rt, st, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
-                  rdispls.data(), recvtype, comm, true);
+                  rdispls.data(), recvtype, comm, true, order);
 }
 
 int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -203,8 +254,11 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   PMPI_Type_size(recvtype, &tsize);
   std::size_t total = 0;
   for (int i = 0; i < size; ++i) total += static_cast<std::size_t>(recvcounts[i]) * static_cast<std::size_t>(tsize);
+  const auto* entry = plan_entry(priority::Op::alltoallv, comm, size > 0 ? total / static_cast<std::size_t>(size) : 0);
+  if (entry) st.count_planned();
+  const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
   return exchange(rt, st, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                  recvtype, comm, total >= rt.config().min_bytes);
+                  recvtype, comm, total >= rt.config().min_bytes, order);
 }
 
 int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
@@ -219,7 +273,14 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   const std::size_t bytes = static_cast<std::size_t>(count) * ti.size;
   if (bytes == 0) return plain(st, "empty", blocking);
   if (bytes < rt.config().min_bytes) return plain(st, "small", blocking);
-  const int segments = rt.config().bcast_segments;
+  // Segment count and tree change the messages: they come from the plan (the same file and call
+  // site on every rank) or from the settings, never from anything rank-local.
+  const auto* entry = plan_entry(priority::Op::bcast, comm, bytes);
+  if (entry) st.count_planned();
+  const int segments = entry && entry->segments > 0 ? entry->segments : rt.config().bcast_segments;
+  const int chains = entry ? (entry->tree.kind == priority::TreeKind::chains ? entry->tree.chains : 0)
+                           : rt.config().bcast_chains;
+  const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
   if (bytes / static_cast<std::size_t>(segments) >= INT_MAX || bytes > INT_MAX)
     return plain(st, "large_block", blocking);
 
@@ -227,12 +288,12 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   Engine::instance().complete_overlapping(lo, len);
   bool early = false;
   if (ti.contiguous) {
-    early = Engine::instance().bcast(buffer, bytes, root, comm, segments, rt.config().bcast_chains, {}, true);
+    early = Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, true);
   } else {
     std::vector<char> stage(bytes);
     int pos = 0;
     if (rank == root) PMPI_Pack(buffer, count, datatype, stage.data(), static_cast<int>(bytes), &pos, comm);
-    Engine::instance().bcast(stage.data(), bytes, root, comm, segments, rt.config().bcast_chains, {}, false);
+    Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false);
     if (rank != root) PMPI_Unpack(stage.data(), static_cast<int>(bytes), &pos, buffer, count, datatype, comm);
   }
   if (early) st.count_early_return();

@@ -23,8 +23,9 @@ std::string OpStats::to_json() const {
   std::string reasons;
   for (const auto& [k, v] : fallback_reasons())
     reasons += fmt::format("{}\"{}\":{}", reasons.empty() ? "" : ",", json_escape(k), v);
-  return fmt::format(R"({{"calls":{},"early_return":{},"fallback":{},"fallback_reasons":{{{}}}}})",
-                     calls(), early_returns(), fallbacks(), reasons);
+  return fmt::format(
+      R"({{"calls":{},"early_return":{},"fallback":{},"fallback_reasons":{{{}}},"planned":{}}})",
+      calls(), early_returns(), fallbacks(), reasons, planned());
 }
 
 std::string Stats::to_json(int rank, std::string_view library, std::string_view version) const {

@@ -19,19 +19,22 @@ class OpStats {
  public:
   void count_call() { calls_.fetch_add(1, std::memory_order_relaxed); }
   void count_early_return() { early_return_.fetch_add(1, std::memory_order_relaxed); }
+  /// Counts a call whose priorities came from the plan (TNBC_PLAN).
+  void count_planned() { planned_.fetch_add(1, std::memory_order_relaxed); }
   /// Counts a call that ran the plain blocking collective, and why (a short keyword).
   void count_fallback(std::string_view reason);
 
   std::uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
   std::uint64_t early_returns() const { return early_return_.load(std::memory_order_relaxed); }
   std::uint64_t fallbacks() const { return fallback_.load(std::memory_order_relaxed); }
+  std::uint64_t planned() const { return planned_.load(std::memory_order_relaxed); }
   std::map<std::string, std::uint64_t> fallback_reasons() const;
 
-  /// {"calls":N,"early_return":N,"fallback":N,"fallback_reasons":{...}}
+  /// {"calls":N,"early_return":N,"fallback":N,"fallback_reasons":{...},"planned":N}
   std::string to_json() const;
 
  private:
-  std::atomic<std::uint64_t> calls_{0}, early_return_{0}, fallback_{0};
+  std::atomic<std::uint64_t> calls_{0}, early_return_{0}, fallback_{0}, planned_{0};
   mutable std::mutex mutex_;
   std::map<std::string, std::uint64_t> reasons_;
 };

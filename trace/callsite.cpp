@@ -114,6 +114,18 @@ std::uint32_t CallSiteTable::capture() {
   return intern_chain(raw + first, count, /*live_stack=*/true);
 }
 
+std::uint64_t CallSiteTable::id(std::uint32_t index) const {
+  std::lock_guard lock(mutex_);
+  return index < sites_.size() ? sites_[index].id : 0;
+}
+
+std::string CallSiteTable::key(std::uint64_t id) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, id >>= 4) out[static_cast<std::size_t>(i)] = kHex[id & 15];
+  return out;
+}
+
 std::uint32_t CallSiteTable::intern(const void* const* addresses, int count) {
   return intern_chain(addresses, count, /*live_stack=*/false);
 }

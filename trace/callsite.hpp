@@ -42,6 +42,10 @@ class CallSiteTable {
   std::uint32_t intern(const void* const* addresses, int count);
   /// Every call site, in order of first capture.
   std::vector<CallSite> sites() const;
+  /// The id of the call site at `index` (cheaper than sites() on a hot path).
+  std::uint64_t id(std::uint32_t index) const;
+  /// The text form of a call-site id used in plans and by tnbc-order: 16 hex digits.
+  static std::string key(std::uint64_t id);
 
   /// The id of a chain of frames (what CallSite::id holds).
   static std::uint64_t hash_frames(const std::vector<Frame>& frames);

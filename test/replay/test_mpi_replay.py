@@ -6,12 +6,16 @@ several reader threads, bcast from several roots, on the stack and in mmap'd mem
 exactly what plain MPICH prints, on one node and on the emulated cluster, and the engine must
 really have returned early (statistics), or the comparison proves nothing."""
 
+import json
 import os
+import subprocess
 import tempfile
 
 from tnbc_testlib import BUILD, Suite, cluster_run, expect, mpirun, read_json
 
 PROG = os.path.join(BUILD, "test", "mpi", "replay_diff")
+ORDERS = os.path.join(BUILD, "test", "mpi", "trace_order")
+DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
 MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
 
 
@@ -59,11 +63,79 @@ def main():
         expect(a == b, f"differs from plain MPICH: {sorted(set(a) ^ set(b))[:10]}")
     s.check("TNBC_MIN_BYTES=1 (every size through the engine): identical bytes", tiny_threshold)
 
+    def orders_program():
+        # trace_order: stack buffers sharing pages with live data, write(), threads, buffers
+        # freed or unmapped unread, MPI_IN_PLACE, data handed to MPI_Sendrecv unread.
+        for n in (2, 4):
+            a = lines(mpirun(ORDERS, n, args=[os.path.join(tmp, "o1")]).stdout)
+            b = lines(mpirun(ORDERS, n, preload="tnbc", env={"TNBC_MIN_BYTES": "4K"},
+                             args=[os.path.join(tmp, "o2")]).stdout)
+            expect(a and a == b, f"{n} ranks: differs from plain MPICH: {sorted(set(a) ^ set(b))[:6]}")
+    s.check("trace_order's access patterns under libtnbc.so: identical bytes", orders_program)
+
     def fortran():
         a = lines(mpirun(MIXED_F, 4, timeout=60).stdout)
         b = lines(mpirun(MIXED_F, 4, preload="tnbc", env={"TNBC_MIN_BYTES": "4K"}, timeout=60).stdout)
         expect(a and a == b, f"Fortran output differs: {a} vs {b}")
     s.check("Fortran program under libtnbc.so: identical output", fortran)
+
+    def with_plan():
+        # A plan for every call site of trace_order, keyed as the library keys call sites
+        # (16 hex digits of the trace's id): Alltoall sources in reverse, Bcast in 4 segments
+        # delivered 3 1 2 0 down 2 chains.
+        trace_dir = os.path.join(tmp, "trace")
+        mpirun(ORDERS, 4, preload="tnbc_trace", env={"TNBC_TRACE_DIR": trace_dir}, args=[os.path.join(tmp, "t")])
+        dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], capture_output=True,
+                                         text=True, check=True).stdout)
+        plan = ["tnbc-plan 1"]
+        entries = 0
+        seen = set()
+        for call in dump["calls"]:
+            site = dump["callsites"][call["callsite"]]
+            key = (site["id"], call["op"])
+            if key in seen or call["op"] not in ("alltoall", "bcast"):
+                continue
+            seen.add(key)
+            plan.append(f"site {int(site['id']):016x} {call['op']} comm=* class=*")
+            if call["op"] == "alltoall":
+                plan.append("  order " + " ".join(str(i) for i in range(call["comm_size"] - 1, -1, -1)))
+            else:
+                plan += ["  order 3 1 2 0", "  segments 4", "  tree chains 2"]
+            plan += ["  per-node off", "end"]
+            entries += 1
+        plan.append(f"end-of-plan {entries}")
+        path = os.path.join(tmp, "orders.plan")
+        with open(path, "w") as f:
+            f.write("\n".join(plan) + "\n")
+        ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "p")]).stdout)
+        prefix = os.path.join(tmp, "planned")
+        res = mpirun(ORDERS, 4, preload="tnbc", env={"TNBC_PLAN": path, "TNBC_STATS": prefix},
+                     args=[os.path.join(tmp, "r")])
+        expect(lines(res.stdout) == ref, "output differs from plain MPICH with a plan")
+        expect("tnbc[" not in res.stderr.replace("tnbc[0]: plan", ""), f"unexpected messages: {res.stderr}")
+        for r in range(4):
+            d = read_json(f"{prefix}.{r}.json")
+            expect(d["alltoall"]["planned"] >= 2 and d["bcast"]["planned"] >= 1,
+                   f"rank {r}: plan entries not used: {d['alltoall']} {d['bcast']}")
+    s.check("with a plan: priorities used at every call site, identical bytes", with_plan)
+
+    def bad_plan():
+        path = os.path.join(tmp, "bad.plan")
+        with open(path, "w") as f:
+            f.write("tnbc-plan 1\nsite x alltoall comm=* class=*\n  order 0 0\n")
+        prefix = os.path.join(tmp, "badplan")
+        ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "p2")]).stdout)
+        res = mpirun(ORDERS, 4, preload="tnbc", env={"TNBC_PLAN": path, "TNBC_STATS": prefix},
+                     args=[os.path.join(tmp, "b")])
+        msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[")]
+        expect(len(msgs) == 1 and msgs[0].startswith(f"tnbc[0]: TNBC_PLAN={path}: line ")
+               and msgs[0].endswith("; using default priorities"), f"expected one message from rank 0: {msgs}")
+        expect(lines(res.stdout) == ref, "output differs from plain MPICH with a bad plan")
+        expect(read_json(prefix + ".0.json")["alltoall"]["planned"] == 0, "a bad plan was used")
+        missing = mpirun(ORDERS, 2, preload="tnbc", env={"TNBC_PLAN": os.path.join(tmp, "nope.plan")},
+                         args=[os.path.join(tmp, "m")])
+        expect("cannot read the file; using default priorities" in missing.stderr, missing.stderr)
+    s.check("a corrupt or missing plan: one message from rank 0, defaults, identical bytes", bad_plan)
 
     def on_cluster():
         prefix = os.path.join(tmp, "cluster")
