@@ -92,8 +92,8 @@ constexpr std::array kSettings = {
             apply_min_bytes},
     Setting{"TNBC_BCAST_SEGMENTS", "int", "4",
             "libtnbc.so: segments a replayed MPI_Bcast is cut into and pipelined in, when no "
-            "plan gives a count (1..255; the paper advises a small count).",
-            apply_int<&Config::bcast_segments, 1, 255>},
+            "plan gives a count (1..253; the paper advises a small count).",
+            apply_int<&Config::bcast_segments, 1, 253>},
     Setting{"TNBC_BCAST_CHAINS", "int", "0",
             "libtnbc.so: tree of a replayed MPI_Bcast when no plan gives one: 0 = binomial "
             "tree, k = k parallel chains from the root.",

@@ -260,7 +260,7 @@ void EngineImpl::run() {
 
 void EngineImpl::post(Op& op, std::size_t i) {
   const Step& s = op.steps[i];
-  const int tag = op.tag | (s.sub & 0xff);
+  const int tag = op.tag | (s.piece & 0xff);
   const int count = static_cast<int>(s.bytes);
   if (s.kind == Kind::recv) {
     PMPI_Irecv(op.mirror_at(s.offset), count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
@@ -579,7 +579,7 @@ bool Engine::bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int
   Shadow* sh = e.shadow(comm);
   op->comm = sh->comm;
   op->tag = static_cast<int>((sh->seq++ & static_cast<std::uint32_t>(g_seq_mask)) << 8);
-  op->steps = schedule::bcast(rank, size, root, bytes, std::min(segments, 255), chains,
+  op->steps = schedule::bcast(rank, size, root, bytes, std::min(segments, 253), chains,
                               segment_order).steps;
   if (rank == root) return e.run_op(std::move(op), buffer, allow_early);
   // Forwards read the segments just received, from the mirror (or the buffer when direct).

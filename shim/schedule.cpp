@@ -24,6 +24,16 @@ std::vector<int> complete_order(std::span<const int> order, const std::vector<in
   return out;
 }
 
+/// The pieces a sub-message of n bytes travels as: {offset, bytes, piece}.
+struct Piece {
+  std::size_t offset, bytes;
+  int piece;
+};
+std::vector<Piece> pieces(std::size_t n) {
+  if (n < 3 * kEdgeBytes) return {{0, n, 0}};
+  return {{0, kEdgeBytes, 0}, {kEdgeBytes, n - 2 * kEdgeBytes, 1}, {n - kEdgeBytes, kEdgeBytes, 2}};
+}
+
 }  // namespace
 
 /*
@@ -31,10 +41,14 @@ std::vector<int> complete_order(std::span<const int> order, const std::vector<in
  *   Idea: every rank posts all its receives and sends at once; what differs is the order, which
  *   decides what completes first when the network is the bottleneck.
  *   Phases: 1. copy of the own block (no network, needed by any read order);
- *           2. receives in priority order (plan order, else (rank - k) mod p);
- *           3. sends in staggered order (rank + k) mod p.
- *   Edge cases: zero-byte blocks get no step; size 1 is a copy only.
- *   Cost: (p-1) sends and receives, Cost = (p-1)·α + n·β per rank.
+ *           2. edge pieces (head and tail of each block, see kEdgeBytes): receives in
+ *              priority order, sends in staggered order; the call waits for these only;
+ *           3. receives of the bodies in priority order (plan order, else (rank - k) mod p);
+ *           4. sends of the bodies in staggered order (rank + k) mod p.
+ *   Edge cases: zero-byte blocks get no step; blocks under 3 pages travel whole; size 1 is a
+ *   copy only.
+ *   Cost: (p-1) messages each way, three per block of 3 pages or more:
+ *   Cost = 3(p-1)·α + n·β per rank.
  */
 Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
                    std::span<const std::size_t> send_displs,
@@ -48,22 +62,30 @@ Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
   const auto r = static_cast<std::size_t>(rank);
   // 1. own block
   if (recv_bytes[r] > 0)
-    s.steps.push_back({Kind::copy, rank, recv_displs[r], recv_bytes[r], rank, -1, send_displs[r]});
-  // 2. receives
+    s.steps.push_back({Kind::copy, rank, recv_displs[r], recv_bytes[r], rank, 0, -1, send_displs[r]});
   std::vector<int> staggered_recv;
   for (int k = 1; k < size; ++k) staggered_recv.push_back((rank - k + size) % size);
   staggered_recv.push_back(rank);
-  for (int src : complete_order(recv_order, staggered_recv)) {
-    auto i = static_cast<std::size_t>(src);
-    if (src != rank && recv_bytes[i] > 0)
-      s.steps.push_back({Kind::recv, src, recv_displs[i], recv_bytes[i], src});
-  }
-  // 3. sends
-  for (int k = 1; k < size; ++k) {
-    int dst = (rank + k) % size;
-    auto i = static_cast<std::size_t>(dst);
-    if (send_bytes[i] > 0) s.steps.push_back({Kind::send, dst, send_displs[i], send_bytes[i], rank});
-  }
+  const std::vector<int> sources = complete_order(recv_order, staggered_recv);
+  auto add = [&](bool edges) {
+    for (int src : sources) {  // receives
+      auto i = static_cast<std::size_t>(src);
+      if (src == rank || recv_bytes[i] == 0) continue;
+      for (const Piece& pc : pieces(recv_bytes[i]))
+        if ((pc.piece != 1) == edges)
+          s.steps.push_back({Kind::recv, src, recv_displs[i] + pc.offset, pc.bytes, src, pc.piece});
+    }
+    for (int k = 1; k < size; ++k) {  // sends
+      int dst = (rank + k) % size;
+      auto i = static_cast<std::size_t>(dst);
+      if (send_bytes[i] == 0) continue;
+      for (const Piece& pc : pieces(send_bytes[i]))
+        if ((pc.piece != 1) == edges)
+          s.steps.push_back({Kind::send, dst, send_displs[i] + pc.offset, pc.bytes, rank, pc.piece});
+    }
+  };
+  add(true);   // 2. edge pieces
+  add(false);  // 3, 4. bodies
   return s;
 }
 
@@ -110,33 +132,47 @@ TreeNode bcast_tree(int rank, int size, int root, int chains) {
  *   Idea: cut the buffer into m segments; every rank receives each segment from its parent and
  *   forwards it to its children, so segments flow down the tree one behind the other.  The
  *   order of segments is the priority order: the segment read first arrives first.
- *   Phases (per segment, in priority order): 1. recv from parent (not at the root);
+ *   Phases (per message, edges first, then segments in priority order):
+ *           1. recv from parent (not at the root);
  *           2. send to each child, after the recv of step 1.
- *   Edge cases: m > total bytes is reduced so no segment is empty; total 0 gives no steps.
+ *   Edge cases: buffers of 3 pages or more send their first and last kEdgeBytes first, as their
+ *   own messages (the call waits for those only); m larger than the bytes is reduced so no
+ *   segment is empty; total 0 gives no steps.
  *   Cost: (m + depth - 1) segment times along the longest path.
  */
 Schedule bcast(int rank, int size, int root, std::size_t total, int segments, int chains,
                std::span<const int> segment_order) {
-  if (rank < 0 || rank >= size || root < 0 || root >= size || segments < 1)
+  if (rank < 0 || rank >= size || root < 0 || root >= size || segments < 1 || segments > 253)
     throw std::invalid_argument("bcast schedule: bad rank, root or segment count");
   Schedule s;
   if (total == 0) return s;
-  const auto m = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(segments), total));
   const TreeNode node = bcast_tree(rank, size, root, chains);
-  std::vector<int> identity(static_cast<std::size_t>(m));
-  for (int i = 0; i < m; ++i) identity[static_cast<std::size_t>(i)] = i;
-  const std::size_t base = total / static_cast<std::size_t>(m);
-  const std::size_t extra = total % static_cast<std::size_t>(m);
-  for (int seg : complete_order(segment_order, identity)) {
-    const auto i = static_cast<std::size_t>(seg);
-    const std::size_t off = i * base + std::min(i, extra);
-    const std::size_t len = base + (i < extra ? 1 : 0);
+  auto message = [&](std::size_t off, std::size_t len, int sub, int piece) {
     int recv_step = -1;
     if (node.parent >= 0) {
       recv_step = static_cast<int>(s.steps.size());
-      s.steps.push_back({Kind::recv, node.parent, off, len, seg});
+      s.steps.push_back({Kind::recv, node.parent, off, len, sub, piece});
     }
-    for (int child : node.children) s.steps.push_back({Kind::send, child, off, len, seg, recv_step});
+    for (int child : node.children) s.steps.push_back({Kind::send, child, off, len, sub, piece, recv_step});
+  };
+  const bool edges = total >= 3 * kEdgeBytes;
+  std::size_t lo = 0, body = total;
+  if (edges) {
+    message(0, kEdgeBytes, -1, 0);
+    message(total - kEdgeBytes, kEdgeBytes, -1, 1);
+    lo = kEdgeBytes;
+    body = total - 2 * kEdgeBytes;
+  }
+  const auto m = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(segments), body));
+  std::vector<int> identity(static_cast<std::size_t>(m));
+  for (int i = 0; i < m; ++i) identity[static_cast<std::size_t>(i)] = i;
+  const std::size_t base = body / static_cast<std::size_t>(m);
+  const std::size_t extra = body % static_cast<std::size_t>(m);
+  for (int seg : complete_order(segment_order, identity)) {
+    const auto i = static_cast<std::size_t>(seg);
+    const std::size_t off = lo + i * base + std::min(i, extra);
+    const std::size_t len = base + (i < extra ? 1 : 0);
+    message(off, len, seg, edges ? 2 + seg : seg);
   }
   return s;
 }

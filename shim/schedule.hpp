@@ -25,6 +25,7 @@ struct Step {
   std::size_t offset;          ///< receive-side offset (recv, copy) or send-side offset (send)
   std::size_t bytes;
   int sub;                     ///< sub-message: source rank (alltoall[v]) or segment (bcast)
+  int piece = 0;               ///< message on the wire: goes into the tag (0..255), see below
   int after = -1;              ///< index of a step that must complete first, or -1
   std::size_t src_offset = 0;  ///< copy only: send-side offset
 };
@@ -33,11 +34,22 @@ struct Schedule {
   std::vector<Step> steps;
 };
 
+/// Edge pieces.  A receive must complete the bytes on the partial first and last page of the
+/// receive buffer before the call returns (those pages cannot be guarded).  Those bytes always
+/// lie within the first kEdgeBytes of the first sub-message or the last kEdgeBytes of the last
+/// one, so every sub-message of at least 3 * kEdgeBytes travels as three messages, head
+/// [0, kEdgeBytes), body, tail [n - kEdgeBytes, n), and heads and tails go first: the call then
+/// waits for two small messages instead of two whole sub-messages.  Sender and receiver split
+/// by the same rule (the byte count they both know), so the messages match.
+inline constexpr std::size_t kEdgeBytes = 4096;
+
 /// Alltoall(v) on `rank` of `size`.  Block i of the send side goes to rank i, block j of the
 /// receive side comes from rank j; counts and displacements are in bytes.  `recv_order` lists
 /// source ranks, the block read first first (a plan's consensus order); empty = the default
 /// staggered order (rank - k) mod size.  Sends go in the staggered order (rank + k) mod size so
-/// that receivers are not all hit at once.  The own block is a copy, issued first.
+/// that receivers are not all hit at once.  The own block is a copy, issued first; then the edge
+/// pieces (heads and tails) of every block, then the bodies.  Pieces: 0 whole or head, 1 body,
+/// 2 tail.
 Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
                    std::span<const std::size_t> send_displs,
                    std::span<const std::size_t> recv_bytes,
@@ -45,7 +57,9 @@ Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
 
 /// Pipelined broadcast of `total` bytes from `root`, cut into `segments` nearly equal segments
 /// (the last may be shorter), sent down a tree of `chains` chains (1 = one chain, 0 = binomial
-/// tree).  `segment_order` lists segments, the one read first first; empty = 0, 1, 2, ….
+/// tree).  `segment_order` lists segments, the one read first first; empty = 0, 1, 2, ….  When
+/// total >= 3 * kEdgeBytes the first and last kEdgeBytes travel first as pieces 0 and 1 and the
+/// segments cut the rest (piece = 2 + segment); otherwise piece = segment.  At most 253 segments.
 Schedule bcast(int rank, int size, int root, std::size_t total, int segments, int chains,
                std::span<const int> segment_order);
 

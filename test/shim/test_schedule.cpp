@@ -17,7 +17,8 @@ TEST_CASE("alltoallv: every rank's sends match the peers' receives, byte for byt
     std::vector<std::vector<std::size_t>> bytes(p, std::vector<std::size_t>(p));
     for (auto& row : bytes)
       for (auto& b : row) b = rng() % 4 == 0 ? 0 : rng() % 100000;
-    std::multiset<std::tuple<int, int, std::size_t>> sent, received;
+    std::multiset<std::tuple<int, int, int, std::size_t>> sent, received;  // src, dst, piece, bytes
+    std::map<std::pair<int, int>, std::size_t> moved;                      // bytes per (src, dst)
     for (int r = 0; r < p; ++r) {
       std::vector<std::size_t> sb(p), sd(p), rb(p), rd(p);
       std::size_t so = 0, ro = 0;
@@ -28,12 +29,15 @@ TEST_CASE("alltoallv: every rank's sends match the peers' receives, byte for byt
       auto s = alltoallv(r, p, sb, sd, rb, rd, {});
       for (const auto& st : s.steps) {
         if (st.kind == Kind::send) {
-          CHECK(st.offset == sd[st.peer]);
-          sent.insert({r, st.peer, st.bytes});
+          CHECK(st.offset >= sd[st.peer]);
+          CHECK(st.offset + st.bytes <= sd[st.peer] + sb[st.peer]);
+          sent.insert({r, st.peer, st.piece, st.bytes});
         } else if (st.kind == Kind::recv) {
-          CHECK(st.offset == rd[st.peer]);
+          CHECK(st.offset >= rd[st.peer]);
+          CHECK(st.offset + st.bytes <= rd[st.peer] + rb[st.peer]);
           CHECK(st.sub == st.peer);
-          received.insert({st.peer, r, st.bytes});
+          received.insert({st.peer, r, st.piece, st.bytes});
+          moved[{st.peer, r}] += st.bytes;
         } else {
           CHECK(st.peer == r);
           CHECK(st.offset == rd[r]);
@@ -44,10 +48,27 @@ TEST_CASE("alltoallv: every rank's sends match the peers' receives, byte for byt
       }
     }
     CHECK(sent == received);
-    std::size_t nonzero_remote = 0;
-    for (int s = 0; s < p; ++s)
-      for (int d = 0; d < p; ++d) nonzero_remote += s != d && bytes[s][d] > 0;
-    CHECK(sent.size() == nonzero_remote);
+    for (int s = 0; s < p; ++s)  // every block arrives whole
+      for (int d = 0; d < p; ++d)
+        if (s != d) CHECK(moved[{s, d}] == bytes[s][d]);
+  }
+}
+
+TEST_CASE("alltoallv: large blocks travel as head, body and tail, edge pieces first",
+          "[schedule]") {
+  const int p = 3, r = 1;
+  const std::size_t b = 100000;
+  std::vector<std::size_t> sb(p, b), d{0, b, 2 * b};
+  auto s = alltoallv(r, p, sb, d, sb, d, {});
+  REQUIRE(s.steps.size() == 1 + 2 * 3 * 2);  // copy + (recv, send) x 2 peers x 3 pieces
+  bool bodies_started = false;
+  for (const auto& st : s.steps) {
+    if (st.kind == Kind::copy) continue;
+    if (st.piece == 1) bodies_started = true;
+    else CHECK_FALSE(bodies_started);  // no head or tail after a body
+    if (st.piece == 0) CHECK(st.offset == d[st.kind == Kind::recv ? st.peer : st.peer]);
+    if (st.piece != 1) CHECK(st.bytes == kEdgeBytes);
+    if (st.piece == 2) CHECK(st.offset + st.bytes == d[st.peer] + b);
   }
 }
 
@@ -106,7 +127,7 @@ TEST_CASE("bcast schedule: segments partition the buffer, forwards wait for thei
   for (int chains : {0, 1, 3}) {
     const int p = 7, root = 3, m = 4;
     std::vector<int> order{3, 1, 2, 0};
-    std::multiset<std::tuple<int, int, int, std::size_t>> sent, received;  // from, to, seg, bytes
+    std::multiset<std::tuple<int, int, int, std::size_t>> sent, received;  // from, to, piece, bytes
     for (int r = 0; r < p; ++r) {
       auto s = bcast(r, p, root, total, m, chains, order);
       std::vector<int> recv_segments;
@@ -114,19 +135,20 @@ TEST_CASE("bcast schedule: segments partition the buffer, forwards wait for thei
       for (std::size_t i = 0; i < s.steps.size(); ++i) {
         const auto& st = s.steps[i];
         if (st.kind == Kind::recv) {
-          recv_segments.push_back(st.sub);
+          if (st.sub >= 0) recv_segments.push_back(st.sub);
+          else CHECK(recv_segments.empty());  // the edge pieces come first
           covered += st.bytes;
-          received.insert({st.peer, r, st.sub, st.bytes});
+          received.insert({st.peer, r, st.piece, st.bytes});
         } else {
           REQUIRE(st.kind == Kind::send);
-          sent.insert({r, st.peer, st.sub, st.bytes});
+          sent.insert({r, st.peer, st.piece, st.bytes});
           if (r == root) {
             CHECK(st.after == -1);
           } else {
             REQUIRE(st.after >= 0);
             REQUIRE(static_cast<std::size_t>(st.after) < i);
             CHECK(s.steps[st.after].kind == Kind::recv);
-            CHECK(s.steps[st.after].sub == st.sub);
+            CHECK(s.steps[st.after].piece == st.piece);
           }
         }
       }
