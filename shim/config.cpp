@@ -5,6 +5,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "barrier.hpp"
+
 namespace tnbc::config {
 namespace {
 
@@ -31,6 +33,34 @@ std::optional<std::string> apply_stats(Config& cfg, std::string_view v) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_barrier_algo(Config& cfg, std::string_view v) {
+  if (v == "auto" || v == "mpich" || barrier::parse_algorithm(v)) {
+    cfg.barrier_algo = std::string(v);
+    return std::nullopt;
+  }
+  std::string expected = "expected auto, mpich";
+  for (auto a : barrier::kAllAlgorithms) expected += fmt::format(", {}", barrier::to_string(a));
+  return expected;
+}
+
+std::optional<std::string> apply_barrier_root(Config& cfg, std::string_view v) {
+  if (v == "auto") {
+    cfg.barrier_root = kBarrierRootAuto;
+    return std::nullopt;
+  }
+  std::string err;
+  auto r = parse_int(v, 0, barrier::kMaxLocalSize - 1, &err);
+  if (!r) return fmt::format("expected auto or a local rank from 0 to {}",
+                             barrier::kMaxLocalSize - 1);
+  cfg.barrier_root = static_cast<int>(*r);
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_numa_topology(Config& cfg, std::string_view v) {
+  cfg.numa_topology = std::string(v);
+  return std::nullopt;
+}
+
 constexpr std::array kSettings = {
     Setting{"TNBC_DISABLE", "bool", "0",
             "1 makes the library a pure pass-through to MPICH: no early return, no tracing, "
@@ -44,6 +74,22 @@ constexpr std::array kSettings = {
             "If set, each rank writes PREFIX.<rank>.json at MPI_Finalize: calls, early "
             "returns, fallbacks and their reasons, faults, barrier algorithm.",
             apply_stats},
+    Setting{"TNBC_BARRIER_ALGO", "enum", "auto",
+            "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (dissemination on every "
+            "node; docs/barrier.md gives the measurements behind the rule) or a shared-memory "
+            "algorithm: central_counter, flat_tree, gather_release, combining_tree, "
+            "combining_tree_atomic, mcs, tournament, dissemination. libtnbc_trace.so always "
+            "uses MPICH's.",
+            apply_barrier_algo},
+    Setting{"TNBC_BARRIER_ROOT", "enum", "auto",
+            "Root of the shared-memory barrier on each node (it places the global flags and "
+            "roots the trees): auto (MinNumaDist: the rank whose NUMA node is closest in "
+            "total to all ranks' nodes) or a local rank; on a node with fewer ranks, auto.",
+            apply_barrier_root},
+    Setting{"TNBC_NUMA_TOPOLOGY", "path", "",
+            "File with a NUMA distance matrix and the NUMA node of each rank of "
+            "MPI_COMM_WORLD (format in docs/barrier.md); replaces libnuma for MinNumaDist.",
+            apply_numa_topology},
 };
 
 }  // namespace

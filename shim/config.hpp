@@ -20,11 +20,18 @@ enum class LogLevel {
   debug,  ///< also per-call detail; slow, for diagnosis only
 };
 
+/// TNBC_BARRIER_ROOT=auto: the root is chosen by MinNumaDist.
+inline constexpr int kBarrierRootAuto = -1;
+
 /// Every setting, typed.  Defaults here are the documented defaults.
 struct Config {
   bool disable = false;           ///< TNBC_DISABLE: pure pass-through
   LogLevel log = LogLevel::info;  ///< TNBC_LOG
   std::string stats_prefix;       ///< TNBC_STATS: empty = no statistics files
+  /// TNBC_BARRIER_ALGO: "auto", "mpich" or a barrier algorithm name (barrier/barrier.hpp).
+  std::string barrier_algo = "auto";
+  int barrier_root = kBarrierRootAuto;  ///< TNBC_BARRIER_ROOT: local rank, or auto (MinNumaDist)
+  std::string numa_topology;            ///< TNBC_NUMA_TOPOLOGY: empty = the host (libnuma)
 };
 
 /// One row of the settings table.  apply() parses `value` into `cfg` and returns an error
