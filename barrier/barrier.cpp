@@ -22,6 +22,10 @@ std::optional<Algorithm> parse_algorithm(std::string_view name) {
   return std::nullopt;
 }
 
+Algorithm choose_auto(int local_size) {
+  return local_size <= kAutoCentralCounterMax ? Algorithm::central_counter : Algorithm::mcs;
+}
+
 void run(Algorithm a, Participant& self) {
   switch (a) {
     case Algorithm::central_counter: return central_counter(self);

@@ -25,7 +25,7 @@ void central_counter(Participant& self) {
   // 1. Arrive.
   if (decrement(g.count) == 1) {
     // 2. Last arrival: reset, then release.
-    g.count.value.store(static_cast<std::uint32_t>(self.size), std::memory_order_relaxed);
+    reset(g.count, static_cast<std::uint32_t>(self.size));
     publish(g.release, episode);
     return;
   }

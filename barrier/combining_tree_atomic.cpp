@@ -32,7 +32,7 @@ void combining_tree_atomic(Participant& self) {
   // 1. Gather the children.
   wait_equal(mine, 0, self.wait);
   // 2. Reset for the next episode.
-  mine.value.store(static_cast<std::uint32_t>(tree.child_count(v)), std::memory_order_relaxed);
+  reset(mine, static_cast<std::uint32_t>(tree.child_count(v)));
   if (v == 0) {
     // 4. Release.
     publish(seg.global().release, episode);

@@ -57,10 +57,6 @@ void warn_setup(int comm_rank, const std::string& what) {
   log::warn("shared-memory barrier unavailable ({}); MPI_Barrier passes through to MPICH", what);
 }
 
-/// The auto rule (docs/barrier.md): measured on the test machine, dissemination is never
-/// far from the best and needs no root; it is the choice everywhere.
-barrier::Algorithm choose_auto(int /*node_size*/) { return barrier::Algorithm::dissemination; }
-
 void release(CommBarrier* cb, bool call_mpi) {
   if (cb->base) munmap(cb->base, cb->bytes);
   cb->base = nullptr;
@@ -171,9 +167,13 @@ CommBarrier* setup(MPI_Comm comm) {
   cb->multi_node = node_size < size;
   if (cb->multi_node)
     PMPI_Comm_split(comm, node_rank == root ? 0 : MPI_UNDEFINED, rank, &cb->leaders);
-  cb->algorithm = g_state.fixed ? *g_state.fixed : choose_auto(node_size);
+  cb->algorithm = g_state.fixed ? *g_state.fixed : barrier::choose_auto(node_size);
+  cpu_set_t cpus;
+  bool oversubscribed = sched_getaffinity(0, sizeof cpus, &cpus) == 0 &&
+                        node_size > CPU_COUNT(&cpus);
   cb->self = barrier::Participant{barrier::Segment(cb->base, node_size), node_rank, node_size,
-                                  root, 0, barrier::WaitPolicy{}};
+                                  root, 0,
+                                  oversubscribed ? barrier::kOversubscribed : barrier::WaitPolicy{}};
   MPI_Group node_group, comm_group;
   PMPI_Comm_group(cb->node, &node_group);
   PMPI_Comm_group(comm, &comm_group);

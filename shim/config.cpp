@@ -75,8 +75,9 @@ constexpr std::array kSettings = {
             "returns, fallbacks and their reasons, faults, barrier algorithm.",
             apply_stats},
     Setting{"TNBC_BARRIER_ALGO", "enum", "auto",
-            "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (dissemination on every "
-            "node; docs/barrier.md gives the measurements behind the rule) or a shared-memory "
+            "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (central_counter on nodes "
+            "with up to 8 ranks, mcs above; docs/barrier.md gives the measurements) or a "
+            "shared-memory "
             "algorithm: central_counter, flat_tree, gather_release, combining_tree, "
             "combining_tree_atomic, mcs, tournament, dissemination. libtnbc_trace.so always "
             "uses MPICH's.",

@@ -36,6 +36,13 @@ TEST_CASE("names: one name per algorithm, parsed back exactly", "[barrier]") {
   CHECK_FALSE(parse_algorithm("").has_value());
 }
 
+TEST_CASE("auto: central_counter up to 8 ranks per node, mcs above", "[barrier]") {
+  CHECK(choose_auto(1) == Algorithm::central_counter);
+  CHECK(choose_auto(8) == Algorithm::central_counter);
+  CHECK(choose_auto(9) == Algorithm::mcs);
+  CHECK(choose_auto(128) == Algorithm::mcs);
+}
+
 TEST_CASE("k-ary tree shape: parents, slots and child counts agree", "[barrier]") {
   for (int k : {2, 4}) {
     for (int size : {1, 2, 5, 9, 17}) {
@@ -102,7 +109,7 @@ TEST_CASE("sleeping waiters are woken: a policy that sleeps at once still comple
   o.size = 5;
   o.root = 2;
   o.iterations = 2000;
-  o.wait = WaitPolicy{0, 0};  // every wait goes to the futex: tests the wake-up path
+  o.wait = WaitPolicy{0, 0, 0, 0};  // every wait goes to the futex: tests the wake-up path
   CHECK(run_threads(function_of(a), o) == 0);
 }
 
