@@ -44,6 +44,7 @@ struct State {
   bool mpich = false;                        // TNBC_BARRIER_ALGO=mpich
   std::optional<barrier::Algorithm> fixed;   // nullopt: auto
   int root = config::kBarrierRootAuto;
+  int split = 0;  // TNBC_BARRIER_SPLIT
   std::unique_ptr<barrier::Topology> topology;
   int world_rank = 0;
   std::atomic<bool> stopped{false};
@@ -130,6 +131,13 @@ CommBarrier* setup(MPI_Comm comm) {
   PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &cb->node);
   int node_rank = 0, node_size = 1;
   PMPI_Comm_rank(cb->node, &node_rank);
+  if (g_state.split > 0) {  // emulated nodes of `split` ranks (testing)
+    MPI_Comm part;
+    PMPI_Comm_split(cb->node, node_rank / g_state.split, node_rank, &part);
+    PMPI_Comm_free(&cb->node);
+    cb->node = part;
+    PMPI_Comm_rank(cb->node, &node_rank);
+  }
   PMPI_Comm_size(cb->node, &node_size);
 
   // Root: MinNumaDist over the NUMA nodes of the node's ranks, unless fixed.
@@ -224,6 +232,7 @@ void barrier_start(Runtime& rt) {
   g_state.mpich = cfg.barrier_algo == "mpich";
   g_state.fixed = barrier::parse_algorithm(cfg.barrier_algo);
   g_state.root = cfg.barrier_root;
+  g_state.split = cfg.barrier_split;
   g_state.topology = std::make_unique<barrier::NumaTopology>();
   if (g_state.mpich) {
     rt.stats().barrier_algo = "mpich";

@@ -61,6 +61,14 @@ std::optional<std::string> apply_numa_topology(Config& cfg, std::string_view v) 
   return std::nullopt;
 }
 
+std::optional<std::string> apply_barrier_split(Config& cfg, std::string_view v) {
+  std::string err;
+  auto n = parse_int(v, 0, barrier::kMaxLocalSize, &err);
+  if (!n) return err;
+  cfg.barrier_split = static_cast<int>(*n);
+  return std::nullopt;
+}
+
 constexpr std::array kSettings = {
     Setting{"TNBC_DISABLE", "bool", "0",
             "1 makes the library a pure pass-through to MPICH: no early return, no tracing, "
@@ -91,6 +99,11 @@ constexpr std::array kSettings = {
             "File with a NUMA distance matrix and the NUMA node of each rank of "
             "MPI_COMM_WORLD (format in docs/barrier.md); replaces libnuma for MinNumaDist.",
             apply_numa_topology},
+    Setting{"TNBC_BARRIER_SPLIT", "int", "0",
+            "For testing the multi-node barrier on one host: every N consecutive ranks of a "
+            "node act as a node of their own (own segment, leader in the leaders' barrier). "
+            "0 = off.",
+            apply_barrier_split},
 };
 
 }  // namespace

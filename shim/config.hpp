@@ -32,6 +32,7 @@ struct Config {
   std::string barrier_algo = "auto";
   int barrier_root = kBarrierRootAuto;  ///< TNBC_BARRIER_ROOT: local rank, or auto (MinNumaDist)
   std::string numa_topology;            ///< TNBC_NUMA_TOPOLOGY: empty = the host (libnuma)
+  int barrier_split = 0;  ///< TNBC_BARRIER_SPLIT: testing, ranks per emulated node (0 = off)
 };
 
 /// One row of the settings table.  apply() parses `value` into `cfg` and returns an error

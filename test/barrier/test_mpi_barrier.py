@@ -48,6 +48,22 @@ def main():
                     expect(d["algo"] == want and d["root"] == 0, f"rank {r}: {d}, want {want} root 0")
             s.check(f"{algo}, {n} ranks: barrier property on world, sub-communicators, inter", run)
 
+    for algo in ALGOS:
+        for n in (3, 4):
+            def split(algo=algo, n=n):
+                prefix = os.path.join(tmp, f"st_split_{algo}_{n}")
+                res = mpirun(CHECK, n, preload="tnbc", args=[500], timeout=LIMIT,
+                             env={"TNBC_BARRIER_ALGO": algo, "TNBC_BARRIER_SPLIT": "2",
+                                  "TNBC_STATS": prefix})
+                oks = [l for l in res.stdout.splitlines() if l.startswith("barrier_check ok")]
+                expect(len(oks) == 4, f"expected world, two halves and inter: {res.stdout}")
+                expect(not tnbc_lines(res), f"unexpected messages: {res.stderr}")
+                # Emulated nodes {0,1} and {2,3} (or {2}): each rank reports its node's root.
+                for r in range(n):
+                    d = read_json(f"{prefix}.{r}.json")["barrier"]
+                    expect(d["algo"] == algo and d["root"] == (r // 2) * 2, f"rank {r}: {d}")
+            s.check(f"{algo}, {n} ranks as emulated nodes of 2 (TNBC_BARRIER_SPLIT): multi-node path", split)
+
     def fixed_root():
         prefix = os.path.join(tmp, "st_root")
         mpirun(CHECK, 4, preload="tnbc", args=[300], timeout=LIMIT,
