@@ -68,9 +68,9 @@ void tournament(Participant& self);
 void dissemination(Participant& self);
 
 /// The algorithm of TNBC_BARRIER_ALGO=auto for `local_size` ranks on a node (docs/barrier.md):
-/// central_counter up to kAutoCentralCounterMax ranks (fastest or near it in every measurement
-/// at 2 and 4 ranks here: one line, no tree), mcs above (the counter's contention grows with p,
-/// paper section 6; MCS spins only on own lines with O(log p) depth).
+/// central_counter up to kAutoCentralCounterMax ranks (fastest at 4 ranks in every measurement
+/// here: one line, no tree), mcs above (the counter's contention grows with p, paper section 6;
+/// MCS spins only on own lines with O(log p) depth).
 inline constexpr int kAutoCentralCounterMax = 8;
 Algorithm choose_auto(int local_size);
 
