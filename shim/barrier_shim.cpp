@@ -194,6 +194,7 @@ CommBarrier* setup(MPI_Comm comm) {
 
 /// The cached barrier of `comm`, built on first use; nullptr for inter-communicators.
 CommBarrier* lookup(MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL) return nullptr;  // MPICH reports the error
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   if (inter) return nullptr;
