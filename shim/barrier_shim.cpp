@@ -1,5 +1,6 @@
 #include "barrier_shim.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -141,7 +142,7 @@ CommBarrier* setup(MPI_Comm comm) {
   PMPI_Comm_size(cb->node, &node_size);
 
   // Root: MinNumaDist over the NUMA nodes of the node's ranks, unless fixed.
-  int my_numa = g_state.topology->node_of_self(g_state.world_rank);
+  int my_numa = std::max(0, g_state.topology->node_of_self(g_state.world_rank));
   std::vector<int> numa(static_cast<std::size_t>(node_size));
   PMPI_Allgather(&my_numa, 1, MPI_INT, numa.data(), 1, MPI_INT, cb->node);
   int root = g_state.root != config::kBarrierRootAuto && g_state.root < node_size
@@ -225,9 +226,7 @@ void leaders_sync(void* context) {
   }
 }
 
-}  // namespace
-
-void barrier_start(Runtime& rt) {
+void start_barrier(Runtime& rt) {
   const config::Config& cfg = rt.config();
   g_state.world_rank = rt.world_rank();
   g_state.mpich = cfg.barrier_algo == "mpich";
@@ -259,6 +258,18 @@ void barrier_start(Runtime& rt) {
   }
 }
 
+}  // namespace
+
+void barrier_start(Runtime& rt) {
+  try {
+    start_barrier(rt);
+  } catch (const std::exception& e) {  // no exception into MPI_Init's C caller
+    log::warn("shared-memory barrier not started ({}); MPI_Barrier passes through", e.what());
+    g_state.mpich = true;
+    rt.stats().barrier_algo = "mpich";
+  }
+}
+
 void barrier_stop(Runtime&) {
   if (g_state.keyval == MPI_KEYVAL_INVALID) return;
   PMPI_Comm_delete_attr(MPI_COMM_WORLD, g_state.keyval);
@@ -269,7 +280,13 @@ void barrier_stop(Runtime&) {
 int barrier(MPI_Comm comm) {
   if (g_state.mpich || g_state.keyval == MPI_KEYVAL_INVALID || g_state.stopped.load())
     return PMPI_Barrier(comm);
-  CommBarrier* cb = lookup(comm);
+  CommBarrier* cb = nullptr;
+  try {
+    cb = lookup(comm);
+  } catch (const std::exception& e) {  // std::bad_alloc in setup; no exception into C callers
+    warn_setup(0, e.what());
+    return PMPI_Barrier(comm);
+  }
   if (!cb || cb->passthrough) return PMPI_Barrier(comm);
   if (!cb->multi_node) {
     barrier::run(cb->algorithm, cb->self);
