@@ -1,8 +1,8 @@
 /* Checks the barrier property of MPI_Barrier across processes: before barrier k every rank
  * stores k in its slot of a shared-memory window (MPI_Win_allocate_shared, direct load/store),
  * after it every rank must see every slot >= k (all entered) and <= k+1 (none ran two ahead).
- * Runs on MPI_COMM_WORLD, on a split sub-communicator (ranks with even rank, or all but the
- * last for odd sizes ... see below), and on an inter-communicator (pass-through).
+ * Runs on MPI_COMM_WORLD, on the two halves of MPI_COMM_WORLD split by rank parity (in
+ * reversed order), and barriers on an inter-communicator between the halves (pass-through).
  *
  * usage: barrier_check <iterations> [nobarrier]
  *   nobarrier: skip the barrier (the check must then fail: proves the test can fail).
