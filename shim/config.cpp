@@ -6,6 +6,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
+#include "barrier.hpp"
+
 namespace tnbc::config {
 namespace {
 
@@ -52,6 +54,42 @@ std::optional<std::string> apply_min_bytes(Config& cfg, std::string_view v) {
   auto n = parse_size(v, &err);
   if (!n) return err;
   cfg.min_bytes = *n;
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_barrier_algo(Config& cfg, std::string_view v) {
+  if (v == "auto" || v == "mpich" || barrier::parse_algorithm(v)) {
+    cfg.barrier_algo = std::string(v);
+    return std::nullopt;
+  }
+  std::string expected = "expected auto, mpich";
+  for (auto a : barrier::kAllAlgorithms) expected += fmt::format(", {}", barrier::to_string(a));
+  return expected;
+}
+
+std::optional<std::string> apply_barrier_root(Config& cfg, std::string_view v) {
+  if (v == "auto") {
+    cfg.barrier_root = kBarrierRootAuto;
+    return std::nullopt;
+  }
+  std::string err;
+  auto r = parse_int(v, 0, barrier::kMaxLocalSize - 1, &err);
+  if (!r) return fmt::format("expected auto or a local rank from 0 to {}",
+                             barrier::kMaxLocalSize - 1);
+  cfg.barrier_root = static_cast<int>(*r);
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_numa_topology(Config& cfg, std::string_view v) {
+  cfg.numa_topology = std::string(v);
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_barrier_split(Config& cfg, std::string_view v) {
+  std::string err;
+  auto n = parse_int(v, 0, barrier::kMaxLocalSize, &err);
+  if (!n) return err;
+  cfg.barrier_split = static_cast<int>(*n);
   return std::nullopt;
 }
 
@@ -103,6 +141,28 @@ constexpr std::array kSettings = {
             "(microseconds, 0..10000); lower reacts faster, higher leaves more CPU to the "
             "application.",
             apply_int<&Config::progress_sleep_us, 0, 10000>},
+    Setting{"TNBC_BARRIER_ALGO", "enum", "auto",
+            "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (central_counter on nodes "
+            "with up to 8 ranks, mcs above; docs/barrier.md gives the measurements) or a "
+            "shared-memory "
+            "algorithm: central_counter, flat_tree, gather_release, combining_tree, "
+            "combining_tree_atomic, mcs, tournament, dissemination. libtnbc_trace.so always "
+            "uses MPICH's.",
+            apply_barrier_algo},
+    Setting{"TNBC_BARRIER_ROOT", "enum", "auto",
+            "Root of the shared-memory barrier on each node (it places the global flags and "
+            "roots the trees): auto (MinNumaDist: the rank whose NUMA node is closest in "
+            "total to all ranks' nodes) or a local rank; on a node with fewer ranks, auto.",
+            apply_barrier_root},
+    Setting{"TNBC_NUMA_TOPOLOGY", "path", "",
+            "File with a NUMA distance matrix and the NUMA node of each rank of "
+            "MPI_COMM_WORLD (format in docs/barrier.md); replaces libnuma for MinNumaDist.",
+            apply_numa_topology},
+    Setting{"TNBC_BARRIER_SPLIT", "int", "0",
+            "For testing the multi-node barrier on one host: every N consecutive ranks of a "
+            "node act as a node of their own (own segment, leader in the leaders' barrier). "
+            "0 = off.",
+            apply_barrier_split},
 };
 
 }  // namespace

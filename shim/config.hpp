@@ -20,6 +20,9 @@ enum class LogLevel {
   debug,  ///< also per-call detail; slow, for diagnosis only
 };
 
+/// TNBC_BARRIER_ROOT=auto: the root is chosen by MinNumaDist.
+inline constexpr int kBarrierRootAuto = -1;
+
 /// Every setting, typed.  Defaults here are the documented defaults.
 struct Config {
   bool disable = false;           ///< TNBC_DISABLE: pure pass-through
@@ -32,6 +35,11 @@ struct Config {
   int bcast_segments = 4;         ///< TNBC_BCAST_SEGMENTS: pipeline segments of a replayed Bcast
   int bcast_chains = 0;           ///< TNBC_BCAST_CHAINS: 0 = binomial tree, k = k chains
   int progress_sleep_us = 20;     ///< TNBC_PROGRESS_SLEEP_US: progress thread's nap when idle
+  /// TNBC_BARRIER_ALGO: "auto", "mpich" or a barrier algorithm name (barrier/barrier.hpp).
+  std::string barrier_algo = "auto";
+  int barrier_root = kBarrierRootAuto;  ///< TNBC_BARRIER_ROOT: local rank, or auto (MinNumaDist)
+  std::string numa_topology;            ///< TNBC_NUMA_TOPOLOGY: empty = the host (libnuma)
+  int barrier_split = 0;  ///< TNBC_BARRIER_SPLIT: testing, ranks per emulated node (0 = off)
 };
 
 /// One row of the settings table.  apply() parses `value` into `cfg` and returns an error

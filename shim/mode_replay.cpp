@@ -1,5 +1,6 @@
 // libtnbc.so: replay mode.  Alltoall, Alltoallv and Bcast return early and finish in the
-// background (replay.hpp, engine.hpp); MPI_Barrier stays MPICH's.
+// background (replay.hpp, engine.hpp); MPI_Barrier runs on shared memory (barrier_shim.hpp).
+#include "barrier_shim.hpp"
 #include "fence.hpp"
 #include "mode.hpp"
 #include "replay.hpp"
@@ -16,8 +17,10 @@ class ReplayMode final : public Mode {
 
   void start(Runtime& rt) override {
     if (replay::start(rt)) set_drain_hook(drain_engine);
+    barrier_start(rt);
   }
   void stop(Runtime& rt) override {
+    barrier_stop(rt);
     replay::stop(rt);
     set_drain_hook(nullptr);
   }
@@ -35,6 +38,7 @@ class ReplayMode final : public Mode {
   int bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) override {
     return replay::bcast(runtime(), buffer, count, datatype, root, comm);
   }
+  int barrier(MPI_Comm comm) override { return shim::barrier(comm); }
   void release_range(const void* p, std::size_t n, ReleaseReason) override {
     replay::release_range(p, n);
   }

@@ -99,3 +99,33 @@ TEST_CASE("the table documents every setting with a default parsable by its own 
   auto md = render_table(true);
   for (const auto& s : settings()) CHECK(md.find(std::string(s.name)) != std::string::npos);
 }
+
+TEST_CASE("barrier settings: defaults, values, and exact messages for bad values", "[config]") {
+  auto d = load_env({});
+  CHECK(d.config.barrier_algo == "auto");
+  CHECK(d.config.barrier_root == kBarrierRootAuto);
+  CHECK(d.config.numa_topology.empty());
+  CHECK(d.config.barrier_split == 0);
+
+  auto r = load_env({"TNBC_BARRIER_ALGO=combining_tree_atomic", "TNBC_BARRIER_ROOT=3",
+                     "TNBC_NUMA_TOPOLOGY=/tmp/epyc.topo", "TNBC_BARRIER_SPLIT=2"});
+  CHECK(r.messages.empty());
+  CHECK(r.config.barrier_algo == "combining_tree_atomic");
+  CHECK(r.config.barrier_root == 3);
+  CHECK(r.config.numa_topology == "/tmp/epyc.topo");
+  CHECK(r.config.barrier_split == 2);
+  CHECK(load_env({"TNBC_BARRIER_ALGO=mpich"}).config.barrier_algo == "mpich");
+  CHECK(load_env({"TNBC_BARRIER_ROOT=auto"}).config.barrier_root == kBarrierRootAuto);
+
+  auto bad = load_env({"TNBC_BARRIER_ALGO=butterfly", "TNBC_BARRIER_ROOT=x"});
+  REQUIRE(bad.messages.size() == 2);
+  CHECK(bad.messages[0] ==
+        "TNBC_BARRIER_ALGO=butterfly: expected auto, mpich, central_counter, flat_tree, "
+        "gather_release, combining_tree, combining_tree_atomic, mcs, tournament, dissemination; "
+        "using the default (auto)");
+  CHECK(bad.messages[1] ==
+        "TNBC_BARRIER_ROOT=x: expected auto or a local rank from 0 to 65535; using the default "
+        "(auto)");
+  CHECK(bad.config.barrier_algo == "auto");
+  CHECK(bad.config.barrier_root == kBarrierRootAuto);
+}

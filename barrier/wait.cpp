@@ -1,0 +1,93 @@
+#include "wait.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace tnbc::barrier {
+
+thread_local AccessRecorder* t_access_recorder __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected) {
+  // EAGAIN (value changed), EINTR and spurious wake-ups all just return: the caller re-checks.
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, nullptr,
+          nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<std::uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr,
+          nullptr, 0);
+}
+
+template <typename Done>
+void wait_until(Line& line, WaitPolicy& policy, Done done) {
+  for (int i = 0; i < policy.spins; ++i) {
+    if (done(line.value.load(std::memory_order_acquire))) {
+      // Spinning paid off: allow a longer spin next time.
+      policy.spins = std::min(policy.max_spins, policy.spins + policy.spins / 8 + 1);
+      return;
+    }
+    cpu_relax();
+  }
+  for (int i = 0; i < policy.yields; ++i) {
+    if (done(line.value.load(std::memory_order_acquire))) return;
+    sched_yield();
+  }
+  bool slept = false;
+  for (;;) {
+    std::uint32_t v = line.value.load(std::memory_order_seq_cst);
+    if (done(v)) break;
+    line.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    // The kernel sleeps only if value still equals v, so a publish() that came after the
+    // load above either changed value (no sleep) or sees sleepers > 0 (wakes us).
+    futex_wait(&line.value, v);
+    line.sleepers.fetch_sub(1, std::memory_order_relaxed);
+    slept = true;
+  }
+  // Spinning was wasted (the core was probably needed elsewhere): start again from the least.
+  if (slept) policy.spins = policy.min_spins;
+}
+
+}  // namespace
+
+void wake(Line& line) {
+  if (line.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&line.value);
+}
+
+void publish(Line& line, std::uint32_t v) {
+  note_access(line, Access::write);
+  line.value.store(v, std::memory_order_seq_cst);
+  wake(line);
+}
+
+std::uint32_t decrement(Line& line) {
+  note_access(line, Access::rmw);
+  std::uint32_t old = line.value.fetch_sub(1, std::memory_order_seq_cst);
+  wake(line);
+  return old;
+}
+
+void wait_reached(Line& line, std::uint32_t target, WaitPolicy& policy) {
+  note_access(line, Access::read);
+  wait_until(line, policy, [target](std::uint32_t v) { return reached(v, target); });
+}
+
+void wait_equal(Line& line, std::uint32_t target, WaitPolicy& policy) {
+  note_access(line, Access::read);
+  wait_until(line, policy, [target](std::uint32_t v) { return v == target; });
+}
+
+}  // namespace tnbc::barrier

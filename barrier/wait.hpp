@@ -1,0 +1,96 @@
+// One synchronisation word per cache line, and how to wait on it without crawling when a node
+// runs more ranks than it has cores.
+//
+//   Line (64 bytes, alignas(64))
+//   +----------------+----------------+------------------------------------------+
+//   | value (u32)    | sleepers (u32) | padding (56 bytes)                       |
+//   +----------------+----------------+------------------------------------------+
+//
+// `value` is the flag or counter the algorithms read and write.  `sleepers` counts waiters
+// parked in futex(2) on `value`, so a writer makes the wake system call only when somebody
+// sleeps.  Both sit in the same line: the writer touches one line, not two.
+//
+// Waiting spins with a pause instruction, then yields the core, then sleeps on a futex
+// (FUTEX_WAIT without _PRIVATE: the line lives in memory shared between processes).  The
+// lost-wakeup race is closed by sequential consistency: the waiter increments `sleepers` and
+// then lets the kernel compare `value`; the writer stores `value` and then reads `sleepers`.
+//
+// Values are episode numbers that grow by one per barrier and wrap at 2^32; "at least" is
+// judged on the signed difference, so wrapping is harmless.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace tnbc::barrier {
+
+inline constexpr std::size_t kLineBytes = 64;
+
+struct alignas(kLineBytes) Line {
+  std::atomic<std::uint32_t> value{0};
+  std::atomic<std::uint32_t> sleepers{0};
+};
+static_assert(sizeof(Line) == kLineBytes);
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+/// How long a waiter spins and yields before it sleeps.  Measured on the 2-core test machine
+/// (docs/barrier.md): on idle cores a barrier of 2 processes takes 0.1 us when waiters spin a
+/// few hundred iterations and 2-20 us when they sleep at once; with more runnable processes
+/// than cores (other jobs, or 4 ranks on 2 cores) spins of 2000+ made it 10-100x slower,
+/// because the spinner holds the core the rank it waits for needs.  So the spin budget adapts
+/// between min_spins and max_spins: a wait satisfied while spinning grows it slowly, a wait
+/// that had to sleep resets it to min_spins.  kOversubscribed fixes it at the minimum.
+struct WaitPolicy {
+  int spins = 64;         ///< current pause-loop budget before the first sched_yield
+  int yields = 2;         ///< sched_yield calls before sleeping on the futex
+  int min_spins = 16;
+  int max_spins = 256;    ///< ~10 us of pause on current x86 cores
+};
+/// For nodes with more ranks than cores: spin briefly, yield, sleep.
+inline constexpr WaitPolicy kOversubscribed{16, 2, 16, 16};
+
+/// True if episode counter `v` has reached `target` (wrap-safe).
+inline bool reached(std::uint32_t v, std::uint32_t target) {
+  return static_cast<std::int32_t>(v - target) >= 0;
+}
+
+/// What an access to a line is, for the access model (model.hpp).
+enum class Access {
+  read,   ///< a completed wait (counted once, however long it spun)
+  write,  ///< a store
+  rmw,    ///< an atomic read-modify-write
+};
+
+/// Observer of line accesses made by the current thread; null (the default) costs one
+/// thread-local load per access.  Used by the NUMA cost model, never by the shim.
+class AccessRecorder {
+ public:
+  virtual ~AccessRecorder() = default;
+  virtual void record(const Line& line, Access kind) = 0;
+};
+/// initial-exec: the shim is preloaded, so its TLS is static and costs no __tls_get_addr.
+extern thread_local AccessRecorder* t_access_recorder __attribute__((tls_model("initial-exec")));
+
+inline void note_access(const Line& line, Access kind) {
+  if (t_access_recorder != nullptr) [[unlikely]] t_access_recorder->record(line, kind);
+}
+
+/// Stores `v` without waking anybody (nobody waits on the line: counter resets).
+inline void reset(Line& line, std::uint32_t v) {
+  note_access(line, Access::write);
+  line.value.store(v, std::memory_order_relaxed);
+}
+
+/// Stores `v` into the line and wakes its sleepers, if any.
+void publish(Line& line, std::uint32_t v);
+/// Atomically subtracts one, wakes sleepers; returns the previous value.
+std::uint32_t decrement(Line& line);
+/// Wakes the line's sleepers if any (after a plain atomic update made by the caller).
+void wake(Line& line);
+
+/// Returns once reached(line.value, target).
+void wait_reached(Line& line, std::uint32_t target, WaitPolicy& policy);
+/// Returns once line.value == target.
+void wait_equal(Line& line, std::uint32_t target, WaitPolicy& policy);
+
+}  // namespace tnbc::barrier

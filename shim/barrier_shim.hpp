@@ -1,0 +1,32 @@
+// MPI_Barrier of libtnbc.so on shared memory (barrier/), per communicator.
+//
+// At the first barrier on a communicator (MPI_COMM_WORLD: at initialisation) the ranks build,
+// collectively, a CommBarrier cached on the communicator with an attribute (freed with it):
+//
+//   comm ──split_type(SHARED)──▶ node comm ──allgather NUMA nodes──▶ root (MinNumaDist)
+//        root: shm_open(/tnbc-barrier-<random>, O_CREAT|O_EXCL, 0600), place global block
+//        bcast name on node comm; others open + map; everybody places its own block
+//        allreduce(ok, MIN) on comm (all mapped) ──▶ root shm_unlink()s at once
+//        several nodes: leaders comm = split(comm, node roots only)
+//
+// Failures anywhere (shm_open, mmap, ...) turn that communicator into a pass-through to
+// PMPI_Barrier on every rank (the allreduce agrees), with one message.  Inter-communicators and
+// TNBC_BARRIER_ALGO=mpich always pass through.
+#pragma once
+
+#include <mpi.h>
+
+namespace tnbc::shim {
+
+class Runtime;
+
+/// At mode start: reads the barrier settings, loads the topology, sets up MPI_COMM_WORLD and
+/// records the algorithm and root in the statistics.
+void barrier_start(Runtime& rt);
+/// At mode stop, before PMPI_Finalize: frees MPI_COMM_WORLD's barrier; later deletions of
+/// cached barriers only unmap memory.
+void barrier_stop(Runtime& rt);
+/// MPI_Barrier(comm): the shared-memory barrier, or PMPI_Barrier where it does not apply.
+int barrier(MPI_Comm comm);
+
+}  // namespace tnbc::shim

@@ -1,0 +1,133 @@
+// Drives a node barrier with threads or fork()ed processes and checks the barrier property:
+// after barrier k returns on a rank, every rank has entered barrier k (its phase is >= k) and
+// none is past barrier k+1.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <latch>
+#include <random>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "barrier.hpp"
+
+namespace tnbc::barrier::test {
+
+using BarrierFn = void (*)(Participant&);
+
+inline BarrierFn function_of(Algorithm a) {
+  switch (a) {
+    case Algorithm::central_counter: return central_counter;
+    case Algorithm::flat_tree: return flat_tree;
+    case Algorithm::gather_release: return gather_release;
+    case Algorithm::combining_tree: return combining_tree;
+    case Algorithm::combining_tree_atomic: return combining_tree_atomic;
+    case Algorithm::mcs: return mcs;
+    case Algorithm::tournament: return tournament;
+    case Algorithm::dissemination: return dissemination;
+  }
+  return nullptr;
+}
+
+/// What every rank sees; lives in MAP_SHARED memory so fork()ed children share it too.
+struct alignas(kLineBytes) PhaseLine {
+  std::atomic<std::uint32_t> phase{0};
+};
+struct Board {
+  std::atomic<int> placed{0};        // ranks that placed their block (the "mapping barrier")
+  std::atomic<long> violations{0};   // barrier property broken
+  PhaseLine phases[64];
+};
+
+/// Anonymous shared mapping holding the Board followed by a page-aligned segment.
+class SharedArena {
+ public:
+  explicit SharedArena(int size) : bytes_(kPageBytes + Segment::bytes(size)) {
+    base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (base_ == MAP_FAILED) std::abort();
+    board_ = new (base_) Board;
+  }
+  ~SharedArena() { munmap(base_, bytes_); }
+  Board& board() { return *board_; }
+  void* segment_base() { return static_cast<std::byte*>(base_) + kPageBytes; }
+
+ private:
+  std::size_t bytes_;
+  void* base_;
+  Board* board_;
+};
+
+struct RunOptions {
+  int size = 4;
+  int root = 0;
+  int iterations = 1000;
+  bool delays = true;   // random short delays before arriving
+  WaitPolicy wait{};
+};
+
+/// One rank's life: place, wait until all placed, then `iterations` checked barriers.
+inline void rank_main(BarrierFn fn, const RunOptions& o, SharedArena& arena, int rank) {
+  Board& board = arena.board();
+  Participant self{Segment(arena.segment_base(), o.size), rank, o.size, o.root, 0, o.wait};
+  if (rank == o.root) self.segment.place_global();
+  self.segment.place_rank(rank, o.root);
+  board.placed.fetch_add(1);
+  while (board.placed.load() < o.size) sched_yield();
+
+  std::mt19937 rng(static_cast<unsigned>(rank * 7919 + 17));
+  long bad = 0;
+  for (int k = 1; k <= o.iterations; ++k) {
+    if (o.delays) {
+      unsigned r = rng() % 64;
+      if (r == 0) usleep(20);
+      else if (r < 4) sched_yield();
+      else if (r < 8) for (int spin = 0; spin < 2000; ++spin) std::atomic_signal_fence(std::memory_order_seq_cst);
+    }
+    board.phases[rank].phase.store(static_cast<std::uint32_t>(k));
+    fn(self);
+    for (int u = 0; u < o.size; ++u) {
+      std::uint32_t seen = board.phases[u].phase.load();
+      if (seen < static_cast<std::uint32_t>(k) || seen > static_cast<std::uint32_t>(k) + 1) ++bad;
+    }
+  }
+  if (bad) board.violations.fetch_add(bad);
+}
+
+/// Runs the ranks as threads; returns the number of violations seen.
+inline long run_threads(BarrierFn fn, const RunOptions& o) {
+  SharedArena arena(o.size);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < o.size; ++r)
+    threads.emplace_back([&, r] { rank_main(fn, o, arena, r); });
+  for (auto& t : threads) t.join();
+  return arena.board().violations.load();
+}
+
+/// Runs the ranks as fork()ed processes; returns the violations, or -1 if a child failed.
+inline long run_processes(BarrierFn fn, const RunOptions& o) {
+  SharedArena arena(o.size);
+  std::vector<pid_t> children;
+  for (int r = 0; r < o.size; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      rank_main(fn, o, arena, r);
+      _exit(0);
+    }
+    children.push_back(pid);
+  }
+  bool failed = false;
+  for (pid_t pid : children) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = true;
+  }
+  return failed ? -1 : arena.board().violations.load();
+}
+
+}  // namespace tnbc::barrier::test

@@ -1,0 +1,122 @@
+// Every algorithm of barrier/, crossed with rank counts (odd and even), roots, threads and
+// processes: nobody leaves barrier k before the last rank entered it.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+#include "harness.hpp"
+#include "tree.hpp"
+
+using namespace tnbc::barrier;
+using namespace tnbc::barrier::test;
+
+namespace {
+
+// A flat_tree whose root forgets the last rank: the checker must catch it.
+void flat_tree_missing_last(Participant& self) {
+  const Segment& seg = self.segment;
+  const std::uint32_t episode = ++self.episode;
+  publish(seg.rank(self.rank).arrive, episode);
+  if (self.rank == self.root) {
+    for (int r = 0; r < self.size - 1; ++r)
+      if (r != self.root) wait_reached(seg.rank(r).arrive, episode, self.wait);
+    publish(seg.global().release, episode);
+  } else {
+    wait_reached(seg.global().release, episode, self.wait);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("names: one name per algorithm, parsed back exactly", "[barrier]") {
+  for (Algorithm a : kAllAlgorithms) CHECK(parse_algorithm(to_string(a)) == a);
+  CHECK(to_string(Algorithm::combining_tree_atomic) == "combining_tree_atomic");
+  CHECK_FALSE(parse_algorithm("Dissemination").has_value());
+  CHECK_FALSE(parse_algorithm("mpich").has_value());
+  CHECK_FALSE(parse_algorithm("").has_value());
+}
+
+TEST_CASE("auto: central_counter up to 8 ranks per node, mcs above", "[barrier]") {
+  CHECK(choose_auto(1) == Algorithm::central_counter);
+  CHECK(choose_auto(8) == Algorithm::central_counter);
+  CHECK(choose_auto(9) == Algorithm::mcs);
+  CHECK(choose_auto(128) == Algorithm::mcs);
+}
+
+TEST_CASE("k-ary tree shape: parents, slots and child counts agree", "[barrier]") {
+  for (int k : {2, 4}) {
+    for (int size : {1, 2, 5, 9, 17}) {
+      KaryTree tree{k, size};
+      int children = 0;
+      for (int v = 0; v < size; ++v) {
+        children += tree.child_count(v);
+        for (int c = tree.first_child(v), n = tree.child_count(v); n > 0; ++c, --n) {
+          CHECK(tree.parent(c) == v);
+          CHECK(tree.slot(c) == c - tree.first_child(v));
+        }
+      }
+      CHECK(children == size - 1);  // every rank but the root has exactly one parent
+    }
+  }
+  CHECK(to_real(to_virtual(3, 2, 5), 2, 5) == 3);
+  CHECK(to_virtual(2, 2, 5) == 0);
+}
+
+TEST_CASE("the checker catches a barrier that releases before the last rank arrived",
+          "[barrier]") {
+  // Ensures the property test below can fail.
+  RunOptions o;
+  o.size = 4;
+  o.iterations = 3000;
+  CHECK(run_threads(flat_tree_missing_last, o) > 0);
+}
+
+TEST_CASE("every algorithm, threads: nobody leaves before the last arrives", "[barrier]") {
+  Algorithm a = GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
+  int size = GENERATE(1, 2, 3, 4, 5, 7, 8);
+  int root = GENERATE_COPY(values({0, size - 1}));
+  if (size == 1 && root != 0) return;
+  CAPTURE(to_string(a), size, root);
+  RunOptions o;
+  o.size = size;
+  o.root = root;
+  o.iterations = size == 4 ? 10000 : 1000;
+  CHECK(run_threads(function_of(a), o) == 0);
+}
+
+TEST_CASE("every algorithm, fork()ed processes, oversubscribed: 10 000 barriers in seconds",
+          "[barrier]") {
+  Algorithm a = GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
+  int size = GENERATE(3, 4);
+  CAPTURE(to_string(a), size);
+  RunOptions o;
+  o.size = size;
+  o.root = 1;
+  o.iterations = 10000;
+  o.delays = false;
+  auto start = std::chrono::steady_clock::now();
+  CHECK(run_processes(function_of(a), o) == 0);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CAPTURE(seconds);
+  CHECK(seconds < 10.0);  // a barrier that spins without yielding takes minutes on 2 cores
+}
+
+TEST_CASE("sleeping waiters are woken: a policy that sleeps at once still completes",
+          "[barrier]") {
+  Algorithm a = GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
+  CAPTURE(to_string(a));
+  RunOptions o;
+  o.size = 5;
+  o.root = 2;
+  o.iterations = 2000;
+  o.wait = WaitPolicy{0, 0, 0, 0};  // every wait goes to the futex: tests the wake-up path
+  CHECK(run_threads(function_of(a), o) == 0);
+}
+
+TEST_CASE("episode counters are wrap-safe", "[barrier]") {
+  CHECK(reached(5, 5));
+  CHECK(reached(6, 5));
+  CHECK_FALSE(reached(4, 5));
+  CHECK(reached(2, 0xFFFFFFFEu));  // wrapped past 2^32
+  CHECK_FALSE(reached(0xFFFFFFFEu, 2));
+}
