@@ -209,21 +209,13 @@ CommBarrier* lookup(MPI_Comm comm) {
 }
 
 void leaders_sync(void* context) {
+  // Always the same (blocking) collective on every leader: a blocking and a non-blocking
+  // barrier do not match each other, so choosing by the local number of collectives in flight
+  // hangs as soon as two leaders see different numbers (measured on the emulated cluster).
+  // Blocking is safe with collectives in flight: the engine's progress thread calls MPI
+  // concurrently (MPI_THREAD_MULTIPLE) and holds no lock this thread needs.
   auto* cb = static_cast<CommBarrier*>(context);
-  if (g_in_flight.load(std::memory_order_acquire) == 0) {
-    cb->leaders_rc = PMPI_Barrier(cb->leaders);
-    return;
-  }
-  // Collectives in flight: a peer may wait for data only our progress thread sends, so poll.
-  MPI_Request request;
-  cb->leaders_rc = PMPI_Ibarrier(cb->leaders, &request);
-  if (cb->leaders_rc != MPI_SUCCESS) return;
-  int done = 0;
-  while (!done) {
-    cb->leaders_rc = PMPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (cb->leaders_rc != MPI_SUCCESS) return;
-    if (!done) sched_yield();
-  }
+  cb->leaders_rc = PMPI_Barrier(cb->leaders);
 }
 
 void start_barrier(Runtime& rt) {

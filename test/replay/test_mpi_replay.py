@@ -16,6 +16,7 @@ from tnbc_testlib import BUILD, Suite, cluster_run, expect, mpirun, read_json
 PROG = os.path.join(BUILD, "test", "mpi", "replay_diff")
 ORDERS = os.path.join(BUILD, "test", "mpi", "trace_order")
 DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
+OVERLAP = os.path.join(BUILD, "bench", "overlap")
 MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
 
 
@@ -142,8 +143,14 @@ def main():
         out = lines(cluster_run(PROG, args=[tmp], preload="tnbc", env={"TNBC_STATS": prefix}, timeout=240).stdout)
         expect(out == ref.get("out"), f"2 x 2 ranks differ from plain: {sorted(set(out) ^ set(ref.get('out', [])))[:10]}")
         check_stats(prefix, 4)
+    def barrier_between():
+        # Barriers between early-returning collectives on 2 nodes: the leaders of the
+        # shared-memory barrier must run the same collective whatever each has in flight.
+        out = cluster_run(OVERLAP, args=[1 << 20, 3, "blocking", 0, 0], preload="tnbc", timeout=90).stdout
+        expect("result mode=blocking" in out, out)
     if os.geteuid() == 0:
         s.check("libtnbc.so on 2 emulated nodes x 2 ranks: identical bytes", on_cluster)
+        s.check("barriers between early-returning alltoalls on 2 nodes finish", barrier_between)
     s.finish()
 
 
