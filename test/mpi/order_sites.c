@@ -1,9 +1,10 @@
-/* Known read orders at three call sites, each called three times, for
+/* Known read orders at four call sites, each called three times, for
  * test/tools/test_tnbc_order_e2e.py (tnbc-order on real traces).
  *
  *   site_reverse   Alltoall, 64 KiB blocks, read sources p-1 .. 0
  *   site_odd_first Alltoall, 32 KiB blocks, read the odd sources ascending, then the even ones
  *   site_units     Bcast of 1 MiB from rank 0 (16 units by default), read units (5k) % 16
+ *   site_rotated   Alltoall, 32 KiB blocks, rank r reads sources (r + k) % p: the ranks disagree
  *
  * Each site is its own non-inlined function, so the innermost frame of its call site names it.
  * Every rank prints one checksum line per call.
@@ -53,6 +54,18 @@ __attribute__((noinline)) uint64_t site_units(char *buf, int iter) {
   return h;
 }
 
+__attribute__((noinline)) uint64_t site_rotated(char *send, char *recv, int iter) {
+  const size_t blk = 32 * 1024;
+  fill(send, blk * size, 30 + iter);
+  MPI_Alltoall(send, (int)blk, MPI_BYTE, recv, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
+  uint64_t h = 0;
+  for (int k = 0; k < size; k++) {
+    int s = (rank + k) % size;
+    h ^= read_block(recv + s * blk, blk) + s;
+  }
+  return h;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -64,6 +77,7 @@ int main(int argc, char **argv) {
     printf("%d reverse %d %016llx\n", rank, iter, (unsigned long long)site_reverse(send, recv, iter));
     printf("%d odd %d %016llx\n", rank, iter, (unsigned long long)site_odd_first(send, recv2, iter));
     printf("%d units %d %016llx\n", rank, iter, (unsigned long long)site_units(buf, iter));
+    printf("%d rotated %d %016llx\n", rank, iter, (unsigned long long)site_rotated(send, recv2, iter));
   }
   free(send); free(recv); free(recv2); free(buf);
   MPI_Finalize();

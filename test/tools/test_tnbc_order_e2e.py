@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tnbc-order on real traces: order_sites (known read orders at three call sites, three calls
-each) runs under libtnbc_trace.so; `show --json` must give those orders exactly, `plan` a plan
+each, and a fourth where every rank reads in its own order) runs under libtnbc_trace.so; `show --json` must give those orders exactly, `plan` a plan
 whose priorities priority's parser reads back the same, `export --chrome` one process of events
 per rank, `plot` a readable SVG; bad trace folders exit 2 with a message naming the file."""
 
@@ -55,7 +55,7 @@ def main():
         doc = json.loads(r.stdout)
         expect(doc["format"] == "tnbc-order/1" and doc["ranks"] == P, str(doc)[:300])
         sites = {c["frames"][0]: c for c in doc["callsites"]}
-        expect(sorted(sites) == ["site_odd_first", "site_reverse", "site_units"],
+        expect(sorted(sites) == ["site_odd_first", "site_reverse", "site_rotated", "site_units"],
                f"innermost frames: {[c['frames'] for c in doc['callsites']]}")
         state["sites"] = sites
     s.check("show --json: one entry per call site, named after its function", show_json)
@@ -81,6 +81,17 @@ def main():
             expect(c["verdict"] in ("crc", "curc") and c["disagreeing"] == [], f"{name}: {c}")
         s.check(f"show --json: {name}: the known order, exactly", check_site)
 
+    def rotated():
+        c = state["sites"]["site_rotated"]
+        expect(sorted(c["order"]) == list(range(P)), f"order {c['order']} not a permutation")
+        expect(c["agreement"] < 0.8 and c["disagreeing"], f"ranks reading in their own orders: {c}")
+        out = os.path.join(tmp, "strict.plan")
+        r = tool("plan", run1, "-o", out, "--strict")
+        expect(r.returncode == 1 and "low agreement" in r.stderr and c["id"] in r.stderr,
+               f"--strict: exit {r.returncode} {r.stderr}")
+        expect(os.path.exists(out), "--strict with findings must still write the plan")
+    s.check("ranks that disagree: low agreement, listed, and plan --strict exits 1", rotated)
+
     def show_text():
         r = tool("show", run1)
         expect(r.returncode == 0, r.stderr)
@@ -91,13 +102,13 @@ def main():
 
     def plan():
         out = os.path.join(tmp, "app.plan")
-        r = tool("plan", run1, "-o", out, "--strict")
+        r = tool("plan", run1, "-o", out)
         expect(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
         d = subprocess.run([PLAN_DUMP, out], capture_output=True, text=True, timeout=30)
         expect(d.returncode == 0, d.stderr)
         entries = [json.loads(l) for l in d.stdout.splitlines()]
         by_site = {e["site"]: e for e in entries}
-        expect(len(entries) == 3, f"entries: {entries}")
+        expect(len(entries) == 4, f"entries: {entries}")
         for name, c in state["sites"].items():
             e = by_site.get(c["id"])
             expect(e is not None, f"no plan entry for {name} ({c['id']})")
@@ -122,11 +133,12 @@ def main():
             names = [e for e in mine if e["ph"] == "M" and e["name"] == "process_name"]
             expect(len(names) == 1 and names[0]["args"]["name"].startswith(f"rank {rank}"), str(names))
             calls = [e for e in mine if e["ph"] == "X"]
-            expect(len(calls) == 3 * CALLS, f"rank {rank}: {len(calls)} collectives")
-            expect([c["name"] for c in calls] == ["alltoall", "alltoall", "bcast"] * CALLS, str(calls))
+            expect(len(calls) == 4 * CALLS, f"rank {rank}: {len(calls)} collectives")
+            expect([c["name"] for c in calls] == ["alltoall", "alltoall", "bcast", "alltoall"] * CALLS,
+                   str(calls))
             expect(all(c["ts"] >= 0 and c["dur"] >= 0 for c in calls), "negative times")
             touches = [e for e in mine if e["ph"] == "i"]
-            want_touches = CALLS * (2 * P + (0 if rank == 0 else 16))
+            want_touches = CALLS * (3 * P + (0 if rank == 0 else 16))
             expect(len(touches) == want_touches, f"rank {rank}: {len(touches)} touches, want {want_touches}")
             # A first touch comes after the return of its collective.
             for t in touches:
