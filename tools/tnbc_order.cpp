@@ -1,18 +1,41 @@
-// tnbc-order: inspect tnbc traces and turn them into plans.
+// tnbc-order: inspect tnbc traces and turn them into plans.  docs/tnbc-order.md is the manual.
 //
 // Exit codes: 0 ok, 1 findings (with --strict), 2 bad input or usage.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "config.hpp"
+#include "priority/planner.hpp"
+#include "tools/trace_observations.hpp"
 #include "version.hpp"
 
 namespace {
 
+namespace pr = tnbc::priority;
+namespace tr = tnbc::trace;
+using tnbc::tools::TraceSet;
+
 constexpr int kExitOk = 0;
+constexpr int kExitFindings = 1;
 constexpr int kExitUsage = 2;
+
+/// `plan --strict` fails when a planned site's agreement is below this (docs/tnbc-order.md):
+/// the same bar as per-node priority and the disagreeing-rank list, below which the ranks do
+/// not read in one order and a single plan order serves some of them badly.
+constexpr double kStrictAgreement = 0.8;
 
 constexpr std::string_view kUsage =
     "usage: tnbc-order <command> [options]\n"
@@ -20,7 +43,14 @@ constexpr std::string_view kUsage =
     "Inspect tnbc traces and turn them into plans for libtnbc.so.\n"
     "\n"
     "commands:\n"
-    "  config [--markdown]   print every TNBC_* setting with its type, default and meaning\n"
+    "  show DIR [--json]                per call site: order, agreement, timing, verdict, prediction\n"
+    "  plan DIR -o FILE [--strict]      write a plan (TNBC_PLAN) from the traces\n"
+    "  export --chrome DIR -o FILE      Chrome trace-event JSON (Perfetto, chrome://tracing)\n"
+    "  plot DIR [--callsite ID] -o FILE SVG chart of first-touch delays per sub-message\n"
+    "  config [--markdown]              print every TNBC_* setting with its type, default and meaning\n"
+    "\n"
+    "DIR is a trace folder written by libtnbc_trace.so (one <rank>.tnbct per rank).\n"
+    "--partial (show, plan, export, plot): accept missing ranks, with a warning.\n"
     "\n"
     "options:\n"
     "  -h, --help            this text (also: tnbc-order <command> --help)\n"
@@ -34,13 +64,607 @@ constexpr std::string_view kConfigUsage =
     "Print the TNBC_* environment variables read by libtnbc.so and libtnbc_trace.so at\n"
     "MPI initialisation.  --markdown prints the table as docs/config.md has it.\n";
 
+constexpr std::string_view kShowUsage =
+    "usage: tnbc-order show DIR [--json] [--partial]\n"
+    "\n"
+    "Per call site of the traces in DIR: operation, frames, calls, sub-messages, the consensus\n"
+    "first-touch order and its agreement, Tcomm, the delay from return to first touch of each\n"
+    "sub-message (median and quartiles), the CURC/CRC verdict, disagreeing ranks, and the\n"
+    "predicted overlap with the plan order and with no priorities.\n"
+    "\n"
+    "  --json      machine-readable output (format \"tnbc-order/1\", docs/tnbc-order.md)\n"
+    "  --partial   accept missing ranks (warning) and use the others\n";
+
+constexpr std::string_view kPlanUsage =
+    "usage: tnbc-order plan DIR -o FILE [--strict] [--partial]\n"
+    "\n"
+    "Write the plan derived from the traces in DIR to FILE (atomically), for TNBC_PLAN.\n"
+    "\n"
+    "  -o FILE     where to write the plan (required; '-' for standard output)\n"
+    "  --strict    exit 1 when a planned call site has agreement below 0.8 (the plan is\n"
+    "              still written)\n"
+    "  --partial   accept missing ranks (warning) and use the others\n";
+
+constexpr std::string_view kExportUsage =
+    "usage: tnbc-order export --chrome DIR -o FILE [--partial]\n"
+    "\n"
+    "Write the traces as Chrome trace-event JSON (open in https://ui.perfetto.dev or\n"
+    "chrome://tracing): one process per rank, each collective from its start to its return,\n"
+    "each first touch as an instant event; microseconds from the rank's earliest stamp.\n"
+    "\n"
+    "  --chrome    the output format (the only one so far; required)\n"
+    "  -o FILE     where to write ('-' for standard output)\n"
+    "  --partial   accept missing ranks (warning) and use the others\n";
+
+constexpr std::string_view kPlotUsage =
+    "usage: tnbc-order plot DIR [--callsite ID] -o FILE [--partial]\n"
+    "\n"
+    "Write an SVG chart of one call site: delay from return to first touch (us) of every\n"
+    "sub-message, one mark per rank and call, and the median per sub-message.\n"
+    "\n"
+    "  --callsite ID  the call site: its id (as in `show --json`) or its number in `show`\n"
+    "                 (default: the one with the most calls)\n"
+    "  -o FILE        where to write ('-' for standard output)\n"
+    "  --partial      accept missing ranks (warning) and use the others\n";
+
 int usage_error(std::string_view msg, std::string_view usage) {
   std::fprintf(stderr, "tnbc-order: %.*s\n\n%.*s", static_cast<int>(msg.size()), msg.data(),
                static_cast<int>(usage.size()), usage.data());
   return kExitUsage;
 }
 
+int input_error(const std::string& msg) {
+  std::fprintf(stderr, "tnbc-order: %s\n", msg.c_str());
+  return kExitUsage;
+}
+
 bool is_help(std::string_view a) { return a == "-h" || a == "--help"; }
+
+/// Writes `text` to `path` so that the file is either the old one or complete: temporary name
+/// in the same folder, fsync, rename.  "-" is standard output.  Returns an error message.
+std::optional<std::string> write_atomically(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+      return "cannot write to standard output: " + std::string(std::strerror(errno));
+    return std::nullopt;
+  }
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return "cannot write " + path + ": " + std::strerror(errno);
+  const char* p = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      close(fd);
+      unlink(tmp.c_str());
+      return "cannot write " + path + ": " + std::strerror(e);
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    int e = errno;
+    unlink(tmp.c_str());
+    return "cannot write " + path + ": " + std::strerror(e);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    unlink(tmp.c_str());
+    return "cannot write " + path + ": " + std::strerror(e);
+  }
+  return std::nullopt;
+}
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      // Escape non-ASCII bytes too: symbols and paths need not be valid UTF-8.
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+/// A number for JSON: null when not finite; shortest round-trip form otherwise.
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  return fmt::format("{}", v);
+}
+
+std::string xml_escape(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default:
+        // XML 1.0 forbids most control characters; non-ASCII bytes may not be UTF-8.
+        out += (c < 0x20 || c >= 0x7f) ? '?' : static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// ---- arguments --------------------------------------------------------------------------
+
+struct Args {
+  std::string dir;
+  std::string output;
+  std::string callsite;
+  bool json = false, partial = false, strict = false, chrome = false, help = false;
+};
+
+/// Parses the options a command accepts (`allowed`: "json", "strict", "chrome", "output",
+/// "callsite"; --partial and --help always).  Returns an error message or nullopt.
+std::optional<std::string> parse_args(std::string_view cmd, const std::vector<std::string_view>& in,
+                                      std::initializer_list<std::string_view> allowed, Args& out) {
+  auto allows = [&](std::string_view what) {
+    return std::find(allowed.begin(), allowed.end(), what) != allowed.end();
+  };
+  std::string c(cmd);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    std::string_view a = in[i];
+    if (is_help(a)) {
+      out.help = true;
+      return std::nullopt;
+    }
+    if (a == "--partial") {
+      out.partial = true;
+    } else if (a == "--json" && allows("json")) {
+      out.json = true;
+    } else if (a == "--strict" && allows("strict")) {
+      out.strict = true;
+    } else if (a == "--chrome" && allows("chrome")) {
+      out.chrome = true;
+    } else if ((a == "-o" || a == "--output") && allows("output")) {
+      if (i + 1 >= in.size()) return c + ": " + std::string(a) + " needs a file name";
+      out.output = in[++i];
+    } else if (a == "--callsite" && allows("callsite")) {
+      if (i + 1 >= in.size()) return c + ": --callsite needs an id";
+      out.callsite = in[++i];
+    } else if (a.size() > 1 && a[0] == '-') {
+      return c + ": unknown option '" + std::string(a) + "'";
+    } else if (out.dir.empty()) {
+      out.dir = a;
+    } else {
+      return c + ": unexpected argument '" + std::string(a) + "'";
+    }
+  }
+  if (out.dir.empty()) return c + ": no trace directory given";
+  if (allows("output") && out.output.empty()) return c + ": no output file given (-o FILE)";
+  return std::nullopt;
+}
+
+/// Loads DIR; prints warnings; on error prints it and returns nullopt.
+std::optional<TraceSet> load(const Args& args) {
+  auto loaded = tnbc::tools::load_trace_dir(args.dir, args.partial);
+  for (const auto& w : loaded.warnings) std::fprintf(stderr, "tnbc-order: warning: %s\n", w.c_str());
+  if (!loaded.traces) {
+    std::fprintf(stderr, "tnbc-order: %s\n", loaded.error.c_str());
+    return std::nullopt;
+  }
+  return std::move(loaded.traces);
+}
+
+std::size_t total_calls(const pr::CallSite& site) {
+  std::size_t n = 0;
+  for (const auto& r : site.ranks) n += r.calls.size();
+  return n;
+}
+
+// ---- show --------------------------------------------------------------------------------
+
+struct SiteView {
+  const pr::CallSite* site;
+  const tr::CallSite* trace_site;
+  pr::SitePlan plan;
+};
+
+std::vector<SiteView> analyse_all(const pr::Observations& obs,
+                                  const std::vector<tr::CallSite>& detail) {
+  std::vector<SiteView> views;
+  for (std::size_t i = 0; i < obs.sites.size(); ++i)
+    views.push_back({&obs.sites[i], &detail[i], pr::plan_site(obs.sites[i])});
+  return views;
+}
+
+std::string verdict_name(pr::Verdict v) {
+  switch (v) {
+    case pr::Verdict::crc: return "CRC";
+    case pr::Verdict::curc: return "CURC";
+    case pr::Verdict::unread: return "unread";
+  }
+  return "?";
+}
+
+std::string us(double v) { return std::isfinite(v) ? fmt::format("{:.1f}", v) : "-"; }
+
+std::string show_text(const TraceSet& set, const std::vector<SiteView>& views) {
+  std::string o = fmt::format("{}: {} ranks ({} traced), {} call site{}\n", set.dir, set.size,
+                              set.size - static_cast<int>(set.missing.size()), views.size(),
+                              views.size() == 1 ? "" : "s");
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const auto& v = views[i];
+    const auto& a = v.plan.analysis;
+    const auto& s = *v.site;
+    o += fmt::format("\ncall site {}: {}  (id {})\n", i + 1, pr::to_string(s.op), s.id);
+    for (const auto& f : v.trace_site->frames) {
+      std::string where = tnbc::tools::frame_label(tr::Frame{f.module, f.offset, ""});
+      o += fmt::format("  at {:<32} {}\n", f.symbol.empty() ? "?" : f.symbol, where);
+    }
+    o += fmt::format("  calls {} on {} rank{}, {} sub-messages of {} B, communicator of {}\n",
+                     total_calls(s), s.ranks.size(), s.ranks.size() == 1 ? "" : "s", s.messages,
+                     s.message_bytes, s.comm_size);
+    std::string order;
+    for (std::size_t k = 0; k < a.order.size(); ++k)
+      order += (k ? " " : "") + std::to_string(a.order[k]) + (k + 1 == a.ordered && k + 1 < a.order.size() ? " |" : "");
+    o += fmt::format("  order      {}\n", order);
+    o += fmt::format("  agreement  {:.3f}   verdict {}   Tcomm {} us   first touch {} us\n",
+                     a.agreement, verdict_name(a.verdict), us(a.tcomm_us), us(a.first_touch_us));
+    std::string dis;
+    for (std::size_t k = 0; k < a.disagreeing.size(); ++k)
+      dis += (k ? ", " : "") + std::to_string(a.disagreeing[k]);
+    o += fmt::format("  disagreeing ranks: {}\n", dis.empty() ? "none" : dis);
+    o += "  sub  touched untouched unobserved   median us   q1 us      q3 us      min us     max us\n";
+    for (std::size_t k = 0; k < a.messages.size(); ++k) {
+      const auto& m = a.messages[k];
+      o += fmt::format("  {:>3}  {:>7} {:>9} {:>10}   {:>9}   {:>8}   {:>8}   {:>8}   {:>8}\n", k,
+                       m.touched, m.untouched, m.unobserved, us(m.median_us), us(m.q1_us),
+                       us(m.q3_us), us(m.min_us), us(m.max_us));
+    }
+    const auto& p = v.plan.prediction;
+    o += fmt::format(
+        "  overlap    formula (1) {} us, (3) {} us; simulated: plan order {} us, no priorities {} us\n",
+        us(p.formula1_us), us(p.formula3_us), us(p.plan_us), us(p.default_us));
+    if (v.plan.bcast)
+      o += fmt::format("  bcast      {} segment{}, {}\n", v.plan.bcast->segments,
+                       v.plan.bcast->segments == 1 ? "" : "s",
+                       v.plan.bcast->shape.kind == pr::TreeKind::binomial
+                           ? std::string("binomial tree")
+                           : fmt::format("{} chains", v.plan.bcast->shape.chains));
+    for (const auto& w : v.plan.warnings) o += "  warning: " + w + "\n";
+  }
+  return o;
+}
+
+std::string show_json(const TraceSet& set, const std::vector<SiteView>& views) {
+  std::string o = "{\"format\":\"tnbc-order/1\",\"ranks\":" + std::to_string(set.size) +
+                  ",\"missing_ranks\":[";
+  for (std::size_t k = 0; k < set.missing.size(); ++k) o += (k ? "," : "") + std::to_string(set.missing[k]);
+  o += "],\"callsites\":[";
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const auto& v = views[i];
+    const auto& a = v.plan.analysis;
+    const auto& s = *v.site;
+    o += i ? ",\n" : "\n";
+    o += "{\"id\":" + json_string(s.id) + ",\"op\":" + json_string(pr::to_string(s.op)) + ",\"frames\":[";
+    for (std::size_t k = 0; k < s.frames.size(); ++k) o += (k ? "," : "") + json_string(s.frames[k]);
+    o += "],\"calls\":" + std::to_string(total_calls(s)) +
+         ",\"traced_ranks\":" + std::to_string(s.ranks.size()) +
+         ",\"comm_size\":" + std::to_string(s.comm_size) +
+         ",\"message_bytes\":" + std::to_string(s.message_bytes) +
+         ",\"submessages\":" + std::to_string(s.messages) + ",\"order\":[";
+    for (std::size_t k = 0; k < a.order.size(); ++k) o += (k ? "," : "") + std::to_string(a.order[k]);
+    o += "],\"ordered\":" + std::to_string(a.ordered) + ",\"agreement\":" + json_number(a.agreement) +
+         ",\"first_touch_us\":[";
+    for (std::size_t k = 0; k < a.messages.size(); ++k) o += (k ? "," : "") + json_number(a.messages[k].median_us);
+    o += "],\"spread_us\":[";
+    for (std::size_t k = 0; k < a.messages.size(); ++k)
+      o += (k ? "," : "") + std::string("[") + json_number(a.messages[k].q1_us) + "," +
+           json_number(a.messages[k].q3_us) + "]";
+    o += "],\"comm_us\":" + json_number(a.tcomm_us) +
+         ",\"verdict\":" + json_string(pr::to_string(a.verdict)) + ",\"disagreeing\":[";
+    for (std::size_t k = 0; k < a.disagreeing.size(); ++k) o += (k ? "," : "") + std::to_string(a.disagreeing[k]);
+    const auto& p = v.plan.prediction;
+    o += "],\"prediction\":{\"formula1_us\":" + json_number(p.formula1_us) +
+         ",\"formula3_us\":" + json_number(p.formula3_us) + ",\"plan_us\":" + json_number(p.plan_us) +
+         ",\"default_us\":" + json_number(p.default_us) + "}";
+    if (v.plan.bcast)
+      o += ",\"bcast\":{\"segments\":" + std::to_string(v.plan.bcast->segments) + ",\"chains\":" +
+           std::to_string(v.plan.bcast->shape.chains) + "}";
+    o += "}";
+  }
+  return o + "\n]}\n";
+}
+
+int cmd_show(const std::vector<std::string_view>& argv) {
+  Args args;
+  if (auto e = parse_args("show", argv, {"json"}, args)) return usage_error(*e, kShowUsage);
+  if (args.help) return std::fputs(kShowUsage.data(), stdout), kExitOk;
+  auto set = load(args);
+  if (!set) return kExitUsage;
+  std::vector<tr::CallSite> detail;
+  auto obs = tnbc::tools::to_observations(*set, &detail);
+  auto views = analyse_all(obs, detail);
+  std::string text = args.json ? show_json(*set, views) : show_text(*set, views);
+  if (auto e = write_atomically("-", text)) return input_error(*e);
+  return kExitOk;
+}
+
+// ---- plan --------------------------------------------------------------------------------
+
+int cmd_plan(const std::vector<std::string_view>& argv) {
+  Args args;
+  if (auto e = parse_args("plan", argv, {"output", "strict"}, args)) return usage_error(*e, kPlanUsage);
+  if (args.help) return std::fputs(kPlanUsage.data(), stdout), kExitOk;
+  auto set = load(args);
+  if (!set) return kExitUsage;
+  auto obs = tnbc::tools::to_observations(*set);
+  std::vector<std::string> warnings;
+  pr::Plan plan = pr::make_plan(obs, {}, &warnings);
+  for (const auto& w : warnings) std::fprintf(stderr, "tnbc-order: warning: %s\n", w.c_str());
+  std::vector<std::string> comments = {
+      fmt::format("from {} ({} ranks{}) by tnbc-order {}", set->dir, set->size,
+                  set->missing.empty() ? "" : fmt::format(", {} missing", set->missing.size()),
+                  tnbc::kVersion)};
+  if (auto e = write_atomically(args.output, pr::write_plan(plan, comments))) return input_error(*e);
+  int status = kExitOk;
+  if (args.strict) {
+    for (const auto& e : plan.entries) {
+      if (e.agreement && *e.agreement < kStrictAgreement) {
+        std::fprintf(stderr, "tnbc-order: low agreement %.3f (below %.1f) at call site %s %s\n",
+                     *e.agreement, kStrictAgreement, e.site.c_str(), std::string(pr::to_string(e.op)).c_str());
+        status = kExitFindings;
+      }
+    }
+  }
+  return status;
+}
+
+// ---- export --------------------------------------------------------------------------------
+
+std::string chrome_json(const TraceSet& set) {
+  std::string o = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
+  bool first = true;
+  auto add = [&](const std::string& event) {
+    o += first ? "\n" : ",\n";
+    first = false;
+    o += event;
+  };
+  for (int r = 0; r < set.size; ++r) {
+    const auto& t = set.ranks[static_cast<std::size_t>(r)];
+    if (!t) continue;
+    const double tpu = t->header.ticks_per_us;
+    std::uint64_t base = std::numeric_limits<std::uint64_t>::max();
+    for (const auto& c : t->calls) base = std::min(base, c.start_stamp);
+    for (const auto& x : t->touches) base = std::min(base, x.stamp);
+    auto at = [&](std::uint64_t stamp) {
+      return json_number(static_cast<double>(stamp >= base ? stamp - base : 0) / tpu);
+    };
+    add(fmt::format("{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,"
+                    "\"args\":{{\"name\":{}}}}}",
+                    r, json_string(fmt::format("rank {} ({})", r, t->header.hostname))));
+    add(fmt::format("{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":0,"
+                    "\"args\":{{\"sort_index\":{}}}}}", r, r));
+    for (std::size_t ci = 0; ci < t->calls.size(); ++ci) {
+      const auto& c = t->calls[ci];
+      std::uint64_t end = std::max(c.return_stamp, c.start_stamp);
+      add(fmt::format(
+          "{{\"name\":{},\"cat\":\"collective\",\"ph\":\"X\",\"pid\":{},\"tid\":0,\"ts\":{},"
+          "\"dur\":{},\"args\":{{\"call\":{},\"callsite\":{},\"traced\":{},\"comm_size\":{},"
+          "\"submessages\":{},\"tcomm_us\":{}}}}}",
+          json_string(tr::to_string(c.op)), r, at(c.start_stamp),
+          json_number(static_cast<double>(end - c.start_stamp) / tpu), ci,
+          json_string(tnbc::tools::site_key(t->callsites[c.callsite])),
+          (c.flags & tr::kCallTraced) ? "true" : "false", c.comm_size, c.subs.size(),
+          json_number(static_cast<double>(c.tcomm) / tpu)));
+    }
+    for (const auto& x : t->touches) {
+      add(fmt::format(
+          "{{\"name\":{},\"cat\":\"first touch\",\"ph\":\"i\",\"s\":\"t\",\"pid\":{},\"tid\":0,"
+          "\"ts\":{},\"args\":{{\"call\":{},\"sub\":{},\"seq\":{},\"thread\":{}}}}}",
+          json_string(fmt::format("touch {}", x.sub)), r, at(x.stamp), x.call, x.sub, x.seq,
+          x.thread));
+    }
+  }
+  return o + "\n]}\n";
+}
+
+int cmd_export(const std::vector<std::string_view>& argv) {
+  Args args;
+  if (auto e = parse_args("export", argv, {"output", "chrome"}, args)) return usage_error(*e, kExportUsage);
+  if (args.help) return std::fputs(kExportUsage.data(), stdout), kExitOk;
+  if (!args.chrome) return usage_error("export: no format given (--chrome)", kExportUsage);
+  auto set = load(args);
+  if (!set) return kExitUsage;
+  if (auto e = write_atomically(args.output, chrome_json(*set))) return input_error(*e);
+  return kExitOk;
+}
+
+// ---- plot --------------------------------------------------------------------------------
+
+/// Ticks for [0, hi]: a step of 1, 2 or 5 times a power of ten giving 4-8 ticks.
+std::vector<double> nice_ticks(double hi) {
+  if (!(hi > 0)) hi = 1;
+  double raw = hi / 5;
+  double pow10 = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = pow10;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * pow10 >= raw) {
+      step = m * pow10;
+      break;
+    }
+  std::vector<double> ticks;
+  for (int i = 0; i * step <= hi * 1.0000001 + step; ++i) {
+    ticks.push_back(i * step);
+    if (i * step >= hi) break;
+  }
+  return ticks;
+}
+
+std::string tick_label(double v) {
+  if (v == 0) return "0";
+  if (std::fabs(v) >= 1e6 || std::fabs(v) < 1e-3) return fmt::format("{:.0e}", v);
+  return fmt::format("{}", v);
+}
+
+std::string plot_svg(const SiteView& v, std::size_t number) {
+  const auto& s = *v.site;
+  const auto& a = v.plan.analysis;
+  constexpr double kW = 900, kH = 540, kLeft = 80, kRight = 170, kTop = 60, kBottom = 70;
+  const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
+  const std::size_t n = std::max<std::size_t>(s.messages, 1);
+
+  double hi = 0;
+  for (const auto& r : s.ranks)
+    for (const auto& c : r.calls)
+      for (const auto& t : c.touches)
+        if (t.state == pr::TouchState::touched) hi = std::max(hi, t.delay_us);
+  auto ticks = nice_ticks(hi);
+  const double ymax = ticks.back() > 0 ? ticks.back() : 1;
+  auto x_of = [&](double k) { return kLeft + (k + 0.5) * pw / static_cast<double>(n); };
+  auto y_of = [&](double us) { return kTop + ph - us / ymax * ph; };
+
+  static constexpr const char* kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                             "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  std::string o = fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
+      "font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
+      kW, kH);
+  std::string where = s.frames.empty() ? s.id : s.frames.front();
+  o += fmt::format("<title>First touch after return: {} at {}</title>\n", pr::to_string(s.op), xml_escape(where));
+  o += fmt::format(
+      "<text id=\"title\" x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">First touch after "
+      "return: call site {}, {} at {}</text>\n",
+      kLeft + pw / 2, number, pr::to_string(s.op), xml_escape(where));
+  o += fmt::format(
+      "<text x=\"{}\" y=\"42\" text-anchor=\"middle\" fill=\"#555\">{} calls on {} ranks, agreement "
+      "{:.3f}, verdict {}, Tcomm {} us</text>\n",
+      kLeft + pw / 2, total_calls(s), s.ranks.size(), a.agreement, verdict_name(a.verdict), us(a.tcomm_us));
+
+  // Axes, ticks, grid.
+  o += "<g id=\"axes\" stroke=\"black\" fill=\"none\">\n";
+  o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\"/>\n", kLeft, kTop, kTop + ph);
+  o += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\"/>\n", kLeft, kTop + ph, kLeft + pw);
+  o += "</g>\n<g id=\"yticks\" font-size=\"11\">\n";
+  for (double t : ticks) {
+    double y = y_of(t);
+    o += fmt::format("<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"#ddd\"/>"
+                     "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"black\"/>"
+                     "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n",
+                     kLeft, kLeft + pw, kLeft - 5, kLeft, kLeft - 8, y + 4, tick_label(t),
+                     fmt::arg("y", y));
+  }
+  o += "</g>\n<g id=\"xticks\" font-size=\"11\">\n";
+  const std::size_t label_every = n <= 32 ? 1 : (n + 31) / 32;
+  for (std::size_t k = 0; k < n; ++k) {
+    double x = x_of(static_cast<double>(k));
+    o += fmt::format("<line x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{}\" stroke=\"black\"/>", kTop + ph,
+                     kTop + ph + 5, fmt::arg("x", x));
+    if (k % label_every == 0)
+      o += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>", x, kTop + ph + 18, k);
+    o += "\n";
+  }
+  o += "</g>\n";
+  o += fmt::format("<text id=\"xlabel\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">sub-message index ({})</text>\n",
+                   kLeft + pw / 2, kH - 25,
+                   s.op == pr::Op::bcast ? "unit of the buffer" : "source rank");
+  o += fmt::format("<text id=\"ylabel\" x=\"20\" y=\"{0}\" text-anchor=\"middle\" "
+                   "transform=\"rotate(-90 20 {0})\">delay from return to first touch (us)</text>\n",
+                   kTop + ph / 2);
+
+  // Marks: one per rank, call and touched sub-message; spread sideways by rank so that equal
+  // delays of different ranks stay visible.
+  const double slot = pw / static_cast<double>(n);
+  const double spread = std::min(slot * 0.6, 40.0);
+  o += "<g id=\"marks\">\n";
+  for (std::size_t ri = 0; ri < s.ranks.size(); ++ri) {
+    const auto& r = s.ranks[ri];
+    const char* colour = kColours[static_cast<std::size_t>(r.rank) % std::size(kColours)];
+    double dx = s.ranks.size() > 1
+                    ? (static_cast<double>(ri) / static_cast<double>(s.ranks.size() - 1) - 0.5) * spread
+                    : 0;
+    o += fmt::format("<g class=\"rank\" data-rank=\"{}\" fill=\"{}\" fill-opacity=\"0.7\">\n", r.rank, colour);
+    for (std::size_t ci = 0; ci < r.calls.size(); ++ci) {
+      const auto& c = r.calls[ci];
+      for (std::size_t k = 0; k < c.touches.size() && k < n; ++k) {
+        if (c.touches[k].state != pr::TouchState::touched) continue;
+        o += fmt::format("<circle class=\"mark\" cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"3\"><title>rank {} call {} "
+                         "sub-message {}: {:.1f} us</title></circle>\n",
+                         x_of(static_cast<double>(k)) + dx, y_of(c.touches[k].delay_us), r.rank, ci, k,
+                         c.touches[k].delay_us);
+      }
+    }
+    o += "</g>\n";
+  }
+  o += "</g>\n";
+
+  // Median per sub-message (over every rank and call).
+  std::string points;
+  for (std::size_t k = 0; k < a.messages.size() && k < n; ++k)
+    if (std::isfinite(a.messages[k].median_us))
+      points += fmt::format("{:.2f},{:.2f} ", x_of(static_cast<double>(k)), y_of(a.messages[k].median_us));
+  if (!points.empty()) {
+    points.pop_back();
+    o += fmt::format("<polyline id=\"median\" points=\"{}\" fill=\"none\" stroke=\"black\" "
+                     "stroke-width=\"2\"/>\n", points);
+  }
+
+  // Legend.
+  const double lx = kLeft + pw + 20;
+  double ly = kTop + 10;
+  o += "<g id=\"legend\">\n";
+  o += fmt::format("<line x1=\"{}\" y1=\"{ly}\" x2=\"{}\" y2=\"{ly}\" stroke=\"black\" stroke-width=\"2\"/>"
+                   "<text x=\"{}\" y=\"{}\">median</text>\n",
+                   lx, lx + 20, lx + 26, ly + 4, fmt::arg("ly", ly));
+  const std::size_t shown = std::min<std::size_t>(s.ranks.size(), 20);
+  for (std::size_t ri = 0; ri < shown; ++ri) {
+    ly += 18;
+    int rank = s.ranks[ri].rank;
+    o += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">rank {}</text>\n",
+                     lx + 10, ly, kColours[static_cast<std::size_t>(rank) % std::size(kColours)], lx + 26,
+                     ly + 4, rank);
+  }
+  if (shown < s.ranks.size())
+    o += fmt::format("<text x=\"{}\" y=\"{}\">... {} more ranks</text>\n", lx, ly + 22,
+                     s.ranks.size() - shown);
+  o += "</g>\n</svg>\n";
+  return o;
+}
+
+int cmd_plot(const std::vector<std::string_view>& argv) {
+  Args args;
+  if (auto e = parse_args("plot", argv, {"output", "callsite"}, args)) return usage_error(*e, kPlotUsage);
+  if (args.help) return std::fputs(kPlotUsage.data(), stdout), kExitOk;
+  auto set = load(args);
+  if (!set) return kExitUsage;
+  std::vector<tr::CallSite> detail;
+  auto obs = tnbc::tools::to_observations(*set, &detail);
+  if (obs.sites.empty()) return input_error(args.dir + ": no traced call, nothing to plot");
+  std::size_t pick = 0;
+  if (args.callsite.empty()) {
+    for (std::size_t i = 1; i < obs.sites.size(); ++i)
+      if (total_calls(obs.sites[i]) > total_calls(obs.sites[pick])) pick = i;
+  } else {
+    std::size_t found = obs.sites.size();
+    for (std::size_t i = 0; i < obs.sites.size() && found == obs.sites.size(); ++i)
+      if (obs.sites[i].id == args.callsite) found = i;
+    if (found == obs.sites.size()) {
+      char* end = nullptr;
+      unsigned long n = std::strtoul(args.callsite.c_str(), &end, 10);
+      if (end && *end == '\0' && n >= 1 && n <= obs.sites.size()) found = n - 1;
+    }
+    if (found == obs.sites.size())
+      return input_error(args.dir + ": no call site '" + args.callsite + "' (see tnbc-order show)");
+    pick = found;
+  }
+  SiteView view{&obs.sites[pick], &detail[pick], pr::plan_site(obs.sites[pick])};
+  if (auto e = write_atomically(args.output, plot_svg(view, pick + 1))) return input_error(*e);
+  return kExitOk;
+}
 
 int cmd_config(const std::vector<std::string_view>& args) {
   bool markdown = false;
@@ -72,5 +696,9 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (cmd == "config") return cmd_config(rest);
+  if (cmd == "show") return cmd_show(rest);
+  if (cmd == "plan") return cmd_plan(rest);
+  if (cmd == "export") return cmd_export(rest);
+  if (cmd == "plot") return cmd_plot(rest);
   return usage_error("unknown command '" + std::string(cmd) + "'", kUsage);
 }

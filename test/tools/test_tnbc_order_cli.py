@@ -17,9 +17,13 @@ def main():
     s = Suite("tnbc-order-cli")
 
     def help_text():
-        for args in (["--help"], ["-h"], ["config", "--help"]):
+        for args in (["--help"], ["-h"], ["config", "--help"], ["show", "--help"], ["plan", "-h"],
+                     ["export", "--help"], ["plot", "--help"]):
             r = run(*args)
             expect(r.returncode == 0 and r.stdout.startswith("usage: tnbc-order"), f"{args}: {r}")
+        r = run("--help")
+        for cmd in ("show", "plan", "export", "plot", "config", "exit codes: 0 ok, 1 findings"):
+            expect(cmd in r.stdout, f"{cmd!r} missing from --help")
     s.check("--help on the tool and its commands", help_text)
 
     def version():
@@ -29,7 +33,15 @@ def main():
 
     def usage_errors():
         for args, msg in (([], "no command given"), (["frob"], "unknown command 'frob'"),
-                          (["config", "--bogus"], "config: unknown option '--bogus'")):
+                          (["config", "--bogus"], "config: unknown option '--bogus'"),
+                          (["show"], "show: no trace directory given"),
+                          (["show", "d", "--bogus"], "show: unknown option '--bogus'"),
+                          (["show", "d", "e"], "show: unexpected argument 'e'"),
+                          (["plan", "d"], "plan: no output file given (-o FILE)"),
+                          (["plan", "d", "-o"], "plan: -o needs a file name"),
+                          (["export", "d", "-o", "x"], "export: no format given (--chrome)"),
+                          (["plot", "d", "-o", "x", "--callsite"], "plot: --callsite needs an id"),
+                          (["show", "/nonexistent/tnbc"], "/nonexistent/tnbc: no such directory")):
             r = run(*args)
             expect(r.returncode == 2 and msg in r.stderr, f"{args}: exit {r.returncode} {r.stderr!r}")
     s.check("usage errors exit 2 with a message", usage_errors)

@@ -1,0 +1,160 @@
+// Plain driver of the trace fuzz target, for builds without libFuzzer (the unit tests run it).
+//   trace_fuzz_driver [--iterations N] [--seed S] [FILE...]
+// With files: runs the target on each (replays a libFuzzer corpus or crash file).  Without:
+// runs it on N inputs made by mutating built-in valid traces (encoded by the writer) with a
+// deterministic generator: bit flips, byte and word overwrites with boundary values, insertions,
+// deletions, truncation.  Most mutations of a length-prefixed binary format are refused early, so
+// some mutations keep the declared file size consistent, and the driver checks that enough
+// inputs are accepted for the accepting paths to be exercised.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trace/trace_file.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+
+namespace {
+
+using namespace tnbc::trace;
+
+std::vector<std::string> make_seeds() {
+  std::vector<std::string> seeds;
+  Trace t;
+  t.header = {1, 4, 0, 4096, 2400.0, true, "node0", "20261121-120000-42"};
+  seeds.push_back(encode_trace(t));  // no call site, no call
+  t.callsites.push_back({0x1234, {{"/bin/app", 0x1a2b, "main"}, {"/lib/libc.so.6", 0x40, ""}}});
+  t.callsites.push_back({0x5678, {{"/bin/app", 0x99, "solve"}}});
+  TraceCall a2a{Op::alltoall, kCallTraced, 0, 4, 100, 50, 160, {}};
+  for (std::uint64_t i = 0; i < 4; ++i) a2a.subs.push_back({i * 65536, 65536, 1 | (1 << 1)});
+  TraceCall bc{Op::bcast, kCallTraced, 1, 4, 300, 20, 330, {}};
+  for (std::uint64_t i = 0; i < 3; ++i) bc.subs.push_back({i * 8192, 8192, 1});
+  TraceCall untraced{Op::alltoallv, 0, 0, 4, 400, 10, 410, {}};
+  t.calls = {a2a, bc, untraced};
+  for (std::uint32_t i = 0; i < 4; ++i) t.touches.push_back({0, 3 - i, 170 + i * 10, i, 7});
+  seeds.push_back(encode_trace(t));
+  t.header.tsc = false;
+  t.header.hostname = "";
+  t.touches.clear();
+  seeds.push_back(encode_trace(t));
+  return seeds;
+}
+
+const std::uint64_t kValues[] = {0, 1, 2, 3, 4, 255, 256, 4096, 0x7fffffff, 0x80000000, 0xffffffff,
+                                 0xffffffffffffffffull, 0x8000000000000000ull, 4097};
+
+/// Offset of the u64 file_size field (docs/trace-format.md).
+constexpr std::size_t kSizeField = 12;
+
+void fix_size(std::string& s) {
+  if (s.size() < kSizeField + 8) return;
+  std::uint64_t n = s.size();
+  std::memcpy(&s[kSizeField], &n, 8);  // little-endian host (x86-64, the only target)
+}
+
+std::string mutate(std::string s, std::mt19937_64& rng) {
+  auto pick = [&](std::size_t n) { return n == 0 ? 0 : static_cast<std::size_t>(rng() % n); };
+  bool keep_size = rng() % 2 == 0;  // repair the declared size afterwards: reach the body
+  int rounds = 1 + static_cast<int>(rng() % 3);
+  for (int r = 0; r < rounds; ++r) {
+    switch (rng() % 7) {
+      case 0:  // flip a bit
+        if (!s.empty()) s[pick(s.size())] ^= static_cast<char>(1u << (rng() % 8));
+        break;
+      case 1:  // overwrite a byte
+        if (!s.empty()) s[pick(s.size())] = static_cast<char>(rng() & 0xff);
+        break;
+      case 2: {  // overwrite 1, 2, 4 or 8 bytes with a boundary value
+        std::size_t width = std::size_t{1} << (rng() % 4);
+        if (s.size() >= width) {
+          std::uint64_t v = kValues[pick(std::size(kValues))];
+          std::memcpy(&s[pick(s.size() - width + 1)], &v, width);
+        }
+        break;
+      }
+      case 3:  // insert random bytes
+        s.insert(pick(s.size() + 1), std::string(1 + pick(8), static_cast<char>(rng() & 0xff)));
+        break;
+      case 4:  // delete a range
+        s.erase(pick(s.size() + 1), 1 + pick(16));
+        break;
+      case 5:  // truncate
+        s.resize(pick(s.size() + 1));
+        break;
+      default: {  // duplicate a range
+        std::size_t at = pick(s.size() + 1);
+        s.insert(pick(s.size() + 1), s.substr(at, 1 + pick(24)));
+        break;
+      }
+    }
+  }
+  if (keep_size) fix_size(s);
+  return s;
+}
+
+long accepted = 0;
+
+void run(const std::string& input) {
+  LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(input.data()), input.size());
+  if (parse_trace(std::as_bytes(std::span<const char>(input.data(), input.size())), "x").trace)
+    ++accepted;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long iterations = 20000;
+  unsigned long seed = 1;
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--iterations" && i + 1 < argc) {
+      iterations = std::strtol(argv[++i], nullptr, 10);
+    } else if (arg == "--seed" && i + 1 < argc) {
+      seed = std::strtoul(argv[++i], nullptr, 10);
+    } else {
+      files.emplace_back(arg);
+    }
+  }
+  if (!files.empty()) {
+    for (const auto& f : files) {
+      std::ifstream in(f, std::ios::binary);
+      if (!in) {
+        std::fprintf(stderr, "trace_fuzz_driver: cannot read %s\n", f.c_str());
+        return 2;
+      }
+      run(std::string(std::istreambuf_iterator<char>(in), {}));
+    }
+    std::printf("%zu file(s) ran clean\n", files.size());
+    return 0;
+  }
+  auto seeds = make_seeds();
+  std::mt19937_64 rng(seed);
+  for (const auto& s : seeds) run(s);
+  if (accepted != static_cast<long>(seeds.size())) {
+    std::fprintf(stderr, "trace_fuzz_driver: a seed trace was refused by the reader\n");
+    return 1;
+  }
+  accepted = 0;
+  for (long i = 0; i < iterations; ++i) {
+    std::string input = mutate(seeds[rng() % seeds.size()], rng);
+    if (rng() % 4 == 0) input = mutate(std::move(input), rng);
+    run(input);
+  }
+  std::printf("%ld mutated inputs ran clean (seed %lu), %ld parsed as traces\n", iterations, seed,
+              accepted);
+  if (iterations >= 1000 && accepted * 200 < iterations) {
+    std::fprintf(stderr, "trace_fuzz_driver: only %ld inputs parsed; mutations too destructive\n",
+                 accepted);
+    return 1;
+  }
+  return 0;
+}
