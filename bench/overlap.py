@@ -2,9 +2,10 @@
 """Replay mode's overlap benchmark: the paper's five CURC/CRC scenarios (Table 1) and the case
 with nothing to overlap, on the emulated cluster (2 nodes x 2 ranks), 1 MiB Alltoall blocks.
 
-For every scenario three configurations run side by side in one session: plain MPICH
-(MPI_Alltoall), libtnbc.so (the same binary, preloaded) and the hand-written MPI-3 version
-(MPI_Ialltoall, MPI_Wait before the first read).  Work after the collective is given in
+For every scenario four configurations run side by side in one session: plain MPICH
+(MPI_Alltoall), libtnbc.so without a plan, libtnbc.so with a plan (the benchmark reads blocks
+0..p-1; the plan, made from a traced run, says so and turns per-node priority on), and the
+hand-written MPI-3 version (MPI_Ialltoall, MPI_Wait before the first read).  Work after the collective is given in
 absolute microseconds derived from a plain run's Tcomm, so every configuration does the same
 work.  Overlap measured = total(plain) - total(config); the bound is formula (3) of the paper,
 min(Tcomm - Tinit, TCURC + TCRC) (with RCRC = D/TCRC, Tcomm*Rcomm/RCRC = TCRC).
@@ -14,17 +15,21 @@ Writes docs/replay-overlap.md.  Needs root (network namespaces); takes a few min
 
 import argparse
 import datetime
+import json
 import os
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "build")
 CLUSTER = os.path.join(BUILD, "tools", "tnbc-cluster")
 PROG = os.path.join(BUILD, "bench", "overlap")
 LIB = os.path.join(BUILD, "shim", "libtnbc.so")
+TRACE_LIB = os.path.join(BUILD, "shim", "libtnbc_trace.so")
+DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
 
 # (name, what the paper's Table 1 row is, TCURC/Tcomm, TCRC/Tcomm), fractions from the paper's
 # numbers (Tcomm 268 ms: TCURC 445 / 177 ms, CRC 350 / 175 ms).
@@ -38,10 +43,35 @@ SCENARIOS = [
 ]
 
 
-def run(mode, preload, curc_us, crc_us, args):
+def make_plan(args, work):
+    """Traces the benchmark once and writes a plan: blocks read 0..p-1, per-node priority on.
+    (The call-site keys come from the trace, as `tnbc-order plan` would take them.)"""
+    trace_dir = os.path.join(work, "trace")
+    subprocess.run([CLUSTER, "run", "--ppn", "2", "--timeout", "300", "--preload", TRACE_LIB,
+                    "--env", f"TNBC_TRACE_DIR={trace_dir}", "--", PROG, str(args.block), "2",
+                    "blocking", "0", "0"], check=True, capture_output=True, timeout=400)
+    dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], check=True,
+                                     capture_output=True, text=True).stdout)
+    def key(site):
+        return ";".join(f"{os.path.basename(f['module'])}+0x{f['offset']:x}" for f in site["frames"])
+    sites = sorted({(key(dump["callsites"][c["callsite"]]), c["comm_size"]) for c in dump["calls"]})
+    text = ["tnbc-plan 1", "# bench/overlap.py: blocks are read 0..p-1"]
+    for site, p in sites:
+        text += [f"site {site} alltoall comm={p} class=*",
+                 "  order " + " ".join(map(str, range(p))), "  per-node on", "end"]
+    text.append(f"end-of-plan {len(sites)}")
+    path = os.path.join(work, "overlap.plan")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(text) + "\n")
+    return path
+
+
+def run(mode, preload, curc_us, crc_us, args, plan=None):
     cmd = [CLUSTER, "run", "--ppn", "2", "--timeout", "300"]
     if preload:
         cmd += ["--preload", LIB]
+    if plan:
+        cmd += ["--env", f"TNBC_PLAN={plan}"]
     cmd += ["--", PROG, str(args.block), str(args.iters), mode, f"{curc_us:.0f}", f"{crc_us:.0f}"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=400, check=True).stdout
     m = re.search(r"result .*", out)
@@ -64,15 +94,16 @@ def main():
 
     subprocess.run([CLUSTER, "--rate", args.rate, "up"], check=True)
     try:
+        plan = make_plan(args, tempfile.mkdtemp(prefix="tnbc_overlap_"))
         base = [run("blocking", False, 0, 0, args)["tcomm_us"] for _ in range(args.repeat)]
         tcomm = statistics.median(base)
         rows = []
         for name, desc, fc, fr in SCENARIOS:
             curc, crc = fc * tcomm, fr * tcomm
             res = {}
-            for label, mode, pre in (("plain", "blocking", False), ("tnbc", "blocking", True),
-                                     ("mpi3", "mpi3", False)):
-                runs = [run(mode, pre, curc, crc, args) for _ in range(args.repeat)]
+            for label, mode, pre, pl in (("plain", "blocking", False, None), ("tnbc", "blocking", True, None),
+                                         ("plan", "blocking", True, plan), ("mpi3", "mpi3", False, None)):
+                runs = [run(mode, pre, curc, crc, args, pl) for _ in range(args.repeat)]
                 res[label] = {
                     "total": statistics.median(r["total_us"] for r in runs),
                     "spread": max(r["total_us"] for r in runs) - min(r["total_us"] for r in runs),
@@ -98,27 +129,29 @@ def main():
         "spins without touching the buffer, then TCRC is spread over the blocks, read in order "
         "0..p-1 (each block's pages are read before its share of work).",
         "",
-        "Overlap = total(plain) - total(config).  Bound = formula (3): min(Tcomm - Tinit, TCURC + TCRC), "
-        "with the Tinit measured for libtnbc.so (time inside MPI_Alltoall).",
+        "Overlap = total(plain) - total(tnbc with plan).  Bound = formula (3): min(Tcomm - Tinit, "
+        "TCURC + TCRC), with the Tinit measured for libtnbc.so with the plan (time inside "
+        "MPI_Alltoall).  Ratios below 1 are faster than the reference.",
         "",
-        "| scenario | TCURC | TCRC | plain | libtnbc.so | MPI-3 | tnbc / plain | tnbc / MPI-3 | Tinit / Tcomm | overlap (tnbc) | bound (3) | overlap / bound |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| scenario | TCURC | TCRC | plain | tnbc, no plan | tnbc, plan | MPI-3 | no plan / plain | plan / plain | plan / MPI-3 | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, desc, curc, crc, res in rows:
-        p, t, m = res["plain"]["total"], res["tnbc"]["total"], res["mpi3"]["total"]
-        tinit = res["tnbc"]["tinit"]
+        p, t, q, m = (res[k]["total"] for k in ("plain", "tnbc", "plan", "mpi3"))
+        tinit = res["plan"]["tinit"]
         bound = min(tcomm - tinit, curc + crc)
-        overlap = p - t
+        overlap = p - q
         share = f"{overlap / bound:.0%}" if bound > 0 else "n/a"
         lines.append(
             f"| {name}: {desc} | {curc/1e3:.0f} ms | {crc/1e3:.0f} ms | {p/1e3:.1f} ms | {t/1e3:.1f} ms "
-            f"| {m/1e3:.1f} ms | {t/p:.2f} | {t/m:.2f} | {tinit/tcomm:.0%} | {overlap/1e3:.1f} ms "
-            f"| {bound/1e3:.1f} ms | {share} |")
+            f"| {q/1e3:.1f} ms | {m/1e3:.1f} ms | {t/p:.2f} | {q/p:.2f} | {q/m:.2f} | {tinit/tcomm:.0%} "
+            f"| {overlap/1e3:.1f} ms | {bound/1e3:.1f} ms | {share} |")
     lines += [
         "",
         "Spread (max - min of the runs, ms): " + "; ".join(
-            f"{name}: plain {r['plain']['spread']/1e3:.1f}, tnbc {r['tnbc']['spread']/1e3:.1f}, "
-            f"mpi3 {r['mpi3']['spread']/1e3:.1f}" for name, _, _, _, r in rows) + ".",
+            f"{name}: plain {r['plain']['spread']/1e3:.1f}, no plan {r['tnbc']['spread']/1e3:.1f}, "
+            f"plan {r['plan']['spread']/1e3:.1f}, mpi3 {r['mpi3']['spread']/1e3:.1f}"
+            for name, _, _, _, r in rows) + ".",
         "",
         "Rerun: `sudo python3 bench/overlap.py` (after `tools/build`).",
         "",

@@ -42,13 +42,28 @@ std::uintptr_t page_ceil(std::uintptr_t a, std::size_t ps) { return (a + ps - 1)
 struct Shadow {
   MPI_Comm comm = MPI_COMM_NULL;
   std::uint32_t seq = 0;
+  // Per-node priority (created the first time a plan asks for it, on every rank at once):
+  // which ranks of `comm` share this node, and the node's turn counters in shared memory.
+  bool node_ready = false;
+  std::vector<char> on_node;  // on_node[r]: rank r of comm is on this node
+  std::vector<int> node_members;
+  MPI_Comm node_comm = MPI_COMM_NULL;
+  MPI_Win turn_win = MPI_WIN_NULL;
+  std::atomic<std::uint64_t>* turns = nullptr;  // kTurnSlots counters, one per recent collective
 };
+
+/// Turn counters per node and communicator: slot seq % kTurnSlots holds seq * kTurnStride + k
+/// once the first k ranks (in plan order) of the node have injected their inter-node sends.
+constexpr std::uint32_t kTurnSlots = 256;
+constexpr std::uint64_t kTurnStride = 1u << 16;
 
 int g_keyval = MPI_KEYVAL_INVALID;
 int g_seq_mask = 0;  // sequence bits that fit in a tag next to the 8 segment bits
 
 int delete_shadow(MPI_Comm, int, void* value, void*) {
   auto* s = static_cast<Shadow*>(value);
+  if (s->turn_win != MPI_WIN_NULL) PMPI_Win_free(&s->turn_win);
+  if (s->node_comm != MPI_COMM_NULL) PMPI_Comm_free(&s->node_comm);
   PMPI_Comm_free(&s->comm);
   delete s;
   return MPI_SUCCESS;
@@ -87,6 +102,28 @@ struct Op {
   // retiring unmaps the mirror the edges are copied from.
   std::atomic<bool> caller_released{false};
   std::atomic<bool> done{false};
+  // Per-node priority: sends to other nodes wait until the ranks of this node that come
+  // earlier in the plan's order have injected theirs (turn == gate_value), then this rank's
+  // turn ends when its own inter-node sends completed (turn = gate_value + 1).
+  std::atomic<std::uint64_t>* turn = nullptr;
+  std::uint64_t gate_value = 0;
+  bool first_on_node = false;
+  bool turn_passed = false;
+  const std::vector<char>* on_node = nullptr;
+  std::size_t remote_sends_left = 0;
+  bool gate_open() const {
+    return turn == nullptr || first_on_node || turn->load(std::memory_order_acquire) >= gate_value;
+  }
+  void pass_turn() {
+    // Never lower the counter: a later collective may already have moved it on.
+    std::uint64_t cur = turn->load(std::memory_order_acquire);
+    while (cur < gate_value + 1 && !turn->compare_exchange_weak(cur, gate_value + 1, std::memory_order_acq_rel)) {
+    }
+    turn_passed = true;
+  }
+  bool remote(const Step& s) const {
+    return s.kind == Kind::send && on_node != nullptr && !(*on_node)[static_cast<std::size_t>(s.peer)];
+  }
   // Direct: no mirror, no guard; receives land in the user's buffer and the caller waits for
   // the whole operation (the call does not return early, but speaks the same protocol).
   bool direct = false;
@@ -167,6 +204,57 @@ void EngineImpl::stop() {
   work_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   ReplayGuard::instance().uninstall();
+}
+
+/// Sets up per-node priority for `sh` (collective over the communicator: every rank calls it
+/// for the same collective, because the plan says so at the same call site everywhere).
+bool prepare_node(Shadow& sh) {
+  if (sh.node_ready) return sh.turns != nullptr;
+  sh.node_ready = true;
+  int rank = 0, size = 0, node_rank = 0, node_size = 0;
+  PMPI_Comm_rank(sh.comm, &rank);
+  PMPI_Comm_size(sh.comm, &size);
+  if (PMPI_Comm_split_type(sh.comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &sh.node_comm) != MPI_SUCCESS)
+    return false;
+  PMPI_Comm_rank(sh.node_comm, &node_rank);
+  PMPI_Comm_size(sh.node_comm, &node_size);
+  sh.node_members.resize(static_cast<std::size_t>(node_size));
+  PMPI_Allgather(&rank, 1, MPI_INT, sh.node_members.data(), 1, MPI_INT, sh.node_comm);
+  sh.on_node.assign(static_cast<std::size_t>(size), 0);
+  for (int m : sh.node_members) sh.on_node[static_cast<std::size_t>(m)] = 1;
+  void* base = nullptr;
+  const MPI_Aint bytes = node_rank == 0 ? static_cast<MPI_Aint>(kTurnSlots * sizeof(std::uint64_t)) : 0;
+  if (PMPI_Win_allocate_shared(bytes, sizeof(std::uint64_t), MPI_INFO_NULL, sh.node_comm, &base,
+                               &sh.turn_win) != MPI_SUCCESS)
+    return false;
+  MPI_Aint qsize = 0;
+  int disp = 0;
+  PMPI_Win_shared_query(sh.turn_win, 0, &qsize, &disp, &base);
+  auto* turns = static_cast<std::atomic<std::uint64_t>*>(base);
+  if (node_rank == 0)
+    for (std::uint32_t i = 0; i < kTurnSlots; ++i) new (&turns[i]) std::atomic<std::uint64_t>(0);
+  PMPI_Barrier(sh.node_comm);  // initialised before anybody reads
+  sh.turns = turns;
+  return true;
+}
+
+/// Gates `op`'s inter-node sends behind the ranks of this node that come earlier in `order`.
+void gate(Op& op, Shadow& sh, std::uint32_t seq, int rank, std::span<const int> order) {
+  if (!prepare_node(sh)) return;
+  // Position of each node member in the plan's order (members the order does not list last).
+  auto pos = [&](int r) {
+    auto it = std::find(order.begin(), order.end(), r);
+    return it == order.end() ? static_cast<long>(order.size()) + r : static_cast<long>(it - order.begin());
+  };
+  std::vector<int> members = sh.node_members;
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return pos(a) < pos(b); });
+  const auto k = static_cast<std::uint64_t>(std::find(members.begin(), members.end(), rank) - members.begin());
+  op.turn = &sh.turns[seq % kTurnSlots];
+  op.gate_value = static_cast<std::uint64_t>(seq) * kTurnStride + k;
+  op.first_on_node = k == 0;
+  op.on_node = &sh.on_node;
+  op.remote_sends_left = static_cast<std::size_t>(
+      std::count_if(op.steps.begin(), op.steps.end(), [&](const Step& s) { return op.remote(s); }));
 }
 
 Shadow* EngineImpl::shadow(MPI_Comm comm) {
@@ -275,6 +363,10 @@ void EngineImpl::post(Op& op, std::size_t i) {
 bool EngineImpl::progress(Op& op) {
   bool moved = false;
   std::vector<std::size_t> ready;
+  if (op.turn != nullptr && !op.turn_passed && op.remote_sends_left == 0 && op.gate_open()) {
+    op.pass_turn();  // nothing to send off the node: hand the turn on at once
+    moved = true;
+  }
   // Post what may go: everything without a pending dependency, in schedule order.
   for (std::size_t i = 0; i < op.steps.size(); ++i) {
     if (op.state[i] != 0) continue;
@@ -284,6 +376,7 @@ bool EngineImpl::progress(Op& op) {
       step_done(op, i, ready);
       moved = true;
     } else if (s.after < 0 || op.state[static_cast<std::size_t>(s.after)] == 2) {
+      if (op.remote(s) && !op.gate_open()) continue;  // not this rank's turn on the node yet
       post(op, i);
       moved = true;
     }
@@ -316,6 +409,7 @@ void EngineImpl::step_done(Op& op, std::size_t i, std::vector<std::size_t>& read
   op.state[i] = 2;
   --op.remaining;
   const Step& s = op.steps[i];
+  if (op.remote(s) && --op.remote_sends_left == 0) op.pass_turn();  // the next rank may inject
   bool touches_recv = s.kind != Kind::send || op.sends_from_mirror;
   if (touches_recv && op.guard_pages > 0) {
     auto b = reinterpret_cast<std::uintptr_t>(op.recv_base) + s.offset;
@@ -554,7 +648,7 @@ bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_by
                        std::span<const std::size_t> send_displs, void* recvbuf,
                        std::span<const std::size_t> recv_bytes,
                        std::span<const std::size_t> recv_displs, MPI_Comm comm,
-                       std::span<const int> recv_order, bool allow_early) {
+                       std::span<const int> recv_order, bool per_node, bool allow_early) {
   auto& e = impl();
   int rank = 0, size = 0;
   PMPI_Comm_rank(comm, &rank);
@@ -562,9 +656,11 @@ bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_by
   auto op = std::make_shared<Op>();
   Shadow* sh = e.shadow(comm);
   op->comm = sh->comm;
-  op->tag = static_cast<int>((sh->seq++ & static_cast<std::uint32_t>(g_seq_mask)) << 8);
+  const std::uint32_t seq = sh->seq++;
+  op->tag = static_cast<int>((seq & static_cast<std::uint32_t>(g_seq_mask)) << 8);
   op->steps = schedule::alltoallv(rank, size, send_bytes, send_displs, recv_bytes, recv_displs,
                                   recv_order).steps;
+  if (per_node) gate(*op, *sh, seq, rank, recv_order);
   op->recv_base = static_cast<char*>(recvbuf);
   return e.run_op(std::move(op), sendbuf, allow_early);
 }

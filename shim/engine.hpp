@@ -44,14 +44,16 @@ class Engine {
   bool running() const { return running_; }
 
   /// Alltoallv on bytes (counts and displacements in bytes; the caller packed non-contiguous
-  /// data).  recv_order: plan priorities (source ranks, read first first) or empty.  Every rank
+  /// data).  recv_order: plan priorities (source ranks, read first first) or empty.  per_node:
+  /// the ranks of a node inject their inter-node sends one after the other, in recv_order
+  /// (the same on every rank: it comes from the plan).  Every rank
   /// of `comm` must come here for this call (the messages are the engine's own); each decides
   /// alone whether to return early: with allow_early and at least one full receive page it
   /// returns true before completion, else it completes the exchange and returns false.
   bool alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
                  std::span<const std::size_t> send_displs, void* recvbuf,
                  std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs,
-                 MPI_Comm comm, std::span<const int> recv_order, bool allow_early);
+                 MPI_Comm comm, std::span<const int> recv_order, bool per_node, bool allow_early);
 
   /// Pipelined bcast of `bytes` contiguous bytes in `segments` segments down a tree of `chains`
   /// chains (0 = binomial), segments in `segment_order`.  Same contract as alltoallv(); the

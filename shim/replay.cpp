@@ -48,7 +48,7 @@ const priority::PlanEntry* plan_entry(priority::Op op, MPI_Comm comm, std::uint6
   if (!g_plan) return nullptr;
   int size = 0;
   PMPI_Comm_size(comm, &size);
-  const std::string key = trace::CallSiteTable::key(g_sites.id(g_sites.capture()));
+  const std::string key = g_sites.key(g_sites.capture());
   return g_plan->find(key, op, size, message_bytes);
 }
 
@@ -98,7 +98,8 @@ int plain(OpStats& st, std::string_view why, F&& call) {
 /// contiguous staging buffer (send) or received into one and unpacked (receive; no early return).
 int exchange(Runtime& rt, OpStats& st, const void* sendbuf, const int sendcounts[], const int sdispls[],
              MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
-             MPI_Datatype recvtype, MPI_Comm comm, bool allow_early, std::span<const int> recv_order) {
+             MPI_Datatype recvtype, MPI_Comm comm, bool allow_early, std::span<const int> recv_order,
+             bool per_node) {
   int size = 0;
   PMPI_Comm_size(comm, &size);
   const auto n = static_cast<std::size_t>(size);
@@ -153,7 +154,8 @@ int exchange(Runtime& rt, OpStats& st, const void* sendbuf, const int sendcounts
                               recvtype, comm);
       });
 
-  const bool early = Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, allow_early);
+  const bool early =
+      Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node, allow_early);
   if (!rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) {
       int pos = static_cast<int>(rd[i]);
@@ -232,7 +234,7 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   if (entry) st.count_planned();
   const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
   return exchange(rt, st, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
-                  rdispls.data(), recvtype, comm, true, order);
+                  rdispls.data(), recvtype, comm, true, order, entry && entry->per_node);
 }
 
 int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -258,7 +260,7 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   if (entry) st.count_planned();
   const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
   return exchange(rt, st, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                  recvtype, comm, total >= rt.config().min_bytes, order);
+                  recvtype, comm, total >= rt.config().min_bytes, order, entry && entry->per_node);
 }
 
 int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {

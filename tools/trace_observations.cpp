@@ -67,21 +67,7 @@ std::string frame_label(const tr::Frame& frame) {
   return basename_of(frame.module) + off;
 }
 
-std::string site_key(const tr::CallSite& site) {
-  std::string key;
-  for (const auto& f : site.frames) {
-    char off[32];
-    std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(f.offset));
-    if (!key.empty()) key += ';';
-    key += basename_of(f.module) + off;
-  }
-  // A plan id may not be empty nor hold blanks or '#' (docs/plan-format.md); module names
-  // normally have none, but a path is the user's to choose.
-  if (key.empty()) key = "?";
-  for (char& c : key)
-    if (c <= ' ' || c == '#' || c > '~') c = '_';
-  return key;
-}
+std::string site_key(const tr::CallSite& site) { return tr::CallSiteTable::key(site); }
 
 LoadResult load_trace_dir(const std::string& dir, bool partial) {
   LoadResult result;

@@ -1,5 +1,7 @@
 #include "callsite.hpp"
 
+#include <cstdio>
+
 #include <dlfcn.h>
 #include <link.h>
 // Local unwinding only (the _UL* entry points of libunwind.so), which is all we do.
@@ -114,16 +116,26 @@ std::uint32_t CallSiteTable::capture() {
   return intern_chain(raw + first, count, /*live_stack=*/true);
 }
 
-std::uint64_t CallSiteTable::id(std::uint32_t index) const {
+std::string CallSiteTable::key(std::uint32_t index) const {
   std::lock_guard lock(mutex_);
-  return index < sites_.size() ? sites_[index].id : 0;
+  return index < keys_.size() ? keys_[index] : std::string("?");
 }
 
-std::string CallSiteTable::key(std::uint64_t id) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, id >>= 4) out[static_cast<std::size_t>(i)] = kHex[id & 15];
-  return out;
+std::string CallSiteTable::key(const CallSite& site) {
+  std::string key;
+  for (const auto& f : site.frames) {
+    char off[32];
+    std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(f.offset));
+    if (!key.empty()) key += ';';
+    auto slash = f.module.rfind('/');
+    key += (slash == std::string::npos ? f.module : f.module.substr(slash + 1)) + off;
+  }
+  // A plan key may not be empty nor hold blanks or '#' (docs/plan-format.md); module names
+  // normally have none, but a path is the user's to choose.
+  if (key.empty()) key = "?";
+  for (char& c : key)
+    if (c <= ' ' || c == '#' || c > '~') c = '_';
+  return key;
 }
 
 std::uint32_t CallSiteTable::intern(const void* const* addresses, int count) {
@@ -146,6 +158,7 @@ std::uint32_t CallSiteTable::intern_chain(const void* const* addresses, int coun
   for (std::uint32_t i = 0; i < sites_.size(); ++i)
     if (sites_[i].id == site.id) return by_chain_[key] = i;
   auto index = static_cast<std::uint32_t>(sites_.size());
+  keys_.push_back(CallSiteTable::key(site));
   sites_.push_back(std::move(site));
   by_chain_.emplace(std::move(key), index);
   return index;

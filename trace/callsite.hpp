@@ -42,10 +42,11 @@ class CallSiteTable {
   std::uint32_t intern(const void* const* addresses, int count);
   /// Every call site, in order of first capture.
   std::vector<CallSite> sites() const;
-  /// The id of the call site at `index` (cheaper than sites() on a hot path).
-  std::uint64_t id(std::uint32_t index) const;
-  /// The text form of a call-site id used in plans and by tnbc-order: 16 hex digits.
-  static std::string key(std::uint64_t id);
+  /// The plan key of the call site at `index` (cached: cheap on a hot path).
+  std::string key(std::uint32_t index) const;
+  /// The plan key of a call site, as plans and tnbc-order spell it: "<module basename>+0x<offset>"
+  /// per frame, innermost first, joined by ';' (blanks, '#' and non-ASCII become '_').
+  static std::string key(const CallSite& site);
 
   /// The id of a chain of frames (what CallSite::id holds).
   static std::uint64_t hash_frames(const std::vector<Frame>& frames);
@@ -62,6 +63,7 @@ class CallSiteTable {
   mutable std::mutex mutex_;
   std::unordered_map<std::vector<std::uintptr_t>, std::uint32_t, KeyHash> by_chain_;
   std::vector<CallSite> sites_;
+  std::vector<std::string> keys_;  // key(sites_[i])
 };
 
 }  // namespace tnbc::trace

@@ -81,9 +81,9 @@ def main():
     s.check("Fortran program under libtnbc.so: identical output", fortran)
 
     def with_plan():
-        # A plan for every call site of trace_order, keyed as the library keys call sites
-        # (16 hex digits of the trace's id): Alltoall sources in reverse, Bcast in 4 segments
-        # delivered 3 1 2 0 down 2 chains.
+        # A plan for every call site of trace_order, keyed as plans key call sites (module
+        # basename + offset per frame): Alltoall sources in reverse with per-node priority,
+        # Bcast in 4 segments delivered 3 1 2 0 down 2 chains.
         trace_dir = os.path.join(tmp, "trace")
         mpirun(ORDERS, 4, preload="tnbc_trace", env={"TNBC_TRACE_DIR": trace_dir}, args=[os.path.join(tmp, "t")])
         dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], capture_output=True,
@@ -97,12 +97,13 @@ def main():
             if key in seen or call["op"] not in ("alltoall", "bcast"):
                 continue
             seen.add(key)
-            plan.append(f"site {int(site['id']):016x} {call['op']} comm=* class=*")
+            key = ";".join(f"{os.path.basename(f['module'])}+0x{f['offset']:x}" for f in site["frames"])
+            plan.append(f"site {key} {call['op']} comm=* class=*")
             if call["op"] == "alltoall":
                 plan.append("  order " + " ".join(str(i) for i in range(call["comm_size"] - 1, -1, -1)))
+                plan += ["  per-node on", "end"]
             else:
-                plan += ["  order 3 1 2 0", "  segments 4", "  tree chains 2"]
-            plan += ["  per-node off", "end"]
+                plan += ["  order 3 1 2 0", "  segments 4", "  tree chains 2", "  per-node off", "end"]
             entries += 1
         plan.append(f"end-of-plan {entries}")
         path = os.path.join(tmp, "orders.plan")
@@ -118,7 +119,16 @@ def main():
             d = read_json(f"{prefix}.{r}.json")
             expect(d["alltoall"]["planned"] >= 2 and d["bcast"]["planned"] >= 1,
                    f"rank {r}: plan entries not used: {d['alltoall']} {d['bcast']}")
+        ref_plan["path"] = path
+    ref_plan = {}
     s.check("with a plan: priorities used at every call site, identical bytes", with_plan)
+
+    def with_plan_on_cluster():
+        # Per-node priority needs two nodes to gate anything: 2 x 2 ranks.
+        ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "pc")]).stdout)
+        out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "c")], preload="tnbc",
+                                env={"TNBC_PLAN": ref_plan.get("path", "")}, timeout=180).stdout)
+        expect(out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
 
     def bad_plan():
         path = os.path.join(tmp, "bad.plan")
@@ -151,6 +161,7 @@ def main():
     if os.geteuid() == 0:
         s.check("libtnbc.so on 2 emulated nodes x 2 ranks: identical bytes", on_cluster)
         s.check("barriers between early-returning alltoalls on 2 nodes finish", barrier_between)
+        s.check("with a per-node plan on 2 emulated nodes x 2 ranks: identical bytes", with_plan_on_cluster)
     s.finish()
 
 
