@@ -33,7 +33,10 @@ def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=Non
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TNBC_")}
     # The test environment must not leak TNBC_* settings into the ranks: unknown-variable
     # warnings are part of what the tests check.  Pass them with -genv instead.
-    extra = dict(env or {})
+    # One node: UCX needs no network device but loopback.  Without this, UCX enumerates every
+    # interface at MPI_Init and fails ("init_worker No such device") when one vanishes meanwhile
+    # -- as the emulated cluster's veths do when another test or benchmark tears it down.
+    extra = {"UCX_NET_DEVICES": "lo", **(env or {})}
     if preload:
         extra["LD_PRELOAD"] = LIBS[preload]
     for k, v in extra.items():
