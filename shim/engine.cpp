@@ -644,44 +644,52 @@ void Engine::complete_overlapping(const void* p, std::size_t n) {
 
 std::uint64_t Engine::init_ns() const { return impl().init_ns_.load(); }
 
+namespace {
+
+/// A new operation on `comm`'s shadow communicator with the next sequence number, and the
+/// caller's rank and size.
+struct NewOp {
+  std::shared_ptr<Op> op = std::make_shared<Op>();
+  Shadow* shadow = nullptr;
+  std::uint32_t seq = 0;
+  int rank = 0, size = 0;
+};
+NewOp new_op(MPI_Comm comm) {
+  NewOp n;
+  PMPI_Comm_rank(comm, &n.rank);
+  PMPI_Comm_size(comm, &n.size);
+  n.shadow = impl().shadow(comm);
+  n.seq = n.shadow->seq++;
+  n.op->comm = n.shadow->comm;
+  n.op->tag = static_cast<int>((n.seq & static_cast<std::uint32_t>(g_seq_mask)) << 8);
+  return n;
+}
+
+}  // namespace
+
 bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
                        std::span<const std::size_t> send_displs, void* recvbuf,
                        std::span<const std::size_t> recv_bytes,
                        std::span<const std::size_t> recv_displs, MPI_Comm comm,
                        std::span<const int> recv_order, bool per_node, bool allow_early) {
-  auto& e = impl();
-  int rank = 0, size = 0;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
-  auto op = std::make_shared<Op>();
-  Shadow* sh = e.shadow(comm);
-  op->comm = sh->comm;
-  const std::uint32_t seq = sh->seq++;
-  op->tag = static_cast<int>((seq & static_cast<std::uint32_t>(g_seq_mask)) << 8);
-  op->steps = schedule::alltoallv(rank, size, send_bytes, send_displs, recv_bytes, recv_displs,
-                                  recv_order).steps;
-  if (per_node) gate(*op, *sh, seq, rank, recv_order);
-  op->recv_base = static_cast<char*>(recvbuf);
-  return e.run_op(std::move(op), sendbuf, allow_early);
+  NewOp n = new_op(comm);
+  n.op->steps = schedule::alltoallv(n.rank, n.size, send_bytes, send_displs, recv_bytes,
+                                    recv_displs, recv_order).steps;
+  if (per_node) gate(*n.op, *n.shadow, n.seq, n.rank, recv_order);
+  n.op->recv_base = static_cast<char*>(recvbuf);
+  return impl().run_op(std::move(n.op), sendbuf, allow_early);
 }
 
 bool Engine::bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments,
                    int chains, std::span<const int> segment_order, bool allow_early) {
-  auto& e = impl();
-  int rank = 0, size = 0;
-  PMPI_Comm_rank(comm, &rank);
-  PMPI_Comm_size(comm, &size);
-  auto op = std::make_shared<Op>();
-  Shadow* sh = e.shadow(comm);
-  op->comm = sh->comm;
-  op->tag = static_cast<int>((sh->seq++ & static_cast<std::uint32_t>(g_seq_mask)) << 8);
-  op->steps = schedule::bcast(rank, size, root, bytes, std::min(segments, 253), chains,
-                              segment_order).steps;
-  if (rank == root) return e.run_op(std::move(op), buffer, allow_early);
+  NewOp n = new_op(comm);
+  n.op->steps = schedule::bcast(n.rank, n.size, root, bytes, std::min(segments, 253), chains,
+                                segment_order).steps;
+  if (n.rank == root) return impl().run_op(std::move(n.op), buffer, allow_early);
   // Forwards read the segments just received, from the mirror (or the buffer when direct).
-  op->sends_from_mirror = true;
-  op->recv_base = static_cast<char*>(buffer);
-  return e.run_op(std::move(op), nullptr, allow_early);
+  n.op->sends_from_mirror = true;
+  n.op->recv_base = static_cast<char*>(buffer);
+  return impl().run_op(std::move(n.op), nullptr, allow_early);
 }
 
 }  // namespace tnbc::shim

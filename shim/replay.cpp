@@ -94,6 +94,16 @@ int plain(OpStats& st, std::string_view why, F&& call) {
   return call();
 }
 
+/// The reasons every rank shares for running the plain call (MPI_IN_PLACE is given by all ranks
+/// or none; a communicator is an inter-communicator for all), or nullptr.
+const char* shared_exclusion(const void* sendbuf, MPI_Comm comm) {
+  if (!g_running) return "engine_off";
+  if (sendbuf == MPI_IN_PLACE) return "in_place";
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  return inter ? "intercomm" : nullptr;
+}
+
 /// An alltoallv in elements, run by the engine in bytes.  Non-contiguous data is packed into a
 /// contiguous staging buffer (send) or received into one and unpacked (receive; no early return).
 int exchange(Runtime& rt, OpStats& st, const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -213,13 +223,9 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   auto blocking = [&] {
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
-  if (!g_running) return plain(st, "engine_off", blocking);
-  // Decided from facts every rank shares: MPI_IN_PLACE is given by all or none, the message
-  // size is the same everywhere.
-  if (sendbuf == MPI_IN_PLACE) return plain(st, "in_place", blocking);
-  int inter = 0, size = 0, tsize = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (inter) return plain(st, "intercomm", blocking);
+  // Decided from facts every rank shares; Alltoall's message size is the same everywhere.
+  if (const char* why = shared_exclusion(sendbuf, comm)) return plain(st, why, blocking);
+  int size = 0, tsize = 0;
   PMPI_Comm_size(comm, &size);
   PMPI_Type_size(recvtype, &tsize);
   const std::size_t block = static_cast<std::size_t>(recvcount) * static_cast<std::size_t>(tsize);
@@ -245,11 +251,8 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
     return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                           recvtype, comm);
   };
-  if (!g_running) return plain(st, "engine_off", blocking);
-  if (sendbuf == MPI_IN_PLACE) return plain(st, "in_place", blocking);
-  int inter = 0, size = 0, tsize = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (inter) return plain(st, "intercomm", blocking);
+  if (const char* why = shared_exclusion(sendbuf, comm)) return plain(st, why, blocking);
+  int size = 0, tsize = 0;
   // Sizes differ between ranks: every rank runs the engine's exchange, and only the local size
   // decides whether this rank returns early.
   PMPI_Comm_size(comm, &size);
@@ -266,10 +269,8 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
 int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
   OpStats& st = rt.stats().bcast;
   auto blocking = [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); };
-  if (!g_running) return plain(st, "engine_off", blocking);
-  int inter = 0, rank = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (inter) return plain(st, "intercomm", blocking);
+  if (const char* why = shared_exclusion(buffer, comm)) return plain(st, why, blocking);
+  int rank = 0;
   PMPI_Comm_rank(comm, &rank);
   const TypeInfo ti = type_info(datatype);
   const std::size_t bytes = static_cast<std::size_t>(count) * ti.size;
