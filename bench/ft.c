@@ -70,9 +70,8 @@ int main(int argc, char **argv) {
 
   fftw_complex *slab = fftw_malloc(sizeof(fftw_complex) * local);
   fftw_complex *zbuf = fftw_malloc(sizeof(fftw_complex) * local);
-  /* Send and receive buffers come from malloc, as in most applications. */
-  fftw_complex *sendbuf = malloc(sizeof(fftw_complex) * local);
-  fftw_complex *recvbuf = malloc(sizeof(fftw_complex) * local);
+  fftw_complex *sendbuf = comm_alloc(&a, sizeof(fftw_complex) * local);
+  fftw_complex *recvbuf = comm_alloc(&a, sizeof(fftw_complex) * local);
   int n2[2] = {ny, nx};
   fftw_plan plan2d = fftw_plan_many_dft(2, n2, nzl, slab, NULL, 1, ny * nx, slab, NULL, 1, ny * nx,
                                         FFTW_FORWARD, FFTW_ESTIMATE);
@@ -136,9 +135,9 @@ int main(int argc, char **argv) {
     double n = (double)nx * ny * nz;
     int verified = fabs(eout - n * ein) <= 1e-9 * n * ein;
     printf("result kernel=ft class=%c ranks=%d mode=%s order=%s iters=%d grid=%dx%dx%d block_bytes=%zu "
-           "time_s=%.6f comm_s=%.6f checksum=%.15e,%.15e verified=%s\n",
+           "buffers=%s time_s=%.6f comm_s=%.6f checksum=%.15e,%.15e verified=%s\n",
            a.cls, p, a.mpi3 ? "mpi3" : "blocking", order_name(a.order), iters, nx, ny, nz,
-           block * sizeof(fftw_complex), elapsed, comm, re, im, verified ? "yes" : "no");
+           block * sizeof(fftw_complex), a.page_aligned ? "page" : "malloc", elapsed, comm, re, im, verified ? "yes" : "no");
     free(all);
   }
   fftw_destroy_plan(plan2d);

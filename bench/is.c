@@ -52,8 +52,8 @@ int main(int argc, char **argv) {
   int lo = (int)(((int64_t)rank * kMaxKey + p - 1) / p), hi = (int)(((int64_t)(rank + 1) * kMaxKey + p - 1) / p);
 
   int *keys = malloc(sizeof(int) * n);
-  int *sendbuf = malloc(sizeof(int) * n);
-  int *recvbuf = malloc(sizeof(int) * total);  /* a rank may receive up to every key */
+  int *sendbuf = comm_alloc(&a, sizeof(int) * n);
+  int *recvbuf = comm_alloc(&a, sizeof(int) * total);  /* a rank may receive up to every key */
   int *sorted = malloc(sizeof(int) * total);
   int *hist = malloc(sizeof(int) * (size_t)(hi - lo + 1));
   int *scount = calloc(p, sizeof(int)), *rcount = calloc(p, sizeof(int));
@@ -130,8 +130,8 @@ int main(int argc, char **argv) {
   if (rank == 0) {
     int verified = all_ok && seen == (long long)n * p * iters;
     printf("result kernel=is class=%c ranks=%d mode=%s order=%s iters=%d keys=%zu "
-           "time_s=%.6f comm_s=%.6f checksum=%016llx verified=%s\n",
-           a.cls, p, a.mpi3 ? "mpi3" : "blocking", order_name(a.order), iters, n * p, elapsed, comm,
+           "buffers=%s time_s=%.6f comm_s=%.6f checksum=%016llx verified=%s\n",
+           a.cls, p, a.mpi3 ? "mpi3" : "blocking", order_name(a.order), iters, n * p, a.page_aligned ? "page" : "malloc", elapsed, comm,
            (unsigned long long)sum, verified ? "yes" : "no");
   }
   free(keys), free(sendbuf), free(recvbuf), free(sorted), free(hist);

@@ -9,7 +9,9 @@
  *                              0,1,…,P-1 (as NPB does), P-1,…,0, or (3i+1) mod P (a fixed
  *                              permutation when gcd(3,P)=1, otherwise reverse)
  *   --mpi3                     hand-written MPI-3 version: MPI_Ialltoall(v) where the blocking
- *                              call was, MPI_Wait just before the received data is first read */
+ *                              call was, MPI_Wait just before the received data is first read
+ *   --page-aligned             send and receive buffers start on a page (default: malloc, as
+ *                              most applications do, so the first and last page are partial) */
 #ifndef TNBC_BENCH_KERNEL_UTIL_H
 #define TNBC_BENCH_KERNEL_UTIL_H
 
@@ -26,6 +28,7 @@ struct kernel_args {
   int iters;              /* 0: the class default */
   enum read_order order;
   int mpi3;
+  int page_aligned;
 };
 
 static const char *order_name(enum read_order o) {
@@ -34,7 +37,7 @@ static const char *order_name(enum read_order o) {
 
 /* Parses the command line; on a bad argument rank 0 prints usage and every rank exits 2. */
 static struct kernel_args parse_kernel_args(int argc, char **argv, const char *kernel) {
-  struct kernel_args a = {'S', 0, ORDER_NATURAL, 0};
+  struct kernel_args a = {'S', 0, ORDER_NATURAL, 0, 0};
   int bad = 0;
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -50,6 +53,8 @@ static struct kernel_args parse_kernel_args(int argc, char **argv, const char *k
       i++;
     } else if (!strcmp(argv[i], "--mpi3")) {
       a.mpi3 = 1;
+    } else if (!strcmp(argv[i], "--page-aligned")) {
+      a.page_aligned = 1;
     } else {
       bad = 1;
     }
@@ -58,11 +63,17 @@ static struct kernel_args parse_kernel_args(int argc, char **argv, const char *k
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (rank == 0)
-      fprintf(stderr, "usage: %s [--class S|W|A] [--iters N] [--order natural|reverse|stride] [--mpi3]\n", kernel);
+      fprintf(stderr, "usage: %s [--class S|W|A] [--iters N] [--order natural|reverse|stride] [--mpi3] [--page-aligned]\n", kernel);
     MPI_Finalize();
     exit(2);
   }
   return a;
+}
+
+/* A buffer for MPI: page-aligned (rounded up to whole pages) or plain malloc. */
+static void *comm_alloc(const struct kernel_args *a, size_t bytes) {
+  if (!a->page_aligned) return malloc(bytes);
+  return aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
 }
 
 /* The block read in position i (0 <= i < p); the same on every rank, as in SPMD codes. */

@@ -37,11 +37,11 @@ def main():
             ref.update(r)
         s.check(f"{name}: plain MPICH, class S, verified", plain)
 
-        for order in ("natural", "reverse"):
-            def replay(prog=prog, ref=ref, order=order, name=name):
+        for order, extra in (("natural", []), ("reverse", []), ("stride", ["--page-aligned"])):
+            def replay(prog=prog, ref=ref, order=order, name=name, extra=extra):
                 prefix = os.path.join(tmp, f"{name}_{order}")
                 env = dict(REPLAY_ENV, TNBC_STATS=prefix)
-                r = result(mpirun(prog, 4, preload="tnbc", env=env, args=["--class", "S", "--order", order],
+                r = result(mpirun(prog, 4, preload="tnbc", env=env, args=["--class", "S", "--order", order, *extra],
                                   timeout=60).stdout)
                 expect(r["checksum"] == ref.get("checksum"), f"checksum {r['checksum']} != plain {ref.get('checksum')}")
                 expect(r["verified"] == "yes", f"not verified: {r}")
@@ -49,7 +49,8 @@ def main():
                     st = read_json(f"{prefix}.{rank}.json")
                     early = st["alltoall"]["early_return"] + st["alltoallv"]["early_return"]
                     expect(early > 0, f"rank {rank}: no early return: {st}")
-            s.check(f"{name}: libtnbc.so, {order} order: same checksum, early returns", replay)
+            s.check(f"{name}: libtnbc.so, {order} order{', page-aligned' if extra else ''}: same checksum, "
+                    "early returns", replay)
 
         def mpi3(prog=prog, ref=ref):
             r = result(mpirun(prog, 4, args=["--class", "S", "--mpi3", "--order", "stride"], timeout=60).stdout)
