@@ -70,6 +70,13 @@ def main():
         expect(re.search(r"tnbc-cluster .*run .*bench/ft", res.stdout), f"no ft run listed: {res.stdout}")
         expect("--mpi3" in res.stdout and "libtnbc.so" in res.stdout, f"configurations missing: {res.stdout}")
     s.check("tools/tnbc-bench --quick --dry-run lists its runs", bench_dry_run)
+
+    def demo_dry_run():
+        res = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "tnbc-bench"), "--demo", "--dry-run",
+                              "--build", BUILD], capture_output=True, text=True, timeout=60)
+        expect(res.returncode == 0, f"exit {res.returncode}: {res.stderr}")
+        expect("TNBC_TRACE_DIR=" in res.stdout and "libtnbc.so" in res.stdout, f"demo steps missing: {res.stdout}")
+    s.check("tools/tnbc-bench --demo --dry-run lists its steps", demo_dry_run)
     s.finish()
 
 
