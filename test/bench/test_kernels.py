@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""The application kernels (bench/ft, bench/is, class S, 4 ranks on one node) print the same
+checksum plain, under libtnbc.so and in their hand-written MPI-3 version, in natural and permuted
+read order; under libtnbc.so the engine really returned early (statistics), or the comparison
+proves nothing.  Also: tools/tnbc-bench --quick --dry-run lists its runs and exits 0."""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from tnbc_testlib import BUILD, SOURCE, Suite, expect, mpirun, read_json
+
+KERNELS = {k: os.path.join(BUILD, "bench", k) for k in ("ft", "is")}
+# Every Alltoall(v) of class S moves >= 4 KiB per rank, so the engine handles them all but the
+# IS counts.
+REPLAY_ENV = {"TNBC_MIN_BYTES": "4K"}
+
+
+def result(out):
+    """The fields of the kernel's closing 'result ...' line."""
+    lines = [l for l in out.splitlines() if l.startswith("result ")]
+    expect(len(lines) == 1, f"expected one result line, got: {out!r}")
+    return dict(f.split("=", 1) for f in lines[0].split()[1:])
+
+
+def main():
+    s = Suite("bench-kernels")
+    tmp = tempfile.mkdtemp(prefix="tnbc_kernels_")
+    for name, prog in KERNELS.items():
+        ref = {}
+
+        def plain(prog=prog, ref=ref):
+            r = result(mpirun(prog, 4, args=["--class", "S"], timeout=60).stdout)
+            expect(r["verified"] == "yes", f"plain run not verified: {r}")
+            ref.update(r)
+        s.check(f"{name}: plain MPICH, class S, verified", plain)
+
+        for order, extra in (("natural", []), ("reverse", []), ("stride", ["--page-aligned"])):
+            def replay(prog=prog, ref=ref, order=order, name=name, extra=extra):
+                prefix = os.path.join(tmp, f"{name}_{order}")
+                env = dict(REPLAY_ENV, TNBC_STATS=prefix)
+                r = result(mpirun(prog, 4, preload="tnbc", env=env, args=["--class", "S", "--order", order, *extra],
+                                  timeout=60).stdout)
+                expect(r["checksum"] == ref.get("checksum"), f"checksum {r['checksum']} != plain {ref.get('checksum')}")
+                expect(r["verified"] == "yes", f"not verified: {r}")
+                for rank in range(4):
+                    st = read_json(f"{prefix}.{rank}.json")
+                    early = st["alltoall"]["early_return"] + st["alltoallv"]["early_return"]
+                    expect(early > 0, f"rank {rank}: no early return: {st}")
+            s.check(f"{name}: libtnbc.so, {order} order{', page-aligned' if extra else ''}: same checksum, "
+                    "early returns", replay)
+
+        def mpi3(prog=prog, ref=ref):
+            r = result(mpirun(prog, 4, args=["--class", "S", "--mpi3", "--order", "stride"], timeout=60).stdout)
+            expect(r["mode"] == "mpi3", f"not the MPI-3 version: {r}")
+            expect(r["checksum"] == ref.get("checksum"), f"checksum {r['checksum']} != plain {ref.get('checksum')}")
+        s.check(f"{name}: MPI-3 version, stride order: same checksum", mpi3)
+
+    def bad_args():
+        res = mpirun(KERNELS["ft"], 1, args=["--class", "Z"], timeout=30, check=False)
+        expect(res.returncode != 0 and "usage" in res.stderr, f"bad class accepted: {res}")
+    s.check("a bad class is refused with a usage line", bad_args)
+
+    def bench_dry_run():
+        res = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "tnbc-bench"), "--quick", "--dry-run",
+                              "--build", BUILD, "--out", tmp], capture_output=True, text=True, timeout=60)
+        expect(res.returncode == 0, f"exit {res.returncode}: {res.stderr}")
+        expect(re.search(r"tnbc-cluster .*run .*bench/ft", res.stdout), f"no ft run listed: {res.stdout}")
+        expect("--mpi3" in res.stdout and "libtnbc.so" in res.stdout, f"configurations missing: {res.stdout}")
+    s.check("tools/tnbc-bench --quick --dry-run lists its runs", bench_dry_run)
+
+    def demo_dry_run():
+        res = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "tnbc-bench"), "--demo", "--dry-run",
+                              "--build", BUILD], capture_output=True, text=True, timeout=60)
+        expect(res.returncode == 0, f"exit {res.returncode}: {res.stderr}")
+        expect("TNBC_TRACE_DIR=" in res.stdout and "libtnbc.so" in res.stdout, f"demo steps missing: {res.stdout}")
+    s.check("tools/tnbc-bench --demo --dry-run lists its steps", demo_dry_run)
+    s.finish()
+
+
+if __name__ == "__main__":
+    main()
