@@ -129,6 +129,8 @@ def main():
         "spins without touching the buffer, then TCRC is spread over the blocks, read in order "
         "0..p-1 (each block's pages are read before its share of work).",
         "",
+        "The plan (made from a traced run of the same benchmark) lists blocks 0..p-1 and has "
+        "per-node priority on.  "
         "Overlap = total(plain) - total(tnbc with plan).  Bound = formula (3): min(Tcomm - Tinit, "
         "TCURC + TCRC), with the Tinit measured for libtnbc.so with the plan (time inside "
         "MPI_Alltoall).  Ratios below 1 are faster than the reference.",

@@ -80,7 +80,7 @@ SitePlan plan_site(const CallSite& site, const PlannerOptions& options) {
       return out;
     }
     e.order.assign(out.analysis.order.begin(), out.analysis.order.end());
-    e.per_node = site.comm_size > 1 && out.analysis.verdict != Verdict::unread &&
+    e.per_node = options.per_node && site.comm_size > 1 && out.analysis.verdict != Verdict::unread &&
                  out.analysis.agreement >= options.per_node_agreement;
   }
   Plan single;

@@ -21,6 +21,9 @@ struct PlannerOptions {
   LogGP loggp;
   BcastLimits bcast;
   double tinit_us = 0;  ///< Tinit for formula (3); traces cannot measure it
+  /// Per-node priority at all.  Off by default: on the emulated cluster it made the FT-like
+  /// kernel slower (docs/replay.md, "Per-node priority"); `tnbc-order plan --per-node` asks.
+  bool per_node = false;
   /// Per-node priority only pays when ranks need the same source first, i.e. agree on the order.
   double per_node_agreement = 0.8;
 };

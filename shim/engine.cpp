@@ -121,8 +121,11 @@ struct Op {
     }
     turn_passed = true;
   }
+  /// A send the node's turn gates: a body (piece 1) to another node.  Heads and tails are
+  /// exempt: receivers wait for them before returning, and they are small.
   bool remote(const Step& s) const {
-    return s.kind == Kind::send && on_node != nullptr && !(*on_node)[static_cast<std::size_t>(s.peer)];
+    return s.kind == Kind::send && s.piece == 1 && on_node != nullptr &&
+           !(*on_node)[static_cast<std::size_t>(s.peer)];
   }
   // Direct: no mirror, no guard; receives land in the user's buffer and the caller waits for
   // the whole operation (the call does not return early, but speaks the same protocol).

@@ -44,7 +44,7 @@ constexpr std::string_view kUsage =
     "\n"
     "commands:\n"
     "  show DIR [--json]                per call site: order, agreement, timing, verdict, prediction\n"
-    "  plan DIR -o FILE [--strict]      write a plan (TNBC_PLAN) from the traces\n"
+    "  plan DIR -o FILE [--strict] [--per-node]  write a plan (TNBC_PLAN) from the traces\n"
     "  export --chrome DIR -o FILE      Chrome trace-event JSON (Perfetto, chrome://tracing)\n"
     "  plot DIR [--callsite ID] -o FILE SVG chart of first-touch delays per sub-message\n"
     "  config [--markdown]              print every TNBC_* setting with its type, default and meaning\n"
@@ -76,13 +76,15 @@ constexpr std::string_view kShowUsage =
     "  --partial   accept missing ranks (warning) and use the others\n";
 
 constexpr std::string_view kPlanUsage =
-    "usage: tnbc-order plan DIR -o FILE [--strict] [--partial]\n"
+    "usage: tnbc-order plan DIR -o FILE [--strict] [--per-node] [--partial]\n"
     "\n"
     "Write the plan derived from the traces in DIR to FILE (atomically), for TNBC_PLAN.\n"
     "\n"
     "  -o FILE     where to write the plan (required; '-' for standard output)\n"
     "  --strict    exit 1 when a planned call site has agreement below 0.8 (the plan is\n"
     "              still written)\n"
+    "  --per-node  turn per-node priority on where ranks agree (off by default: it was\n"
+    "              slower on the emulated cluster, see docs/replay.md)\n"
     "  --partial   accept missing ranks (warning) and use the others\n";
 
 constexpr std::string_view kExportUsage =
@@ -202,7 +204,7 @@ struct Args {
   std::string dir;
   std::string output;
   std::string callsite;
-  bool json = false, partial = false, strict = false, chrome = false, help = false;
+  bool json = false, partial = false, strict = false, chrome = false, help = false, per_node = false;
 };
 
 /// Parses the options a command accepts (`allowed`: "json", "strict", "chrome", "output",
@@ -225,6 +227,8 @@ std::optional<std::string> parse_args(std::string_view cmd, const std::vector<st
       out.json = true;
     } else if (a == "--strict" && allows("strict")) {
       out.strict = true;
+    } else if (a == "--per-node" && allows("per-node")) {
+      out.per_node = true;
     } else if (a == "--chrome" && allows("chrome")) {
       out.chrome = true;
     } else if ((a == "-o" || a == "--output") && allows("output")) {
@@ -396,13 +400,16 @@ int cmd_show(const std::vector<std::string_view>& argv) {
 
 int cmd_plan(const std::vector<std::string_view>& argv) {
   Args args;
-  if (auto e = parse_args("plan", argv, {"output", "strict"}, args)) return usage_error(*e, kPlanUsage);
+  if (auto e = parse_args("plan", argv, {"output", "strict", "per-node"}, args))
+    return usage_error(*e, kPlanUsage);
   if (args.help) return std::fputs(kPlanUsage.data(), stdout), kExitOk;
   auto set = load(args);
   if (!set) return kExitUsage;
   auto obs = tnbc::tools::to_observations(*set);
   std::vector<std::string> warnings;
-  pr::Plan plan = pr::make_plan(obs, {}, &warnings);
+  pr::PlannerOptions options;
+  options.per_node = args.per_node;
+  pr::Plan plan = pr::make_plan(obs, options, &warnings);
   for (const auto& w : warnings) std::fprintf(stderr, "tnbc-order: warning: %s\n", w.c_str());
   std::vector<std::string> comments = {
       fmt::format("from {} ({} ranks{}) by tnbc-order {}", set->dir, set->size,

@@ -38,10 +38,15 @@ TEST_CASE("segment order: a segment ranks by the first read of its pieces", "[pl
   CHECK(segment_order({}, 0, 3) == std::vector<std::uint32_t>{0, 1, 2});
 }
 
-TEST_CASE("an Alltoall site read in one order by all ranks gets that order and per-node on",
+TEST_CASE("an Alltoall site read in one order by all ranks gets that order, per-node on if asked",
           "[planner]") {
   std::vector<std::size_t> order{2, 0, 3, 1};
-  SitePlan sp = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}));
+  PlannerOptions per_node;
+  per_node.per_node = true;
+  SitePlan plain = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}));
+  REQUIRE(plain.entry);
+  CHECK_FALSE(plain.entry->per_node);  // off unless asked
+  SitePlan sp = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}), per_node);
   REQUIRE(sp.entry);
   CHECK(sp.entry->order == std::vector<std::uint32_t>{2, 0, 3, 1});
   CHECK(sp.entry->per_node);
