@@ -29,13 +29,10 @@ std::optional<std::string> apply_log(Config& cfg, std::string_view v) {
   return std::string("expected one of quiet, info, debug");
 }
 
-std::optional<std::string> apply_stats(Config& cfg, std::string_view v) {
-  cfg.stats_prefix = std::string(v);
-  return std::nullopt;
-}
-
-std::optional<std::string> apply_trace_dir(Config& cfg, std::string_view v) {
-  cfg.trace_dir = std::string(v);
+/// A text setting (a path) stored in `Field` as given.
+template <auto Field>
+std::optional<std::string> apply_string(Config& cfg, std::string_view v) {
+  cfg.*Field = std::string(v);
   return std::nullopt;
 }
 
@@ -80,19 +77,6 @@ std::optional<std::string> apply_barrier_root(Config& cfg, std::string_view v) {
   return std::nullopt;
 }
 
-std::optional<std::string> apply_numa_topology(Config& cfg, std::string_view v) {
-  cfg.numa_topology = std::string(v);
-  return std::nullopt;
-}
-
-std::optional<std::string> apply_barrier_split(Config& cfg, std::string_view v) {
-  std::string err;
-  auto n = parse_int(v, 0, barrier::kMaxLocalSize, &err);
-  if (!n) return err;
-  cfg.barrier_split = static_cast<int>(*n);
-  return std::nullopt;
-}
-
 constexpr std::array kSettings = {
     Setting{"TNBC_DISABLE", "bool", "0",
             "1 makes the library a pure pass-through to MPICH: no early return, no tracing, "
@@ -105,12 +89,12 @@ constexpr std::array kSettings = {
     Setting{"TNBC_STATS", "path", "",
             "If set, each rank writes PREFIX.<rank>.json at MPI_Finalize: calls, early "
             "returns, fallbacks and their reasons, faults, barrier algorithm.",
-            apply_stats},
+            apply_string<&Config::stats_prefix>},
     Setting{"TNBC_TRACE_DIR", "path", "",
             "libtnbc_trace.so: the folder that receives one trace file per rank "
             "(<rank>.tnbct) at MPI_Finalize; created if missing.  Unset: a new folder "
             "tnbc-trace-<date>-<time>-<pid of rank 0> in the working directory of rank 0.",
-            apply_trace_dir},
+            apply_string<&Config::trace_dir>},
     Setting{"TNBC_TRACE_BCAST_UNITS", "int", "16",
             "libtnbc_trace.so: a traced MPI_Bcast buffer is cut into this many equal, "
             "page-aligned sub-messages (1 to 4096) whose first touches are recorded.",
@@ -119,10 +103,7 @@ constexpr std::array kSettings = {
             "libtnbc.so: plan written by `tnbc-order plan` (per call site: the order in which "
             "sub-messages are delivered, Bcast segments and tree).  Unset, missing or invalid: "
             "default priorities (one message from rank 0 if it cannot be used).",
-            [](Config& cfg, std::string_view v) -> std::optional<std::string> {
-              cfg.plan = std::string(v);
-              return std::nullopt;
-            }},
+            apply_string<&Config::plan>},
     Setting{"TNBC_MIN_BYTES", "size", "64K",
             "libtnbc.so: an MPI_Alltoall or MPI_Bcast moving fewer bytes per rank runs as the "
             "plain blocking call (the same on every rank); an MPI_Alltoallv receiving fewer "
@@ -157,12 +138,12 @@ constexpr std::array kSettings = {
     Setting{"TNBC_NUMA_TOPOLOGY", "path", "",
             "File with a NUMA distance matrix and the NUMA node of each rank of "
             "MPI_COMM_WORLD (format in docs/barrier.md); replaces libnuma for MinNumaDist.",
-            apply_numa_topology},
+            apply_string<&Config::numa_topology>},
     Setting{"TNBC_BARRIER_SPLIT", "int", "0",
             "For testing the multi-node barrier on one host: every N consecutive ranks of a "
             "node act as a node of their own (own segment, leader in the leaders' barrier). "
             "0 = off.",
-            apply_barrier_split},
+            apply_int<&Config::barrier_split, 0, barrier::kMaxLocalSize>},
 };
 
 }  // namespace
