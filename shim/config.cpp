@@ -46,11 +46,12 @@ std::optional<std::string> apply_int(Config& cfg, std::string_view v) {
   return std::nullopt;
 }
 
-std::optional<std::string> apply_min_bytes(Config& cfg, std::string_view v) {
+template <auto Field>
+std::optional<std::string> apply_size(Config& cfg, std::string_view v) {
   std::string err;
   auto n = parse_size(v, &err);
   if (!n) return err;
-  cfg.min_bytes = *n;
+  cfg.*Field = *n;
   return std::nullopt;
 }
 
@@ -108,7 +109,7 @@ constexpr std::array kSettings = {
             "libtnbc.so: an MPI_Alltoall or MPI_Bcast moving fewer bytes per rank runs as the "
             "plain blocking call (the same on every rank); an MPI_Alltoallv receiving fewer "
             "bytes completes before returning.",
-            apply_min_bytes},
+            apply_size<&Config::min_bytes>},
     Setting{"TNBC_BCAST_SEGMENTS", "int", "4",
             "libtnbc.so: segments a replayed MPI_Bcast is cut into and pipelined in, when no "
             "plan gives a count (1..253; the paper advises a small count).",
@@ -122,6 +123,16 @@ constexpr std::array kSettings = {
             "(microseconds, 0..10000); lower reacts faster, higher leaves more CPU to the "
             "application.",
             apply_int<&Config::progress_sleep_us, 0, 10000>},
+    Setting{"TNBC_CHUNK_BYTES", "size", "64K",
+            "libtnbc.so: a replayed MPI_Alltoall(v) sends each block body in chunks of this "
+            "size, published page by page as they arrive, so that code reading a block front "
+            "to back starts before the whole block is in (0 = whole blocks; at most 254 chunks "
+            "per block).",
+            apply_size<&Config::chunk_bytes>},
+    Setting{"TNBC_CHUNK_WINDOW", "int", "2",
+            "libtnbc.so: body chunks in flight per destination (1..254; 0 = all at once); "
+            "small windows make chunks arrive front to back.",
+            apply_int<&Config::chunk_window, 0, 254>},
     Setting{"TNBC_BARRIER_ALGO", "enum", "auto",
             "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (central_counter on nodes "
             "with up to 8 ranks, mcs above; docs/barrier.md gives the measurements) or a "

@@ -35,6 +35,8 @@ struct Config {
   int bcast_segments = 4;         ///< TNBC_BCAST_SEGMENTS: pipeline segments of a replayed Bcast
   int bcast_chains = 0;           ///< TNBC_BCAST_CHAINS: 0 = binomial tree, k = k chains
   int progress_sleep_us = 20;     ///< TNBC_PROGRESS_SLEEP_US: progress thread's nap when idle
+  std::uint64_t chunk_bytes = 64 * 1024;  ///< TNBC_CHUNK_BYTES: Alltoall(v) body chunks, 0 = whole
+  int chunk_window = 2;                   ///< TNBC_CHUNK_WINDOW: chunks in flight per destination
   /// TNBC_BARRIER_ALGO: "auto", "mpich" or a barrier algorithm name (barrier/barrier.hpp).
   std::string barrier_algo = "auto";
   int barrier_root = kBarrierRootAuto;  ///< TNBC_BARRIER_ROOT: local rank, or auto (MinNumaDist)

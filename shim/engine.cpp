@@ -79,9 +79,16 @@ struct Op {
   std::vector<std::uint8_t> state;  // 0 waiting, 1 posted, 2 done
   std::size_t remaining = 0;
 
-  // Send side: a copy, so the caller may reuse its buffer at once.
+  // Send side: a copy, so the caller may reuse its buffer at once.  The caller fills it after
+  // handing the op over, step by step in priority order, and marks each step it has copied:
+  // the progress thread posts a send (or counts a local copy as done) only once it is marked,
+  // so the first sends leave while the rest is still being copied.
   std::unique_ptr<char[]> send_copy;
   std::size_t send_lo = 0;  // step offsets minus send_lo index send_copy
+  std::unique_ptr<std::atomic<std::uint8_t>[]> copied;  // per step; null: nothing to copy
+  bool step_copied(std::size_t i) const {
+    return !copied || copied[i].load(std::memory_order_acquire) != 0;
+  }
   bool sends_from_mirror = false;  // bcast forwards read what they received
 
   // Receive side.  All offsets are relative to recv_base (the user's buffer).
@@ -109,6 +116,9 @@ struct Op {
   std::uint64_t gate_value = 0;
   bool first_on_node = false;
   bool turn_passed = false;
+  std::uint64_t held_since = 0;   // when a send first found the gate closed (0: never)
+  std::size_t held_sends = 0;     // sends that found it closed at least once
+  std::vector<std::uint8_t> held; // per step: found the gate closed
   const std::vector<char>* on_node = nullptr;
   std::size_t remote_sends_left = 0;
   bool gate_open() const {
@@ -121,10 +131,10 @@ struct Op {
     }
     turn_passed = true;
   }
-  /// A send the node's turn gates: a body (piece 1) to another node.  Heads and tails are
-  /// exempt: receivers wait for them before returning, and they are small.
+  /// A send the node's turn gates: a body chunk to another node.  Heads and tails are exempt:
+  /// receivers wait for them before returning, and they are small.
   bool remote(const Step& s) const {
-    return s.kind == Kind::send && s.piece == 1 && on_node != nullptr &&
+    return s.kind == Kind::send && !s.edge && on_node != nullptr &&
            !(*on_node)[static_cast<std::size_t>(s.peer)];
   }
   // Direct: no mirror, no guard; receives land in the user's buffer and the caller waits for
@@ -157,6 +167,8 @@ class EngineImpl {
   EngineOptions options_;
   std::size_t page_size_ = 4096;
   std::atomic<std::uint64_t> init_ns_{0};
+  std::atomic<std::uint64_t> gated_sends_{0};   // inter-node sends held for the node's turn
+  std::atomic<std::uint64_t> turn_wait_ns_{0};  // time collectives waited for the node's turn
 
  private:
   void run();
@@ -374,12 +386,25 @@ bool EngineImpl::progress(Op& op) {
   for (std::size_t i = 0; i < op.steps.size(); ++i) {
     if (op.state[i] != 0) continue;
     const Step& s = op.steps[i];
-    if (s.kind == Kind::copy) {
-      std::memcpy(op.mirror_at(s.offset), op.send_copy.get() + (s.src_offset - op.send_lo), s.bytes);
+    if (s.kind != Kind::recv && !op.step_copied(i)) continue;  // the caller is still copying
+    if (s.kind == Kind::copy) {  // the caller copied the own block into place
       step_done(op, i, ready);
       moved = true;
     } else if (s.after < 0 || op.state[static_cast<std::size_t>(s.after)] == 2) {
-      if (op.remote(s) && !op.gate_open()) continue;  // not this rank's turn on the node yet
+      if (op.remote(s)) {
+        if (!op.gate_open()) {  // not this rank's turn on the node yet
+          if (op.held.empty()) op.held.assign(op.steps.size(), 0);
+          if (!op.held[i]) op.held[i] = 1, ++op.held_sends;
+          if (op.held_since == 0) op.held_since = now_ns();
+          continue;
+        }
+        if (op.held_since != 0) {  // the turn came: account for the wait once
+          turn_wait_ns_.fetch_add(now_ns() - op.held_since, std::memory_order_relaxed);
+          gated_sends_.fetch_add(op.held_sends, std::memory_order_relaxed);
+          op.held_since = 0;
+          op.held_sends = 0;
+        }
+      }
       post(op, i);
       moved = true;
     }
@@ -569,16 +594,38 @@ void copy_edges(const Op& op, std::size_t ps) {
   }
 }
 
-void copy_send_side(Op& op, const void* sendbuf) {
+/// Allocates the send copy (not filled yet: fill_send_side does that after the op is handed
+/// over).  A local copy step is not staged: the caller copies it straight into place.
+void prepare_send_side(Op& op) {
   std::size_t lo = SIZE_MAX, hi = 0;
-  for (const auto& s : op.steps) {
+  for (const auto& s : op.steps)
     if (s.kind == Kind::send) lo = std::min(lo, s.offset), hi = std::max(hi, s.offset + s.bytes);
-    if (s.kind == Kind::copy) lo = std::min(lo, s.src_offset), hi = std::max(hi, s.src_offset + s.bytes);
-  }
+  op.copied.reset(new std::atomic<std::uint8_t>[op.steps.size()]);
+  for (std::size_t i = 0; i < op.steps.size(); ++i) op.copied[i].store(0, std::memory_order_relaxed);
   if (hi <= lo) return;
   op.send_lo = lo;
   op.send_copy.reset(new char[hi - lo]);
-  std::memcpy(op.send_copy.get(), static_cast<const char*>(sendbuf) + lo, hi - lo);
+}
+
+/// Copies the send side step by step, edge pieces first, then in schedule order, marking each
+/// step for the progress thread as soon as its bytes are in place.
+void fill_send_side(Op& op, const void* sendbuf) {
+  const auto* src = static_cast<const char*>(sendbuf);
+  const Step* last = nullptr;  // a bcast root sends the same bytes to each child in a row
+  auto fill = [&](std::size_t i) {
+    const Step& s = op.steps[i];
+    if (s.kind == Kind::copy) {
+      std::memcpy(op.mirror_at(s.offset), src + s.src_offset, s.bytes);
+    } else if (s.kind == Kind::send && !(last && last->offset == s.offset && last->bytes == s.bytes)) {
+      std::memcpy(op.send_copy.get() + (s.offset - op.send_lo), src + s.offset, s.bytes);
+      last = &s;
+    }
+    op.copied[i].store(1, std::memory_order_release);
+  };
+  for (std::size_t i = 0; i < op.steps.size(); ++i)
+    if (op.steps[i].edge) fill(i);
+  for (std::size_t i = 0; i < op.steps.size(); ++i)
+    if (!op.steps[i].edge) fill(i);
 }
 
 bool EngineImpl::run_op(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
@@ -587,7 +634,7 @@ bool EngineImpl::run_op(std::shared_ptr<Op> op, const void* sendbuf, bool allow_
   op->reqs.assign(n, MPI_REQUEST_NULL);
   op->state.assign(n, 0);
   op->remaining = n;
-  if (sendbuf != nullptr) copy_send_side(*op, sendbuf);
+  if (sendbuf != nullptr) prepare_send_side(*op);
   const bool receives = std::any_of(op->steps.begin(), op->steps.end(),
                                     [](const Step& s) { return s.kind != Kind::send; });
   bool early = false;
@@ -606,7 +653,8 @@ bool EngineImpl::run_op(std::shared_ptr<Op> op, const void* sendbuf, bool allow_
   }
   if (!early) op->caller_released.store(true, std::memory_order_release);
   Op& ref = *op;
-  submit(std::move(op));
+  submit(op);  // `op` keeps it alive here: the progress thread drops its reference at retire
+  if (sendbuf != nullptr) fill_send_side(ref, sendbuf);
   if (!early) {
     wait_done(ref);
     return false;
@@ -646,6 +694,8 @@ void Engine::complete_overlapping(const void* p, std::size_t n) {
 }
 
 std::uint64_t Engine::init_ns() const { return impl().init_ns_.load(); }
+std::uint64_t Engine::gated_sends() const { return impl().gated_sends_.load(); }
+std::uint64_t Engine::turn_wait_ns() const { return impl().turn_wait_ns_.load(); }
 
 namespace {
 
@@ -677,7 +727,8 @@ bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_by
                        std::span<const int> recv_order, bool per_node, bool allow_early) {
   NewOp n = new_op(comm);
   n.op->steps = schedule::alltoallv(n.rank, n.size, send_bytes, send_displs, recv_bytes,
-                                    recv_displs, recv_order).steps;
+                                    recv_displs, recv_order,
+                                    {impl().options_.chunk_bytes, impl().options_.chunk_window}).steps;
   if (per_node) gate(*n.op, *n.shadow, n.seq, n.rank, recv_order);
   n.op->recv_base = static_cast<char*>(recvbuf);
   return impl().run_op(std::move(n.op), sendbuf, allow_early);

@@ -33,6 +33,8 @@ struct EngineOptions {
   int bcast_segments = 4;             ///< default m when no plan gives one
   int bcast_chains = 0;               ///< 0 = binomial tree, k > 0 = k chains
   unsigned progress_sleep_us = 20;    ///< progress thread's nap when nothing moved
+  std::size_t chunk_bytes = 64 * 1024;  ///< alltoall(v) body chunk size, 0 = whole bodies
+  int chunk_window = 2;                 ///< body chunks in flight per destination, 0 = all
 };
 
 class Engine {
@@ -67,6 +69,10 @@ class Engine {
   void complete_overlapping(const void* p, std::size_t n);
 
   std::uint64_t init_ns() const;
+  /// Per-node priority: inter-node sends that had to wait for this rank's turn on its node,
+  /// and the time collectives spent waiting for it.
+  std::uint64_t gated_sends() const;
+  std::uint64_t turn_wait_ns() const;
 
   static Engine& instance();
 

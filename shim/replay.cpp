@@ -195,6 +195,8 @@ bool start(Runtime& rt) {
   o.bcast_segments = rt.config().bcast_segments;
   o.bcast_chains = rt.config().bcast_chains;
   o.progress_sleep_us = rt.config().progress_sleep_us;
+  o.chunk_bytes = rt.config().chunk_bytes;
+  o.chunk_window = rt.config().chunk_window;
   load_plan(rt.config().plan);
   // libucm patches munmap & co. so that our interposers never see them: take its events too.
   subscribe_memory_events();
@@ -213,6 +215,8 @@ void stop(Runtime& rt) {
   rt.stats().faults = ReplayGuard::instance().faults();
   rt.stats().fault_wait_ns = ReplayGuard::instance().fault_wait_ns();
   rt.stats().init_ns = Engine::instance().init_ns();
+  rt.stats().gated_sends = Engine::instance().gated_sends();
+  rt.stats().turn_wait_ns = Engine::instance().turn_wait_ns();
 }
 
 bool engine_running() { return g_running; }

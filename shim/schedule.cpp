@@ -24,14 +24,21 @@ std::vector<int> complete_order(std::span<const int> order, const std::vector<in
   return out;
 }
 
-/// The pieces a sub-message of n bytes travels as: {offset, bytes, piece}.
+/// The pieces a sub-message of n bytes travels as: {offset, bytes, piece, edge}.
 struct Piece {
   std::size_t offset, bytes;
   int piece;
+  bool edge;
 };
-std::vector<Piece> pieces(std::size_t n) {
-  if (n < 3 * kEdgeBytes) return {{0, n, 0}};
-  return {{0, kEdgeBytes, 0}, {kEdgeBytes, n - 2 * kEdgeBytes, 1}, {n - kEdgeBytes, kEdgeBytes, 2}};
+std::vector<Piece> pieces(std::size_t n, std::size_t chunk) {
+  if (n < 3 * kEdgeBytes) return {{0, n, 0, true}};
+  std::vector<Piece> out{{0, kEdgeBytes, 0, true}, {n - kEdgeBytes, kEdgeBytes, 1, true}};
+  const std::size_t body = n - 2 * kEdgeBytes;
+  if (chunk == 0 || chunk >= body) chunk = body;
+  chunk = std::max(chunk, (body + kMaxChunks - 1) / kMaxChunks);
+  for (std::size_t off = 0, c = 0; off < body; off += chunk, ++c)
+    out.push_back({kEdgeBytes + off, std::min(chunk, body - off), 2 + static_cast<int>(c), false});
+  return out;
 }
 
 }  // namespace
@@ -43,17 +50,20 @@ std::vector<Piece> pieces(std::size_t n) {
  *   Phases: 1. copy of the own block (no network, needed by any read order);
  *           2. edge pieces (head and tail of each block, see kEdgeBytes): receives in
  *              priority order, sends in staggered order; the call waits for these only;
- *           3. receives of the bodies in priority order (plan order, else (rank - k) mod p);
- *           4. sends of the bodies in staggered order (rank + k) mod p.
+ *           3. receives of the bodies in priority order (plan order, else (rank - k) mod p),
+ *              chunk by chunk;
+ *           4. sends of the bodies in staggered order (rank + k) mod p, chunk c of a body
+ *              after chunk c - window of the same body (so chunks arrive front to back).
  *   Edge cases: zero-byte blocks get no step; blocks under 3 pages travel whole; size 1 is a
  *   copy only.
- *   Cost: (p-1) messages each way, three per block of 3 pages or more:
- *   Cost = 3(p-1)·α + n·β per rank.
+ *   Cost: (p-1) messages each way, 2 + chunks per block of 3 pages or more:
+ *   Cost = (2 + c)(p-1)·α + n·β per rank.
  */
 Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
                    std::span<const std::size_t> send_displs,
                    std::span<const std::size_t> recv_bytes,
-                   std::span<const std::size_t> recv_displs, std::span<const int> recv_order) {
+                   std::span<const std::size_t> recv_displs, std::span<const int> recv_order,
+                   const AlltoallvOptions& options) {
   const auto n = static_cast<std::size_t>(size);
   if (rank < 0 || rank >= size || send_bytes.size() != n || send_displs.size() != n ||
       recv_bytes.size() != n || recv_displs.size() != n)
@@ -62,7 +72,7 @@ Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
   const auto r = static_cast<std::size_t>(rank);
   // 1. own block
   if (recv_bytes[r] > 0)
-    s.steps.push_back({Kind::copy, rank, recv_displs[r], recv_bytes[r], rank, 0, -1, send_displs[r]});
+    s.steps.push_back({Kind::copy, rank, recv_displs[r], recv_bytes[r], rank, 0, false, -1, send_displs[r]});
   std::vector<int> staggered_recv;
   for (int k = 1; k < size; ++k) staggered_recv.push_back((rank - k + size) % size);
   staggered_recv.push_back(rank);
@@ -71,17 +81,23 @@ Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
     for (int src : sources) {  // receives
       auto i = static_cast<std::size_t>(src);
       if (src == rank || recv_bytes[i] == 0) continue;
-      for (const Piece& pc : pieces(recv_bytes[i]))
-        if ((pc.piece != 1) == edges)
-          s.steps.push_back({Kind::recv, src, recv_displs[i] + pc.offset, pc.bytes, src, pc.piece});
+      for (const Piece& pc : pieces(recv_bytes[i], options.chunk_bytes))
+        if (pc.edge == edges)
+          s.steps.push_back({Kind::recv, src, recv_displs[i] + pc.offset, pc.bytes, src, pc.piece, pc.edge});
     }
     for (int k = 1; k < size; ++k) {  // sends
       int dst = (rank + k) % size;
       auto i = static_cast<std::size_t>(dst);
       if (send_bytes[i] == 0) continue;
-      for (const Piece& pc : pieces(send_bytes[i]))
-        if ((pc.piece != 1) == edges)
-          s.steps.push_back({Kind::send, dst, send_displs[i] + pc.offset, pc.bytes, rank, pc.piece});
+      std::vector<int> chunk_steps;  // this body's chunks so far, for the window
+      for (const Piece& pc : pieces(send_bytes[i], options.chunk_bytes)) {
+        if (pc.edge != edges) continue;
+        int after = -1;
+        if (!edges && options.window > 0 && chunk_steps.size() >= static_cast<std::size_t>(options.window))
+          after = chunk_steps[chunk_steps.size() - static_cast<std::size_t>(options.window)];
+        chunk_steps.push_back(static_cast<int>(s.steps.size()));
+        s.steps.push_back({Kind::send, dst, send_displs[i] + pc.offset, pc.bytes, rank, pc.piece, pc.edge, after});
+      }
     }
   };
   add(true);   // 2. edge pieces
@@ -147,19 +163,19 @@ Schedule bcast(int rank, int size, int root, std::size_t total, int segments, in
   Schedule s;
   if (total == 0) return s;
   const TreeNode node = bcast_tree(rank, size, root, chains);
-  auto message = [&](std::size_t off, std::size_t len, int sub, int piece) {
+  auto message = [&](std::size_t off, std::size_t len, int sub, int piece, bool edge = false) {
     int recv_step = -1;
     if (node.parent >= 0) {
       recv_step = static_cast<int>(s.steps.size());
-      s.steps.push_back({Kind::recv, node.parent, off, len, sub, piece});
+      s.steps.push_back({Kind::recv, node.parent, off, len, sub, piece, edge});
     }
-    for (int child : node.children) s.steps.push_back({Kind::send, child, off, len, sub, piece, recv_step});
+    for (int child : node.children) s.steps.push_back({Kind::send, child, off, len, sub, piece, edge, recv_step});
   };
   const bool edges = total >= 3 * kEdgeBytes;
   std::size_t lo = 0, body = total;
   if (edges) {
-    message(0, kEdgeBytes, -1, 0);
-    message(total - kEdgeBytes, kEdgeBytes, -1, 1);
+    message(0, kEdgeBytes, -1, 0, true);
+    message(total - kEdgeBytes, kEdgeBytes, -1, 1, true);
     lo = kEdgeBytes;
     body = total - 2 * kEdgeBytes;
   }

@@ -26,6 +26,7 @@ struct Step {
   std::size_t bytes;
   int sub;                     ///< sub-message: source rank (alltoall[v]) or segment (bcast)
   int piece = 0;               ///< message on the wire: goes into the tag (0..255), see below
+  bool edge = false;           ///< a head or tail piece (the call waits for those; never gated)
   int after = -1;              ///< index of a step that must complete first, or -1
   std::size_t src_offset = 0;  ///< copy only: send-side offset
 };
@@ -37,23 +38,35 @@ struct Schedule {
 /// Edge pieces.  A receive must complete the bytes on the partial first and last page of the
 /// receive buffer before the call returns (those pages cannot be guarded).  Those bytes always
 /// lie within the first kEdgeBytes of the first sub-message or the last kEdgeBytes of the last
-/// one, so every sub-message of at least 3 * kEdgeBytes travels as three messages, head
-/// [0, kEdgeBytes), body, tail [n - kEdgeBytes, n), and heads and tails go first: the call then
+/// one, so every sub-message of at least 3 * kEdgeBytes travels as a head [0, kEdgeBytes), a
+/// tail [n - kEdgeBytes, n) and a body between them, and heads and tails go first: the call then
 /// waits for two small messages instead of two whole sub-messages.  Sender and receiver split
 /// by the same rule (the byte count they both know), so the messages match.
 inline constexpr std::size_t kEdgeBytes = 4096;
+
+/// Bodies travel as chunks of `chunk_bytes` (the last one shorter; 0 = one message), so that
+/// their pages are published front to back while the rest is still on the wire: a reader that
+/// works through a sub-message page by page starts after the first chunk, not after the whole
+/// sub-message.  At most kMaxChunks per body (larger chunks when a body needs more).
+inline constexpr int kMaxChunks = 254;
+
+struct AlltoallvOptions {
+  std::size_t chunk_bytes = 0;  ///< body chunk size, 0 = bodies travel whole
+  int window = 0;  ///< chunks in flight per destination (0 = all): chunk c is sent after c - window
+};
 
 /// Alltoall(v) on `rank` of `size`.  Block i of the send side goes to rank i, block j of the
 /// receive side comes from rank j; counts and displacements are in bytes.  `recv_order` lists
 /// source ranks, the block read first first (a plan's consensus order); empty = the default
 /// staggered order (rank - k) mod size.  Sends go in the staggered order (rank + k) mod size so
 /// that receivers are not all hit at once.  The own block is a copy, issued first; then the edge
-/// pieces (heads and tails) of every block, then the bodies.  Pieces: 0 whole or head, 1 body,
-/// 2 tail.
+/// pieces (heads and tails) of every block, then the bodies.  Pieces: 0 whole or head, 1 tail,
+/// 2 + c body chunk c.
 Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
                    std::span<const std::size_t> send_displs,
                    std::span<const std::size_t> recv_bytes,
-                   std::span<const std::size_t> recv_displs, std::span<const int> recv_order);
+                   std::span<const std::size_t> recv_displs, std::span<const int> recv_order,
+                   const AlltoallvOptions& options = {});
 
 /// Pipelined broadcast of `total` bytes from `root`, cut into `segments` nearly equal segments
 /// (the last may be shorter), sent down a tree of `chains` chains (1 = one chain, 0 = binomial

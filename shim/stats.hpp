@@ -47,6 +47,8 @@ struct Stats {
   std::atomic<std::uint64_t> faults{0};
   std::atomic<std::uint64_t> fault_wait_ns{0};
   std::atomic<std::uint64_t> init_ns{0};  ///< time inside early-returning calls before return
+  std::atomic<std::uint64_t> gated_sends{0};   ///< inter-node sends held for the node's turn
+  std::atomic<std::uint64_t> turn_wait_ns{0};  ///< time spent waiting for the node's turn
 
   /// The whole document, as docs/config.md describes it.
   std::string to_json(int rank, std::string_view library, std::string_view version) const;

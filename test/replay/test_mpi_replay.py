@@ -50,6 +50,16 @@ def main():
         check_stats(prefix, 4)
     s.check("libtnbc.so, 4 ranks: identical bytes, early returns happened", replay_local)
 
+    def chunkings():
+        # Odd chunks (not page multiples, one in flight), all chunks at once, and whole bodies.
+        for env in ({"TNBC_CHUNK_BYTES": "5000", "TNBC_CHUNK_WINDOW": "1"},
+                    {"TNBC_CHUNK_BYTES": "12K", "TNBC_CHUNK_WINDOW": "0"},
+                    {"TNBC_CHUNK_BYTES": "0"}):
+            out = lines(mpirun(PROG, 4, preload="tnbc", env=env, args=[tmp], timeout=120).stdout)
+            diff = sorted(set(out) ^ set(ref.get("out", [])))
+            expect(out == ref.get("out"), f"{env}: differs from plain MPICH: {diff[:10]}")
+    s.check("libtnbc.so, 4 ranks, other body chunkings: identical bytes", chunkings)
+
     def replay_odd_ranks():
         a = lines(mpirun(PROG, 3, args=[tmp, "alltoall_sizes", "bcasts"], timeout=120).stdout)
         b = lines(mpirun(PROG, 3, preload="tnbc", args=[tmp, "alltoall_sizes", "bcasts"], timeout=120).stdout)
@@ -119,6 +129,8 @@ def main():
             d = read_json(f"{prefix}.{r}.json")
             expect(d["alltoall"]["planned"] >= 2 and d["bcast"]["planned"] >= 1,
                    f"rank {r}: plan entries not used: {d['alltoall']} {d['bcast']}")
+            # One node: per-node priority has no inter-node send to hold back.
+            expect(d["node_priority"]["gated_sends"] == 0, f"rank {r}: gated on one node: {d}")
         ref_plan["path"] = path
     ref_plan = {}
     s.check("with a plan: priorities used at every call site, identical bytes", with_plan)
@@ -126,9 +138,16 @@ def main():
     def with_plan_on_cluster():
         # Per-node priority needs two nodes to gate anything: 2 x 2 ranks.
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "pc")]).stdout)
+        prefix = os.path.join(tmp, "pernode")
         out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "c")], preload="tnbc",
-                                env={"TNBC_PLAN": ref_plan.get("path", "")}, timeout=180).stdout)
+                                env={"TNBC_PLAN": ref_plan.get("path", ""), "TNBC_STATS": prefix},
+                                timeout=180).stdout)
         expect(out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        # The plan orders sources 3 2 1 0: on node {0, 1} rank 1 injects first, on {2, 3} rank 3.
+        # The first never waits for its turn; the second must have waited at least once.
+        gated = {r: read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)}
+        expect(gated[1] == 0 and gated[3] == 0, f"the first rank of a node waited for its turn: {gated}")
+        expect(gated[0] > 0 and gated[2] > 0, f"the second rank of a node never waited: {gated}")
 
     def bad_plan():
         path = os.path.join(tmp, "bad.plan")

@@ -12,6 +12,7 @@ using namespace tnbc::shim::schedule;
 TEST_CASE("alltoallv: every rank's sends match the peers' receives, byte for byte",
           "[schedule]") {
   std::mt19937 rng(42);
+  for (AlltoallvOptions opt : {AlltoallvOptions{}, AlltoallvOptions{16384, 2}})
   for (int p : {1, 2, 3, 4, 7, 16}) {
     // bytes[s][d]: what s sends to d; zero blocks included.
     std::vector<std::vector<std::size_t>> bytes(p, std::vector<std::size_t>(p));
@@ -26,7 +27,7 @@ TEST_CASE("alltoallv: every rank's sends match the peers' receives, byte for byt
         sb[i] = bytes[r][i], sd[i] = so, so += sb[i];
         rb[i] = bytes[i][r], rd[i] = ro, ro += rb[i];
       }
-      auto s = alltoallv(r, p, sb, sd, rb, rd, {});
+      auto s = alltoallv(r, p, sb, sd, rb, rd, {}, opt);
       for (const auto& st : s.steps) {
         if (st.kind == Kind::send) {
           CHECK(st.offset >= sd[st.peer]);
@@ -64,12 +65,52 @@ TEST_CASE("alltoallv: large blocks travel as head, body and tail, edge pieces fi
   bool bodies_started = false;
   for (const auto& st : s.steps) {
     if (st.kind == Kind::copy) continue;
-    if (st.piece == 1) bodies_started = true;
+    CHECK(st.edge == (st.piece < 2));
+    if (!st.edge) bodies_started = true;
     else CHECK_FALSE(bodies_started);  // no head or tail after a body
-    if (st.piece == 0) CHECK(st.offset == d[st.kind == Kind::recv ? st.peer : st.peer]);
-    if (st.piece != 1) CHECK(st.bytes == kEdgeBytes);
-    if (st.piece == 2) CHECK(st.offset + st.bytes == d[st.peer] + b);
+    if (st.piece == 0) CHECK(st.offset == d[st.peer]);
+    if (st.edge) CHECK(st.bytes == kEdgeBytes);
+    if (st.piece == 1) CHECK(st.offset + st.bytes == d[st.peer] + b);
+    if (!st.edge) CHECK(st.bytes == b - 2 * kEdgeBytes);
   }
+}
+
+TEST_CASE("alltoallv: bodies travel in chunks, front to back, within the window", "[schedule]") {
+  const int p = 4, r = 2;
+  const std::size_t b = 1 << 20, chunk = 64 * 1024;
+  std::vector<std::size_t> sb(p, b), d{0, b, 2 * b, 3 * b};
+  for (int window : {0, 1, 2, 3}) {
+    auto s = alltoallv(r, p, sb, d, sb, d, {}, {chunk, window});
+    const std::size_t chunks = (b - 2 * kEdgeBytes + chunk - 1) / chunk;
+    for (Kind kind : {Kind::send, Kind::recv}) {
+      for (int peer = 0; peer < p; ++peer) {
+        if (peer == r) continue;
+        std::vector<std::size_t> idx;  // this peer's body chunks in schedule order
+        for (std::size_t i = 0; i < s.steps.size(); ++i)
+          if (s.steps[i].kind == kind && s.steps[i].peer == peer && !s.steps[i].edge) idx.push_back(i);
+        REQUIRE(idx.size() == chunks);
+        std::size_t next = d[peer] + kEdgeBytes;  // chunks tile the body in order
+        for (std::size_t c = 0; c < idx.size(); ++c) {
+          const Step& st = s.steps[idx[c]];
+          CHECK(st.offset == next);
+          CHECK(st.piece == 2 + static_cast<int>(c));
+          CHECK(st.bytes <= chunk);
+          next += st.bytes;
+          const int expect = kind == Kind::send && window > 0 && c >= static_cast<std::size_t>(window)
+                                 ? static_cast<int>(idx[c - static_cast<std::size_t>(window)])
+                                 : -1;
+          CHECK(st.after == expect);
+        }
+        CHECK(next == d[peer] + b - kEdgeBytes);
+      }
+    }
+  }
+  // A body that would need more than kMaxChunks chunks gets larger ones.
+  std::vector<std::size_t> big(2, 64 << 20), bd{0, 64 << 20};
+  auto s = alltoallv(0, 2, big, bd, big, bd, {}, {4096, 1});
+  int body_recvs = 0;
+  for (const auto& st : s.steps) body_recvs += st.kind == Kind::recv && !st.edge;
+  CHECK(body_recvs == kMaxChunks);
 }
 
 TEST_CASE("alltoallv: receives follow the plan order, else the staggered order", "[schedule]") {
