@@ -3,15 +3,21 @@
  * all, spread evenly over the blocks).  Work times are absolute (microseconds), so that runs with
  * and without the library do the same work; bench/overlap.py derives them from Tcomm.
  *
- *   overlap BLOCK_BYTES ITERS MODE CURC_US CRC_US
+ *   overlap BLOCK_BYTES ITERS MODE CURC_US CRC_US [PARTS]
  *     MODE blocking  MPI_Alltoall (plain MPICH, or libtnbc.so when preloaded)
  *          mpi3      MPI_Ialltoall, MPI_Wait just before the first read (hand-written MPI-3)
+ *     PARTS          CRC granularity: each block is read in PARTS equal parts, each part's
+ *                    pages read before its share of work (default 1: whole blocks)
  *
  * Prints (rank 0): "result mode=… tcomm_us=… tinit_us=… total_us=… curc_us=… crc_us=…"
  * where total is the median per-iteration time of alltoall + CURC + CRC, tinit the median time
  * spent inside the MPI_Alltoall call (blocking mode) or MPI_Ialltoall (mpi3 mode).
- * Work is a spin on the clock that also reads one byte of every page of the block it works on,
- * so a guarded page makes it wait exactly as real code would. */
+ * Work is a spin on the clock that also reads one byte of every page of the part it works on,
+ * so a guarded page makes it wait exactly as real code would.  Each share of work ends a fixed
+ * time after the previous one ended (or after its data arrived, if the read had to wait), not
+ * a fixed time after the spin began: ranks outnumber cores on small machines, and a rank
+ * descheduled at the end of every share would otherwise add the scheduler's delays to the
+ * total, once per share. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +34,14 @@ static double median(double *v, int n) {
 
 static volatile unsigned char sink;
 
-static void spin(double seconds) {
-  double end = MPI_Wtime() + seconds;
+static void spin_until(double end) {
   while (MPI_Wtime() < end) {
   }
 }
+
+/* A read that took longer than this waited for its data (a guarded page); shorter ones did
+ * not, whatever the scheduler did meanwhile. */
+#define WAITED_S 200e-6
 
 static void touch(const unsigned char *p, size_t n) {
   unsigned char s = 0;
@@ -47,13 +56,17 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc < 6) {
-    if (rank == 0) fprintf(stderr, "usage: overlap BLOCK_BYTES ITERS blocking|mpi3 CURC_US CRC_US\n");
+    if (rank == 0) fprintf(stderr, "usage: overlap BLOCK_BYTES ITERS blocking|mpi3 CURC_US CRC_US [PARTS]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   size_t block = strtoul(argv[1], NULL, 10);
   int iters = atoi(argv[2]);
   int mpi3 = strcmp(argv[3], "mpi3") == 0;
   double t_curc = atof(argv[4]) * 1e-6, t_crc = atof(argv[5]) * 1e-6;
+  int parts = argc > 6 ? atoi(argv[6]) : 1;
+  if (parts < 1) parts = 1;
+  const char *tl = getenv("OVERLAP_TIMELINE");
+  int timeline = tl != NULL && strcmp(tl, "1") == 0;
   unsigned char *s = malloc(block * size), *r = malloc(block * size);
   memset(s, rank + 1, block * size);
 
@@ -77,12 +90,32 @@ int main(int argc, char **argv) {
     MPI_Request req;
     if (mpi3) MPI_Ialltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD, &req);
     else MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);
-    init[i] = MPI_Wtime() - t0;
-    spin(t_curc);
-    if (mpi3) MPI_Wait(&req, MPI_STATUS_IGNORE);
+    double deadline = MPI_Wtime();
+    init[i] = deadline - t0;
+    deadline += t_curc;
+    spin_until(deadline);
+    if (mpi3) {
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+      double now = MPI_Wtime();
+      if (now > deadline) deadline = now;
+    }
     for (int b = 0; b < size; b++) {
-      touch(r + (size_t)b * block, block);
-      spin(t_crc / size);
+      double w0 = MPI_Wtime(), waited = 0;
+      for (int q = 0; q < parts; q++) {
+        size_t lo = block * q / parts, hi = block * (q + 1) / parts;
+        double p0 = MPI_Wtime();
+        touch(r + (size_t)b * block + lo, hi - lo);
+        double p1 = MPI_Wtime();
+        if (p1 - p0 > WAITED_S) {
+          waited += p1 - p0;
+          if (p1 > deadline) deadline = p1;
+        }
+        deadline += t_crc / size / parts;
+        spin_until(deadline);
+      }
+      if (timeline && i == iters - 1)
+        fprintf(stderr, "timeline rank=%d block=%d start_ms=%.1f waited_ms=%.1f\n", rank, b,
+                (w0 - t0) * 1e3, waited * 1e3);
     }
     total[i] = MPI_Wtime() - t0;
   }

@@ -66,13 +66,13 @@ def make_plan(args, work):
     return path
 
 
-def run(mode, preload, curc_us, crc_us, args, plan=None):
+def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1):
     cmd = [CLUSTER, "run", "--ppn", "2", "--timeout", "300"]
     if preload:
         cmd += ["--preload", LIB]
     if plan:
         cmd += ["--env", f"TNBC_PLAN={plan}"]
-    cmd += ["--", PROG, str(args.block), str(args.iters), mode, f"{curc_us:.0f}", f"{crc_us:.0f}"]
+    cmd += ["--", PROG, str(args.block), str(args.iters), mode, f"{curc_us:.0f}", f"{crc_us:.0f}", str(parts)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=400, check=True).stdout
     m = re.search(r"result .*", out)
     if not m:
@@ -87,6 +87,9 @@ def main():
     ap.add_argument("--iters", type=int, default=5, help="iterations per run (median taken)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per configuration (median taken)")
     ap.add_argument("--rate", default="200mbit", help="link rate per node")
+    ap.add_argument("--parts", default="1,16",
+                    help="CRC granularities to measure, comma-separated: each block is read in "
+                         "this many parts, each followed by its share of the work (default 1,16)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "replay-overlap.md"))
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -97,21 +100,24 @@ def main():
         plan = make_plan(args, tempfile.mkdtemp(prefix="tnbc_overlap_"))
         base = [run("blocking", False, 0, 0, args)["tcomm_us"] for _ in range(args.repeat)]
         tcomm = statistics.median(base)
-        rows = []
-        for name, desc, fc, fr in SCENARIOS:
-            curc, crc = fc * tcomm, fr * tcomm
-            res = {}
-            for label, mode, pre, pl in (("plain", "blocking", False, None), ("tnbc", "blocking", True, None),
-                                         ("plan", "blocking", True, plan), ("mpi3", "mpi3", False, None)):
-                runs = [run(mode, pre, curc, crc, args, pl) for _ in range(args.repeat)]
-                res[label] = {
-                    "total": statistics.median(r["total_us"] for r in runs),
-                    "spread": max(r["total_us"] for r in runs) - min(r["total_us"] for r in runs),
-                    "tinit": statistics.median(r["tinit_us"] for r in runs),
-                }
-                print(f"{name:>4} {label:<5} total {res[label]['total']/1e3:8.1f} ms "
-                      f"tinit {res[label]['tinit']/1e3:6.1f} ms", flush=True)
-            rows.append((name, desc, curc, crc, res))
+        tables = []
+        for parts in (int(x) for x in args.parts.split(",")):
+            rows = []
+            for name, desc, fc, fr in SCENARIOS:
+                curc, crc = fc * tcomm, fr * tcomm
+                res = {}
+                for label, mode, pre, pl in (("plain", "blocking", False, None), ("tnbc", "blocking", True, None),
+                                             ("plan", "blocking", True, plan), ("mpi3", "mpi3", False, None)):
+                    runs = [run(mode, pre, curc, crc, args, pl, parts) for _ in range(args.repeat)]
+                    res[label] = {
+                        "total": statistics.median(r["total_us"] for r in runs),
+                        "spread": max(r["total_us"] for r in runs) - min(r["total_us"] for r in runs),
+                        "tinit": statistics.median(r["tinit_us"] for r in runs),
+                    }
+                    print(f"parts {parts:>2} {name:>4} {label:<5} total {res[label]['total']/1e3:8.1f} ms "
+                          f"tinit {res[label]['tinit']/1e3:6.1f} ms", flush=True)
+                rows.append((name, desc, curc, crc, res))
+            tables.append((parts, rows))
     finally:
         subprocess.run([CLUSTER, "down"], check=False)
 
@@ -127,7 +133,12 @@ def main():
         "",
         f"Tcomm (plain MPICH, exchange only) = {tcomm/1e3:.1f} ms.  Work after the call: TCURC "
         "spins without touching the buffer, then TCRC is spread over the blocks, read in order "
-        "0..p-1 (each block's pages are read before its share of work).",
+        "0..p-1.  Each block is read in PARTS equal parts, each part's pages read just before "
+        "its share of the work: PARTS = 1 reads a whole block before working on it, PARTS = 16 "
+        "works through it front to back (as a loop over the received data would).  Each share "
+        "of work ends a fixed time after the previous one (or after its data arrived, if the "
+        "read waited), so that scheduler delays on this oversubscribed machine do not pile up "
+        "once per share.",
         "",
         "The plan (made from a traced run of the same benchmark) lists blocks 0..p-1 and has "
         "per-node priority on.  "
@@ -135,26 +146,33 @@ def main():
         "TCURC + TCRC), with the Tinit measured for libtnbc.so with the plan (time inside "
         "MPI_Alltoall).  Ratios below 1 are faster than the reference.",
         "",
-        "| scenario | TCURC | TCRC | plain | tnbc, no plan | tnbc, plan | MPI-3 | no plan / plain | plan / plain | plan / MPI-3 | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, desc, curc, crc, res in rows:
-        p, t, q, m = (res[k]["total"] for k in ("plain", "tnbc", "plan", "mpi3"))
-        tinit = res["plan"]["tinit"]
-        bound = min(tcomm - tinit, curc + crc)
-        overlap = p - q
-        share = f"{overlap / bound:.0%}" if bound > 0 else "n/a"
-        lines.append(
-            f"| {name}: {desc} | {curc/1e3:.0f} ms | {crc/1e3:.0f} ms | {p/1e3:.1f} ms | {t/1e3:.1f} ms "
-            f"| {q/1e3:.1f} ms | {m/1e3:.1f} ms | {t/p:.2f} | {q/p:.2f} | {q/m:.2f} | {tinit/tcomm:.0%} "
-            f"| {overlap/1e3:.1f} ms | {bound/1e3:.1f} ms | {share} |")
+    for parts, rows in tables:
+        lines += [
+            f"## Blocks read in {parts} part{'s' if parts > 1 else ''}",
+            "",
+            "| scenario | TCURC | TCRC | plain | tnbc, no plan | tnbc, plan | MPI-3 | no plan / plain | plan / plain | plan / MPI-3 | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name, desc, curc, crc, res in rows:
+            p, t, q, m = (res[k]["total"] for k in ("plain", "tnbc", "plan", "mpi3"))
+            tinit = res["plan"]["tinit"]
+            bound = min(tcomm - tinit, curc + crc)
+            overlap = p - q
+            share = f"{overlap / bound:.0%}" if bound > 0 else "n/a"
+            lines.append(
+                f"| {name}: {desc} | {curc/1e3:.0f} ms | {crc/1e3:.0f} ms | {p/1e3:.1f} ms | {t/1e3:.1f} ms "
+                f"| {q/1e3:.1f} ms | {m/1e3:.1f} ms | {t/p:.2f} | {q/p:.2f} | {q/m:.2f} | {tinit/tcomm:.0%} "
+                f"| {overlap/1e3:.1f} ms | {bound/1e3:.1f} ms | {share} |")
+        lines += [
+            "",
+            "Spread (max - min of the runs, ms): " + "; ".join(
+                f"{name}: plain {r['plain']['spread']/1e3:.1f}, no plan {r['tnbc']['spread']/1e3:.1f}, "
+                f"plan {r['plan']['spread']/1e3:.1f}, mpi3 {r['mpi3']['spread']/1e3:.1f}"
+                for name, _, _, _, r in rows) + ".",
+            "",
+        ]
     lines += [
-        "",
-        "Spread (max - min of the runs, ms): " + "; ".join(
-            f"{name}: plain {r['plain']['spread']/1e3:.1f}, no plan {r['tnbc']['spread']/1e3:.1f}, "
-            f"plan {r['plan']['spread']/1e3:.1f}, mpi3 {r['mpi3']['spread']/1e3:.1f}"
-            for name, _, _, _, r in rows) + ".",
-        "",
         "Rerun: `sudo python3 bench/overlap.py` (after `tools/build`).",
         "",
     ]

@@ -46,6 +46,20 @@ std::optional<std::string> apply_int(Config& cfg, std::string_view v) {
   return std::nullopt;
 }
 
+/// An integer setting that also takes "auto" (stored as `Auto`).
+template <auto Field, int Auto, std::int64_t Min, std::int64_t Max>
+std::optional<std::string> apply_auto_int(Config& cfg, std::string_view v) {
+  if (v == "auto") {
+    cfg.*Field = Auto;
+    return std::nullopt;
+  }
+  std::string err;
+  auto n = parse_int(v, Min, Max, &err);
+  if (!n) return fmt::format("expected auto or an integer from {} to {}", Min, Max);
+  cfg.*Field = static_cast<int>(*n);
+  return std::nullopt;
+}
+
 template <auto Field>
 std::optional<std::string> apply_size(Config& cfg, std::string_view v) {
   std::string err;
@@ -110,14 +124,16 @@ constexpr std::array kSettings = {
             "plain blocking call (the same on every rank); an MPI_Alltoallv receiving fewer "
             "bytes completes before returning.",
             apply_size<&Config::min_bytes>},
-    Setting{"TNBC_BCAST_SEGMENTS", "int", "4",
+    Setting{"TNBC_BCAST_SEGMENTS", "int", "auto",
             "libtnbc.so: segments a replayed MPI_Bcast is cut into and pipelined in, when no "
-            "plan gives a count (1..253; the paper advises a small count).",
-            apply_int<&Config::bcast_segments, 1, 253>},
-    Setting{"TNBC_BCAST_CHAINS", "int", "0",
-            "libtnbc.so: tree of a replayed MPI_Bcast when no plan gives one: 0 = binomial "
-            "tree, k = k parallel chains from the root.",
-            apply_int<&Config::bcast_chains, 0, 4096>},
+            "plan gives a count: auto (the LogGP model of docs/ordering.md, at most 5) or "
+            "1..253.",
+            apply_auto_int<&Config::bcast_segments, 0, 1, 253>},
+    Setting{"TNBC_BCAST_CHAINS", "int", "auto",
+            "libtnbc.so: tree of a replayed MPI_Bcast when no plan gives one: auto (binomial "
+            "or k chains, whichever the LogGP model of docs/ordering.md finds faster), 0 = "
+            "binomial tree, k = k parallel chains from the root.",
+            apply_auto_int<&Config::bcast_chains, -1, 0, 4096>},
     Setting{"TNBC_PROGRESS_SLEEP_US", "int", "20",
             "libtnbc.so: how long the progress thread naps when a round moved nothing "
             "(microseconds, 0..10000); lower reacts faster, higher leaves more CPU to the "
@@ -130,8 +146,10 @@ constexpr std::array kSettings = {
             "per block).",
             apply_size<&Config::chunk_bytes>},
     Setting{"TNBC_CHUNK_WINDOW", "int", "2",
-            "libtnbc.so: body chunks in flight per destination (1..254; 0 = all at once); "
-            "small windows make chunks arrive front to back.",
+            "libtnbc.so: body chunks a replayed MPI_Alltoall(v) keeps in flight, sent strictly "
+            "in priority order (separately for intra- and inter-node sends when per-node "
+            "priority is on); 0 = all at once.  Small windows make chunks arrive in the order "
+            "they are read and share a link fairly among receivers that need data equally soon.",
             apply_int<&Config::chunk_window, 0, 254>},
     Setting{"TNBC_BARRIER_ALGO", "enum", "auto",
             "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (central_counter on nodes "

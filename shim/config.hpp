@@ -32,11 +32,11 @@ struct Config {
   int trace_bcast_units = 16;     ///< TNBC_TRACE_BCAST_UNITS: sub-messages of a traced MPI_Bcast
   std::string plan;                ///< TNBC_PLAN: plan file from `tnbc-order plan`; empty = defaults
   std::uint64_t min_bytes = 64 * 1024;  ///< TNBC_MIN_BYTES: smaller collectives run blocking
-  int bcast_segments = 4;         ///< TNBC_BCAST_SEGMENTS: pipeline segments of a replayed Bcast
-  int bcast_chains = 0;           ///< TNBC_BCAST_CHAINS: 0 = binomial tree, k = k chains
+  int bcast_segments = 0;  ///< TNBC_BCAST_SEGMENTS: pipeline segments of a replayed Bcast, 0 = auto
+  int bcast_chains = -1;   ///< TNBC_BCAST_CHAINS: 0 = binomial tree, k = k chains, -1 = auto
   int progress_sleep_us = 20;     ///< TNBC_PROGRESS_SLEEP_US: progress thread's nap when idle
   std::uint64_t chunk_bytes = 64 * 1024;  ///< TNBC_CHUNK_BYTES: Alltoall(v) body chunks, 0 = whole
-  int chunk_window = 2;                   ///< TNBC_CHUNK_WINDOW: chunks in flight per destination
+  int chunk_window = 2;                   ///< TNBC_CHUNK_WINDOW: body chunks in flight, in order
   /// TNBC_BARRIER_ALGO: "auto", "mpich" or a barrier algorithm name (barrier/barrier.hpp).
   std::string barrier_algo = "auto";
   int barrier_root = kBarrierRootAuto;  ///< TNBC_BARRIER_ROOT: local rank, or auto (MinNumaDist)

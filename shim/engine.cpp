@@ -137,6 +137,7 @@ struct Op {
     return s.kind == Kind::send && !s.edge && on_node != nullptr &&
            !(*on_node)[static_cast<std::size_t>(s.peer)];
   }
+  std::size_t window = 0;  // windowed sends in flight per lane (0: no window), see progress()
   // Direct: no mirror, no guard; receives land in the user's buffer and the caller waits for
   // the whole operation (the call does not return early, but speaks the same protocol).
   bool direct = false;
@@ -382,10 +383,19 @@ bool EngineImpl::progress(Op& op) {
     op.pass_turn();  // nothing to send off the node: hand the turn on at once
     moved = true;
   }
-  // Post what may go: everything without a pending dependency, in schedule order.
+  // Post what may go: everything without a pending dependency, in schedule order.  Windowed
+  // sends (alltoall(v) bodies) go strictly in order, at most `window` unfinished per lane
+  // (intra-node and inter-node sends are separate lanes when the node is known, so a held
+  // inter-node send never holds up an intra-node one).
+  std::size_t unfinished[2] = {0, 0};
   for (std::size_t i = 0; i < op.steps.size(); ++i) {
-    if (op.state[i] != 0) continue;
+    if (op.state[i] == 2) continue;
     const Step& s = op.steps[i];
+    if (op.window > 0 && s.kind == Kind::send && !s.edge) {
+      const int lane = op.on_node != nullptr && !(*op.on_node)[static_cast<std::size_t>(s.peer)];
+      if (unfinished[lane]++ >= op.window) continue;
+    }
+    if (op.state[i] != 0) continue;
     if (s.kind != Kind::recv && !op.step_copied(i)) continue;  // the caller is still copying
     if (s.kind == Kind::copy) {  // the caller copied the own block into place
       step_done(op, i, ready);
@@ -727,8 +737,8 @@ bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_by
                        std::span<const int> recv_order, bool per_node, bool allow_early) {
   NewOp n = new_op(comm);
   n.op->steps = schedule::alltoallv(n.rank, n.size, send_bytes, send_displs, recv_bytes,
-                                    recv_displs, recv_order,
-                                    {impl().options_.chunk_bytes, impl().options_.chunk_window}).steps;
+                                    recv_displs, recv_order, {impl().options_.chunk_bytes}).steps;
+  n.op->window = static_cast<std::size_t>(impl().options_.chunk_window);
   if (per_node) gate(*n.op, *n.shadow, n.seq, n.rank, recv_order);
   n.op->recv_base = static_cast<char*>(recvbuf);
   return impl().run_op(std::move(n.op), sendbuf, allow_early);

@@ -29,12 +29,9 @@
 namespace tnbc::shim {
 
 struct EngineOptions {
-  std::size_t min_bytes = 64 * 1024;  ///< smaller receive sides run the blocking call
-  int bcast_segments = 4;             ///< default m when no plan gives one
-  int bcast_chains = 0;               ///< 0 = binomial tree, k > 0 = k chains
   unsigned progress_sleep_us = 20;    ///< progress thread's nap when nothing moved
   std::size_t chunk_bytes = 64 * 1024;  ///< alltoall(v) body chunk size, 0 = whole bodies
-  int chunk_window = 2;                 ///< body chunks in flight per destination, 0 = all
+  int chunk_window = 2;                 ///< body chunk sends in flight (per lane), 0 = all
 };
 
 class Engine {

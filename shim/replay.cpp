@@ -11,6 +11,7 @@
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
+#include "priority/model.hpp"
 #include "priority/plan.hpp"
 #include "replay_guard.hpp"
 
@@ -191,9 +192,6 @@ bool start(Runtime& rt) {
     return false;
   }
   EngineOptions o;
-  o.min_bytes = rt.config().min_bytes;
-  o.bcast_segments = rt.config().bcast_segments;
-  o.bcast_chains = rt.config().bcast_chains;
   o.progress_sleep_us = rt.config().progress_sleep_us;
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
@@ -270,6 +268,31 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
                   recvtype, comm, total >= rt.config().min_bytes, order, entry && entry->per_node);
 }
 
+namespace {
+
+struct BcastShape {
+  int segments = 1;
+  int chains = 0;  // 0 = binomial
+};
+
+/// Segments and tree of a replayed Bcast: the plan's, else the settings', else the LogGP
+/// model's choice (priority/model.hpp, default parameters).  Every input is the same on every
+/// rank (plan file and call site, environment, communicator size, byte count), so every rank
+/// builds the same messages.
+BcastShape bcast_shape(const config::Config& cfg, const priority::PlanEntry* entry, int size, std::size_t bytes) {
+  BcastShape out;
+  const priority::BcastChoice model = priority::choose_bcast(priority::LogGP{}, size, bytes, priority::BcastLimits{});
+  if (entry && entry->segments > 0) out.segments = entry->segments;
+  else if (cfg.bcast_segments > 0) out.segments = cfg.bcast_segments;
+  else out.segments = model.segments;
+  if (entry) out.chains = entry->tree.kind == priority::TreeKind::chains ? entry->tree.chains : 0;
+  else if (cfg.bcast_chains >= 0) out.chains = cfg.bcast_chains;
+  else out.chains = model.shape.kind == priority::TreeKind::chains ? model.shape.chains : 0;
+  return out;
+}
+
+}  // namespace
+
 int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
   OpStats& st = rt.stats().bcast;
   auto blocking = [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); };
@@ -284,9 +307,10 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   // site on every rank) or from the settings, never from anything rank-local.
   const auto* entry = plan_entry(priority::Op::bcast, comm, bytes);
   if (entry) st.count_planned();
-  const int segments = entry && entry->segments > 0 ? entry->segments : rt.config().bcast_segments;
-  const int chains = entry ? (entry->tree.kind == priority::TreeKind::chains ? entry->tree.chains : 0)
-                           : rt.config().bcast_chains;
+  int size = 1;
+  PMPI_Comm_size(comm, &size);
+  const BcastShape shape = bcast_shape(rt.config(), entry, size, bytes);
+  const int segments = shape.segments, chains = shape.chains;
   const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
   if (bytes / static_cast<std::size_t>(segments) >= INT_MAX || bytes > INT_MAX)
     return plain(st, "large_block", blocking);

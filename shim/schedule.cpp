@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <tuple>
 
 namespace tnbc::shim::schedule {
 namespace {
@@ -52,12 +53,12 @@ std::vector<Piece> pieces(std::size_t n, std::size_t chunk) {
  *              priority order, sends in staggered order; the call waits for these only;
  *           3. receives of the bodies in priority order (plan order, else (rank - k) mod p),
  *              chunk by chunk;
- *           4. sends of the bodies in staggered order (rank + k) mod p, chunk c of a body
- *              after chunk c - window of the same body (so chunks arrive front to back).
+ *           4. sends of the bodies sorted by (position of this rank in the receiver's order,
+ *              chunk, staggered position of the receiver).
  *   Edge cases: zero-byte blocks get no step; blocks under 3 pages travel whole; size 1 is a
  *   copy only.
  *   Cost: (p-1) messages each way, 2 + chunks per block of 3 pages or more:
- *   Cost = (2 + c)(p-1)·α + n·β per rank.
+ *   Cost = (2 + c)(p-1)·α + n·β per rank; sorting the sends O(s log s), s send steps.
  */
 Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
                    std::span<const std::size_t> send_displs,
@@ -77,31 +78,54 @@ Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
   for (int k = 1; k < size; ++k) staggered_recv.push_back((rank - k + size) % size);
   staggered_recv.push_back(rank);
   const std::vector<int> sources = complete_order(recv_order, staggered_recv);
-  auto add = [&](bool edges) {
-    for (int src : sources) {  // receives
-      auto i = static_cast<std::size_t>(src);
-      if (src == rank || recv_bytes[i] == 0) continue;
-      for (const Piece& pc : pieces(recv_bytes[i], options.chunk_bytes))
-        if (pc.edge == edges)
-          s.steps.push_back({Kind::recv, src, recv_displs[i] + pc.offset, pc.bytes, src, pc.piece, pc.edge});
-    }
-    for (int k = 1; k < size; ++k) {  // sends
-      int dst = (rank + k) % size;
-      auto i = static_cast<std::size_t>(dst);
-      if (send_bytes[i] == 0) continue;
-      std::vector<int> chunk_steps;  // this body's chunks so far, for the window
-      for (const Piece& pc : pieces(send_bytes[i], options.chunk_bytes)) {
-        if (pc.edge != edges) continue;
-        int after = -1;
-        if (!edges && options.window > 0 && chunk_steps.size() >= static_cast<std::size_t>(options.window))
-          after = chunk_steps[chunk_steps.size() - static_cast<std::size_t>(options.window)];
-        chunk_steps.push_back(static_cast<int>(s.steps.size()));
-        s.steps.push_back({Kind::send, dst, send_displs[i] + pc.offset, pc.bytes, rank, pc.piece, pc.edge, after});
+  // Where this rank's block stands in a receiver's order: its place in the plan's list when
+  // listed there (the same for every receiver), else after the listed ones, staggered.
+  long listed_at = -1, listed = 0;
+  {
+    std::vector<char> seen(n, 0);
+    for (int i : recv_order)
+      if (i >= 0 && i < size && !seen[static_cast<std::size_t>(i)]) {
+        seen[static_cast<std::size_t>(i)] = 1;
+        if (i == rank) listed_at = listed;
+        ++listed;
       }
-    }
+  }
+  auto need_rank = [&](int dst) {
+    return listed_at >= 0 ? listed_at : listed + (dst - rank - 1 + size) % size;
   };
-  add(true);   // 2. edge pieces
-  add(false);  // 3, 4. bodies
+  for (int src : sources) {  // 2a. edge receives
+    auto i = static_cast<std::size_t>(src);
+    if (src == rank || recv_bytes[i] == 0) continue;
+    for (const Piece& pc : pieces(recv_bytes[i], options.chunk_bytes))
+      if (pc.edge) s.steps.push_back({Kind::recv, src, recv_displs[i] + pc.offset, pc.bytes, src, pc.piece, true});
+  }
+  struct BodySend {
+    long need;
+    std::size_t chunk;
+    int k;
+    Step step;
+  };
+  std::vector<BodySend> bodies;
+  for (int k = 1; k < size; ++k) {  // 2b. edge sends; the body sends, sorted below
+    int dst = (rank + k) % size;
+    auto i = static_cast<std::size_t>(dst);
+    if (send_bytes[i] == 0) continue;
+    for (const Piece& pc : pieces(send_bytes[i], options.chunk_bytes)) {
+      Step st{Kind::send, dst, send_displs[i] + pc.offset, pc.bytes, rank, pc.piece, pc.edge};
+      if (pc.edge) s.steps.push_back(st);
+      else bodies.push_back({need_rank(dst), static_cast<std::size_t>(pc.piece), k, st});
+    }
+  }
+  for (int src : sources) {  // 3. body receives
+    auto i = static_cast<std::size_t>(src);
+    if (src == rank || recv_bytes[i] == 0) continue;
+    for (const Piece& pc : pieces(recv_bytes[i], options.chunk_bytes))
+      if (!pc.edge) s.steps.push_back({Kind::recv, src, recv_displs[i] + pc.offset, pc.bytes, src, pc.piece, false});
+  }
+  std::stable_sort(bodies.begin(), bodies.end(), [](const BodySend& a, const BodySend& b) {
+    return std::tie(a.need, a.chunk, a.k) < std::tie(b.need, b.chunk, b.k);
+  });
+  for (const BodySend& b : bodies) s.steps.push_back(b.step);  // 4. body sends
   return s;
 }
 

@@ -52,16 +52,18 @@ inline constexpr int kMaxChunks = 254;
 
 struct AlltoallvOptions {
   std::size_t chunk_bytes = 0;  ///< body chunk size, 0 = bodies travel whole
-  int window = 0;  ///< chunks in flight per destination (0 = all): chunk c is sent after c - window
 };
 
 /// Alltoall(v) on `rank` of `size`.  Block i of the send side goes to rank i, block j of the
 /// receive side comes from rank j; counts and displacements are in bytes.  `recv_order` lists
-/// source ranks, the block read first first (a plan's consensus order); empty = the default
-/// staggered order (rank - k) mod size.  Sends go in the staggered order (rank + k) mod size so
-/// that receivers are not all hit at once.  The own block is a copy, issued first; then the edge
-/// pieces (heads and tails) of every block, then the bodies.  Pieces: 0 whole or head, 1 tail,
-/// 2 + c body chunk c.
+/// source ranks, the block read first first (a plan's consensus order, the same on every rank);
+/// empty = the default staggered order (rank - k) mod size.  The own block is a copy, issued
+/// first; then the edge pieces (heads and tails) of every block, then the bodies.  Body sends
+/// are ordered by what their receivers need first: by the position of this rank in the
+/// receiver's order, then chunk by chunk, then staggered (rank + k) mod size, so the blocks
+/// every receiver reads first go out first and, when several receivers want theirs equally
+/// soon, chunk 0 goes to each of them before chunk 1.  Pieces: 0 whole or head, 1 tail, 2 + c
+/// body chunk c.  (The engine keeps a window of body sends in flight in this order.)
 Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
                    std::span<const std::size_t> send_displs,
                    std::span<const std::size_t> recv_bytes,

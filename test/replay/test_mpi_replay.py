@@ -54,11 +54,11 @@ def main():
         # Odd chunks (not page multiples, one in flight), all chunks at once, and whole bodies.
         for env in ({"TNBC_CHUNK_BYTES": "5000", "TNBC_CHUNK_WINDOW": "1"},
                     {"TNBC_CHUNK_BYTES": "12K", "TNBC_CHUNK_WINDOW": "0"},
-                    {"TNBC_CHUNK_BYTES": "0"}):
+                    {"TNBC_CHUNK_BYTES": "0", "TNBC_BCAST_SEGMENTS": "7", "TNBC_BCAST_CHAINS": "2"}):
             out = lines(mpirun(PROG, 4, preload="tnbc", env=env, args=[tmp], timeout=120).stdout)
             diff = sorted(set(out) ^ set(ref.get("out", [])))
             expect(out == ref.get("out"), f"{env}: differs from plain MPICH: {diff[:10]}")
-    s.check("libtnbc.so, 4 ranks, other body chunkings: identical bytes", chunkings)
+    s.check("libtnbc.so, 4 ranks, other body chunkings and Bcast shapes: identical bytes", chunkings)
 
     def replay_odd_ranks():
         a = lines(mpirun(PROG, 3, args=[tmp, "alltoall_sizes", "bcasts"], timeout=120).stdout)

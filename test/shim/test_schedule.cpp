@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <span>
 #include <random>
 #include <set>
 #include <tuple>
@@ -12,7 +13,7 @@ using namespace tnbc::shim::schedule;
 TEST_CASE("alltoallv: every rank's sends match the peers' receives, byte for byte",
           "[schedule]") {
   std::mt19937 rng(42);
-  for (AlltoallvOptions opt : {AlltoallvOptions{}, AlltoallvOptions{16384, 2}})
+  for (AlltoallvOptions opt : {AlltoallvOptions{}, AlltoallvOptions{16384}})
   for (int p : {1, 2, 3, 4, 7, 16}) {
     // bytes[s][d]: what s sends to d; zero blocks included.
     std::vector<std::vector<std::size_t>> bytes(p, std::vector<std::size_t>(p));
@@ -75,42 +76,58 @@ TEST_CASE("alltoallv: large blocks travel as head, body and tail, edge pieces fi
   }
 }
 
-TEST_CASE("alltoallv: bodies travel in chunks, front to back, within the window", "[schedule]") {
+TEST_CASE("alltoallv: bodies travel in chunks that tile them front to back", "[schedule]") {
   const int p = 4, r = 2;
   const std::size_t b = 1 << 20, chunk = 64 * 1024;
   std::vector<std::size_t> sb(p, b), d{0, b, 2 * b, 3 * b};
-  for (int window : {0, 1, 2, 3}) {
-    auto s = alltoallv(r, p, sb, d, sb, d, {}, {chunk, window});
-    const std::size_t chunks = (b - 2 * kEdgeBytes + chunk - 1) / chunk;
-    for (Kind kind : {Kind::send, Kind::recv}) {
-      for (int peer = 0; peer < p; ++peer) {
-        if (peer == r) continue;
-        std::vector<std::size_t> idx;  // this peer's body chunks in schedule order
-        for (std::size_t i = 0; i < s.steps.size(); ++i)
-          if (s.steps[i].kind == kind && s.steps[i].peer == peer && !s.steps[i].edge) idx.push_back(i);
-        REQUIRE(idx.size() == chunks);
-        std::size_t next = d[peer] + kEdgeBytes;  // chunks tile the body in order
-        for (std::size_t c = 0; c < idx.size(); ++c) {
-          const Step& st = s.steps[idx[c]];
-          CHECK(st.offset == next);
-          CHECK(st.piece == 2 + static_cast<int>(c));
-          CHECK(st.bytes <= chunk);
-          next += st.bytes;
-          const int expect = kind == Kind::send && window > 0 && c >= static_cast<std::size_t>(window)
-                                 ? static_cast<int>(idx[c - static_cast<std::size_t>(window)])
-                                 : -1;
-          CHECK(st.after == expect);
-        }
-        CHECK(next == d[peer] + b - kEdgeBytes);
+  auto s = alltoallv(r, p, sb, d, sb, d, {}, {chunk});
+  const std::size_t chunks = (b - 2 * kEdgeBytes + chunk - 1) / chunk;
+  for (Kind kind : {Kind::send, Kind::recv}) {
+    for (int peer = 0; peer < p; ++peer) {
+      if (peer == r) continue;
+      std::vector<std::size_t> idx;  // this peer's body chunks in schedule order
+      for (std::size_t i = 0; i < s.steps.size(); ++i)
+        if (s.steps[i].kind == kind && s.steps[i].peer == peer && !s.steps[i].edge) idx.push_back(i);
+      REQUIRE(idx.size() == chunks);
+      std::size_t next = d[peer] + kEdgeBytes;
+      for (std::size_t c = 0; c < idx.size(); ++c) {
+        const Step& st = s.steps[idx[c]];
+        CHECK(st.offset == next);
+        CHECK(st.piece == 2 + static_cast<int>(c));
+        CHECK(st.bytes <= chunk);
+        CHECK(st.after == -1);
+        next += st.bytes;
       }
+      CHECK(next == d[peer] + b - kEdgeBytes);
     }
   }
   // A body that would need more than kMaxChunks chunks gets larger ones.
   std::vector<std::size_t> big(2, 64 << 20), bd{0, 64 << 20};
-  auto s = alltoallv(0, 2, big, bd, big, bd, {}, {4096, 1});
+  auto s2 = alltoallv(0, 2, big, bd, big, bd, {}, {4096});
   int body_recvs = 0;
-  for (const auto& st : s.steps) body_recvs += st.kind == Kind::recv && !st.edge;
+  for (const auto& st : s2.steps) body_recvs += st.kind == Kind::recv && !st.edge;
   CHECK(body_recvs == kMaxChunks);
+}
+
+TEST_CASE("alltoallv: body sends go first to whom needs them first", "[schedule]") {
+  const int p = 4, r = 1;
+  const std::size_t b = 3 * 65536 + 2 * kEdgeBytes;  // three 64 KiB chunks per body
+  std::vector<std::size_t> sb(p, b), d{0, b, 2 * b, 3 * b};
+  auto body_sends = [&](std::span<const int> order) {
+    std::vector<std::pair<int, int>> out;  // (destination, chunk)
+    for (const auto& st : alltoallv(r, p, sb, d, sb, d, order, {65536}).steps)
+      if (st.kind == Kind::send && !st.edge) out.emplace_back(st.peer, st.piece - 2);
+    return out;
+  };
+  // Default: receiver q reads (q - 1), (q - 2), ...: rank 1's block is 2's first need, 3's
+  // second, 0's third: whole bodies one after the other.
+  CHECK(body_sends({}) == std::vector<std::pair<int, int>>{
+                              {2, 0}, {2, 1}, {2, 2}, {3, 0}, {3, 1}, {3, 2}, {0, 0}, {0, 1}, {0, 2}});
+  // A plan order is everybody's: rank 1's block is equally urgent for all, chunk 0 to each
+  // first (staggered), then chunk 1, ...
+  std::vector<int> plan{0, 1, 2, 3};
+  CHECK(body_sends(plan) == std::vector<std::pair<int, int>>{
+                                {2, 0}, {3, 0}, {0, 0}, {2, 1}, {3, 1}, {0, 1}, {2, 2}, {3, 2}, {0, 2}});
 }
 
 TEST_CASE("alltoallv: receives follow the plan order, else the staggered order", "[schedule]") {
