@@ -699,6 +699,10 @@ void Engine::drain() {
   if (running_) impl().drain();
 }
 
+void Engine::prepare_node(MPI_Comm comm) {
+  if (running_) tnbc::shim::prepare_node(*impl().shadow(comm));
+}
+
 void Engine::complete_overlapping(const void* p, std::size_t n) {
   if (running_) impl().complete_overlapping(reinterpret_cast<std::uintptr_t>(p), n);
 }

@@ -60,6 +60,10 @@ class Engine {
   bool bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments, int chains,
              std::span<const int> segment_order, bool allow_early);
 
+  /// Sets up per-node priority for `comm` now (collective over `comm`) instead of at the first
+  /// collective that asks for it.
+  void prepare_node(MPI_Comm comm);
+
   /// Completes every operation in flight (the fence).
   void drain();
   /// Completes every operation whose receive span overlaps [p, p + n).

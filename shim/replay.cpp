@@ -1,5 +1,6 @@
 #include "replay.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <vector>
 
@@ -203,6 +204,12 @@ bool start(Runtime& rt) {
     return false;
   }
   g_running = true;
+  // Per-node priority needs a node communicator and a shared-memory window per communicator:
+  // collective and slow (tens of ms).  For MPI_COMM_WORLD set them up here, not inside the
+  // application's first timed collective.  Every rank reads the same plan, so all come here.
+  if (g_plan && std::any_of(g_plan->entries.begin(), g_plan->entries.end(),
+                            [](const priority::PlanEntry& e) { return e.per_node; }))
+    Engine::instance().prepare_node(MPI_COMM_WORLD);
   return true;
 }
 
