@@ -271,8 +271,12 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   const auto* entry = plan_entry(priority::Op::alltoallv, comm, size > 0 ? total / static_cast<std::size_t>(size) : 0);
   if (entry) st.count_planned();
   const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
+  // No per-node priority for Alltoallv: the plan entry is found by this rank's own receive size,
+  // so ranks of one node can disagree on it, and a rank that does not take part in its node's
+  // turns stops the ranks after it for good (measured: IS-like class S hung).  The order alone
+  // is safe: it changes when messages are posted, not which messages there are.
   return exchange(rt, st, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                  recvtype, comm, total >= rt.config().min_bytes, order, entry && entry->per_node);
+                  recvtype, comm, total >= rt.config().min_bytes, order, false);
 }
 
 namespace {

@@ -77,6 +77,24 @@ def main():
         expect(res.returncode == 0, f"exit {res.returncode}: {res.stderr}")
         expect("TNBC_TRACE_DIR=" in res.stdout and "libtnbc.so" in res.stdout, f"demo steps missing: {res.stdout}")
     s.check("tools/tnbc-bench --demo --dry-run lists its steps", demo_dry_run)
+
+    def per_node_plans():
+        # Regression: a per-node plan for IS's Alltoallv hung (ranks of a node disagreed on the
+        # plan entry, chosen by each rank's own receive size).  Trace, plan --per-node, replay
+        # on 2 emulated nodes, each run limited to 60 s; results must match plain MPICH.
+        out = os.path.join(tmp, "pernode")
+        res = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "tnbc-bench"), "--quick",
+                              "--kernels", "ft,is", "--rates", "200mbit", "--configs", "node", "--timeout", "60",
+                              "--build", BUILD, "--out", out], capture_output=True, text=True, timeout=600)
+        expect(res.returncode == 0, f"exit {res.returncode}: {res.stderr[-500:]}")
+        with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
+            rows = [l for l in f if l.startswith("| ft |") or l.startswith("| is |")]
+        node = [l for l in rows if "plan + per-node" in l]
+        expect(len(node) == 2, f"expected a per-node row for ft and is: {rows}")
+        expect(all("FAILED" not in l and l.rstrip().endswith("same |") for l in node), f"per-node runs: {node}")
+    if os.geteuid() == 0:
+        s.check("per-node plans for FT (Alltoall) and IS (Alltoallv) on 2 nodes: finish, same results",
+                per_node_plans)
     s.finish()
 
 
