@@ -70,7 +70,8 @@ int delete_shadow(MPI_Comm, int, void* value, void*) {
 }
 
 /// One collective in flight.  Built by the calling thread, then owned by the progress thread;
-/// the calling thread only reads edge_pending and done.
+/// afterwards the calling thread only fills the send copy (and the own block in the mirror),
+/// marking `copied`, and reads edge_pending and done.
 struct Op {
   MPI_Comm comm = MPI_COMM_NULL;
   int tag = 0;
@@ -638,6 +639,20 @@ void fill_send_side(Op& op, const void* sendbuf) {
     if (!op.steps[i].edge) fill(i);
 }
 
+/// True when some send byte lies on a page the receive would protect (e.g. one array holding
+/// both sides at disjoint displacements).
+bool send_meets_receive(const Op& op, const void* sendbuf, std::uintptr_t ps) {
+  const auto sb = reinterpret_cast<std::uintptr_t>(sendbuf), rb = reinterpret_cast<std::uintptr_t>(op.recv_base);
+  std::uintptr_t slo = UINTPTR_MAX, shi = 0, rlo = UINTPTR_MAX, rhi = 0;
+  for (const auto& s : op.steps) {
+    if (s.kind == Kind::send) slo = std::min(slo, sb + s.offset), shi = std::max(shi, sb + s.offset + s.bytes);
+    if (s.kind == Kind::copy) slo = std::min(slo, sb + s.src_offset), shi = std::max(shi, sb + s.src_offset + s.bytes);
+    if (s.kind != Kind::send) rlo = std::min(rlo, rb + s.offset), rhi = std::max(rhi, rb + s.offset + s.bytes);
+  }
+  // Only the receive span's full pages get protected; its partial first and last page never do.
+  return shi > slo && rhi > rlo && slo < page_floor(rhi, ps) && shi > page_ceil(rlo, ps);
+}
+
 bool EngineImpl::run_op(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
   const std::uint64_t t0 = now_ns();
   const std::size_t n = op->steps.size();
@@ -647,6 +662,11 @@ bool EngineImpl::run_op(std::shared_ptr<Op> op, const void* sendbuf, bool allow_
   if (sendbuf != nullptr) prepare_send_side(*op);
   const bool receives = std::any_of(op->steps.begin(), op->steps.end(),
                                     [](const Step& s) { return s.kind != Kind::send; });
+  if (sendbuf != nullptr && op->recv_base != nullptr && send_meets_receive(*op, sendbuf, page_size_)) {
+    // The send side is copied after the receive pages are protected: a send byte on a guarded
+    // page would fault on our own op and wait for it forever.  Such a call completes instead.
+    allow_early = false;
+  }
   bool early = false;
   if (!receives) {
     early = allow_early;  // e.g. the bcast root: nothing to guard once the send side is copied
