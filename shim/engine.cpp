@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -117,9 +118,10 @@ struct Op {
   std::uint64_t gate_value = 0;
   bool first_on_node = false;
   bool turn_passed = false;
-  std::uint64_t held_since = 0;   // when a send first found the gate closed (0: never)
-  std::size_t held_sends = 0;     // sends that found it closed at least once
-  std::vector<std::uint8_t> held; // per step: found the gate closed
+  // When a send first found the gate closed (0: never), and how many inter-node sends were
+  // held then: all of them, since the gate only ever opens and none could be posted before.
+  std::uint64_t held_since = 0;
+  std::size_t held_sends = 0;
   const std::vector<char>* on_node = nullptr;
   std::size_t remote_sends_left = 0;
   bool gate_open() const {
@@ -404,9 +406,7 @@ bool EngineImpl::progress(Op& op) {
     } else if (s.after < 0 || op.state[static_cast<std::size_t>(s.after)] == 2) {
       if (op.remote(s)) {
         if (!op.gate_open()) {  // not this rank's turn on the node yet
-          if (op.held.empty()) op.held.assign(op.steps.size(), 0);
-          if (!op.held[i]) op.held[i] = 1, ++op.held_sends;
-          if (op.held_since == 0) op.held_since = now_ns();
+          if (op.held_since == 0) op.held_since = now_ns(), op.held_sends = op.remote_sends_left;
           continue;
         }
         if (op.held_since != 0) {  // the turn came: account for the wait once
@@ -620,17 +620,32 @@ void prepare_send_side(Op& op) {
 
 /// Copies the send side step by step, edge pieces first, then in schedule order, marking each
 /// step for the progress thread as soon as its bytes are in place.
+/// Send steps may share bytes (Alltoallv displacements may overlap; a Bcast root sends each
+/// segment to every child): each byte is copied once, since an earlier step's send may already
+/// be on the wire from those bytes.
 void fill_send_side(Op& op, const void* sendbuf) {
   const auto* src = static_cast<const char*>(sendbuf);
-  const Step* last = nullptr;  // a bcast root sends the same bytes to each child in a row
+  std::map<std::size_t, std::size_t> done;  // copied send-side ranges [first, second), disjoint
+  auto copy_once = [&](std::size_t a, std::size_t b) {
+    auto copy = [&](std::size_t lo, std::size_t hi) {
+      std::memcpy(op.send_copy.get() + (lo - op.send_lo), src + lo, hi - lo);
+    };
+    auto it = done.upper_bound(a);
+    if (it != done.begin() && std::prev(it)->second >= a) --it;  // a range reaching a
+    std::size_t cur = a, lo = a, hi = b;
+    for (; it != done.end() && it->first <= b; it = done.erase(it)) {  // merge what [a, b) meets
+      if (cur < it->first) copy(cur, it->first);
+      cur = std::max(cur, it->second);
+      lo = std::min(lo, it->first);
+      hi = std::max(hi, it->second);
+    }
+    if (cur < b) copy(cur, b);
+    done.emplace(lo, hi);
+  };
   auto fill = [&](std::size_t i) {
     const Step& s = op.steps[i];
-    if (s.kind == Kind::copy) {
-      std::memcpy(op.mirror_at(s.offset), src + s.src_offset, s.bytes);
-    } else if (s.kind == Kind::send && !(last && last->offset == s.offset && last->bytes == s.bytes)) {
-      std::memcpy(op.send_copy.get() + (s.offset - op.send_lo), src + s.offset, s.bytes);
-      last = &s;
-    }
+    if (s.kind == Kind::copy) std::memcpy(op.mirror_at(s.offset), src + s.src_offset, s.bytes);
+    else if (s.kind == Kind::send) copy_once(s.offset, s.offset + s.bytes);
     op.copied[i].store(1, std::memory_order_release);
   };
   for (std::size_t i = 0; i < op.steps.size(); ++i)

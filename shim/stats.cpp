@@ -1,10 +1,6 @@
 #include "stats.hpp"
 
-#include <cerrno>
-#include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 namespace tnbc::shim {
 
@@ -58,39 +54,6 @@ std::string json_escape(std::string_view s) {
     }
   }
   return out;
-}
-
-std::optional<std::string> write_file_atomic(const std::string& path, std::string_view content) {
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return fmt::format("cannot create {}: {}", tmp, std::strerror(errno));
-  const char* p = content.data();
-  std::size_t left = content.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return fmt::format("cannot write {}: {}", tmp, std::strerror(n < 0 ? e : ENOSPC));
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  int sync_rc = ::fsync(fd);
-  int sync_errno = errno;
-  if (::close(fd) != 0 || sync_rc != 0) {
-    int e = sync_rc != 0 ? sync_errno : errno;
-    ::unlink(tmp.c_str());
-    return fmt::format("cannot write {}: {}", tmp, std::strerror(e));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(e));
-  }
-  return std::nullopt;
 }
 
 }  // namespace tnbc::shim

@@ -57,8 +57,4 @@ struct Stats {
 /// Escapes `s` as the body of a JSON string (no quotes added).
 std::string json_escape(std::string_view s);
 
-/// Writes `content` to `path` atomically: a temporary file in the same folder, fsync'd and
-/// renamed over `path`.  Returns an error message, or nullopt on success.
-std::optional<std::string> write_file_atomic(const std::string& path, std::string_view content);
-
 }  // namespace tnbc::shim

@@ -155,8 +155,7 @@ std::string encode_trace(const Trace& t) {
   return std::move(w.out());
 }
 
-std::optional<std::string> write_trace(const std::string& path, const Trace& trace) {
-  std::string content = encode_trace(trace);
+std::optional<std::string> write_file_atomic(const std::string& path, std::string_view content) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return "cannot create " + tmp + ": " + describe_errno(errno);
@@ -188,6 +187,10 @@ std::optional<std::string> write_trace(const std::string& path, const Trace& tra
     return "cannot rename " + tmp + " to " + path + ": " + describe_errno(e);
   }
   return std::nullopt;
+}
+
+std::optional<std::string> write_trace(const std::string& path, const Trace& trace) {
+  return write_file_atomic(path, encode_trace(trace));
 }
 
 ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) {

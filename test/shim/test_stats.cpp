@@ -1,10 +1,5 @@
 #include <catch2/catch.hpp>
 
-#include <fstream>
-#include <sstream>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "stats.hpp"
 
 using namespace tnbc::shim;
@@ -35,24 +30,4 @@ TEST_CASE("statistics JSON has every documented key with the counted values", "[
 
 TEST_CASE("json_escape escapes quotes, backslashes and control characters", "[stats]") {
   CHECK(json_escape("a\"b\\c\n\x01") == "a\\\"b\\\\c\\n\\u0001");
-}
-
-TEST_CASE("write_file_atomic writes the whole content and leaves no temporary", "[stats]") {
-  char dir[] = "/tmp/tnbc_stats_XXXXXX";
-  REQUIRE(mkdtemp(dir));
-  std::string path = std::string(dir) + "/s.0.json";
-  REQUIRE_FALSE(write_file_atomic(path, "{\"x\":1}\n").has_value());
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  CHECK(ss.str() == "{\"x\":1}\n");
-  unlink(path.c_str());
-  CHECK(rmdir(dir) == 0);  // fails if a temporary file was left behind
-}
-
-TEST_CASE("write_file_atomic reports a missing folder", "[stats]") {
-  auto err = write_file_atomic("/nonexistent-tnbc-dir/s.json", "x");
-  REQUIRE(err.has_value());
-  CHECK(err->find("cannot create /nonexistent-tnbc-dir/s.json.tmp.") == 0);
-  CHECK(err->find("No such file or directory") != std::string::npos);
 }
