@@ -129,3 +129,34 @@ TEST_CASE("barrier settings: defaults, values, and exact messages for bad values
   CHECK(bad.config.barrier_algo == "auto");
   CHECK(bad.config.barrier_root == kBarrierRootAuto);
 }
+
+TEST_CASE("replay engine settings: auto Bcast shape, chunks, and messages for bad values", "[config]") {
+  auto d = load_env({});
+  CHECK(d.config.bcast_segments == 0);  // auto: the LogGP model decides
+  CHECK(d.config.bcast_chains == -1);
+  CHECK(d.config.chunk_bytes == 64 * 1024);
+  CHECK(d.config.chunk_window == 2);
+  auto r = load_env({"TNBC_BCAST_SEGMENTS=7", "TNBC_BCAST_CHAINS=0", "TNBC_CHUNK_BYTES=0",
+                     "TNBC_CHUNK_WINDOW=5"});
+  CHECK(r.messages.empty());
+  CHECK(r.config.bcast_segments == 7);
+  CHECK(r.config.bcast_chains == 0);
+  CHECK(r.config.chunk_bytes == 0);
+  CHECK(r.config.chunk_window == 5);
+  CHECK(load_env({"TNBC_BCAST_SEGMENTS=auto", "TNBC_BCAST_CHAINS=auto"}).config.bcast_chains == -1);
+
+  auto bad = load_env({"TNBC_BCAST_SEGMENTS=0", "TNBC_BCAST_CHAINS=-1", "TNBC_CHUNK_BYTES=big",
+                       "TNBC_CHUNK_WINDOW=255"});
+  REQUIRE(bad.messages.size() == 4);
+  CHECK(bad.messages[0] ==
+        "TNBC_BCAST_SEGMENTS=0: expected auto or an integer from 1 to 253; using the default (auto)");
+  CHECK(bad.messages[1] ==
+        "TNBC_BCAST_CHAINS=-1: expected auto or an integer from 0 to 4096; using the default (auto)");
+  CHECK(bad.messages[2].find("TNBC_CHUNK_BYTES=big: expected a byte count") == 0);
+  CHECK(bad.messages[3] ==
+        "TNBC_CHUNK_WINDOW=255: expected an integer from 0 to 254; using the default (2)");
+  CHECK(bad.config.bcast_segments == 0);
+  CHECK(bad.config.bcast_chains == -1);
+  CHECK(bad.config.chunk_bytes == 64 * 1024);
+  CHECK(bad.config.chunk_window == 2);
+}
