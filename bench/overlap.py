@@ -10,9 +10,10 @@ absolute microseconds derived from a plain run's Tcomm, so every configuration d
 work.  Overlap measured = total(plain) - total(config); the bound is formula (3) of the paper,
 min(Tcomm - Tinit, TCURC + TCRC) (with RCRC = D/TCRC, Tcomm*Rcomm/RCRC = TCRC), with the Tcomm of
 plain MPICH measured in the same row.  Each scenario runs with the blocks read whole and read in
-16 parts (--parts).
+16 parts (--parts), and with two rank placements (--placement): block (ranks 0,1 on node 0) and
+cyclic (ranks dealt round robin, as in the paper's per-node priority figure).
 
-Writes docs/replay-overlap.md.  Needs root (network namespaces); takes a few minutes.
+Writes docs/replay-overlap.md; a section of it headed "## Reading" (written by hand) is kept.  Needs root (network namespaces); takes a few minutes.
 """
 
 import argparse
@@ -68,13 +69,13 @@ def make_plan(args, work):
     return path
 
 
-def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1):
-    cmd = [CLUSTER, "run", "--ppn", "2", "--timeout", "300"]
+def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="block", block=None, iters=None):
+    cmd = [CLUSTER, "run", "--ppn", "2", "--placement", placement, "--timeout", "300"]
     if preload:
         cmd += ["--preload", LIB]
     if plan:
         cmd += ["--env", f"TNBC_PLAN={plan}"]
-    cmd += ["--", PROG, str(args.block), str(args.iters), mode, f"{curc_us:.0f}", f"{crc_us:.0f}", str(parts)]
+    cmd += ["--", PROG, str(block or args.block), str(iters or args.iters), mode, f"{curc_us:.0f}", f"{crc_us:.0f}", str(parts)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=400, check=True).stdout
     m = re.search(r"result .*", out)
     if not m:
@@ -92,8 +93,18 @@ def main():
     ap.add_argument("--parts", default="1,16",
                     help="CRC granularities to measure, comma-separated: each block is read in "
                          "this many parts, each followed by its share of the work (default 1,16)")
+    ap.add_argument("--placement", default="block,cyclic",
+                    help="rank placements to measure, comma-separated: block (ranks 0,1 on node 0, "
+                         "2,3 on node 1) and/or cyclic (rank r on node r mod 2) (default block,cyclic)")
+    ap.add_argument("--none-blocks", default="65536,262144,1048576",
+                    help="block sizes (bytes, comma-separated) of the extra table for data read at "
+                         "once, where nothing can overlap (default 64 KiB, 256 KiB, 1 MiB; empty: skip)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "replay-overlap.md"))
     args = ap.parse_args()
+    placements = args.placement.split(",")
+    if any(p not in ("block", "cyclic") for p in placements):
+        ap.error(f"--placement: block and/or cyclic, not {args.placement!r}")
+    parts_list = [int(x) for x in args.parts.split(",")]
     if os.geteuid() != 0:
         sys.exit("overlap.py: needs root (network namespaces)")
 
@@ -103,23 +114,33 @@ def main():
         base = [run("blocking", False, 0, 0, args)["tcomm_us"] for _ in range(args.repeat)]
         tcomm = statistics.median(base)
         tables = []
-        for parts in (int(x) for x in args.parts.split(",")):
+        CONFIGS = (("plain", "blocking", False, None), ("tnbc", "blocking", True, None),
+                   ("plan", "blocking", True, plan), ("mpi3", "mpi3", False, None))
+        for placement, parts in ((pl, pa) for pl in placements for pa in parts_list):
             rows = []
             for name, desc, fc, fr in SCENARIOS:
                 curc, crc = fc * tcomm, fr * tcomm
                 res = {}
-                for label, mode, pre, pl in (("plain", "blocking", False, None), ("tnbc", "blocking", True, None),
-                                             ("plan", "blocking", True, plan), ("mpi3", "mpi3", False, None)):
-                    runs = [run(mode, pre, curc, crc, args, pl, parts) for _ in range(args.repeat)]
+                for label, mode, pre, pl in CONFIGS:
+                    runs = [run(mode, pre, curc, crc, args, pl, parts, placement) for _ in range(args.repeat)]
                     res[label] = {
                         "total": statistics.median(r["total_us"] for r in runs),
                         "spread": max(r["total_us"] for r in runs) - min(r["total_us"] for r in runs),
                         "tinit": statistics.median(r["tinit_us"] for r in runs),
                     }
-                    print(f"parts {parts:>2} {name:>4} {label:<5} total {res[label]['total']/1e3:8.1f} ms "
+                    print(f"{placement:<6} parts {parts:>2} {name:>4} {label:<5} total {res[label]['total']/1e3:8.1f} ms "
                           f"tinit {res[label]['tinit']/1e3:6.1f} ms", flush=True)
                 rows.append((name, desc, curc, crc, res))
-            tables.append((parts, rows))
+            tables.append((placement, parts, rows))
+        sweep = []
+        for block in (int(x) for x in args.none_blocks.split(",") if x):
+            iters = min(40, args.iters * max(1, args.block // block))  # small blocks: more iterations
+            res = {}
+            for label, mode, pre, pl in CONFIGS:
+                runs = [run(mode, pre, 0, 0, args, pl, 1, "block", block, iters) for _ in range(args.repeat)]
+                res[label] = statistics.median(r["total_us"] for r in runs)
+                print(f"none block {block:>8} {label:<5} total {res[label]/1e3:8.1f} ms", flush=True)
+            sweep.append((block, iters, res))
     finally:
         subprocess.run([CLUSTER, "down"], check=False)
 
@@ -143,7 +164,10 @@ def main():
         "once per share.",
         "",
         "The plan (made from a traced run of the same benchmark) lists blocks 0..p-1 and has "
-        "per-node priority on.  "
+        "per-node priority on.  Placement block puts ranks 0 and 1 on node 0 and 2 and 3 on node "
+        "1: every rank then reads node 0's blocks first, and node 0's link carries them all.  "
+        "Placement cyclic deals ranks out round robin (0 and 2 on node 0), the placement of the "
+        "paper's per-node priority figure: the blocks read first come from both nodes.  "
         "Overlap = total(plain) - total(tnbc with plan).  Bound = formula (3): min(Tcomm - Tinit, "
         "TCURC + TCRC), with the Tinit measured for libtnbc.so with the plan (time inside "
         "MPI_Alltoall) and the Tcomm of the same row (plain MPICH's total there minus the work, "
@@ -152,9 +176,9 @@ def main():
         "only sizes the work.  Ratios below 1 are faster than the reference.",
         "",
     ]
-    for parts, rows in tables:
+    for placement, parts, rows in tables:
         lines += [
-            f"## Blocks read in {parts} part{'s' if parts > 1 else ''}",
+            f"## Placement {placement}, blocks read in {parts} part{'s' if parts > 1 else ''}",
             "",
             "| scenario | TCURC | TCRC | plain | tnbc, no plan | tnbc, plan | MPI-3 | no plan / plain | plan / plain | plan / MPI-3 | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -180,10 +204,33 @@ def main():
                 for name, _, _, _, r in rows) + ".",
             "",
         ]
+    if sweep:
+        lines += [
+            "## Nothing to overlap, by block size",
+            "",
+            "Data read at once (no work), placement block, median of the runs.  The goal for "
+            "blocks of 64 KiB and more is at most 1.05 x plain MPICH.",
+            "",
+            "| block | iterations | plain | tnbc, no plan | tnbc, plan | MPI-3 | no plan / plain | plan / plain | MPI-3 / plain |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for block, iters, r in sweep:
+            lines.append(
+                f"| {block // 1024} KiB | {iters} | {r['plain']/1e3:.1f} ms | {r['tnbc']/1e3:.1f} ms "
+                f"| {r['plan']/1e3:.1f} ms | {r['mpi3']/1e3:.1f} ms | {r['tnbc']/r['plain']:.2f} "
+                f"| {r['plan']/r['plain']:.2f} | {r['mpi3']/r['plain']:.2f} |")
+        lines.append("")
     lines += [
         "Rerun: `sudo python3 bench/overlap.py` (after `tools/build`).",
         "",
     ]
+    kept = ""
+    if os.path.exists(args.out):  # the hand-written reading of an earlier run stays
+        with open(args.out, encoding="utf-8") as f:
+            old = f.read()
+        if "\n## Reading" in old:
+            kept = old[old.index("\n## Reading") + 1:]
+            lines += [kept.rstrip("\n"), ""]
     with open(args.out, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
     print(f"wrote {args.out}")

@@ -111,10 +111,11 @@ def cluster(*args, timeout=120, check=True, cluster_opts=()):
     return res
 
 
-def cluster_run(program, args=(), ppn=2, preload=None, env=None, timeout=60, cluster_opts=()):
+def cluster_run(program, args=(), ppn=2, preload=None, env=None, timeout=60, cluster_opts=(),
+                placement="block"):
     """Runs an MPI program across the emulated nodes (created and removed around the run unless
     already up); returns the CompletedProcess."""
-    run = ["run", "--ppn", ppn, "--timeout", timeout]
+    run = ["run", "--ppn", ppn, "--placement", placement, "--timeout", timeout]
     if preload:
         run += ["--preload", LIBS[preload]]
     for k, v in (env or {}).items():

@@ -55,6 +55,21 @@ def main():
     s.check("2 nodes x 2 ranks: ranks on distinct hosts, traffic limited by the shaped link",
             placement_and_shaping)
 
+    def cyclic_placement():
+        out = cluster_run(NETCHECK, args=[2], placement="cyclic").stdout.splitlines()
+        names = dict(l.split()[1:3] for l in out if l.startswith("name "))
+        expect(names == {"0": "tnbc-n0", "1": "tnbc-n1", "2": "tnbc-n0", "3": "tnbc-n1"}, f"placement: {names}")
+    s.check("--placement cyclic: rank r on node r mod 2", cyclic_placement)
+
+    def ucx_protocols():
+        # UCX's older protocols stall rendezvous transfers on these links (docs/cluster.md).
+        show = ["/bin/sh", "-c", "echo proto=$UCX_PROTO_ENABLE"]
+        out = cluster_run(show[0], args=show[1:]).stdout.split()
+        expect(out == ["proto=y"] * 4, f"default: {out}")
+        out = cluster_run(show[0], args=show[1:], env={"UCX_PROTO_ENABLE": "n"}).stdout.split()
+        expect(out == ["proto=n"] * 4, f"--env UCX_PROTO_ENABLE=n: {out}")
+    s.check("UCX's newer protocols on by default, --env overrides", ucx_protocols)
+
     def rate_option():
         out = cluster_run(NETCHECK, args=[2, 4 << 20], cluster_opts=["--rate", "50mbit"]).stdout
         rate = [float(l.split()[1]) for l in out.splitlines() if l.startswith("rate_mbit")]
@@ -86,6 +101,7 @@ def main():
                           (["--nodes", "0", "up"], "--nodes must be 1..50"),
                           (["--rate", "fast", "up"], "--rate must look like"),
                           (["frobnicate"], "unknown command 'frobnicate'"),
+                          (["run", "--placement", "random", "--", MIXED], "--placement must be block or cyclic"),
                           (["run", "--preload", "/nonexistent.so", "--", MIXED], "--preload: no such file")):
             res = cluster(*args, check=False)
             expect(res.returncode == 2 and msg in res.stderr, f"{args}: exit {res.returncode}, {res.stderr!r}")

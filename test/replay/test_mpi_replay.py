@@ -135,19 +135,19 @@ def main():
     ref_plan = {}
     s.check("with a plan: priorities used at every call site, identical bytes", with_plan)
 
-    def with_plan_on_cluster():
+    def with_plan_on_cluster(placement, first, second):
         # Per-node priority needs two nodes to gate anything: 2 x 2 ranks.
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "pc")]).stdout)
-        prefix = os.path.join(tmp, "pernode")
-        out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "c")], preload="tnbc",
+        prefix = os.path.join(tmp, f"pernode_{placement}")
+        out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "c")], preload="tnbc", placement=placement,
                                 env={"TNBC_PLAN": ref_plan.get("path", ""), "TNBC_STATS": prefix},
                                 timeout=180).stdout)
         expect(out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
-        # The plan orders sources 3 2 1 0: on node {0, 1} rank 1 injects first, on {2, 3} rank 3.
-        # The first never waits for its turn; the second must have waited at least once.
+        # The plan orders sources 3 2 1 0: on each node the member that comes first injects
+        # first.  It never waits for its turn; the other one must have waited at least once.
         gated = {r: read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)}
-        expect(gated[1] == 0 and gated[3] == 0, f"the first rank of a node waited for its turn: {gated}")
-        expect(gated[0] > 0 and gated[2] > 0, f"the second rank of a node never waited: {gated}")
+        expect(all(gated[r] == 0 for r in first), f"the first rank of a node waited for its turn: {gated}")
+        expect(all(gated[r] > 0 for r in second), f"the second rank of a node never waited: {gated}")
 
     def bad_plan():
         path = os.path.join(tmp, "bad.plan")
@@ -180,7 +180,12 @@ def main():
     if os.geteuid() == 0:
         s.check("libtnbc.so on 2 emulated nodes x 2 ranks: identical bytes", on_cluster)
         s.check("barriers between early-returning alltoalls on 2 nodes finish", barrier_between)
-        s.check("with a per-node plan on 2 emulated nodes x 2 ranks: identical bytes", with_plan_on_cluster)
+        # Nodes {0, 1} and {2, 3}: ranks 1 and 3 come first in the order 3 2 1 0.
+        s.check("with a per-node plan on 2 emulated nodes x 2 ranks: identical bytes",
+                lambda: with_plan_on_cluster("block", first=(1, 3), second=(0, 2)))
+        # Nodes {0, 2} and {1, 3}: ranks 2 and 3 come first.
+        s.check("the same with ranks dealt round robin (node members not consecutive)",
+                lambda: with_plan_on_cluster("cyclic", first=(2, 3), second=(0, 1)))
     s.finish()
 
 
