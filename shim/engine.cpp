@@ -374,7 +374,11 @@ void EngineImpl::post(Op& op, std::size_t i) {
   } else {
     const char* src = op.sends_from_mirror ? op.mirror_at(s.offset)
                                            : op.send_copy.get() + (s.offset - op.send_lo);
-    PMPI_Isend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
+    // Windowed sends (bodies) are synchronous: they complete when the receiver has matched
+    // them, not when the transport has taken a local copy (eager), so the window and the
+    // per-node turn bound what is really on the way instead of what sits in socket buffers.
+    if (op.window > 0 && !s.edge) PMPI_Issend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
+    else PMPI_Isend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
   }
   op.state[i] = 1;
 }
