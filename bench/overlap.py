@@ -105,6 +105,10 @@ def main():
     if any(p not in ("block", "cyclic") for p in placements):
         ap.error(f"--placement: block and/or cyclic, not {args.placement!r}")
     parts_list = [int(x) for x in args.parts.split(",")]
+    try:
+        none_blocks = [int(x) for x in args.none_blocks.split(",") if x]
+    except ValueError:
+        ap.error(f"--none-blocks: comma-separated byte counts, not {args.none_blocks!r}")
     if os.geteuid() != 0:
         sys.exit("overlap.py: needs root (network namespaces)")
 
@@ -133,7 +137,7 @@ def main():
                 rows.append((name, desc, curc, crc, res))
             tables.append((placement, parts, rows))
         sweep = []
-        for block in (int(x) for x in args.none_blocks.split(",") if x):
+        for block in none_blocks:
             iters = min(40, args.iters * max(1, args.block // block))  # small blocks: more iterations
             res = {}
             for label, mode, pre, pl in CONFIGS:
@@ -230,7 +234,8 @@ def main():
             old = f.read()
         if "\n## Reading" in old:
             kept = old[old.index("\n## Reading") + 1:]
-            lines += [kept.rstrip("\n"), ""]
+            lines += ["_The reading below was written for an earlier run; check it against the "
+                      "tables above._", "", kept.rstrip("\n"), ""]
     with open(args.out, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
     print(f"wrote {args.out}")

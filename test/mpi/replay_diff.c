@@ -249,10 +249,37 @@ static void shared_array(void) {
   free(c); free(rd); free(sd); free(a);
 }
 
+/* The last rank enters late: body chunks to it are synchronous sends that complete only once it
+ * has entered, so they hold up what follows them; the others read at once and call MPI
+ * functions meanwhile.  Then an Alltoallv in which only rank 0 receives anything (every other
+ * rank's receives are empty) with the same late entry. */
+static void late_receiver(void) {
+  const size_t b = 200000;
+  unsigned char *s = malloc(b * size), *r = malloc(b * size);
+  for (int it = 0; it < 2; it++) {
+    fill(s, b * size, rank + 31 + it);
+    if (rank == size - 1) usleep(300000);
+    MPI_Alltoall(s, (int)b, MPI_BYTE, r, (int)b, MPI_BYTE, MPI_COMM_WORLD);
+    report(it ? "late_receiver_2" : "late_receiver_1", fnv(r, b * size, FNV0));
+  }
+  int *sc = calloc(size, sizeof(int)), *rc = calloc(size, sizeof(int)), *sd = calloc(size, sizeof(int)),
+      *rd = calloc(size, sizeof(int));
+  sc[0] = (int)b;
+  if (rank == 0)
+    for (int i = 0; i < size; i++) rc[i] = (int)b, rd[i] = (int)(i * b);
+  fill(s, b, rank + 41);
+  memset(r, 0, b * size);
+  if (rank == size - 1) usleep(300000);
+  MPI_Alltoallv(s, sc, sd, MPI_BYTE, r, rc, rd, MPI_BYTE, MPI_COMM_WORLD);
+  report("late_receiver_v", fnv(r, b * size, FNV0));
+  free(sc); free(rc); free(sd); free(rd); free(s); free(r);
+}
+
 static const struct { const char *name; void (*fn)(void); } scenarios[] = {
     {"alltoall_sizes", alltoall_sizes}, {"in_flight", in_flight}, {"comms_and_v", comms_and_v},
     {"datatypes", datatypes},           {"handed_on", handed_on}, {"threads", threads},
     {"bcasts", bcasts},                 {"shared_array", shared_array},
+    {"late_receiver", late_receiver},
 };
 
 int main(int argc, char **argv) {
