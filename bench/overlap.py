@@ -13,7 +13,8 @@ plain MPICH measured in the same row.  Each scenario runs with the blocks read w
 16 parts (--parts), and with two rank placements (--placement): block (ranks 0,1 on node 0) and
 cyclic (ranks dealt round robin, as in the paper's per-node priority figure).
 
-Writes docs/replay-overlap.md; a section of it headed "## Reading" (written by hand) is kept.  Needs root (network namespaces); takes a few minutes.
+Writes docs/replay-overlap.md; a section of it headed "## Reading" (written by hand) is kept.
+Needs root (network namespaces); takes about ten minutes.
 """
 
 import argparse
@@ -228,14 +229,12 @@ def main():
         "Rerun: `sudo python3 bench/overlap.py` (after `tools/build`).",
         "",
     ]
-    kept = ""
     if os.path.exists(args.out):  # the hand-written reading of an earlier run stays
         with open(args.out, encoding="utf-8") as f:
             old = f.read()
         if "\n## Reading" in old:
-            kept = old[old.index("\n## Reading") + 1:]
             lines += ["_The reading below was written for an earlier run; check it against the "
-                      "tables above._", "", kept.rstrip("\n"), ""]
+                      "tables above._", "", old[old.index("\n## Reading") + 1:].rstrip("\n"), ""]
     with open(args.out, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
     print(f"wrote {args.out}")

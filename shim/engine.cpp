@@ -141,6 +141,8 @@ struct Op {
            !(*on_node)[static_cast<std::size_t>(s.peer)];
   }
   std::size_t window = 0;  // windowed sends in flight per lane (0: no window), see progress()
+  /// A body send the window orders and bounds; posted as a synchronous send (see post()).
+  bool windowed(const Step& s) const { return window > 0 && s.kind == Kind::send && !s.edge; }
   // Direct: no mirror, no guard; receives land in the user's buffer and the caller waits for
   // the whole operation (the call does not return early, but speaks the same protocol).
   bool direct = false;
@@ -377,7 +379,7 @@ void EngineImpl::post(Op& op, std::size_t i) {
     // Windowed sends (bodies) are synchronous: they complete when the receiver has matched
     // them, not when the transport has taken a local copy (eager), so the window and the
     // per-node turn bound what is really on the way instead of what sits in socket buffers.
-    if (op.window > 0 && !s.edge) PMPI_Issend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
+    if (op.windowed(s)) PMPI_Issend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
     else PMPI_Isend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
   }
   op.state[i] = 1;
@@ -398,7 +400,7 @@ bool EngineImpl::progress(Op& op) {
   for (std::size_t i = 0; i < op.steps.size(); ++i) {
     if (op.state[i] == 2) continue;
     const Step& s = op.steps[i];
-    if (op.window > 0 && s.kind == Kind::send && !s.edge) {
+    if (op.windowed(s)) {
       const int lane = op.on_node != nullptr && !(*op.on_node)[static_cast<std::size_t>(s.peer)];
       if (unfinished[lane]++ >= op.window) continue;
     }
