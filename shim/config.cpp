@@ -146,12 +146,11 @@ constexpr std::array kSettings = {
             "per block).",
             apply_size<&Config::chunk_bytes>},
     Setting{"TNBC_CHUNK_WINDOW", "int", "2",
-            "libtnbc.so: body chunks a replayed MPI_Alltoall(v) keeps in flight, sent strictly "
-            "in priority order (separately for intra- and inter-node sends when per-node "
-            "priority is on), as synchronous sends (a chunk is in flight until its receiver has "
-            "matched it); 0 = all at once, as standard sends.  Small windows make chunks arrive "
-            "in the order they are read and share a link fairly among receivers that need data "
-            "equally soon.",
+            "libtnbc.so: under per-node priority, the inter-node body chunks a replayed "
+            "MPI_Alltoall(v) keeps in flight, sent strictly in priority order as synchronous "
+            "sends (a chunk is in flight until its receiver has matched it), so that a rank's "
+            "turn on its node ends when its data has reached the other node; 0 = all at once, "
+            "as standard sends.  Other body chunks always go at once as standard sends.",
             apply_int<&Config::chunk_window, 0, 254>},
     Setting{"TNBC_BARRIER_ALGO", "enum", "auto",
             "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (central_counter on nodes "

@@ -140,9 +140,15 @@ struct Op {
     return s.kind == Kind::send && !s.edge && on_node != nullptr &&
            !(*on_node)[static_cast<std::size_t>(s.peer)];
   }
-  std::size_t window = 0;  // windowed sends in flight per lane (0: no window), see progress()
-  /// A body send the window orders and bounds; posted as a synchronous send (see post()).
-  bool windowed(const Step& s) const { return window > 0 && s.kind == Kind::send && !s.edge; }
+  std::size_t window = 0;  // windowed sends in flight (0: no window), see progress()
+  /// A send the window orders and bounds, posted as a synchronous send (see post()): an
+  /// inter-node body chunk under per-node priority.  The window makes a turn end when the data
+  /// has reached the other node, not when it sits in this rank's socket buffers, and keeps
+  /// every rank's share of the link's queue short, so that the acknowledgements of synchronous
+  /// sends, which travel behind the other node's data, come back soon.  Without per-node
+  /// priority there are no turns, and sends within a node have no link to share: they all go
+  /// at once as standard sends (each destination's messages still travel in schedule order).
+  bool windowed(const Step& s) const { return window > 0 && remote(s); }
   // Direct: no mirror, no guard; receives land in the user's buffer and the caller waits for
   // the whole operation (the call does not return early, but speaks the same protocol).
   bool direct = false;
@@ -393,17 +399,13 @@ bool EngineImpl::progress(Op& op) {
     moved = true;
   }
   // Post what may go: everything without a pending dependency, in schedule order.  Windowed
-  // sends (alltoall(v) bodies) go strictly in order, at most `window` unfinished per lane
-  // (intra-node and inter-node sends are separate lanes when the node is known, so a held
-  // inter-node send never holds up an intra-node one).
-  std::size_t unfinished[2] = {0, 0};
+  // sends (inter-node bodies of a rank that hands its turn on) go strictly in order, at most
+  // `window` unfinished.
+  std::size_t unfinished = 0;
   for (std::size_t i = 0; i < op.steps.size(); ++i) {
     if (op.state[i] == 2) continue;
     const Step& s = op.steps[i];
-    if (op.windowed(s)) {
-      const int lane = op.on_node != nullptr && !(*op.on_node)[static_cast<std::size_t>(s.peer)];
-      if (unfinished[lane]++ >= op.window) continue;
-    }
+    if (op.windowed(s) && unfinished++ >= op.window) continue;
     if (op.state[i] != 0) continue;
     if (s.kind != Kind::recv && !op.step_copied(i)) continue;  // the caller is still copying
     if (s.kind == Kind::copy) {  // the caller copied the own block into place
