@@ -1,27 +1,21 @@
-// Plain driver of the plan fuzz target, for builds without libFuzzer (the unit tests run it).
+// Plain driver of the plan fuzz target (test/fuzz_driver.hpp runs it):
 //   plan_fuzz_driver [--iterations N] [--seed S] [FILE...]
-// With files: runs the target on each (replays a libFuzzer corpus or crash file).  Without:
-// runs it on N inputs made by mutating built-in valid plans with a deterministic generator
-// (byte flips, insertions, deletions, truncation, line duplication and swaps, number and
-// keyword splices), so that both the error paths and the accepting paths are exercised.
+// Mutates built-in valid plans with a deterministic generator (byte flips, insertions,
+// deletions, truncation, line duplication and swaps, number and keyword splices), so that both
+// the error paths and the accepting paths are exercised.
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <iterator>
 #include <random>
 #include <string>
-#include <string_view>
 #include <variant>
 #include <vector>
 
 #include "priority/plan.hpp"
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+#include "test/fuzz_driver.hpp"
 
 namespace {
 
-const char* const kSeeds[] = {
+const std::vector<std::string> kSeeds = {
     "tnbc-plan 1\nend-of-plan 0\n",
     "tnbc-plan 1\n# comment\n\nsite app+0x1a2b alltoall comm=4 class=16\n  frame fft(double*)\n"
     "  order 2 0 3 1\n  per-node on\n  agreement 0.9375\n  verdict crc\nend\n\nend-of-plan 1\n",
@@ -79,57 +73,12 @@ std::string mutate(std::string s, std::mt19937_64& rng) {
   return s;
 }
 
-long accepted = 0;  // inputs that parsed: the accepting paths must be exercised too
-
-void run(const std::string& input) {
-  LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(input.data()), input.size());
-  if (std::holds_alternative<tnbc::priority::Plan>(tnbc::priority::parse_plan(input))) ++accepted;
+bool accepts(const std::string& input) {
+  return std::holds_alternative<tnbc::priority::Plan>(tnbc::priority::parse_plan(input));
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  long iterations = 20000;
-  unsigned long seed = 1;
-  std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--iterations" && i + 1 < argc) {
-      iterations = std::strtol(argv[++i], nullptr, 10);
-    } else if (arg == "--seed" && i + 1 < argc) {
-      seed = std::strtoul(argv[++i], nullptr, 10);
-    } else {
-      files.emplace_back(arg);
-    }
-  }
-  if (!files.empty()) {
-    for (const auto& f : files) {
-      std::ifstream in(f, std::ios::binary);
-      if (!in) {
-        std::fprintf(stderr, "plan_fuzz_driver: cannot read %s\n", f.c_str());
-        return 2;
-      }
-      run(std::string(std::istreambuf_iterator<char>(in), {}));
-    }
-    std::printf("%zu file(s) ran clean\n", files.size());
-    return 0;
-  }
-  std::mt19937_64 rng(seed);
-  for (const char* s : kSeeds) run(s);
-  for (long i = 0; i < iterations; ++i) {
-    std::string input = kSeeds[rng() % std::size(kSeeds)];
-    input = mutate(std::move(input), rng);
-    // Sometimes mutate the result of a mutation: deeper changes.
-    if (rng() % 4 == 0) input = mutate(std::move(input), rng);
-    run(input);
-  }
-  std::printf("%ld mutated inputs ran clean (seed %lu), %ld parsed as plans\n", iterations, seed,
-              accepted);
-  // Too few accepted inputs would mean the mutations only ever test the first error.
-  if (iterations >= 1000 && accepted * 200 < iterations) {
-    std::fprintf(stderr, "plan_fuzz_driver: only %ld inputs parsed; mutations too destructive\n",
-                 accepted);
-    return 1;
-  }
-  return 0;
+  return tnbc::fuzz::driver_main(argc, argv, {"plan_fuzz_driver", "plans", kSeeds, mutate, accepts});
 }

@@ -1,26 +1,18 @@
-// Plain driver of the trace fuzz target, for builds without libFuzzer (the unit tests run it).
+// Plain driver of the trace fuzz target (test/fuzz_driver.hpp runs it):
 //   trace_fuzz_driver [--iterations N] [--seed S] [FILE...]
-// With files: runs the target on each (replays a libFuzzer corpus or crash file).  Without:
-// runs it on N inputs made by mutating built-in valid traces (encoded by the writer) with a
-// deterministic generator: bit flips, byte and word overwrites with boundary values, insertions,
-// deletions, truncation.  Most mutations of a length-prefixed binary format are refused early, so
-// some mutations keep the declared file size consistent, and the driver checks that enough
-// inputs are accepted for the accepting paths to be exercised.
+// Mutates built-in valid traces (encoded by the writer) with a deterministic generator: bit
+// flips, byte and word overwrites with boundary values, insertions, deletions, truncation.  Most
+// mutations of a length-prefixed binary format are refused early, so some mutations keep the
+// declared file size consistent.
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <span>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "test/fuzz_driver.hpp"
 #include "trace/trace_file.hpp"
-
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
 
 namespace {
 
@@ -100,61 +92,12 @@ std::string mutate(std::string s, std::mt19937_64& rng) {
   return s;
 }
 
-long accepted = 0;
-
-void run(const std::string& input) {
-  LLVMFuzzerTestOneInput(reinterpret_cast<const std::uint8_t*>(input.data()), input.size());
-  if (parse_trace(std::as_bytes(std::span<const char>(input.data(), input.size())), "x").trace)
-    ++accepted;
+bool accepts(const std::string& input) {
+  return parse_trace(std::as_bytes(std::span<const char>(input.data(), input.size())), "x").trace.has_value();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  long iterations = 20000;
-  unsigned long seed = 1;
-  std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--iterations" && i + 1 < argc) {
-      iterations = std::strtol(argv[++i], nullptr, 10);
-    } else if (arg == "--seed" && i + 1 < argc) {
-      seed = std::strtoul(argv[++i], nullptr, 10);
-    } else {
-      files.emplace_back(arg);
-    }
-  }
-  if (!files.empty()) {
-    for (const auto& f : files) {
-      std::ifstream in(f, std::ios::binary);
-      if (!in) {
-        std::fprintf(stderr, "trace_fuzz_driver: cannot read %s\n", f.c_str());
-        return 2;
-      }
-      run(std::string(std::istreambuf_iterator<char>(in), {}));
-    }
-    std::printf("%zu file(s) ran clean\n", files.size());
-    return 0;
-  }
-  auto seeds = make_seeds();
-  std::mt19937_64 rng(seed);
-  for (const auto& s : seeds) run(s);
-  if (accepted != static_cast<long>(seeds.size())) {
-    std::fprintf(stderr, "trace_fuzz_driver: a seed trace was refused by the reader\n");
-    return 1;
-  }
-  accepted = 0;
-  for (long i = 0; i < iterations; ++i) {
-    std::string input = mutate(seeds[rng() % seeds.size()], rng);
-    if (rng() % 4 == 0) input = mutate(std::move(input), rng);
-    run(input);
-  }
-  std::printf("%ld mutated inputs ran clean (seed %lu), %ld parsed as traces\n", iterations, seed,
-              accepted);
-  if (iterations >= 1000 && accepted * 200 < iterations) {
-    std::fprintf(stderr, "trace_fuzz_driver: only %ld inputs parsed; mutations too destructive\n",
-                 accepted);
-    return 1;
-  }
-  return 0;
+  return tnbc::fuzz::driver_main(argc, argv, {"trace_fuzz_driver", "traces", make_seeds(), mutate, accepts});
 }
