@@ -149,6 +149,15 @@ struct Op {
   /// priority there are no turns, and sends within a node have no link to share: they all go
   /// at once as standard sends (each destination's messages still travel in schedule order).
   bool windowed(const Step& s) const { return window > 0 && remote(s); }
+  // Alltoall(v): body sends wait until this rank has received all its head and tail pieces.
+  // By then every peer has entered the collective and posted its own heads and tails, so they
+  // are on the way ahead of this rank's bulk data instead of queued behind it in the link's
+  // queue, and the calls return sooner (docs/replay.md, "Bodies after the edges").  Heads and
+  // tails are never held, so this cannot wait in a circle.  (Bcast counts none: 0.)
+  std::size_t edge_recvs_left = 0;
+  bool held_for_edges(const Step& s) const {
+    return edge_recvs_left > 0 && s.kind == Kind::send && !s.edge;
+  }
   // Direct: no mirror, no guard; receives land in the user's buffer and the caller waits for
   // the whole operation (the call does not return early, but speaks the same protocol).
   bool direct = false;
@@ -408,6 +417,7 @@ bool EngineImpl::progress(Op& op) {
     if (op.windowed(s) && unfinished++ >= op.window) continue;
     if (op.state[i] != 0) continue;
     if (s.kind != Kind::recv && !op.step_copied(i)) continue;  // the caller is still copying
+    if (op.held_for_edges(s)) continue;
     if (s.kind == Kind::copy) {  // the caller copied the own block into place
       step_done(op, i, ready);
       moved = true;
@@ -457,6 +467,7 @@ void EngineImpl::step_done(Op& op, std::size_t i, std::vector<std::size_t>& read
   --op.remaining;
   const Step& s = op.steps[i];
   if (op.remote(s) && --op.remote_sends_left == 0) op.pass_turn();  // the next rank may inject
+  if (s.kind == Kind::recv && s.edge && op.edge_recvs_left > 0) --op.edge_recvs_left;
   bool touches_recv = s.kind != Kind::send || op.sends_from_mirror;
   if (touches_recv && op.guard_pages > 0) {
     auto b = reinterpret_cast<std::uintptr_t>(op.recv_base) + s.offset;
@@ -786,6 +797,8 @@ bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_by
   n.op->steps = schedule::alltoallv(n.rank, n.size, send_bytes, send_displs, recv_bytes,
                                     recv_displs, recv_order, {impl().options_.chunk_bytes}).steps;
   n.op->window = static_cast<std::size_t>(impl().options_.chunk_window);
+  n.op->edge_recvs_left = static_cast<std::size_t>(std::count_if(
+      n.op->steps.begin(), n.op->steps.end(), [](const Step& s) { return s.kind == Kind::recv && s.edge; }));
   if (per_node) gate(*n.op, *n.shadow, n.seq, n.rank, recv_order);
   n.op->recv_base = static_cast<char*>(recvbuf);
   return impl().run_op(std::move(n.op), sendbuf, allow_early);

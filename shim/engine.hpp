@@ -31,7 +31,7 @@ namespace tnbc::shim {
 struct EngineOptions {
   unsigned progress_sleep_us = 20;    ///< progress thread's nap when nothing moved
   std::size_t chunk_bytes = 64 * 1024;  ///< alltoall(v) body chunk size, 0 = whole bodies
-  int chunk_window = 2;                 ///< body chunk sends in flight (per lane), 0 = all
+  int chunk_window = 2;                 ///< inter-node body chunks in flight under per-node priority, 0 = all
 };
 
 class Engine {
