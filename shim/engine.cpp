@@ -391,9 +391,10 @@ void EngineImpl::post(Op& op, std::size_t i) {
   } else {
     const char* src = op.sends_from_mirror ? op.mirror_at(s.offset)
                                            : op.send_copy.get() + (s.offset - op.send_lo);
-    // Windowed sends (bodies) are synchronous: they complete when the receiver has matched
-    // them, not when the transport has taken a local copy (eager), so the window and the
-    // per-node turn bound what is really on the way instead of what sits in socket buffers.
+    // Windowed sends (inter-node bodies under per-node priority) are synchronous: they
+    // complete when the receiver has matched them, not when the transport has taken a local
+    // copy (eager), so the window and the per-node turn bound what is really on the way
+    // instead of what sits in socket buffers.
     if (op.windowed(s)) PMPI_Issend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
     else PMPI_Isend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
   }
@@ -408,8 +409,8 @@ bool EngineImpl::progress(Op& op) {
     moved = true;
   }
   // Post what may go: everything without a pending dependency, in schedule order.  Windowed
-  // sends (inter-node bodies of a rank that hands its turn on) go strictly in order, at most
-  // `window` unfinished.
+  // sends (inter-node bodies under per-node priority) go strictly in order, at most `window`
+  // unfinished.
   std::size_t unfinished = 0;
   for (std::size_t i = 0; i < op.steps.size(); ++i) {
     if (op.state[i] == 2) continue;
