@@ -26,17 +26,18 @@ Algorithm choose_auto(int local_size) {
   return local_size <= kAutoCentralCounterMax ? Algorithm::central_counter : Algorithm::mcs;
 }
 
-void run(Algorithm a, Participant& self) {
+BarrierFn function_of(Algorithm a) {
   switch (a) {
-    case Algorithm::central_counter: return central_counter(self);
-    case Algorithm::flat_tree: return flat_tree(self);
-    case Algorithm::gather_release: return gather_release(self);
-    case Algorithm::combining_tree: return combining_tree(self);
-    case Algorithm::combining_tree_atomic: return combining_tree_atomic(self);
-    case Algorithm::mcs: return mcs(self);
-    case Algorithm::tournament: return tournament(self);
-    case Algorithm::dissemination: return dissemination(self);
+    case Algorithm::central_counter: return central_counter;
+    case Algorithm::flat_tree: return flat_tree;
+    case Algorithm::gather_release: return gather_release;
+    case Algorithm::combining_tree: return combining_tree;
+    case Algorithm::combining_tree_atomic: return combining_tree_atomic;
+    case Algorithm::mcs: return mcs;
+    case Algorithm::tournament: return tournament;
+    case Algorithm::dissemination: return dissemination;
   }
+  return central_counter;  // not reached: every enumerator is listed
 }
 
 }  // namespace tnbc::barrier

@@ -74,8 +74,11 @@ void dissemination(Participant& self);
 inline constexpr int kAutoCentralCounterMax = 8;
 Algorithm choose_auto(int local_size);
 
+using BarrierFn = void (*)(Participant&);
+/// The function of algorithm `a` (the one table of them).
+BarrierFn function_of(Algorithm a);
 /// Runs algorithm `a`.
-void run(Algorithm a, Participant& self);
+inline void run(Algorithm a, Participant& self) { function_of(a)(self); }
 
 /// Barrier over several nodes (barrier/hierarchical.cpp): the node barrier `a`, then the
 /// root (the node leader) calls `leaders_sync` (the barrier among node leaders) and releases

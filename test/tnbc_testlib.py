@@ -14,6 +14,9 @@ import sys
 
 BUILD = os.environ.get("TNBCTEST_BUILD_ROOT", "")
 SOURCE = os.environ.get("TNBCTEST_SOURCE_ROOT", "")
+# Every node barrier algorithm of libtnbc.so (TNBC_BARRIER_ALGO), as barrier/barrier.cpp names them.
+BARRIER_ALGOS = ["central_counter", "flat_tree", "gather_release", "combining_tree",
+                 "combining_tree_atomic", "mcs", "tournament", "dissemination"]
 LIBS = {
     "tnbc": os.path.join(BUILD, "shim", "libtnbc.so"),
     "tnbc_trace": os.path.join(BUILD, "shim", "libtnbc_trace.so"),

@@ -11,11 +11,9 @@ import os
 import statistics
 import sys
 
-from tnbc_testlib import BUILD, mpirun
+from tnbc_testlib import BARRIER_ALGOS as ALGOS, BUILD, mpirun
 
 PROGRAM = os.path.join(BUILD, "test", "mpi", "barrier_latency")
-ALGOS = ["central_counter", "flat_tree", "gather_release", "combining_tree",
-         "combining_tree_atomic", "mcs", "tournament", "dissemination"]
 
 
 def main():

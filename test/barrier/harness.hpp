@@ -19,22 +19,6 @@
 
 namespace tnbc::barrier::test {
 
-using BarrierFn = void (*)(Participant&);
-
-inline BarrierFn function_of(Algorithm a) {
-  switch (a) {
-    case Algorithm::central_counter: return central_counter;
-    case Algorithm::flat_tree: return flat_tree;
-    case Algorithm::gather_release: return gather_release;
-    case Algorithm::combining_tree: return combining_tree;
-    case Algorithm::combining_tree_atomic: return combining_tree_atomic;
-    case Algorithm::mcs: return mcs;
-    case Algorithm::tournament: return tournament;
-    case Algorithm::dissemination: return dissemination;
-  }
-  return nullptr;
-}
-
 /// What every rank sees; lives in MAP_SHARED memory so fork()ed children share it too.
 struct alignas(kLineBytes) PhaseLine {
   std::atomic<std::uint32_t> phase{0};
@@ -44,6 +28,18 @@ struct Board {
   std::atomic<long> violations{0};   // barrier property broken
   PhaseLine phases[64];
 };
+
+/// After barrier episode `k`, every one of the `count` ranks must have reached phase k (it
+/// arrived) and none may be past k + 1 (it cannot have left the next episode): the barrier
+/// property.  Returns the ranks that break it.
+inline long phase_violations(const Board& board, int count, int k) {
+  long bad = 0;
+  for (int u = 0; u < count; ++u) {
+    std::uint32_t seen = board.phases[u].phase.load();
+    if (seen < static_cast<std::uint32_t>(k) || seen > static_cast<std::uint32_t>(k) + 1) ++bad;
+  }
+  return bad;
+}
 
 /// Anonymous shared mapping holding the Board followed by a page-aligned segment.
 class SharedArena {
@@ -91,10 +87,7 @@ inline void rank_main(BarrierFn fn, const RunOptions& o, SharedArena& arena, int
     }
     board.phases[rank].phase.store(static_cast<std::uint32_t>(k));
     fn(self);
-    for (int u = 0; u < o.size; ++u) {
-      std::uint32_t seen = board.phases[u].phase.load();
-      if (seen < static_cast<std::uint32_t>(k) || seen > static_cast<std::uint32_t>(k) + 1) ++bad;
-    }
+    bad += phase_violations(board, o.size, k);
   }
   if (bad) board.violations.fetch_add(bad);
 }

@@ -48,11 +48,7 @@ TEST_CASE("hierarchical: nobody on any node leaves before every rank of every no
           if (rng() % 32 == 0) sched_yield();
           board.phases[me].phase.store(static_cast<std::uint32_t>(k));
           hierarchical(a, self, leaders_sync, &leaders);
-          for (int u = 0; u < total; ++u) {
-            std::uint32_t seen = board.phases[u].phase.load();
-            if (seen < static_cast<std::uint32_t>(k) || seen > static_cast<std::uint32_t>(k) + 1)
-              ++bad;
-          }
+          bad += phase_violations(board, total, k);
         }
         board.violations.fetch_add(bad);
       });

@@ -9,11 +9,9 @@ import glob
 import os
 import tempfile
 
-from tnbc_testlib import BUILD, Failure, Suite, expect, mpirun, read_json
+from tnbc_testlib import BARRIER_ALGOS as ALGOS, BUILD, Failure, Suite, expect, mpirun, read_json
 
 CHECK = os.path.join(BUILD, "test", "mpi", "barrier_check")
-ALGOS = ["central_counter", "flat_tree", "gather_release", "combining_tree",
-         "combining_tree_atomic", "mcs", "tournament", "dissemination"]
 AUTO = "central_counter"  # the documented auto rule for <= 8 ranks (docs/barrier.md)
 LIMIT = 20  # seconds per run: a broken barrier hangs
 
