@@ -1,8 +1,6 @@
 // tnbc-order: inspect tnbc traces and turn them into plans.  docs/tnbc-order.md is the manual.
 //
 // Exit codes: 0 ok, 1 findings (with --strict), 2 bad input or usage.
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,6 +18,7 @@
 #include "config.hpp"
 #include "priority/planner.hpp"
 #include "tools/trace_observations.hpp"
+#include "trace/trace_file.hpp"
 #include "version.hpp"
 
 namespace {
@@ -32,10 +31,6 @@ constexpr int kExitOk = 0;
 constexpr int kExitFindings = 1;
 constexpr int kExitUsage = 2;
 
-/// `plan --strict` fails when a planned site's agreement is below this (docs/tnbc-order.md):
-/// the same bar as per-node priority and the disagreeing-rank list, below which the ranks do
-/// not read in one order and a single plan order serves some of them badly.
-constexpr double kStrictAgreement = 0.8;
 
 constexpr std::string_view kUsage =
     "usage: tnbc-order <command> [options]\n"
@@ -122,42 +117,15 @@ int input_error(const std::string& msg) {
 
 bool is_help(std::string_view a) { return a == "-h" || a == "--help"; }
 
-/// Writes `text` to `path` so that the file is either the old one or complete: temporary name
-/// in the same folder, fsync, rename.  "-" is standard output.  Returns an error message.
+/// Writes `text` to `path` so that the file is either the old one or complete
+/// (trace::write_file_atomic).  "-" is standard output.  Returns an error message.
 std::optional<std::string> write_atomically(const std::string& path, const std::string& text) {
   if (path == "-") {
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
       return "cannot write to standard output: " + std::string(std::strerror(errno));
     return std::nullopt;
   }
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "cannot write " + path + ": " + std::strerror(errno);
-  const char* p = text.data();
-  std::size_t left = text.size();
-  while (left > 0) {
-    ssize_t n = write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return "cannot write " + path + ": " + std::strerror(e);
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    int e = errno;
-    unlink(tmp.c_str());
-    return "cannot write " + path + ": " + std::strerror(e);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    unlink(tmp.c_str());
-    return "cannot write " + path + ": " + std::strerror(e);
-  }
-  return std::nullopt;
+  return tnbc::trace::write_file_atomic(path, text);
 }
 
 std::string json_string(std::string_view s) {
@@ -419,9 +387,9 @@ int cmd_plan(const std::vector<std::string_view>& argv) {
   int status = kExitOk;
   if (args.strict) {
     for (const auto& e : plan.entries) {
-      if (e.agreement && *e.agreement < kStrictAgreement) {
+      if (e.agreement && *e.agreement < options.per_node_agreement) {
         std::fprintf(stderr, "tnbc-order: low agreement %.3f (below %.1f) at call site %s %s\n",
-                     *e.agreement, kStrictAgreement, e.site.c_str(), std::string(pr::to_string(e.op)).c_str());
+                     *e.agreement, options.per_node_agreement, e.site.c_str(), std::string(pr::to_string(e.op)).c_str());
         status = kExitFindings;
       }
     }
