@@ -85,7 +85,7 @@ def main():
         out = os.path.join(tmp, "pernode")
         res = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "tnbc-bench"), "--quick",
                               "--kernels", "ft,is", "--rates", "200mbit", "--configs", "node", "--timeout", "60",
-                              "--build", BUILD, "--out", out], capture_output=True, text=True, timeout=600)
+                              "--build", BUILD, "--out", out], capture_output=True, text=True, timeout=240)
         expect(res.returncode == 0, f"exit {res.returncode}: {res.stderr[-500:]}")
         with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
             rows = [l for l in f if l.startswith("| ft |") or l.startswith("| is |")]

@@ -31,7 +31,7 @@ struct TempDir {
 };
 
 std::uint8_t sub_flags(bool observable, trace::Outcome outcome) {
-  return static_cast<std::uint8_t>((observable ? 1 : 0) | (static_cast<unsigned>(outcome) << 1));
+  return static_cast<std::uint8_t>((observable ? trace::kSubObservable : 0) | (static_cast<unsigned>(outcome) << 1));
 }
 
 /// Rank `rank` of a `size`-rank job: 2 ticks per µs; call sites 0 (ids 100) and 1 (id 200).
