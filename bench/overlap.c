@@ -12,6 +12,12 @@
  * Prints (rank 0): "result mode=… tcomm_us=… tinit_us=… total_us=… curc_us=… crc_us=…"
  * where total is the median per-iteration time of alltoall + CURC + CRC, tinit the median time
  * spent inside the MPI_Alltoall call (blocking mode) or MPI_Ialltoall (mpi3 mode).
+ *
+ * Environment: OVERLAP_SLEEP=1 makes the work sleep (nanosleep) instead of spinning, which
+ * leaves the cores to the progress threads (bench/overlap.py --free-cores).
+ * OVERLAP_TIMELINE=1 prints, for the last iteration, when each rank started each block, how
+ * long its reads waited and when it ended ("timeline rank=… block=… start_ms=… waited_ms=…",
+ * "timeline rank=… end_ms=…", on stderr).
  * Work is a spin on the clock that also reads one byte of every page of the part it works on,
  * so a guarded page makes it wait exactly as real code would.  Each share of work ends a fixed
  * time after the previous one ended (or after its data arrived, if the read had to wait), not
@@ -22,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -34,7 +41,17 @@ static double median(double *v, int n) {
 
 static volatile unsigned char sink;
 
+static int sleep_work;
+
 static void spin_until(double end) {
+  if (sleep_work) {
+    double left;
+    while ((left = end - MPI_Wtime()) > 0) {
+      struct timespec ts = {0, (long)(left * 1e9)};
+      nanosleep(&ts, NULL);
+    }
+    return;
+  }
   while (MPI_Wtime() < end) {
   }
 }
@@ -67,6 +84,8 @@ int main(int argc, char **argv) {
   if (parts < 1) parts = 1;
   const char *tl = getenv("OVERLAP_TIMELINE");
   int timeline = tl != NULL && strcmp(tl, "1") == 0;
+  const char *sw = getenv("OVERLAP_SLEEP");
+  sleep_work = sw != NULL && strcmp(sw, "1") == 0;
   unsigned char *s = malloc(block * size), *r = malloc(block * size);
   memset(s, rank + 1, block * size);
 
@@ -118,6 +137,8 @@ int main(int argc, char **argv) {
                 (w0 - t0) * 1e3, waited * 1e3);
     }
     total[i] = MPI_Wtime() - t0;
+    if (timeline && i == iters - 1)
+      fprintf(stderr, "timeline rank=%d end_ms=%.1f\n", rank, total[i] * 1e3);
   }
   /* The slowest rank decides. */
   double tot = median(total, iters), tin = median(init, iters), tot_max, tin_max;

@@ -11,10 +11,13 @@ work.  Overlap measured = total(plain) - total(config); the bound is formula (3)
 min(Tcomm - Tinit, TCURC + TCRC) (with RCRC = D/TCRC, Tcomm*Rcomm/RCRC = TCRC), with the Tcomm of
 plain MPICH measured in the same row.  Each scenario runs with the blocks read whole and read in
 16 parts (--parts), and with two rank placements (--placement): block (ranks 0,1 on node 0) and
-cyclic (ranks dealt round robin, as in the paper's per-node priority figure).
+cyclic (ranks dealt round robin, as in the paper's per-node priority figure).  The link bound
+(bench/link_model.py) is the overlap the links allow at best.  Scenarios b and c run once more
+with work that sleeps instead of spinning (--free-cores), so that the progress threads have the
+cores to themselves.
 
 Writes docs/replay-overlap.md; a section of it headed "## Reading" (written by hand) is kept.
-Needs root (network namespaces); takes about ten minutes.
+Needs root (network namespaces); takes about 20 minutes.
 """
 
 import argparse
@@ -26,6 +29,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+import link_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "build")
@@ -70,8 +75,11 @@ def make_plan(args, work):
     return path
 
 
-def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="block", block=None, iters=None):
+def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="block", block=None, iters=None,
+        sleep=False):
     cmd = [CLUSTER, "run", "--ppn", "2", "--placement", placement, "--timeout", "300"]
+    if sleep:
+        cmd += ["--env", "OVERLAP_SLEEP=1"]
     if preload:
         cmd += ["--preload", LIB]
     if plan:
@@ -100,12 +108,23 @@ def main():
     ap.add_argument("--none-blocks", default="65536,262144,1048576",
                     help="block sizes (bytes, comma-separated) of the extra table for data read at "
                          "once, where nothing can overlap (default 64 KiB, 256 KiB, 1 MiB; empty: skip)")
+    ap.add_argument("--free-cores", default="b,c",
+                    help="scenarios (comma-separated) measured once more with work that sleeps "
+                         "instead of spinning, in every placement with the largest --parts: the "
+                         "cores are then free for the progress threads (default b,c; empty: skip)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "replay-overlap.md"))
     args = ap.parse_args()
     placements = args.placement.split(",")
     if any(p not in ("block", "cyclic") for p in placements):
         ap.error(f"--placement: block and/or cyclic, not {args.placement!r}")
     parts_list = [int(x) for x in args.parts.split(",")]
+    free_cores = [x for x in args.free_cores.split(",") if x]
+    if any(x not in [sc[0] for sc in SCENARIOS] for x in free_cores):
+        ap.error(f"--free-cores: scenario names ({', '.join(sc[0] for sc in SCENARIOS)}), not {args.free_cores!r}")
+    try:
+        rate = None if args.rate == "none" else link_model.parse_rate(args.rate)
+    except ValueError as e:
+        ap.error(f"--rate: {e}")
     try:
         none_blocks = [int(x) for x in args.none_blocks.split(",") if x]
     except ValueError:
@@ -121,22 +140,26 @@ def main():
         tables = []
         CONFIGS = (("plain", "blocking", False, None), ("tnbc", "blocking", True, None),
                    ("plan", "blocking", True, plan), ("mpi3", "mpi3", False, None))
-        for placement, parts in ((pl, pa) for pl in placements for pa in parts_list):
+        cases = [(pl, pa, False, SCENARIOS) for pl in placements for pa in parts_list]
+        cases += [(pl, max(parts_list), True, [sc for sc in SCENARIOS if sc[0] in free_cores])
+                  for pl in placements if free_cores]
+        for placement, parts, sleep, scenarios in cases:
             rows = []
-            for name, desc, fc, fr in SCENARIOS:
+            for name, desc, fc, fr in scenarios:
                 curc, crc = fc * tcomm, fr * tcomm
                 res = {}
                 for label, mode, pre, pl in CONFIGS:
-                    runs = [run(mode, pre, curc, crc, args, pl, parts, placement) for _ in range(args.repeat)]
+                    runs = [run(mode, pre, curc, crc, args, pl, parts, placement, sleep=sleep)
+                            for _ in range(args.repeat)]
                     res[label] = {
                         "total": statistics.median(r["total_us"] for r in runs),
                         "spread": max(r["total_us"] for r in runs) - min(r["total_us"] for r in runs),
                         "tinit": statistics.median(r["tinit_us"] for r in runs),
                     }
-                    print(f"{placement:<6} parts {parts:>2} {name:>4} {label:<5} total {res[label]['total']/1e3:8.1f} ms "
+                    print(f"{placement:<6} parts {parts:>2}{' sleep' if sleep else ''} {name:>4} {label:<5} total {res[label]['total']/1e3:8.1f} ms "
                           f"tinit {res[label]['tinit']/1e3:6.1f} ms", flush=True)
                 rows.append((name, desc, curc, crc, res))
-            tables.append((placement, parts, rows))
+            tables.append((placement, parts, sleep, rows))
         sweep = []
         for block in none_blocks:
             iters = min(40, args.iters * max(1, args.block // block))  # small blocks: more iterations
@@ -178,16 +201,33 @@ def main():
         "MPI_Alltoall) and the Tcomm of the same row (plain MPICH's total there minus the work, "
         "which is fixed in time): plain MPICH's exchange time varies by 10-20% from row to row "
         "here, and a bound taken from another measurement would move with it.  The Tcomm above "
-        "only sizes the work.  Ratios below 1 are faster than the reference.",
+        "only sizes the work.  Link bound = the overlap the links allow at best (never more "
+        "than bound (3)): plain MPICH's total minus the least total of any schedule over links "
+        f"of {args.rate}, from bench/link_model.py.  Formula (3) treats the data as a fluid "
+        "that arrives at the rate of the whole exchange; on 4 ranks one block is a quarter of "
+        "the data, and every reader wants the same block first, so where a node's ranks read "
+        "the other node's blocks first they must wait for them whatever the schedule.  Ratios "
+        "below 1 are faster than the reference.",
         "",
     ]
-    for placement, parts, rows in tables:
+    for placement, parts, sleep, rows in tables:
+        title = f"## Placement {placement}, blocks read in {parts} part{'s' if parts > 1 else ''}"
+        if sleep:
+            title += ", work that sleeps (free cores)"
+        lines += [title, ""]
+        if sleep:
+            lines += [
+                "The same scenarios with work that sleeps (nanosleep) instead of spinning: the "
+                "progress threads and the network emulation then have the cores to themselves, "
+                "as on a node with a spare core per rank.  Plain MPICH and MPI-3 do the same "
+                "work the same way.",
+                "",
+            ]
         lines += [
-            f"## Placement {placement}, blocks read in {parts} part{'s' if parts > 1 else ''}",
-            "",
-            "| scenario | TCURC | TCRC | plain | tnbc, no plan | tnbc, plan | MPI-3 | no plan / plain | plan / plain | plan / MPI-3 | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| scenario | TCURC | TCRC | plain | tnbc, no plan | tnbc, plan | MPI-3 | no plan / plain | plan / plain | plan / MPI-3 | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound | link bound | overlap / link bound |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
+        nodes = link_model.node_of(4, 2, placement)
         for name, desc, curc, crc, res in rows:
             p, t, q, m = (res[k]["total"] for k in ("plain", "tnbc", "plan", "mpi3"))
             tinit = res["plan"]["tinit"]
@@ -196,11 +236,20 @@ def main():
             bound = max(0.0, min(row_tcomm - tinit, curc + crc))
             overlap = p - q
             share = f"{overlap / bound:.0%}" if bound > 0 else "n/a"
+            if rate is None:
+                link, link_share = "n/a", "n/a"
+            else:
+                # The most any schedule could overlap over these links, and never more than (3).
+                least = 1e6 * link_model.ideal_total(rate, nodes, args.block, parts, tinit / 1e6,
+                                                     curc / 1e6, crc / 1e6)
+                reach = max(0.0, min(bound, p - least))
+                link = f"{reach/1e3:.1f} ms"
+                link_share = f"{overlap / reach:.0%}" if reach > 0 else "n/a"
             lines.append(
                 f"| {name}: {desc} | {curc/1e3:.0f} ms | {crc/1e3:.0f} ms | {p/1e3:.1f} ms | {t/1e3:.1f} ms "
                 f"| {q/1e3:.1f} ms | {m/1e3:.1f} ms | {t/p:.2f} | {q/p:.2f} | {q/m:.2f} | {row_tcomm/1e3:.1f} ms "
                 f"| {tinit/row_tcomm:.0%} "
-                f"| {overlap/1e3:.1f} ms | {bound/1e3:.1f} ms | {share} |")
+                f"| {overlap/1e3:.1f} ms | {bound/1e3:.1f} ms | {share} | {link} | {link_share} |")
         lines += [
             "",
             "Spread (max - min of the runs, ms): " + "; ".join(
