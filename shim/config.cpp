@@ -46,8 +46,12 @@ std::optional<std::string> apply_int(Config& cfg, std::string_view v) {
   return std::nullopt;
 }
 
-/// An integer setting that also takes "auto" (stored as `Auto`).
-template <auto Field, int Auto, std::int64_t Min, std::int64_t Max>
+constexpr char kAnInteger[] = "an integer";
+constexpr char kALocalRank[] = "a local rank";
+
+/// An integer setting that also takes "auto" (stored as `Auto`); `What` names the integer in
+/// the error message.
+template <auto Field, int Auto, std::int64_t Min, std::int64_t Max, const char* What = kAnInteger>
 std::optional<std::string> apply_auto_int(Config& cfg, std::string_view v) {
   if (v == "auto") {
     cfg.*Field = Auto;
@@ -55,7 +59,7 @@ std::optional<std::string> apply_auto_int(Config& cfg, std::string_view v) {
   }
   std::string err;
   auto n = parse_int(v, Min, Max, &err);
-  if (!n) return fmt::format("expected auto or an integer from {} to {}", Min, Max);
+  if (!n) return fmt::format("expected auto or {} from {} to {}", What, Min, Max);
   cfg.*Field = static_cast<int>(*n);
   return std::nullopt;
 }
@@ -77,19 +81,6 @@ std::optional<std::string> apply_barrier_algo(Config& cfg, std::string_view v) {
   std::string expected = "expected auto, mpich";
   for (auto a : barrier::kAllAlgorithms) expected += fmt::format(", {}", barrier::to_string(a));
   return expected;
-}
-
-std::optional<std::string> apply_barrier_root(Config& cfg, std::string_view v) {
-  if (v == "auto") {
-    cfg.barrier_root = kBarrierRootAuto;
-    return std::nullopt;
-  }
-  std::string err;
-  auto r = parse_int(v, 0, barrier::kMaxLocalSize - 1, &err);
-  if (!r) return fmt::format("expected auto or a local rank from 0 to {}",
-                             barrier::kMaxLocalSize - 1);
-  cfg.barrier_root = static_cast<int>(*r);
-  return std::nullopt;
 }
 
 constexpr std::array kSettings = {
@@ -164,7 +155,7 @@ constexpr std::array kSettings = {
             "Root of the shared-memory barrier on each node (it places the global flags and "
             "roots the trees): auto (MinNumaDist: the rank whose NUMA node is closest in "
             "total to all ranks' nodes) or a local rank; on a node with fewer ranks, auto.",
-            apply_barrier_root},
+            apply_auto_int<&Config::barrier_root, kBarrierRootAuto, 0, barrier::kMaxLocalSize - 1, kALocalRank>},
     Setting{"TNBC_NUMA_TOPOLOGY", "path", "",
             "File with a NUMA distance matrix and the NUMA node of each rank of "
             "MPI_COMM_WORLD (format in docs/barrier.md); replaces libnuma for MinNumaDist.",
