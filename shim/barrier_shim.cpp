@@ -196,13 +196,15 @@ CommBarrier* setup(MPI_Comm comm) {
 /// The cached barrier of `comm`, built on first use; nullptr for inter-communicators.
 CommBarrier* lookup(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL) return nullptr;  // MPICH reports the error
-  int inter = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (inter) return nullptr;
+  // The cached state first: one call on every barrier after the first.  Inter-communicators
+  // never get it, so they pay for the second look.
   void* value = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, g_state.keyval, &value, &found);
   if (found) return static_cast<CommBarrier*>(value);
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) return nullptr;
   CommBarrier* cb = setup(comm);
   PMPI_Comm_set_attr(comm, g_state.keyval, cb);
   return cb;
