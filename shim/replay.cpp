@@ -292,13 +292,18 @@ struct BcastShape {
 /// builds the same messages.
 BcastShape bcast_shape(const config::Config& cfg, const priority::PlanEntry* entry, int size, std::size_t bytes) {
   BcastShape out;
-  const priority::BcastChoice model = priority::choose_bcast(priority::LogGP{}, size, bytes, priority::BcastLimits{});
+  // The LogGP model decides only what neither the plan nor a setting fixes.
+  std::optional<priority::BcastChoice> model;
+  auto modelled = [&]() -> const priority::BcastChoice& {
+    if (!model) model = priority::choose_bcast(priority::LogGP{}, size, bytes, priority::BcastLimits{});
+    return *model;
+  };
   if (entry && entry->segments > 0) out.segments = entry->segments;
   else if (cfg.bcast_segments > 0) out.segments = cfg.bcast_segments;
-  else out.segments = model.segments;
+  else out.segments = modelled().segments;
   if (entry) out.chains = entry->tree.kind == priority::TreeKind::chains ? entry->tree.chains : 0;
   else if (cfg.bcast_chains >= 0) out.chains = cfg.bcast_chains;
-  else out.chains = model.shape.kind == priority::TreeKind::chains ? model.shape.chains : 0;
+  else out.chains = modelled().shape.kind == priority::TreeKind::chains ? modelled().shape.chains : 0;
   return out;
 }
 
