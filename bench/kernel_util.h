@@ -1,5 +1,7 @@
-/* Shared by the application kernels bench/ft.c and bench/is.c: command line, the order in which
- * received blocks are read, and the closing machine-readable line.
+/* Shared by the application kernels bench/ft.c and bench/is.c: command line and the order in
+ * which received blocks are read.  Each kernel prints its own closing machine-readable line,
+ * "result kernel=… class=… ranks=… mode=… order=… iters=… … time_s=… comm_s=… checksum=…
+ * verified=…", which tools/tnbc-bench parses by field name.
  *
  * Command line of both kernels:
  *   --class S|W|A              problem size (NPB-like classes; see each kernel's table)
