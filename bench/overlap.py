@@ -62,7 +62,9 @@ def make_plan(args, work):
     dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], check=True,
                                      capture_output=True, text=True).stdout)
     def key(site):
-        return ";".join(f"{os.path.basename(f['module'])}+0x{f['offset']:x}" for f in site["frames"])
+        # As CallSiteTable::key: a plan key holds no blanks, '#' or bytes outside printable ASCII.
+        raw = ";".join(f"{os.path.basename(f['module'])}+0x{f['offset']:x}" for f in site["frames"]) or "?"
+        return "".join(chr(b) if 0x20 < b <= 0x7e and b != 0x23 else "_" for b in raw.encode())
     sites = sorted({(key(dump["callsites"][c["callsite"]]), c["comm_size"]) for c in dump["calls"]})
     text = ["tnbc-plan 1", "# bench/overlap.py: blocks are read 0..p-1"]
     for site, p in sites:
