@@ -78,53 +78,41 @@ Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
   for (int k = 1; k < size; ++k) staggered_recv.push_back((rank - k + size) % size);
   staggered_recv.push_back(rank);
   const std::vector<int> sources = complete_order(recv_order, staggered_recv);
-  // Where this rank's block stands in a receiver's order: its place in the plan's list when
-  // listed there (the same for every receiver), else after the listed ones, staggered.
-  long listed_at = -1, listed = 0;
-  {
-    std::vector<char> seen(n, 0);
-    for (int i : recv_order)
-      if (i >= 0 && i < size && !seen[static_cast<std::size_t>(i)]) {
-        seen[static_cast<std::size_t>(i)] = 1;
-        if (i == rank) listed_at = listed;
-        ++listed;
-      }
-  }
-  auto need_rank = [&](int dst) {
-    return listed_at >= 0 ? listed_at : listed + (dst - rank - 1 + size) % size;
+  auto receives = [&](bool edge) {  // 2a (edge pieces) and 3 (bodies): in priority order
+    for (int src : sources) {
+      auto i = static_cast<std::size_t>(src);
+      if (src == rank || recv_bytes[i] == 0) continue;
+      for (const Piece& pc : pieces(recv_bytes[i], options.chunk_bytes))
+        if (pc.edge == edge) s.steps.push_back({Kind::recv, src, recv_displs[i] + pc.offset, pc.bytes, src, pc.piece, edge});
+    }
   };
-  for (int src : sources) {  // 2a. edge receives
-    auto i = static_cast<std::size_t>(src);
-    if (src == rank || recv_bytes[i] == 0) continue;
-    for (const Piece& pc : pieces(recv_bytes[i], options.chunk_bytes))
-      if (pc.edge) s.steps.push_back({Kind::recv, src, recv_displs[i] + pc.offset, pc.bytes, src, pc.piece, true});
-  }
+  receives(true);
   struct BodySend {
-    long need;
     std::size_t chunk;
     int k;
     Step step;
   };
   std::vector<BodySend> bodies;
-  for (int k = 1; k < size; ++k) {  // 2b. edge sends; the body sends, sorted below
+  for (int k = 1; k < size; ++k) {  // 2b. edge sends; the body sends, ordered below
     int dst = (rank + k) % size;
     auto i = static_cast<std::size_t>(dst);
     if (send_bytes[i] == 0) continue;
     for (const Piece& pc : pieces(send_bytes[i], options.chunk_bytes)) {
       Step st{Kind::send, dst, send_displs[i] + pc.offset, pc.bytes, rank, pc.piece, pc.edge};
       if (pc.edge) s.steps.push_back(st);
-      else bodies.push_back({need_rank(dst), static_cast<std::size_t>(pc.piece), k, st});
+      else bodies.push_back({static_cast<std::size_t>(pc.piece), k, st});
     }
   }
-  for (int src : sources) {  // 3. body receives
-    auto i = static_cast<std::size_t>(src);
-    if (src == rank || recv_bytes[i] == 0) continue;
-    for (const Piece& pc : pieces(recv_bytes[i], options.chunk_bytes))
-      if (!pc.edge) s.steps.push_back({Kind::recv, src, recv_displs[i] + pc.offset, pc.bytes, src, pc.piece, false});
-  }
-  std::stable_sort(bodies.begin(), bodies.end(), [](const BodySend& a, const BodySend& b) {
-    return std::tie(a.need, a.chunk, a.k) < std::tie(b.need, b.chunk, b.k);
-  });
+  receives(false);
+  // 4. Body sends by where this rank's block stands in each receiver's order.  The plan's list
+  // is the same for every receiver: a listed rank stands at the same place for all of them, so
+  // chunk 0 goes to each receiver before chunk 1.  An unlisted rank comes after the listed
+  // ones, staggered: receiver rank + k has it at k - 1, so receivers go one after the other in
+  // k order, which is the order the bodies were collected in.
+  if (std::find(recv_order.begin(), recv_order.end(), rank) != recv_order.end())
+    std::stable_sort(bodies.begin(), bodies.end(), [](const BodySend& a, const BodySend& b) {
+      return std::tie(a.chunk, a.k) < std::tie(b.chunk, b.k);
+    });
   for (const BodySend& b : bodies) s.steps.push_back(b.step);  // 4. body sends
   return s;
 }

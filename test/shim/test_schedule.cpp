@@ -128,6 +128,12 @@ TEST_CASE("alltoallv: body sends go first to whom needs them first", "[schedule]
   std::vector<int> plan{0, 1, 2, 3};
   CHECK(body_sends(plan) == std::vector<std::pair<int, int>>{
                                 {2, 0}, {3, 0}, {0, 0}, {2, 1}, {3, 1}, {0, 1}, {2, 2}, {3, 2}, {0, 2}});
+  // A plan that lists rank 1 alone still puts it at the same place for everybody.
+  std::vector<int> only_me{1};
+  CHECK(body_sends(only_me) == body_sends(plan));
+  // One that leaves rank 1 out puts it after the listed ranks, staggered: whole bodies again.
+  std::vector<int> without_me{3, 0, 2};
+  CHECK(body_sends(without_me) == body_sends({}));
 }
 
 TEST_CASE("alltoallv: receives follow the plan order, else the staggered order", "[schedule]") {
