@@ -39,6 +39,7 @@ PROG = os.path.join(BUILD, "bench", "overlap")
 LIB = os.path.join(BUILD, "shim", "libtnbc.so")
 TRACE_LIB = os.path.join(BUILD, "shim", "libtnbc_trace.so")
 DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
+NODES, PPN = 2, 2  # the emulated cluster: nodes, and ranks per node
 
 # (name, what the paper's Table 1 row is, TCURC/Tcomm, TCRC/Tcomm), fractions from the paper's
 # numbers (Tcomm 268 ms: TCURC 445 / 177 ms, CRC 350 / 175 ms).
@@ -56,7 +57,7 @@ def make_plan(args, work):
     """Traces the benchmark once and writes a plan: blocks read 0..p-1, per-node priority on.
     (The call-site keys come from the trace, as `tnbc-order plan` would take them.)"""
     trace_dir = os.path.join(work, "trace")
-    subprocess.run([CLUSTER, "run", "--ppn", "2", "--timeout", "300", "--preload", TRACE_LIB,
+    subprocess.run([CLUSTER, "run", "--ppn", str(PPN), "--timeout", "300", "--preload", TRACE_LIB,
                     "--env", f"TNBC_TRACE_DIR={trace_dir}", "--", PROG, str(args.block), "2",
                     "blocking", "0", "0"], check=True, capture_output=True, timeout=400)
     dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], check=True,
@@ -79,7 +80,7 @@ def make_plan(args, work):
 
 def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="block", block=None, iters=None,
         sleep=False):
-    cmd = [CLUSTER, "run", "--ppn", "2", "--placement", placement, "--timeout", "300"]
+    cmd = [CLUSTER, "run", "--ppn", str(PPN), "--placement", placement, "--timeout", "300"]
     if sleep:
         cmd += ["--env", "OVERLAP_SLEEP=1"]
     if preload:
@@ -134,7 +135,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("overlap.py: needs root (network namespaces)")
 
-    subprocess.run([CLUSTER, "--rate", args.rate, "up"], check=True)
+    subprocess.run([CLUSTER, "--nodes", str(NODES), "--rate", args.rate, "up"], check=True)
     try:
         plan = make_plan(args, tempfile.mkdtemp(prefix="tnbc_overlap_"))
         base = [run("blocking", False, 0, 0, args)["tcomm_us"] for _ in range(args.repeat)]
@@ -177,8 +178,8 @@ def main():
     lines = [
         "# Replay mode: overlap on the paper's five scenarios",
         "",
-        f"Measured {datetime.date.today()} by `bench/overlap.py` on the emulated cluster: 2 nodes x 2 "
-        f"ranks, {args.rate} per node and direction, MPI_Alltoall of {args.block // 1024} KiB blocks, "
+        f"Measured {datetime.date.today()} by `bench/overlap.py` on the emulated cluster: {NODES} nodes x "
+        f"{PPN} ranks, {args.rate} per node and direction, MPI_Alltoall of {args.block // 1024} KiB blocks, "
         f"median of {args.repeat} runs of {args.iters} iterations each (the slowest rank counts).  "
         "One machine with 2 cores runs all four ranks, their progress threads and the network "
         "emulation, and other jobs ran on it at the same time: compare the columns of one row, "
@@ -229,7 +230,7 @@ def main():
             "| scenario | TCURC | TCRC | plain | tnbc, no plan | tnbc, plan | MPI-3 | no plan / plain | plan / plain | plan / MPI-3 | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound | link bound | overlap / link bound |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        nodes = link_model.node_of(4, 2, placement)
+        nodes = link_model.node_of(NODES * PPN, NODES, placement)
         for name, desc, curc, crc, res in rows:
             p, t, q, m = (res[k]["total"] for k in ("plain", "tnbc", "plan", "mpi3"))
             tinit = res["plan"]["tinit"]
