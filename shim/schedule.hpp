@@ -63,7 +63,8 @@ struct AlltoallvOptions {
 /// receiver's order, then chunk by chunk, then staggered (rank + k) mod size, so the blocks
 /// every receiver reads first go out first and, when several receivers want theirs equally
 /// soon, chunk 0 goes to each of them before chunk 1.  Pieces: 0 whole or head, 1 tail, 2 + c
-/// body chunk c.  (The engine keeps a window of body sends in flight in this order.)
+/// body chunk c.  (Under per-node priority the engine keeps a window of the inter-node body
+/// sends in flight, in this order.)
 Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
                    std::span<const std::size_t> send_displs,
                    std::span<const std::size_t> recv_bytes,
