@@ -11,11 +11,13 @@
 namespace tnbc::config {
 namespace {
 
-std::optional<std::string> apply_disable(Config& cfg, std::string_view v) {
+/// A boolean setting stored in `Field`.
+template <auto Field>
+std::optional<std::string> apply_bool(Config& cfg, std::string_view v) {
   std::string err;
   auto b = parse_bool(v, &err);
   if (!b) return err;
-  cfg.disable = *b;
+  cfg.*Field = *b;
   return std::nullopt;
 }
 
@@ -43,6 +45,18 @@ std::optional<std::string> apply_int(Config& cfg, std::string_view v) {
   auto n = parse_int(v, Min, Max, &err);
   if (!n) return err;
   cfg.*Field = static_cast<std::remove_reference_t<decltype(cfg.*Field)>>(*n);
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_adapt(Config& cfg, std::string_view v) {
+  if (v == "measure") {
+    cfg.adapt = Adapt::measure;
+    return std::nullopt;
+  }
+  std::string err;
+  auto b = parse_bool(v, &err);
+  if (!b) return std::string("expected on, off or measure");
+  cfg.adapt = *b ? Adapt::on : Adapt::off;
   return std::nullopt;
 }
 
@@ -87,7 +101,7 @@ constexpr std::array kSettings = {
     Setting{"TNBC_DISABLE", "bool", "0",
             "1 makes the library a pure pass-through to MPICH: no early return, no tracing, "
             "no statistics files.",
-            apply_disable},
+            apply_bool<&Config::disable>},
     Setting{"TNBC_LOG", "enum", "info",
             "What the library prints on standard error: quiet (only problems that change "
             "behaviour), info (also notable events), debug (also per-call detail).",
@@ -125,11 +139,25 @@ constexpr std::array kSettings = {
             "or k chains, whichever the LogGP model of docs/ordering.md finds faster), 0 = "
             "binomial tree, k = k parallel chains from the root.",
             apply_auto_int<&Config::bcast_chains, -1, 0, 4096>},
+    Setting{"TNBC_ADAPT", "enum", "on",
+            "libtnbc.so: decide per call, from measurements, whether returning early pays.  "
+            "on: collectives on a communicator whose ranks all share one node run blocking, "
+            "and each (communicator, operation, size class) tries both paths and keeps the "
+            "cheaper one, agreed by all its ranks (docs/replay.md, \"Deciding per call\"); "
+            "measure: the same, one node included; off: return early wherever possible (for "
+            "experiments and comparisons).  1/0, yes/no, true/false mean on/off.",
+            apply_adapt},
     Setting{"TNBC_PROGRESS_SLEEP_US", "int", "20",
-            "libtnbc.so: how long the progress thread naps when a round moved nothing "
-            "(microseconds, 0..10000); lower reacts faster, higher leaves more CPU to the "
-            "application.",
+            "libtnbc.so: the progress thread's first nap after a round that moved nothing "
+            "(microseconds, 0..10000); each further idle round doubles it up to "
+            "TNBC_PROGRESS_MAX_SLEEP_US, and any progress or any thread waiting for the engine "
+            "brings it back here.",
             apply_int<&Config::progress_sleep_us, 0, 10000>},
+    Setting{"TNBC_PROGRESS_MAX_SLEEP_US", "int", "1000",
+            "libtnbc.so: the progress thread's longest nap while a collective is in flight and "
+            "nothing moves (microseconds, 0..100000); lower reacts faster, higher leaves more "
+            "CPU to the application.  A value below TNBC_PROGRESS_SLEEP_US counts as equal to it.",
+            apply_int<&Config::progress_max_sleep_us, 0, 100000>},
     Setting{"TNBC_CHUNK_BYTES", "size", "64K",
             "libtnbc.so: a replayed MPI_Alltoall(v) sends each block body in chunks of this "
             "size, published page by page as they arrive, so that code reading a block front "

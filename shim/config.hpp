@@ -20,6 +20,13 @@ enum class LogLevel {
   debug,  ///< also per-call detail; slow, for diagnosis only
 };
 
+/// TNBC_ADAPT: how libtnbc.so decides between returning early and the blocking call.
+enum class Adapt {
+  off,      ///< return early wherever the engine can (experiments, comparisons)
+  on,       ///< blocking on one node; elsewhere measured per key (shim/adapt.hpp)
+  measure,  ///< measured per key everywhere, one node included
+};
+
 /// TNBC_BARRIER_ROOT=auto: the root is chosen by MinNumaDist.
 inline constexpr int kBarrierRootAuto = -1;
 
@@ -34,7 +41,9 @@ struct Config {
   std::uint64_t min_bytes = 64 * 1024;  ///< TNBC_MIN_BYTES: smaller collectives run blocking
   int bcast_segments = 0;  ///< TNBC_BCAST_SEGMENTS: pipeline segments of a replayed Bcast, 0 = auto
   int bcast_chains = -1;   ///< TNBC_BCAST_CHAINS: 0 = binomial tree, k = k chains, -1 = auto
-  int progress_sleep_us = 20;     ///< TNBC_PROGRESS_SLEEP_US: progress thread's nap when idle
+  Adapt adapt = Adapt::on;        ///< TNBC_ADAPT: decide per call whether returning early pays
+  int progress_sleep_us = 20;     ///< TNBC_PROGRESS_SLEEP_US: progress thread's first nap when idle
+  int progress_max_sleep_us = 1000;  ///< TNBC_PROGRESS_MAX_SLEEP_US: its longest nap
   std::uint64_t chunk_bytes = 64 * 1024;  ///< TNBC_CHUNK_BYTES: Alltoall(v) body chunks, 0 = whole
   int chunk_window = 2;                   ///< TNBC_CHUNK_WINDOW: body chunks in flight, in order
   /// TNBC_BARRIER_ALGO: "auto", "mpich" or a barrier algorithm name (barrier/barrier.hpp).

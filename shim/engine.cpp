@@ -1,5 +1,6 @@
 #include "engine.hpp"
 
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -31,6 +32,57 @@ std::uint64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::uint64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+/// The progress thread naps between rounds that moved nothing, longer and longer while nothing
+/// happens (a thread that wakes every few microseconds takes a real share of a core the
+/// program computes on).  Whoever starts waiting for the engine -- a fault handler, a fence,
+/// a call waiting for its edge pages -- wakes it at once and keeps it on short naps until the
+/// wait ends.  Async-signal-safe (atomics and the futex system call): the fault handler uses it.
+class Waker {
+ public:
+  std::uint32_t word() const { return word_.load(std::memory_order_acquire); }
+  void kick() {
+    word_.fetch_add(1, std::memory_order_acq_rel);
+    syscall(SYS_futex, &word_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  }
+  void begin_wait() {
+    waiters_.fetch_add(1, std::memory_order_acq_rel);
+    kick();
+  }
+  void end_wait() { waiters_.fetch_sub(1, std::memory_order_acq_rel); }
+  bool waited_for() const { return waiters_.load(std::memory_order_acquire) > 0; }
+  /// Sleeps `us` microseconds unless kicked since word() returned `seen`.
+  void nap(unsigned us, std::uint32_t seen) {
+    timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
+    syscall(SYS_futex, &word_, FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+  }
+
+ private:
+  std::atomic<std::uint32_t> word_{0};
+  std::atomic<int> waiters_{0};
+};
+
+Waker g_waker;
+void waker_begin_wait() { g_waker.begin_wait(); }
+void waker_end_wait() { g_waker.end_wait(); }
+
+/// Waits on `cv` for `pred` with the progress thread kept awake, and returns the time waited
+/// (0 when `pred` already held: no wake-up, no clock reads).
+template <typename Pred>
+std::uint64_t timed_wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Pred pred) {
+  if (pred()) return 0;
+  const std::uint64_t t0 = now_ns();
+  g_waker.begin_wait();
+  cv.wait(lock, pred);
+  g_waker.end_wait();
+  return now_ns() - t0;
 }
 
 std::uintptr_t page_floor(std::uintptr_t a, std::size_t ps) { return a & ~(ps - 1); }
@@ -161,6 +213,8 @@ struct Op {
   // Direct: no mirror, no guard; receives land in the user's buffer and the caller waits for
   // the whole operation (the call does not return early, but speaks the same protocol).
   bool direct = false;
+  // Where this call's costs go (adapt.hpp), or null.
+  adapt::Costs* costs = nullptr;
 
   bool overlaps(std::uintptr_t p, std::size_t n) const {
     return cover_hi > cover_lo && p < cover_hi && p + n > cover_lo;
@@ -190,6 +244,7 @@ class EngineImpl {
   std::atomic<std::uint64_t> init_ns_{0};
   std::atomic<std::uint64_t> gated_sends_{0};   // inter-node sends held for the node's turn
   std::atomic<std::uint64_t> turn_wait_ns_{0};  // time collectives waited for the node's turn
+  std::atomic<std::uint64_t> progress_cpu_ns_{0}, progress_rounds_{0}, fence_wait_ns_{0};
 
  private:
   void run();
@@ -226,6 +281,7 @@ std::optional<std::string> EngineImpl::start(const EngineOptions& options) {
   if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_shadow, &g_keyval, nullptr) != MPI_SUCCESS)
     return std::string("cannot create the communicator attribute");
   if (auto err = ReplayGuard::instance().install()) return err;
+  ReplayGuard::instance().set_wait_hooks(waker_begin_wait, waker_end_wait);
   stopping_ = false;
   thread_ = std::thread([this] { run(); });
   return std::nullopt;
@@ -238,6 +294,7 @@ void EngineImpl::stop() {
     stopping_ = true;
   }
   work_cv_.notify_all();
+  g_waker.kick();
   if (thread_.joinable()) thread_.join();
   ReplayGuard::instance().uninstall();
 }
@@ -316,38 +373,67 @@ void EngineImpl::submit(std::shared_ptr<Op> op) {
     incoming_.push_back(std::move(op));
   }
   work_cv_.notify_one();
+  g_waker.kick();  // a new op: the progress thread may be on a long nap
 }
 
 void EngineImpl::wait_edges(Op& op) {
   std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] { return op.edge_pending.load(std::memory_order_acquire) == 0; });
+  timed_wait(done_cv_, lock, [&] { return op.edge_pending.load(std::memory_order_acquire) == 0; });
 }
 
 void EngineImpl::wait_done(Op& op) {
   std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] { return op.done.load(std::memory_order_acquire); });
+  timed_wait(done_cv_, lock, [&] { return op.done.load(std::memory_order_acquire); });
+}
+
+/// Adds a fence's wait to every key whose operation it waited for (each once): the program
+/// waited for them, whichever finished last.
+void charge_fence(const std::vector<adapt::Costs*>& waited_for, std::uint64_t ns) {
+  for (std::size_t i = 0; i < waited_for.size(); ++i)
+    if (waited_for[i] != nullptr &&
+        std::find(waited_for.begin(), waited_for.begin() + static_cast<long>(i), waited_for[i]) ==
+            waited_for.begin() + static_cast<long>(i))
+      waited_for[i]->add_wait(ns);
 }
 
 void EngineImpl::drain() {
   std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] { return all_.empty(); });
+  if (all_.empty()) return;
+  std::vector<adapt::Costs*> keys;
+  for (const Op* op : all_) keys.push_back(op->costs);
+  const std::uint64_t ns = timed_wait(done_cv_, lock, [&] { return all_.empty(); });
+  fence_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
+  charge_fence(keys, ns);
 }
 
 void EngineImpl::complete_overlapping(std::uintptr_t p, std::size_t n) {
   std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] {
+  auto none = [&] {
     return std::none_of(all_.begin(), all_.end(), [&](const Op* op) { return op->overlaps(p, n); });
-  });
+  };
+  if (none()) return;
+  std::vector<adapt::Costs*> keys;
+  for (const Op* op : all_)
+    if (op->overlaps(p, n)) keys.push_back(op->costs);
+  const std::uint64_t ns = timed_wait(done_cv_, lock, none);
+  fence_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
+  charge_fence(keys, ns);
 }
 
 void EngineImpl::run() {
   std::vector<std::shared_ptr<Op>> active;
+  const unsigned min_nap = options_.progress_sleep_us;
+  const unsigned max_nap = std::max(options_.progress_max_sleep_us, min_nap);
+  unsigned nap = min_nap;
+  std::uint64_t cpu_mark = thread_cpu_ns();
   while (true) {
+    const std::uint32_t seen = g_waker.word();
     {
       std::unique_lock lock(mutex_);
       if (active.empty())
         work_cv_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
       if (stopping_ && active.empty() && incoming_.empty()) return;
+      if (active.empty()) cpu_mark = thread_cpu_ns();  // idle time between ops is nobody's
       while (!incoming_.empty()) {
         active.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
@@ -355,6 +441,13 @@ void EngineImpl::run() {
     }
     bool moved = false;
     for (auto& op : active) moved |= progress(*op);
+    // This round's CPU time, shared by the ops it served (adapt.hpp counts it as their cost).
+    const std::uint64_t cpu_now = thread_cpu_ns(), cpu = cpu_now - cpu_mark;
+    cpu_mark = cpu_now;
+    progress_cpu_ns_.fetch_add(cpu, std::memory_order_relaxed);
+    progress_rounds_.fetch_add(1, std::memory_order_relaxed);
+    for (auto& op : active)
+      if (op->costs) op->costs->progress_cpu_ns.fetch_add(cpu / active.size(), std::memory_order_relaxed);
     bool retired = false;
     for (auto it = active.begin(); it != active.end();) {
       if ((*it)->remaining == 0 && (*it)->caller_released.load(std::memory_order_acquire)) {
@@ -375,9 +468,12 @@ void EngineImpl::run() {
       done_cv_.notify_all();
     }
     if (!moved && !retired && !active.empty()) {
-      // Nothing moved: nap instead of spinning, the application may need this core.
-      timespec ts{0, static_cast<long>(options_.progress_sleep_us) * 1000};
-      nanosleep(&ts, nullptr);
+      // Nothing moved: nap instead of spinning, the application may need this core; longer
+      // each time nothing moves, unless somebody waits for us.
+      nap = g_waker.waited_for() ? min_nap : std::min(max_nap, nap == 0 ? 1u : nap * 2);
+      g_waker.nap(nap, seen);
+    } else {
+      nap = min_nap;
     }
   }
 }
@@ -595,7 +691,8 @@ bool prepare_receive(Op& op, std::size_t ps) {
     else runs.emplace_back(pg, ps);
   }
   // Register before protecting: a thread that faults in between must find its page.
-  op.slot = ReplayGuard::instance().add(full_lo, full_hi, op.published.get());
+  op.slot = ReplayGuard::instance().add(full_lo, full_hi, op.published.get(),
+                                        op.costs ? &op.costs->wait_ns : nullptr);
   if (op.slot < 0) {
     munmap(op.mirror, op.cover_hi - op.cover_lo);
     op.mirror = nullptr;
@@ -720,14 +817,18 @@ bool EngineImpl::run_op(std::shared_ptr<Op> op, const void* sendbuf, bool allow_
   Op& ref = *op;
   submit(op);  // `op` keeps it alive here: the progress thread drops its reference at retire
   if (sendbuf != nullptr) fill_send_side(ref, sendbuf);
+  adapt::Costs* costs = ref.costs;  // `ref` may be retired and gone once released
   if (!early) {
     wait_done(ref);
+    if (costs) costs->init_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
     return false;
   }
   if (ref.edge_pending.load(std::memory_order_acquire) != 0) wait_edges(ref);
   if (!ref.edge_step.empty()) copy_edges(ref, page_size_);
+  const std::uint64_t inside = now_ns() - t0;
   ref.caller_released.store(true, std::memory_order_release);
-  init_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  init_ns_.fetch_add(inside, std::memory_order_relaxed);
+  if (costs) costs->init_ns.fetch_add(inside, std::memory_order_relaxed);
   return true;
 }
 
@@ -765,6 +866,9 @@ void Engine::complete_overlapping(const void* p, std::size_t n) {
 std::uint64_t Engine::init_ns() const { return impl().init_ns_.load(); }
 std::uint64_t Engine::gated_sends() const { return impl().gated_sends_.load(); }
 std::uint64_t Engine::turn_wait_ns() const { return impl().turn_wait_ns_.load(); }
+std::uint64_t Engine::progress_cpu_ns() const { return impl().progress_cpu_ns_.load(); }
+std::uint64_t Engine::progress_rounds() const { return impl().progress_rounds_.load(); }
+std::uint64_t Engine::fence_wait_ns() const { return impl().fence_wait_ns_.load(); }
 
 namespace {
 
@@ -793,8 +897,10 @@ bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_by
                        std::span<const std::size_t> send_displs, void* recvbuf,
                        std::span<const std::size_t> recv_bytes,
                        std::span<const std::size_t> recv_displs, MPI_Comm comm,
-                       std::span<const int> recv_order, bool per_node, bool allow_early) {
+                       std::span<const int> recv_order, bool per_node, bool allow_early,
+                       adapt::Costs* costs) {
   NewOp n = new_op(comm);
+  n.op->costs = costs;
   n.op->steps = schedule::alltoallv(n.rank, n.size, send_bytes, send_displs, recv_bytes,
                                     recv_displs, recv_order, {impl().options_.chunk_bytes}).steps;
   n.op->window = static_cast<std::size_t>(impl().options_.chunk_window);
@@ -806,8 +912,10 @@ bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_by
 }
 
 bool Engine::bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments,
-                   int chains, std::span<const int> segment_order, bool allow_early) {
+                   int chains, std::span<const int> segment_order, bool allow_early,
+                   adapt::Costs* costs) {
   NewOp n = new_op(comm);
+  n.op->costs = costs;
   n.op->steps = schedule::bcast(n.rank, n.size, root, bytes, std::min(segments, 253), chains,
                                 segment_order).steps;
   if (n.rank == root) return impl().run_op(std::move(n.op), buffer, allow_early);

@@ -26,10 +26,17 @@
 #include <string_view>
 #include <vector>
 
+#include "adapt.hpp"
+
 namespace tnbc::shim {
 
 struct EngineOptions {
-  unsigned progress_sleep_us = 20;    ///< progress thread's nap when nothing moved
+  /// The progress thread's nap after a round that moved nothing starts at progress_sleep_us
+  /// and doubles with every further such round up to progress_max_sleep_us; any round that
+  /// moves something, and any thread that starts waiting for the engine (a fault, a fence, a
+  /// call waiting for its edge pages), brings it back to progress_sleep_us at once.
+  unsigned progress_sleep_us = 20;
+  unsigned progress_max_sleep_us = 1000;
   std::size_t chunk_bytes = 64 * 1024;  ///< alltoall(v) body chunk size, 0 = whole bodies
   int chunk_window = 2;                 ///< inter-node body chunks in flight under per-node priority, 0 = all
 };
@@ -49,16 +56,20 @@ class Engine {
   /// of `comm` must come here for this call (the messages are the engine's own); each decides
   /// alone whether to return early: with allow_early and at least one full receive page it
   /// returns true before completion, else it completes the exchange and returns false.
+  /// `costs` (may be null) receives what the call costs: time inside it, what the program
+  /// later waits for it (faults, fences, system calls) and its share of the progress thread's
+  /// CPU time; it must outlive the operation.
   bool alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
                  std::span<const std::size_t> send_displs, void* recvbuf,
                  std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs,
-                 MPI_Comm comm, std::span<const int> recv_order, bool per_node, bool allow_early);
+                 MPI_Comm comm, std::span<const int> recv_order, bool per_node, bool allow_early,
+                 adapt::Costs* costs);
 
   /// Pipelined bcast of `bytes` contiguous bytes in `segments` segments down a tree of `chains`
   /// chains (0 = binomial), segments in `segment_order`.  Same contract as alltoallv(); the
   /// root returns early as soon as its buffer is copied.
   bool bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments, int chains,
-             std::span<const int> segment_order, bool allow_early);
+             std::span<const int> segment_order, bool allow_early, adapt::Costs* costs);
 
   /// Sets up per-node priority for `comm` now (collective over `comm`) instead of at the first
   /// collective that asks for it.
@@ -74,6 +85,11 @@ class Engine {
   /// and the time collectives spent waiting for it.
   std::uint64_t gated_sends() const;
   std::uint64_t turn_wait_ns() const;
+  /// CPU time of the progress thread (CLOCK_THREAD_CPUTIME_ID) and its rounds.
+  std::uint64_t progress_cpu_ns() const;
+  std::uint64_t progress_rounds() const;
+  /// Time threads waited for the engine in fences (drain, complete_overlapping).
+  std::uint64_t fence_wait_ns() const;
 
   static Engine& instance();
 

@@ -2,24 +2,185 @@
 
 #include <algorithm>
 #include <climits>
-#include <vector>
-
+#include <deque>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <numeric>
 #include <optional>
 #include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "callsite.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
 #include "priority/model.hpp"
+#include "priority/observations.hpp"
 #include "priority/plan.hpp"
 #include "replay_guard.hpp"
+#include "stats.hpp"
 
 namespace tnbc::shim::replay {
 namespace {
 
 bool g_running = false;
+
+std::uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// ---- Deciding per call (adapt.hpp) ------------------------------------------------------------
+
+/// One (communicator, operation, size class): its decision state and what its calls cost.
+struct Key {
+  explicit Key(const adapt::Policy& p) : state(p) {}
+  adapt::KeyState state;
+  adapt::Costs costs;
+  std::string_view op;
+  std::uint32_t size_class = 0;
+  std::uint64_t comm_id = 0;
+  int comm_size = 0;
+  bool one_node = false;
+};
+
+/// Every key ever made.  Never shrinks: operations in flight and guard slots point at the
+/// costs inside, and a deque keeps its elements where they are when it grows.
+std::mutex g_keys_mutex;
+std::deque<Key> g_keys;
+adapt::Policy g_policy;
+bool g_adapt = true;      // TNBC_ADAPT is not off
+bool g_one_node = true;   // ... and a communicator on one node runs blocking without measuring
+
+/// Per user communicator (an attribute, so a dup or a split starts afresh and a freed
+/// communicator's handle, when MPI reuses it, does not inherit its decisions).
+struct CommState {
+  std::uint64_t id = 0;
+  bool one_node = false;
+  std::map<std::uint32_t, Key*> keys;  // (operation << 8 | size class) -> key
+};
+int g_comm_keyval = MPI_KEYVAL_INVALID;
+std::uint64_t g_next_comm_id = 0;
+std::vector<char> g_world_on_node;  // rank r of MPI_COMM_WORLD shares this rank's node
+MPI_Group g_world_group = MPI_GROUP_NULL;
+
+int delete_comm_state(MPI_Comm, int, void* value, void*) {
+  delete static_cast<CommState*>(value);
+  return MPI_SUCCESS;
+}
+
+/// The MPI_COMM_WORLD rank of each member of `g` (MPI_UNDEFINED for a process outside it).
+std::vector<int> world_ranks(MPI_Group g) {
+  int n = 0;
+  PMPI_Group_size(g, &n);
+  std::vector<int> local(static_cast<std::size_t>(n)), in_world(static_cast<std::size_t>(n));
+  std::iota(local.begin(), local.end(), 0);
+  PMPI_Group_translate_ranks(g, n, local.data(), g_world_group, in_world.data());
+  return in_world;
+}
+
+/// Which ranks of MPI_COMM_WORLD share this rank's node (collective over MPI_COMM_WORLD).
+void learn_node() {
+  int world = 0;
+  PMPI_Comm_size(MPI_COMM_WORLD, &world);
+  g_world_on_node.assign(static_cast<std::size_t>(world), 0);
+  PMPI_Comm_group(MPI_COMM_WORLD, &g_world_group);
+  MPI_Comm node = MPI_COMM_NULL;
+  if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+    return;  // nobody shares a node: every communicator spans nodes, and is measured
+  MPI_Group g = MPI_GROUP_NULL;
+  PMPI_Comm_group(node, &g);
+  for (int r : world_ranks(g))
+    if (r >= 0 && r < world) g_world_on_node[static_cast<std::size_t>(r)] = 1;
+  PMPI_Group_free(&g);
+  PMPI_Comm_free(&node);
+}
+
+/// True when every rank of `comm` shares this rank's node.  Local (no message), and the same
+/// answer on every rank of `comm`: if all of them share one rank's node, they share each
+/// other's.
+bool on_one_node(MPI_Comm comm) {
+  if (g_world_group == MPI_GROUP_NULL) return false;
+  MPI_Group g = MPI_GROUP_NULL;
+  PMPI_Comm_group(comm, &g);
+  const std::vector<int> in_world = world_ranks(g);
+  PMPI_Group_free(&g);
+  return std::all_of(in_world.begin(), in_world.end(), [](int r) {
+    return r >= 0 && static_cast<std::size_t>(r) < g_world_on_node.size() && g_world_on_node[static_cast<std::size_t>(r)];
+  });
+}
+
+CommState& comm_state(MPI_Comm comm) {
+  void* value = nullptr;
+  int flag = 0;
+  PMPI_Comm_get_attr(comm, g_comm_keyval, &value, &flag);
+  if (flag) return *static_cast<CommState*>(value);
+  auto* cs = new CommState;
+  cs->one_node = on_one_node(comm);
+  {
+    std::lock_guard lock(g_keys_mutex);
+    cs->id = g_next_comm_id++;
+  }
+  PMPI_Comm_set_attr(comm, g_comm_keyval, cs);
+  return *cs;
+}
+
+/// The path of one call and the key it belongs to.  `why` names the reason of a blocking path
+/// (a fallback reason of the statistics).
+struct Decision {
+  adapt::Path path = adapt::Path::early;
+  Key* key = nullptr;
+  const char* why = nullptr;
+};
+
+/// Decides the path of this call.  Called by every rank of `comm` for the same collective,
+/// after the checks every rank shares and before anything rank-local: at a decision point it
+/// is collective over `comm` (one MPI_Allreduce of three doubles).  `bytes` must be the same
+/// on every rank (0 for Alltoallv, whose sizes differ).
+Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes) {
+  CommState& cs = comm_state(comm);
+  const std::uint32_t cls = adapt::size_class(bytes);
+  const std::uint32_t id = static_cast<std::uint32_t>(op) << 8 | cls;
+  Key*& key = cs.keys[id];
+  if (key == nullptr) {
+    std::lock_guard lock(g_keys_mutex);
+    key = &g_keys.emplace_back(g_policy);
+    key->op = priority::to_string(op);
+    key->size_class = cls;
+    key->comm_id = cs.id;
+    PMPI_Comm_size(comm, &key->comm_size);
+    key->one_node = cs.one_node;
+  }
+  Decision d{adapt::Path::early, key, nullptr};
+  if (!g_adapt) return d;
+  if (cs.one_node && g_one_node) return {adapt::Path::blocking, key, "one_node"};
+  if (key->state.decision_due()) {
+    // The early calls' last operations count in full: complete them (their wait is charged
+    // to them) before measuring.
+    if (g_in_flight.load(std::memory_order_acquire) != 0) Engine::instance().drain();
+    double mine[adapt::Vote::kFields], sum[adapt::Vote::kFields];
+    key->state.measure(key->costs).to_array(mine);
+    PMPI_Allreduce(mine, sum, adapt::Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
+    const auto summed = adapt::Vote::from_array(sum);
+    const adapt::Path p = key->state.decide(summed, key->costs);
+    log::debug("{} of {} bytes on communicator {}: early {:.0f} us, blocking {:.0f} us (sums over "
+               "{:.0f} ranks): {}",
+               key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
+               summed.ranks_measured, p == adapt::Path::early ? "early" : "blocking");
+  }
+  d.path = key->state.path();
+  if (d.path == adapt::Path::blocking) d.why = key->state.probing() ? "adapt_probe" : "adapt";
+  return d;
+}
+
+/// Counts the call just made on the decision's path.
+void done(const Decision& d) {
+  if (g_adapt && d.key != nullptr && !(d.key->one_node && g_one_node)) d.key->state.advance(d.key->costs);
+}
 
 // The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site.
 std::optional<priority::Plan> g_plan;
@@ -96,6 +257,20 @@ int plain(OpStats& st, std::string_view why, F&& call) {
   return call();
 }
 
+/// The blocking call on the path a decision chose; its time (after the drain, which is charged
+/// to the early calls it waited for) is the blocking cost of the key.
+template <typename F>
+int plain(OpStats& st, const Decision& d, F&& call) {
+  st.count_fallback(d.why);
+  if (g_in_flight.load(std::memory_order_acquire) != 0) Engine::instance().drain();
+  const std::uint64_t t0 = now_ns();
+  const int rc = call();
+  d.key->costs.blocking_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  d.key->costs.blocking_calls.fetch_add(1, std::memory_order_relaxed);
+  done(d);
+  return rc;
+}
+
 /// The reasons every rank shares for running the plain call (MPI_IN_PLACE is given by all ranks
 /// or none; a communicator is an inter-communicator for all), or nullptr.
 const char* shared_exclusion(const void* sendbuf, MPI_Comm comm) {
@@ -108,7 +283,7 @@ const char* shared_exclusion(const void* sendbuf, MPI_Comm comm) {
 
 /// An alltoallv in elements, run by the engine in bytes.  Non-contiguous data is packed into a
 /// contiguous staging buffer (send) or received into one and unpacked (receive; no early return).
-int exchange(Runtime& rt, OpStats& st, const void* sendbuf, const int sendcounts[], const int sdispls[],
+int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int sendcounts[], const int sdispls[],
              MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
              MPI_Datatype recvtype, MPI_Comm comm, bool allow_early, std::span<const int> recv_order,
              bool per_node) {
@@ -166,8 +341,10 @@ int exchange(Runtime& rt, OpStats& st, const void* sendbuf, const int sendcounts
                               recvtype, comm);
       });
 
-  const bool early =
-      Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node, allow_early);
+  d.key->costs.early_calls.fetch_add(1, std::memory_order_relaxed);
+  const bool early = Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node,
+                                                  allow_early, &d.key->costs);
+  done(d);
   if (!rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) {
       int pos = static_cast<int>(rd[i]);
@@ -178,8 +355,30 @@ int exchange(Runtime& rt, OpStats& st, const void* sendbuf, const int sendcounts
   }
   if (early) st.count_early_return();
   else st.count_fallback(!rti.contiguous ? "datatype" : !allow_early ? "small" : "no_full_page");
-  (void)rt;
   return MPI_SUCCESS;
+}
+
+/// The statistics of every key, as the "keys" array of docs/config.md.
+std::string keys_json() {
+  std::lock_guard lock(g_keys_mutex);
+  std::string out = fmt::format(R"({{"enabled":{},"keys":[)", g_adapt ? "true" : "false");
+  bool first = true;
+  for (const Key& k : g_keys) {
+    const auto& c = k.costs;
+    auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    const char* path = k.one_node && g_adapt && g_one_node ? "blocking"
+                       : !g_adapt || !k.state.decided() ? "undecided"
+                       : k.state.chosen() == adapt::Path::early ? "early" : "blocking";
+    out += fmt::format(
+        R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
+        R"("decisions":{},"switches":{},"early_calls":{},"blocking_calls":{},"init_us":{:.3f},)"
+        R"("wait_us":{:.3f},"progress_cpu_us":{:.3f},"blocking_us":{:.3f}}})",
+        first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
+        k.state.decisions(), k.state.switches(), c.early_calls.load(), c.blocking_calls.load(), us(c.init_ns.load()),
+        us(c.wait_ns.load()), us(c.progress_cpu_ns.load()), us(c.blocking_ns.load()));
+    first = false;
+  }
+  return out + "]}";
 }
 
 }  // namespace
@@ -193,7 +392,15 @@ bool start(Runtime& rt) {
     return false;
   }
   EngineOptions o;
-  o.progress_sleep_us = rt.config().progress_sleep_us;
+  o.progress_sleep_us = static_cast<unsigned>(rt.config().progress_sleep_us);
+  o.progress_max_sleep_us = static_cast<unsigned>(rt.config().progress_max_sleep_us);
+  g_adapt = rt.config().adapt != config::Adapt::off;
+  g_one_node = rt.config().adapt == config::Adapt::on;
+  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) != MPI_SUCCESS) {
+    log::warn_rank0("cannot create a communicator attribute: collectives run blocking");
+    return false;
+  }
+  learn_node();
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
   load_plan(rt.config().plan);
@@ -222,9 +429,11 @@ void stop(Runtime& rt) {
   rt.stats().init_ns = Engine::instance().init_ns();
   rt.stats().gated_sends = Engine::instance().gated_sends();
   rt.stats().turn_wait_ns = Engine::instance().turn_wait_ns();
+  rt.stats().progress_cpu_ns = Engine::instance().progress_cpu_ns();
+  rt.stats().progress_rounds = Engine::instance().progress_rounds();
+  rt.stats().fence_wait_ns = Engine::instance().fence_wait_ns();
+  rt.stats().adapt_json = keys_json();
 }
-
-bool engine_running() { return g_running; }
 
 int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
              int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
@@ -242,13 +451,15 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   if (block * static_cast<std::size_t>(size) < rt.config().min_bytes) return plain(st, "small", blocking);
   if (block > INT_MAX || static_cast<long>(recvcount) * size > INT_MAX)
     return plain(st, "large_block", blocking);
+  const Decision d = decide(comm, priority::Op::alltoall, block * static_cast<std::size_t>(size));
+  if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
   std::vector<int> scounts(static_cast<std::size_t>(size), sendcount), sdispls(static_cast<std::size_t>(size));
   std::vector<int> rcounts(static_cast<std::size_t>(size), recvcount), rdispls(static_cast<std::size_t>(size));
   for (int i = 0; i < size; ++i) sdispls[i] = i * sendcount, rdispls[i] = i * recvcount;
   const auto* entry = plan_entry(priority::Op::alltoall, comm, block);
   if (entry) st.count_planned();
   const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
-  return exchange(rt, st, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
+  return exchange(st, d, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
                   rdispls.data(), recvtype, comm, true, order, entry && entry->per_node);
 }
 
@@ -261,6 +472,9 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
                           recvtype, comm);
   };
   if (const char* why = shared_exclusion(sendbuf, comm)) return plain(st, why, blocking);
+  // Sizes differ between ranks: the key has none (size class 0), the same everywhere.
+  const Decision d = decide(comm, priority::Op::alltoallv, 0);
+  if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
   int size = 0, tsize = 0;
   // Sizes differ between ranks: every rank runs the engine's exchange, and only the local size
   // decides whether this rank returns early.
@@ -275,7 +489,7 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   // so ranks of one node can disagree on it, and a rank that does not take part in its node's
   // turns stops the ranks after it for good (measured: IS-like class S hung).  The order alone
   // is safe: it changes when messages are posted, not which messages there are.
-  return exchange(rt, st, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+  return exchange(st, d, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                   recvtype, comm, total >= rt.config().min_bytes, order, false);
 }
 
@@ -330,19 +544,23 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
   if (bytes / static_cast<std::size_t>(segments) >= INT_MAX || bytes > INT_MAX)
     return plain(st, "large_block", blocking);
+  const Decision d = decide(comm, priority::Op::bcast, bytes);
+  if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
 
   auto [lo, len] = span_of(buffer, 0, static_cast<std::size_t>(count), ti);
   Engine::instance().complete_overlapping(lo, len);
   bool early = false;
+  d.key->costs.early_calls.fetch_add(1, std::memory_order_relaxed);
   if (ti.contiguous) {
-    early = Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, true);
+    early = Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, true, &d.key->costs);
   } else {
     std::vector<char> stage(bytes);
     int pos = 0;
     if (rank == root) PMPI_Pack(buffer, count, datatype, stage.data(), static_cast<int>(bytes), &pos, comm);
-    Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false);
+    Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false, &d.key->costs);
     if (rank != root) PMPI_Unpack(stage.data(), static_cast<int>(bytes), &pos, buffer, count, datatype, comm);
   }
+  done(d);
   if (early) st.count_early_return();
   else st.count_fallback(ti.contiguous ? "no_full_page" : "datatype");
   return MPI_SUCCESS;

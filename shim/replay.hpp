@@ -2,8 +2,9 @@
 // translate datatypes into bytes, and count what happened.
 //
 // Consistency rule: whether a call goes to the engine at all must be decided from facts that are
-// the same on every rank (in-place, inter-communicator, the message size of Alltoall and Bcast),
-// because the engine's messages only match the engine's messages.  Facts that differ between
+// the same on every rank (in-place, inter-communicator, the message size of Alltoall and Bcast,
+// and the per-call decision of adapt.hpp, agreed at points every rank reaches), because the
+// engine's messages only match the engine's messages.  Facts that differ between
 // ranks (buffer alignment, local datatypes, Alltoallv's local sizes) only decide whether this
 // rank returns early or completes the engine's exchange before returning.
 #pragma once
@@ -18,7 +19,6 @@ namespace tnbc::shim::replay {
 /// Starts the engine if the MPI thread level allows it; false (with a message) if not.
 bool start(Runtime& rt);
 void stop(Runtime& rt);
-bool engine_running();
 
 int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
              int recvcount, MPI_Datatype recvtype, MPI_Comm comm);

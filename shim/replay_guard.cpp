@@ -86,11 +86,13 @@ void ReplayGuard::clear(Slot& s) {
   s.begin.store(0, std::memory_order_release);
   while (s.readers.load(std::memory_order_acquire) != 0) sched_yield();
   s.state.store(nullptr, std::memory_order_release);
+  s.wait_sink.store(nullptr, std::memory_order_release);
   s.retired.store(false, std::memory_order_release);
   s.owned.reset();
 }
 
-int ReplayGuard::add(std::uintptr_t begin, std::uintptr_t end, std::atomic<std::uint8_t>* state) {
+int ReplayGuard::add(std::uintptr_t begin, std::uintptr_t end, std::atomic<std::uint8_t>* state,
+                     std::atomic<std::uint64_t>* wait_sink) {
   std::lock_guard lock(mutex_);
   int pick = -1;
   for (int i = 0; i < kSlots && pick < 0; ++i)
@@ -105,6 +107,7 @@ int ReplayGuard::add(std::uintptr_t begin, std::uintptr_t end, std::atomic<std::
   }
   if (pick < 0) return -1;
   Slot& s = slots_[pick];
+  s.wait_sink.store(wait_sink, std::memory_order_relaxed);
   s.state.store(state, std::memory_order_relaxed);
   s.begin.store(begin, std::memory_order_relaxed);
   s.end.store(end, std::memory_order_release);
@@ -150,6 +153,7 @@ bool ReplayGuard::wait_page(std::uintptr_t addr, bool fault) {
     if (page.load(std::memory_order_acquire) == 0) {
       if (fault) faults_.fetch_add(1, std::memory_order_relaxed);
       std::uint64_t t0 = now_ns();
+      if (auto hook = wait_begin_.load(std::memory_order_acquire)) hook();
       for (int spin = 0; page.load(std::memory_order_acquire) == 0; ++spin) {
         if (spin < 64) {
           sched_yield();
@@ -158,7 +162,10 @@ bool ReplayGuard::wait_page(std::uintptr_t addr, bool fault) {
           nanosleep(&ts, nullptr);
         }
       }
-      if (fault) fault_wait_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+      if (auto hook = wait_end_.load(std::memory_order_acquire)) hook();
+      const std::uint64_t waited = now_ns() - t0;
+      if (fault) fault_wait_ns_.fetch_add(waited, std::memory_order_relaxed);
+      if (auto* sink = s.wait_sink.load(std::memory_order_acquire)) sink->fetch_add(waited, std::memory_order_relaxed);
     }
     s.readers.fetch_sub(1, std::memory_order_acq_rel);
     return true;

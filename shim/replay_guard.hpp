@@ -44,9 +44,18 @@ class ReplayGuard {
   void uninstall();
 
   /// Registers the page range [begin, end) whose pages are (or are about to be) PROT_NONE;
-  /// `state[i]` tells whether page i is published.  Returns the slot, or -1 when all slots are
-  /// taken (the caller then falls back to blocking).
-  int add(std::uintptr_t begin, std::uintptr_t end, std::atomic<std::uint8_t>* state);
+  /// `state[i]` tells whether page i is published.  Time threads wait for these pages is added
+  /// to `*wait_sink` (may be null; must outlive the slot, retired or not).  Returns the slot, or
+  /// -1 when all slots are taken (the caller then falls back to blocking).
+  int add(std::uintptr_t begin, std::uintptr_t end, std::atomic<std::uint8_t>* state,
+          std::atomic<std::uint64_t>* wait_sink = nullptr);
+
+  /// Called (async-signal-safe) when a thread starts and stops waiting for a page: the engine
+  /// wakes its progress thread.
+  void set_wait_hooks(void (*begin)(), void (*end)()) {
+    wait_begin_.store(begin, std::memory_order_release);
+    wait_end_.store(end, std::memory_order_release);
+  }
   /// Retires a slot whose pages are all published; the guard keeps `state` until the slot is
   /// reused.
   void retire(int slot, std::unique_ptr<std::atomic<std::uint8_t>[]> state);
@@ -71,6 +80,7 @@ class ReplayGuard {
   struct alignas(64) Slot {
     std::atomic<std::uintptr_t> begin{0}, end{0};
     std::atomic<std::atomic<std::uint8_t>*> state{nullptr};
+    std::atomic<std::atomic<std::uint64_t>*> wait_sink{nullptr};
     std::atomic<int> readers{0};
     std::atomic<bool> retired{false};
     std::unique_ptr<std::atomic<std::uint8_t>[]> owned;  // writers only, under mutex_
@@ -81,6 +91,7 @@ class ReplayGuard {
   std::mutex mutex_;  // add() and retire(); never taken by the handler
   int next_victim_ = 0;
   std::atomic<std::uint64_t> faults_{0}, fault_wait_ns_{0};
+  std::atomic<void (*)()> wait_begin_{nullptr}, wait_end_{nullptr};
   std::size_t page_size_ = 4096;
   bool installed_ = false;
 };

@@ -31,11 +31,13 @@ std::string Stats::to_json(int rank, std::string_view library, std::string_view 
   return fmt::format(
       R"({{"rank":{},"library":"{}","version":"{}","alltoall":{},"alltoallv":{},"bcast":{},)"
       R"("barrier":{{"calls":{},"algo":"{}","root":{}}},"faults":{},"fault_wait_us":{:.3f},)"
-      R"("init_us":{:.3f},"node_priority":{{"gated_sends":{},"turn_wait_us":{:.3f}}}}})"
+      R"("init_us":{:.3f},"node_priority":{{"gated_sends":{},"turn_wait_us":{:.3f}}},)"
+      R"("fence_wait_us":{:.3f},"progress":{{"cpu_us":{:.3f},"rounds":{}}},"adapt":{}}})"
       "\n",
       rank, json_escape(library), json_escape(version), alltoall.to_json(), alltoallv.to_json(),
       bcast.to_json(), barrier_calls.load(), json_escape(barrier_algo), barrier_root,
-      faults.load(), us(fault_wait_ns), us(init_ns), gated_sends.load(), us(turn_wait_ns));
+      faults.load(), us(fault_wait_ns), us(init_ns), gated_sends.load(), us(turn_wait_ns),
+      us(fence_wait_ns), us(progress_cpu_ns), progress_rounds.load(), adapt_json);
 }
 
 std::string json_escape(std::string_view s) {

@@ -49,6 +49,10 @@ struct Stats {
   std::atomic<std::uint64_t> init_ns{0};  ///< time inside early-returning calls before return
   std::atomic<std::uint64_t> gated_sends{0};   ///< inter-node sends held for the node's turn
   std::atomic<std::uint64_t> turn_wait_ns{0};  ///< time spent waiting for the node's turn
+  std::atomic<std::uint64_t> progress_cpu_ns{0};  ///< CPU time of the progress thread
+  std::atomic<std::uint64_t> progress_rounds{0};  ///< its rounds (post, test, publish)
+  std::atomic<std::uint64_t> fence_wait_ns{0};    ///< waited for the engine in fences
+  std::string adapt_json = "null";  ///< replay mode's per-call decisions (a JSON object), set at stop
 
   /// The whole document, as docs/config.md describes it.
   std::string to_json(int rank, std::string_view library, std::string_view version) const;

@@ -18,6 +18,16 @@ ORDERS = os.path.join(BUILD, "test", "mpi", "trace_order")
 DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
 OVERLAP = os.path.join(BUILD, "bench", "overlap")
 MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
+SWITCH = os.path.join(BUILD, "test", "mpi", "adapt_switch")
+
+
+# The engine's own tests force early returns (TNBC_ADAPT=off): with the default, a communicator
+# on one node runs blocking, and elsewhere the per-call decision may choose blocking too.
+ENGINE = {"TNBC_ADAPT": "off"}
+
+
+def engine(env=None):
+    return {**ENGINE, **(env or {})}
 
 
 def lines(text):
@@ -44,7 +54,7 @@ def main():
 
     def replay_local():
         prefix = os.path.join(tmp, "local")
-        out = lines(mpirun(PROG, 4, preload="tnbc", env={"TNBC_STATS": prefix}, args=[tmp], timeout=120).stdout)
+        out = lines(mpirun(PROG, 4, preload="tnbc", env=engine({"TNBC_STATS": prefix}), args=[tmp], timeout=120).stdout)
         diff = sorted(set(out) ^ set(ref.get("out", [])))
         expect(out == ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
         check_stats(prefix, 4)
@@ -55,38 +65,81 @@ def main():
         for env in ({"TNBC_CHUNK_BYTES": "5000", "TNBC_CHUNK_WINDOW": "1"},
                     {"TNBC_CHUNK_BYTES": "12K", "TNBC_CHUNK_WINDOW": "0"},
                     {"TNBC_CHUNK_BYTES": "0", "TNBC_BCAST_SEGMENTS": "7", "TNBC_BCAST_CHAINS": "2"}):
-            out = lines(mpirun(PROG, 4, preload="tnbc", env=env, args=[tmp], timeout=120).stdout)
+            out = lines(mpirun(PROG, 4, preload="tnbc", env=engine(env), args=[tmp], timeout=120).stdout)
             diff = sorted(set(out) ^ set(ref.get("out", [])))
             expect(out == ref.get("out"), f"{env}: differs from plain MPICH: {diff[:10]}")
     s.check("libtnbc.so, 4 ranks, other body chunkings and Bcast shapes: identical bytes", chunkings)
 
     def replay_odd_ranks():
         a = lines(mpirun(PROG, 3, args=[tmp, "alltoall_sizes", "bcasts"], timeout=120).stdout)
-        b = lines(mpirun(PROG, 3, preload="tnbc", args=[tmp, "alltoall_sizes", "bcasts"], timeout=120).stdout)
+        b = lines(mpirun(PROG, 3, preload="tnbc", env=engine(), args=[tmp, "alltoall_sizes", "bcasts"],
+                         timeout=120).stdout)
         expect(a == b, f"differs from plain MPICH: {sorted(set(a) ^ set(b))[:10]}")
     s.check("libtnbc.so, 3 ranks: identical bytes", replay_odd_ranks)
 
     def tiny_threshold():
-        env = {"TNBC_MIN_BYTES": "1"}
+        env = engine({"TNBC_MIN_BYTES": "1"})
         a = lines(mpirun(PROG, 2, args=[tmp, "alltoall_sizes", "comms_and_v", "bcasts"], timeout=120).stdout)
         b = lines(mpirun(PROG, 2, preload="tnbc", env=env, args=[tmp, "alltoall_sizes", "comms_and_v", "bcasts"],
                          timeout=120).stdout)
         expect(a == b, f"differs from plain MPICH: {sorted(set(a) ^ set(b))[:10]}")
     s.check("TNBC_MIN_BYTES=1 (every size through the engine): identical bytes", tiny_threshold)
 
+    def default_one_node():
+        # The default on one node: every collective the engine could take runs blocking
+        # ("one_node"), without a single early return or engine message, with MPICH's bytes.
+        prefix = os.path.join(tmp, "onenode")
+        out = lines(mpirun(PROG, 4, preload="tnbc", env={"TNBC_STATS": prefix}, args=[tmp], timeout=120).stdout)
+        expect(out == ref.get("out"), f"differs from plain MPICH: {sorted(set(out) ^ set(ref.get('out', [])))[:10]}")
+        for r in range(4):
+            d = read_json(f"{prefix}.{r}.json")
+            for op in ("alltoall", "alltoallv", "bcast"):
+                expect(d[op]["early_return"] == 0, f"rank {r}: {op} returned early on one node: {d[op]}")
+            expect(d["alltoall"]["fallback_reasons"].get("one_node", 0) >= 10,
+                   f"rank {r}: alltoalls not run blocking for one node: {d['alltoall']}")
+            expect(d["progress"]["rounds"] == 0, f"rank {r}: the progress thread worked: {d['progress']}")
+    s.check("libtnbc.so default, 4 ranks on one node: blocking, identical bytes", default_one_node)
+
+    switch_ref = {}
+
+    def switch_plain():
+        switch_ref["out"] = lines(mpirun(SWITCH, 4, args=[60], timeout=120).stdout)
+        expect(len(switch_ref["out"]) == 4 * 60 * 5, f"{len(switch_ref['out'])} lines")
+
+    def check_switches(prefix, ranks):
+        for r in range(ranks):
+            keys = read_json(f"{prefix}.{r}.json")["adapt"]["keys"]
+            expect(len(keys) >= 4, f"rank {r}: expected a key per communicator and operation: {keys}")
+            for k in keys:
+                # 60 calls per key: an early probe, a blocking probe, a decision, a run, a probe
+                # of the other path and another decision: both paths taken, more than once.
+                expect(k["early_calls"] >= 8 and k["blocking_calls"] >= 8 and k["decisions"] >= 2,
+                       f"rank {r}: {k['op']} on communicator {k['comm']} did not switch: {k}")
+
+    def switch_local():
+        prefix = os.path.join(tmp, "switch")
+        out = lines(mpirun(SWITCH, 4, preload="tnbc", args=[60], timeout=180,
+                           env={"TNBC_ADAPT": "measure", "TNBC_STATS": prefix}).stdout)
+        diff = sorted(set(out) ^ set(switch_ref.get("out", [])))
+        expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
+        check_switches(prefix, 4)
+    s.check("adapt_switch under plain MPICH, 4 ranks", switch_plain)
+    s.check("TNBC_ADAPT=measure, 4 ranks: paths switch mid-run and back (world, dup, split, "
+            "Alltoallv, Bcast; call sites differ by rank): identical bytes", switch_local)
+
     def orders_program():
         # trace_order: stack buffers sharing pages with live data, write(), threads, buffers
         # freed or unmapped unread, MPI_IN_PLACE, data handed to MPI_Sendrecv unread.
         for n in (2, 4):
             a = lines(mpirun(ORDERS, n, args=[os.path.join(tmp, "o1")]).stdout)
-            b = lines(mpirun(ORDERS, n, preload="tnbc", env={"TNBC_MIN_BYTES": "4K"},
+            b = lines(mpirun(ORDERS, n, preload="tnbc", env=engine({"TNBC_MIN_BYTES": "4K"}),
                              args=[os.path.join(tmp, "o2")]).stdout)
             expect(a and a == b, f"{n} ranks: differs from plain MPICH: {sorted(set(a) ^ set(b))[:6]}")
     s.check("trace_order's access patterns under libtnbc.so: identical bytes", orders_program)
 
     def fortran():
         a = lines(mpirun(MIXED_F, 4, timeout=60).stdout)
-        b = lines(mpirun(MIXED_F, 4, preload="tnbc", env={"TNBC_MIN_BYTES": "4K"}, timeout=60).stdout)
+        b = lines(mpirun(MIXED_F, 4, preload="tnbc", env=engine({"TNBC_MIN_BYTES": "4K"}), timeout=60).stdout)
         expect(a and a == b, f"Fortran output differs: {a} vs {b}")
     s.check("Fortran program under libtnbc.so: identical output", fortran)
 
@@ -121,7 +174,7 @@ def main():
             f.write("\n".join(plan) + "\n")
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "p")]).stdout)
         prefix = os.path.join(tmp, "planned")
-        res = mpirun(ORDERS, 4, preload="tnbc", env={"TNBC_PLAN": path, "TNBC_STATS": prefix},
+        res = mpirun(ORDERS, 4, preload="tnbc", env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}),
                      args=[os.path.join(tmp, "r")])
         expect(lines(res.stdout) == ref, "output differs from plain MPICH with a plan")
         expect("tnbc[" not in res.stderr.replace("tnbc[0]: plan", ""), f"unexpected messages: {res.stderr}")
@@ -140,7 +193,7 @@ def main():
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "pc")]).stdout)
         prefix = os.path.join(tmp, f"pernode_{placement}")
         out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "c")], preload="tnbc", placement=placement,
-                                env={"TNBC_PLAN": ref_plan.get("path", ""), "TNBC_STATS": prefix},
+                                env=engine({"TNBC_PLAN": ref_plan.get("path", ""), "TNBC_STATS": prefix}),
                                 timeout=180).stdout)
         expect(out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
         # The plan orders sources 3 2 1 0: on each node the member that comes first injects
@@ -155,7 +208,7 @@ def main():
             f.write("tnbc-plan 1\nsite x alltoall comm=* class=*\n  order 0 0\n")
         prefix = os.path.join(tmp, "badplan")
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "p2")]).stdout)
-        res = mpirun(ORDERS, 4, preload="tnbc", env={"TNBC_PLAN": path, "TNBC_STATS": prefix},
+        res = mpirun(ORDERS, 4, preload="tnbc", env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}),
                      args=[os.path.join(tmp, "b")])
         msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[")]
         expect(len(msgs) == 1 and msgs[0].startswith(f"tnbc[0]: TNBC_PLAN={path}: line ")
@@ -169,16 +222,33 @@ def main():
 
     def on_cluster():
         prefix = os.path.join(tmp, "cluster")
-        out = lines(cluster_run(PROG, args=[tmp], preload="tnbc", env={"TNBC_STATS": prefix}, timeout=240).stdout)
+        out = lines(cluster_run(PROG, args=[tmp], preload="tnbc", env=engine({"TNBC_STATS": prefix}),
+                                timeout=240).stdout)
         expect(out == ref.get("out"), f"2 x 2 ranks differ from plain: {sorted(set(out) ^ set(ref.get('out', [])))[:10]}")
         check_stats(prefix, 4)
     def barrier_between():
         # Barriers between early-returning collectives on 2 nodes: the leaders of the
         # shared-memory barrier must run the same collective whatever each has in flight.
-        out = cluster_run(OVERLAP, args=[1 << 20, 3, "blocking", 0, 0], preload="tnbc", timeout=90).stdout
+        out = cluster_run(OVERLAP, args=[1 << 20, 3, "blocking", 0, 0], preload="tnbc", env=engine(),
+                          timeout=90).stdout
         expect("result mode=blocking" in out, out)
+    def switch_cluster():
+        # The default on 2 nodes: nothing is on one node, every key is measured and decided.
+        prefix = os.path.join(tmp, "switchc")
+        out = lines(cluster_run(SWITCH, args=[60], preload="tnbc", env={"TNBC_STATS": prefix}, timeout=240).stdout)
+        diff = sorted(set(out) ^ set(switch_ref.get("out", [])))
+        expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
+        for r in range(4):
+            keys = read_json(f"{prefix}.{r}.json")["adapt"]["keys"]
+            world = [k for k in keys if k["op"] == "alltoall" and k["comm_size"] == 4]
+            expect(world and all(k["decisions"] >= 2 for k in world), f"rank {r}: no decisions: {keys}")
+            # The split's halves {0, 2} and {1, 3} each span both nodes with block placement.
+            expect(not any(k["one_node"] for k in keys), f"rank {r}: a key on one node: {keys}")
+
     if os.geteuid() == 0:
         s.check("libtnbc.so on 2 emulated nodes x 2 ranks: identical bytes", on_cluster)
+        s.check("libtnbc.so default on 2 emulated nodes x 2 ranks: decisions agreed, identical bytes",
+                switch_cluster)
         s.check("barriers between early-returning alltoalls on 2 nodes finish", barrier_between)
         # Nodes {0, 1} and {2, 3}: ranks 1 and 3 come first in the order 3 2 1 0.
         s.check("with a per-node plan on 2 emulated nodes x 2 ranks: identical bytes",

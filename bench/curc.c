@@ -1,0 +1,118 @@
+/* Fixed work after the call: MPI_Alltoall, then a fixed amount of computation that does not
+ * touch the received data (CURC), then every received byte read.  The computation is a count
+ * of loop iterations calibrated alone (`curc calibrate`), not a deadline: CPU time the library
+ * takes from the program (a progress thread on a full node) makes the run longer, as it would
+ * in a real program.  bench/never_slower.py runs it.
+ *
+ *   curc calibrate MS                     prints "loops_per_ms=N" (run it as 1 rank, alone)
+ *   curc BLOCK_BYTES ITERS MODE LOOPS     MODE: blocking (MPI_Alltoall; plain MPICH, or
+ *                                         libtnbc.so when preloaded) or mpi3 (MPI_Ialltoall,
+ *                                         the work, MPI_Wait, then the reads)
+ *
+ * LOOPS = 0 reads the data at once after each call (back-to-back exchanges, as osu_alltoall
+ * does).  Prints (rank 0): "result mode=… block=… ranks=… iters=… loops=… total_ms=…
+ * per_iter_us=… checksum=…", total the slowest rank's time for all iterations after one
+ * warm-up, checksum a hash of every byte every rank received (the same under every library). */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static volatile double sink;
+
+/* The computation: dependent floating-point operations, no memory traffic. */
+static void work(long loops) {
+  double x = 1.0, y = 0.5;
+  for (long i = 0; i < loops; i++) {
+    x = x * 0.999999 + y;
+    y = y * 0.999998 + 1e-7;
+  }
+  sink = x + y;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t hash(const unsigned char *p, size_t n, uint64_t h) {
+  for (size_t i = 0; i < n; i += 8) {
+    uint64_t v;
+    memcpy(&v, p + i, n - i >= 8 ? 8 : n - i);
+    h = (h ^ v) * 0x100000001b3ull;
+  }
+  return h;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "calibrate") == 0) {
+    /* No MPI: the calibration must not depend on it. */
+    double ms = atof(argv[2]);
+    long loops = 1 << 20;
+    double t;
+    for (;;) {
+      double t0 = now();
+      work(loops);
+      t = now() - t0;
+      if (t > ms * 1e-3) break;
+      loops *= 2;
+    }
+    /* Best of five at that size: the machine's speed, not its noise. */
+    for (int i = 0; i < 5; i++) {
+      double t0 = now();
+      work(loops);
+      double ti = now() - t0;
+      if (ti < t) t = ti;
+    }
+    printf("loops_per_ms=%.0f\n", loops / (t * 1e3));
+    return 0;
+  }
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (argc != 5) {
+    if (rank == 0)
+      fprintf(stderr, "usage: curc BLOCK_BYTES ITERS blocking|mpi3 LOOPS | curc calibrate MS\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  size_t block = strtoul(argv[1], NULL, 10);
+  int iters = atoi(argv[2]);
+  int mpi3 = strcmp(argv[3], "mpi3") == 0;
+  long loops = atol(argv[4]);
+  unsigned char *s = malloc(block * size), *r = malloc(block * size);
+  uint64_t h = 0xcbf29ce484222325ull;
+  double t0 = 0;
+  for (int it = -1; it < iters; it++) {
+    if (it == 0) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = MPI_Wtime();
+    }
+    for (size_t i = 0; i < block * size; i += 512) s[i] = (unsigned char)(rank * 31 + it * 7 + i / 512);
+    MPI_Request req;
+    if (mpi3) MPI_Ialltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD, &req);
+    else MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);
+    work(loops);
+    if (mpi3) MPI_Wait(&req, MPI_STATUS_IGNORE);
+    h = hash(r, block * size, h);
+  }
+  double mine = MPI_Wtime() - t0, total;
+  MPI_Reduce(&mine, &total, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  uint64_t *all = rank == 0 ? malloc(sizeof(uint64_t) * size) : NULL;
+  MPI_Gather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    uint64_t c = 0;
+    for (int i = 0; i < size; i++) c = (c ^ all[i]) * 0x100000001b3ull;
+    printf("result mode=%s block=%zu ranks=%d iters=%d loops=%ld total_ms=%.1f per_iter_us=%.0f checksum=%016llx\n",
+           mpi3 ? "mpi3" : "blocking", block, size, iters, loops, total * 1e3, total * 1e6 / iters,
+           (unsigned long long)c);
+    free(all);
+  }
+  free(s);
+  free(r);
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""never_slower: does a user who leaves libtnbc.so preloaded ever lose?
+
+Runs bench/curc (MPI_Alltoall, then a fixed amount of computation calibrated alone, then every
+received byte read) in every configuration side by side, round after round:
+
+  plain   plain MPICH
+  tnbc    libtnbc.so with its defaults (per-call decision, TNBC_ADAPT=on)
+  engine  libtnbc.so returning early wherever it can (TNBC_ADAPT=off: the library before the
+          per-call decision)
+  mpi3    the hand-written MPI-3 version (MPI_Ialltoall, the work, MPI_Wait) with MPICH's
+          asynchronous progress thread (MPIR_CVAR_ASYNC_PROGRESS=1)
+
+Cases: on one node (4 ranks on this machine's cores) and on the emulated cluster (2 nodes x 2
+ranks, tnbc-cluster), each with the data read at once (back-to-back exchanges, osu_alltoall's
+pattern) and with work after the call.  Reports medians over the rounds as ratios against plain
+MPICH of the same round, and what the library cost per call (time inside the call, time waited
+afterwards, progress-thread CPU, from TNBC_STATS).  Checksums must equal plain MPICH's.
+
+  bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--out docs/never-slower.md]
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = ["plain", "tnbc", "engine", "mpi3"]
+LABELS = {"plain": "plain MPICH", "tnbc": "libtnbc.so (default)", "engine": "libtnbc.so, TNBC_ADAPT=off",
+          "mpi3": "MPI-3 + async progress"}
+NODES, PPN = 2, 2
+
+# (name, where, block bytes, iterations, work in ms per iteration)
+CASES = [
+    ("1 MiB, read at once", "local", 1 << 20, 40, 0),
+    ("1 MiB, 20 ms work", "local", 1 << 20, 30, 20),
+    ("1 MiB, read at once", "cluster", 1 << 20, 12, 0),
+    ("1 MiB, 100 ms work", "cluster", 1 << 20, 12, 100),
+    ("256 KiB, 25 ms work", "cluster", 1 << 18, 20, 25),
+]
+
+
+class RunError(Exception):
+    pass
+
+
+def run(cmd, timeout, env=None):
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise RunError(f"timed out after {timeout}s: {' '.join(cmd)}")
+    if res.returncode != 0:
+        raise RunError(f"exit {res.returncode}: {' '.join(cmd)}: {res.stderr.strip()[-300:]}")
+    return res.stdout
+
+
+def parse(out):
+    rows = [l for l in out.splitlines() if l.startswith("result ")]
+    if len(rows) != 1:
+        raise RunError(f"no result line: {out[-200:]!r}")
+    return dict(f.split("=", 1) for f in rows[0].split()[1:])
+
+
+def lib_costs(prefix, ranks):
+    """Per call, mean over ranks: time inside early calls, waited afterwards, progress CPU (us)."""
+    inside = waited = cpu = calls = early = 0
+    for r in range(ranks):
+        try:
+            with open(f"{prefix}.{r}.json", encoding="utf-8") as f:
+                d = json.load(f)
+        except (OSError, ValueError):
+            return None
+        a = d["alltoall"]
+        calls += a["calls"]
+        early += a["early_return"]
+        inside += d["init_us"]
+        waited += d["fault_wait_us"] + d["fence_wait_us"]
+        cpu += d["progress"]["cpu_us"]
+    n = max(calls, 1)
+    return {"early": early / max(ranks, 1), "calls": calls / max(ranks, 1), "inside_us": inside / n,
+            "waited_us": waited / n, "cpu_us": cpu / n}
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.build = os.path.abspath(a.build)
+        self.prog = os.path.join(self.build, "bench", "curc")
+        self.lib = os.path.join(self.build, "shim", "libtnbc.so")
+        self.cluster = os.path.join(self.build, "tools", "tnbc-cluster")
+        self.work = tempfile.mkdtemp(prefix="tnbc_never_")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TNBC_", "MPIR_CVAR"))}
+
+    def calibrate(self):
+        out = run([self.prog, "calibrate", "200"], 60, self.env)
+        return float(out.split("=")[1])
+
+    def one(self, where, config, block, iters, loops, tag):
+        mode = "mpi3" if config == "mpi3" else "blocking"
+        prefix = os.path.join(self.work, tag)
+        env = {}
+        if config in ("tnbc", "engine"):
+            env["TNBC_STATS"] = prefix
+        if config == "engine":
+            env["TNBC_ADAPT"] = "off"
+        if config == "mpi3":
+            env["MPIR_CVAR_ASYNC_PROGRESS"] = "1"
+        args = [self.prog, str(block), str(iters), mode, str(loops)]
+        if where == "local":
+            cmd = ["mpiexec", "-n", str(NODES * PPN), "-genv", "UCX_NET_DEVICES", "lo"]
+            if config in ("tnbc", "engine"):
+                cmd += ["-genv", "LD_PRELOAD", self.lib]
+            for k, v in env.items():
+                cmd += ["-genv", k, v]
+            cmd += args
+        else:
+            cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout", "300"]
+            if config in ("tnbc", "engine"):
+                cmd += ["--preload", self.lib]
+            for k, v in env.items():
+                cmd += ["--env", f"{k}={v}"]
+            cmd += ["--", *args]
+        r = parse(run(cmd, 330, self.env))
+        r["total_ms"] = float(r["total_ms"])
+        if config in ("tnbc", "engine"):
+            r["costs"] = lib_costs(prefix, NODES * PPN)
+        return r
+
+    def measure(self):
+        a = self.a
+        loops_per_ms = self.calibrate()
+        print(f"calibrated: {loops_per_ms:.0f} loops per ms of work", flush=True)
+        cases = [c for c in CASES if a.only in (None, c[1])]
+        results = {}
+        cluster_up = False
+        try:
+            for name, where, block, iters, work_ms in cases:
+                if where == "cluster" and not cluster_up:
+                    run([self.cluster, "--rate", a.rate, "up"], 120, self.env)
+                    cluster_up = True
+                loops = int(work_ms * loops_per_ms)
+                runs = results[(name, where)] = {c: [] for c in CONFIGS}
+                for rnd in range(a.rounds):
+                    for config in CONFIGS:
+                        tag = f"{where}_{block}_{work_ms}_{config}_{rnd}"
+                        try:
+                            r = self.one(where, config, block, iters, loops, tag)
+                        except RunError as e:
+                            r = str(e)
+                            print(f"never_slower: {where} {name} {config}: {e}", file=sys.stderr)
+                        runs[config].append(r)
+                        if isinstance(r, dict):
+                            print(f"  {where:7} {name:22} {config:6} round {rnd}: {r['total_ms']:.1f} ms "
+                                  f"checksum {r['checksum']}", flush=True)
+        finally:
+            if cluster_up:
+                subprocess.run([self.cluster, "down"], capture_output=True, env=self.env)
+        return results, loops_per_ms
+
+    def report(self, results, loops_per_ms):
+        a = self.a
+        lines = []
+        rows = []
+        for (name, where), runs in results.items():
+            ratios = {c: [] for c in CONFIGS}
+            bad = set()
+            for rnd, base in enumerate(runs["plain"]):
+                if not isinstance(base, dict):
+                    continue
+                for c in CONFIGS:
+                    r = runs[c][rnd] if rnd < len(runs[c]) else None
+                    if isinstance(r, dict):
+                        ratios[c].append(r["total_ms"] / base["total_ms"])
+                        if r["checksum"] != base["checksum"]:
+                            bad.add(c)
+            plain_ms = [r["total_ms"] for r in runs["plain"] if isinstance(r, dict)]
+
+            def cell(c):
+                if c in bad:
+                    return "DIFFERENT"
+                v = ratios[c]
+                if not v:
+                    return "failed"
+                return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})"
+
+            def cost(c):
+                cs = [r["costs"] for r in runs[c] if isinstance(r, dict) and r.get("costs")]
+                if not cs:
+                    return "-"
+                m = lambda k: statistics.median(x[k] for x in cs)
+                return (f"{m('early'):.0f}/{m('calls'):.0f} early; in {m('inside_us') / 1e3:.1f} + "
+                        f"wait {m('waited_us') / 1e3:.1f} + cpu {m('cpu_us') / 1e3:.1f} ms")
+            where_s = "1 node x 4" if where == "local" else f"{NODES} nodes x {PPN}, {a.rate}"
+            rows.append(f"| {where_s} | {name} | {statistics.median(plain_ms):.0f} ms | "
+                        + " | ".join(cell(c) for c in CONFIGS[1:]) + f" | {cost('tnbc')} | {cost('engine')} |"
+                        if plain_ms else f"| {where_s} | {name} | failed | | | | | |")
+        now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        lines.append(f"Measured {now} on {platform.node() or 'this machine'} ({os.cpu_count()} cores), "
+                     f"{a.rounds} rounds, configurations interleaved in each round; work calibrated at "
+                     f"{loops_per_ms:.0f} loops/ms.  Ratios: median (min-max) of run time against plain "
+                     f"MPICH of the same round; below 1 is faster.  Library costs per call (median over "
+                     f"rounds, mean over ranks and calls): early returns / calls; time inside the call "
+                     f"before returning; time waited afterwards in faults and fences; progress-thread "
+                     f"CPU.\n")
+        lines.append("| cluster | case | plain | " + " | ".join(LABELS[c] for c in CONFIGS[1:])
+                     + " | costs, default | costs, ADAPT=off |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        lines += rows
+        return "\n".join(lines) + "\n"
+
+
+def write(path, table):
+    begin, end = "<!-- BEGIN RESULTS -->", "<!-- END RESULTS -->"
+    try:
+        doc = open(path, encoding="utf-8").read()
+    except OSError:
+        doc = f"# Never slower\n\n{begin}\n{end}\n"
+    i, j = doc.index(begin) + len(begin), doc.index(end)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(doc[:i] + "\n" + table + doc[j:])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rate", default="200mbit", help="link rate of the emulated nodes (default 200mbit)")
+    p.add_argument("--only", choices=["local", "cluster"], help="run only the cases on one node or on the cluster")
+    p.add_argument("--out", default=os.path.join(ROOT, "docs", "never-slower.md"),
+                   help="Markdown file whose RESULTS section is rewritten ('-': print only)")
+    a = p.parse_args()
+    if a.only != "local" and os.geteuid() != 0:
+        sys.exit("never_slower: the cluster cases need root (network namespaces); use --only local")
+    b = Bench(a)
+    results, lpm = b.measure()
+    table = b.report(results, lpm)
+    print(table)
+    if a.out != "-":
+        write(a.out, table)
+        print(f"written to {a.out}")
+
+
+if __name__ == "__main__":
+    main()

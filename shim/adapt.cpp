@@ -1,0 +1,95 @@
+#include "adapt.hpp"
+
+#include <algorithm>
+#include <bit>
+
+namespace tnbc::shim::adapt {
+
+void Vote::to_array(double out[kFields]) const {
+  out[0] = ranks_measured;
+  out[1] = blocking_ns;
+  out[2] = early_ns;
+}
+
+Vote Vote::from_array(const double in[kFields]) {
+  Vote v;
+  v.ranks_measured = in[0];
+  v.blocking_ns = in[1];
+  v.early_ns = in[2];
+  return v;
+}
+
+KeyState::KeyState(const Policy& policy) : policy_(policy) {
+  policy_.probe_calls = std::max<std::uint32_t>(policy_.probe_calls, 1);
+  policy_.first_run = std::max<std::uint32_t>(policy_.first_run, 1);
+  policy_.max_run = std::max(policy_.max_run, policy_.first_run);
+  run_ = policy_.first_run;
+  // Early first: by the decision point after the blocking probe, the early calls have
+  // completed (a blocking call completes what is in flight first), so their whole cost is in.
+  begin_segment(Path::early, policy_.probe_calls, false, nullptr);
+  probing_ = true;
+}
+
+void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Costs* costs) {
+  path_ = p;
+  segment_end_ = calls_ + std::max<std::uint64_t>(length, 1);
+  decide_at_end_ = decide_at_end;
+  if (p == Path::early) {
+    base_early_calls_ = costs ? costs->early_calls.load(std::memory_order_relaxed) : 0;
+    base_early_ns_ = costs ? costs->early_ns() : 0;
+  } else {
+    base_blocking_calls_ = costs ? costs->blocking_calls.load(std::memory_order_relaxed) : 0;
+    base_blocking_ns_ = costs ? costs->blocking_ns.load(std::memory_order_relaxed) : 0;
+  }
+}
+
+void KeyState::advance(const Costs& costs) {
+  ++calls_;
+  if (calls_ != segment_end_ || decide_at_end_) return;
+  // End of the first probe or of a run on the chosen path: probe the other path, then decide.
+  begin_segment(path_ == Path::early ? Path::blocking : Path::early, policy_.probe_calls, true, &costs);
+  probing_ = true;
+}
+
+Vote KeyState::measure(const Costs& costs) {
+  const std::uint64_t ec = costs.early_calls.load(std::memory_order_relaxed) - base_early_calls_;
+  const std::uint64_t bc = costs.blocking_calls.load(std::memory_order_relaxed) - base_blocking_calls_;
+  if (ec > 0) mean_early_ = static_cast<double>(costs.early_ns() - base_early_ns_) / static_cast<double>(ec);
+  if (bc > 0)
+    mean_blocking_ = static_cast<double>(costs.blocking_ns.load(std::memory_order_relaxed) - base_blocking_ns_) /
+                     static_cast<double>(bc);
+  Vote v;
+  // A rank that has not measured both paths (it cannot happen on the schedule above, but a
+  // measurement may be empty) abstains rather than vote with a zero.
+  if (ec > 0 && bc > 0) {
+    v.ranks_measured = 1;
+    v.blocking_ns = mean_blocking_;
+    v.early_ns = mean_early_;
+  }
+  return v;
+}
+
+Path KeyState::decide(const Vote& summed, const Costs& costs) {
+  Path next = Path::blocking;  // nobody measured: the path that cannot lose
+  if (summed.ranks_measured > 0) {
+    const double need = (decisions_ > 0 && chosen_ == Path::early) ? policy_.keep_gain : policy_.enter_gain;
+    if (summed.early_ns < (1.0 - need) * summed.blocking_ns) next = Path::early;
+  }
+  if (decisions_ > 0) {
+    if (next == chosen_) {
+      run_ = std::min<std::uint64_t>(run_ * 2, policy_.max_run);
+    } else {
+      run_ = policy_.first_run;
+      ++switches_;
+    }
+  }
+  ++decisions_;
+  chosen_ = next;
+  probing_ = false;
+  begin_segment(next, run_, false, &costs);
+  return next;
+}
+
+std::uint32_t size_class(std::uint64_t bytes) { return static_cast<std::uint32_t>(std::bit_width(bytes)); }
+
+}  // namespace tnbc::shim::adapt

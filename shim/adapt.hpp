@@ -1,0 +1,129 @@
+// Per-call decision of libtnbc.so: return early (the engine) or run the plain blocking call.
+//
+// Returning early costs something (the send copy, mirror pages, protection, chunked messages,
+// a progress thread that takes CPU) and gains only where the program leaves room: computation
+// after the call that does not read the data.  Where nothing can overlap, or where shared memory
+// moves the data faster than the machinery pays back, the blocking call is faster.  So each
+// *key* -- (communicator, operation, size class), the same on every rank for the same call --
+// measures both paths and keeps the cheaper one:
+//
+//   calls of a key:  [early probe P] [blocking probe P] D [chosen path R] [other path P] D ...
+//
+//   D: a decision point.  Every rank reaches it at the same call of the key (collectives on a
+//      communicator are called in the same order everywhere), reduces its local measurements
+//      over the communicator (Vote, summed) and applies the same rule to the same sums, so all
+//      ranks take the same path until the next decision point: the engine's messages only
+//      match the engine's messages.
+//   cost of a blocking call: time inside it (after completing what was in flight).
+//   cost of an early call: time inside it before it returned, plus everything the program
+//      waited for it afterwards (faults, fences, interposed system calls), plus the CPU time
+//      the progress thread spent on it (on a full node that time is taken from the program).
+//
+// Early is chosen when it saves at least `enter_gain` of the blocking time (summed over the
+// ranks) and kept while it saves more than `keep_gain`: hysteresis, so noise does not flip the
+// path.  Each confirmation doubles the run before the next probe (up to `max_run`), so a stable
+// program pays for probing the losing path less and less often; a change of decision starts
+// again from `first_run`.
+//
+// This file holds the policy only (no MPI): replay.cpp owns the reduction and the keys.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace tnbc::shim::adapt {
+
+enum class Path : std::uint8_t { blocking, early };
+
+/// What the calls of one key cost.  Written by any thread (the caller, the progress thread, a
+/// fault handler: plain atomics, async-signal-safe), read at decision points.  Never freed while
+/// the library runs: operations in flight and guard slots point here.
+struct Costs {
+  std::atomic<std::uint64_t> early_calls{0};      ///< calls that went to the engine
+  std::atomic<std::uint64_t> init_ns{0};          ///< inside those calls, before returning
+  std::atomic<std::uint64_t> wait_ns{0};          ///< waited afterwards: faults, fences, I/O
+  std::atomic<std::uint64_t> progress_cpu_ns{0};  ///< progress thread CPU for them
+  std::atomic<std::uint64_t> blocking_calls{0};   ///< calls that ran the plain blocking call
+  std::atomic<std::uint64_t> blocking_ns{0};      ///< inside those calls
+
+  void add_wait(std::uint64_t ns) { wait_ns.fetch_add(ns, std::memory_order_relaxed); }
+  /// The whole cost of the early calls so far.
+  std::uint64_t early_ns() const {
+    return init_ns.load(std::memory_order_relaxed) + wait_ns.load(std::memory_order_relaxed) +
+           progress_cpu_ns.load(std::memory_order_relaxed);
+  }
+};
+
+struct Policy {
+  std::uint32_t probe_calls = 4;  ///< calls per probe of a path
+  std::uint32_t first_run = 16;   ///< calls on the chosen path before the first re-probe
+  std::uint32_t max_run = 1024;   ///< longest run between probes
+  double enter_gain = 0.05;       ///< early must save this share of the blocking time to win
+  double keep_gain = 0.0;         ///< early keeps winning while it saves more than this share
+};
+
+/// One rank's contribution to a decision, summed over the communicator.  Plain doubles so that
+/// the sum is one MPI_Allreduce of kFields doubles.
+struct Vote {
+  static constexpr int kFields = 3;
+  double ranks_measured = 0;  ///< 1 if this rank measured both paths
+  double blocking_ns = 0;     ///< mean cost of a blocking call on this rank
+  double early_ns = 0;        ///< mean cost of an early call on this rank
+
+  void to_array(double out[kFields]) const;
+  static Vote from_array(const double in[kFields]);
+};
+
+/// The decision state of one key.  Every rank holds one per key and drives it with the same
+/// calls and the same summed votes, so every rank's path() is the same.
+class KeyState {
+ public:
+  explicit KeyState(const Policy& policy);
+
+  /// The path of the next call of this key.
+  Path path() const { return path_; }
+  /// True when the next call is a decision point: measure() locally, sum the votes over the
+  /// communicator, decide(), then use path().
+  bool decision_due() const { return calls_ == segment_end_; }
+  /// This rank's vote from what `costs` accumulated since the segments began.
+  Vote measure(const Costs& costs);
+  /// Applies the summed votes; returns the path from now on.
+  Path decide(const Vote& summed, const Costs& costs);
+  /// Counts one call made on path().
+  void advance(const Costs& costs);
+
+  /// Statistics and tests.
+  std::uint64_t calls() const { return calls_; }
+  bool decided() const { return decisions_ > 0; }
+  Path chosen() const { return chosen_; }
+  std::uint64_t decisions() const { return decisions_; }
+  std::uint64_t switches() const { return switches_; }
+  bool probing() const { return probing_; }
+  /// The last mean costs this rank measured (ns per call; 0: none yet).
+  double last_blocking_ns() const { return mean_blocking_; }
+  double last_early_ns() const { return mean_early_; }
+
+ private:
+  void begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Costs* costs);
+
+  Policy policy_;
+  Path path_ = Path::early;
+  Path chosen_ = Path::early;
+  bool probing_ = true;
+  bool decide_at_end_ = false;  // the current segment ends in a decision point
+  std::uint64_t calls_ = 0;
+  std::uint64_t segment_end_ = 0;
+  std::uint64_t run_ = 0;  // length of the next run on the chosen path
+  // Counters when the latest segment of each path began: a path's mean runs from there to the
+  // decision point, so that what the program waits for the last early calls after the segment
+  // ended (a fence, a fault) still counts as theirs.
+  std::uint64_t base_early_calls_ = 0, base_early_ns_ = 0;
+  std::uint64_t base_blocking_calls_ = 0, base_blocking_ns_ = 0;
+  double mean_blocking_ = 0, mean_early_ = 0;
+  std::uint64_t decisions_ = 0, switches_ = 0;
+};
+
+/// The size class of a byte count (the same on every rank when the bytes are): its bit width.
+std::uint32_t size_class(std::uint64_t bytes);
+
+}  // namespace tnbc::shim::adapt

@@ -1,0 +1,172 @@
+// The per-call decision's policy (shim/adapt.hpp), driven with made-up costs: which path each
+// call takes, when decisions fall, hysteresis, and the growing runs between probes.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "adapt.hpp"
+
+using tnbc::shim::adapt::Costs;
+using tnbc::shim::adapt::KeyState;
+using tnbc::shim::adapt::Path;
+using tnbc::shim::adapt::Policy;
+using tnbc::shim::adapt::Vote;
+
+namespace {
+
+/// One rank running calls of one key whose early calls cost `early_ns` and blocking calls
+/// `blocking_ns`; every decision sums the votes of `ranks` identical ranks.
+struct Sim {
+  Policy policy;
+  KeyState key;
+  Costs costs;
+  double early_ns, blocking_ns;
+  int ranks = 4;
+  std::vector<Path> paths;
+
+  Sim(Policy p, double early, double blocking) : policy(p), key(p), early_ns(early), blocking_ns(blocking) {}
+
+  void call() {
+    if (key.decision_due()) {
+      Vote v = key.measure(costs);
+      Vote sum{v.ranks_measured * ranks, v.blocking_ns * ranks, v.early_ns * ranks};
+      key.decide(sum, costs);
+    }
+    const Path p = key.path();
+    paths.push_back(p);
+    if (p == Path::early) {
+      costs.early_calls += 1;
+      costs.init_ns += static_cast<std::uint64_t>(early_ns / 2);
+      costs.add_wait(static_cast<std::uint64_t>(early_ns / 2));
+    } else {
+      costs.blocking_calls += 1;
+      costs.blocking_ns += static_cast<std::uint64_t>(blocking_ns);
+    }
+    key.advance(costs);
+  }
+  void calls(int n) {
+    for (int i = 0; i < n; ++i) call();
+  }
+  int count(Path p, std::size_t from, std::size_t to) const {
+    int n = 0;
+    for (std::size_t i = from; i < to && i < paths.size(); ++i) n += paths[i] == p;
+    return n;
+  }
+};
+
+Policy small() {
+  Policy p;
+  p.probe_calls = 2;
+  p.first_run = 4;
+  p.max_run = 16;
+  p.enter_gain = 0.05;
+  p.keep_gain = 0.0;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("a key probes early, then blocking, then decides at the same call on every rank") {
+  Sim s(small(), 100, 200);
+  s.calls(4);
+  REQUIRE(s.paths == std::vector<Path>{Path::early, Path::early, Path::blocking, Path::blocking});
+  REQUIRE(s.key.decision_due());
+  REQUIRE(s.key.decisions() == 0);
+  s.call();
+  REQUIRE(s.key.decisions() == 1);
+  REQUIRE(s.key.chosen() == Path::early);
+  REQUIRE(s.paths.back() == Path::early);
+}
+
+TEST_CASE("early that saves time is kept; the runs between probes double up to the limit") {
+  Sim s(small(), 100, 200);
+  s.calls(200);
+  REQUIRE(s.key.chosen() == Path::early);
+  REQUIRE(s.key.switches() == 0);
+  // After the first decision (call 4) blocking only runs in probes of 2 calls: the runs of
+  // early are 4, 8, 16, 16, ... calls long.
+  REQUIRE(s.count(Path::blocking, 4, 200) < 2 * 16);
+  REQUIRE(s.count(Path::early, 4, 200) > 150);
+  // The probes of blocking sit right after each run: call 4+4 = 8 and 9 are blocking.
+  REQUIRE(s.paths[8] == Path::blocking);
+  REQUIRE(s.paths[9] == Path::blocking);
+  REQUIRE(s.paths[10] == Path::early);
+}
+
+TEST_CASE("early that costs more than blocking loses, and is only probed now and then") {
+  Sim s(small(), 300, 200);
+  s.calls(200);
+  REQUIRE(s.key.chosen() == Path::blocking);
+  REQUIRE(s.count(Path::early, 4, 200) < 2 * 16);
+}
+
+TEST_CASE("hysteresis: early must save enter_gain to win, and keeps winning above keep_gain") {
+  SECTION("a 2% gain does not switch to early") {
+    Sim s(small(), 196, 200);
+    s.calls(100);
+    REQUIRE(s.key.chosen() == Path::blocking);
+  }
+  SECTION("a 10% gain does") {
+    Sim s(small(), 180, 200);
+    s.calls(100);
+    REQUIRE(s.key.chosen() == Path::early);
+  }
+  SECTION("once early, a 2% gain keeps it") {
+    Sim s(small(), 180, 200);
+    s.calls(10);
+    REQUIRE(s.key.chosen() == Path::early);
+    s.early_ns = 196;
+    s.calls(100);
+    REQUIRE(s.key.chosen() == Path::early);
+    REQUIRE(s.key.switches() == 0);
+  }
+}
+
+TEST_CASE("a change of phase is followed: the path switches and the runs start short again") {
+  Sim s(small(), 100, 200);
+  s.calls(60);
+  REQUIRE(s.key.chosen() == Path::early);
+  s.early_ns = 400;  // the program now reads the data at once
+  s.calls(60);
+  REQUIRE(s.key.chosen() == Path::blocking);
+  REQUIRE(s.key.switches() == 1);
+  // Found within two runs and their probes (a run's mean mixes the two phases).
+  std::size_t switched = 0;
+  {
+    Sim t(small(), 100, 200);
+    t.calls(60);
+    t.early_ns = 400;
+    while (t.key.chosen() == Path::early) t.call();
+    switched = t.paths.size() - 60;
+  }
+  REQUIRE(switched <= 2 * (16 + 2));
+  // After the switch, early is only probed: at most one probe in the last 10 calls.
+  REQUIRE(s.count(Path::early, s.paths.size() - 10, s.paths.size()) <= 2);
+}
+
+TEST_CASE("ranks that measured nothing abstain; nobody measured means blocking") {
+  KeyState k(small());
+  Costs c;
+  for (int i = 0; i < 4; ++i) k.advance(c);  // calls counted, no costs recorded
+  REQUIRE(k.decision_due());
+  Vote v = k.measure(c);
+  REQUIRE(v.ranks_measured == 0);
+  REQUIRE(k.decide(v, c) == Path::blocking);
+}
+
+TEST_CASE("the vote travels as doubles and back") {
+  Vote v{1, 2.5, 3.5};
+  double a[Vote::kFields];
+  v.to_array(a);
+  Vote w = Vote::from_array(a);
+  REQUIRE(w.ranks_measured == 1);
+  REQUIRE(w.blocking_ns == 2.5);
+  REQUIRE(w.early_ns == 3.5);
+}
+
+TEST_CASE("size classes: equal byte counts, equal classes; a doubling, the next class") {
+  using tnbc::shim::adapt::size_class;
+  REQUIRE(size_class(0) == 0);
+  REQUIRE(size_class(1 << 20) == size_class((1 << 20) + 5));
+  REQUIRE(size_class(1 << 21) == size_class(1 << 20) + 1);
+}
