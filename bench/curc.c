@@ -12,7 +12,11 @@
  * LOOPS = 0 reads the data at once after each call (back-to-back exchanges, as osu_alltoall
  * does).  Prints (rank 0): "result mode=… block=… ranks=… iters=… loops=… total_ms=…
  * per_iter_us=… checksum=…", total the slowest rank's time for all iterations after one
- * warm-up, checksum a hash of every byte every rank received (the same under every library). */
+ * warm-up, checksum a hash of every byte every rank received (the same under every library).
+ *
+ * CURC_SKEW_MS=T: every rank but 0 sleeps T ms before each call, so rank 0's call is in flight
+ * with nothing to move for about T ms each time (what a progress thread costs while it waits;
+ * bench/never_slower.py reads rank 0's statistics). */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -83,6 +87,8 @@ int main(int argc, char **argv) {
   int iters = atoi(argv[2]);
   int mpi3 = strcmp(argv[3], "mpi3") == 0;
   long loops = atol(argv[4]);
+  const char *skew_env = getenv("CURC_SKEW_MS");
+  double skew_ms = skew_env ? atof(skew_env) : 0;
   unsigned char *s = malloc(block * size), *r = malloc(block * size);
   uint64_t h = 0xcbf29ce484222325ull;
   double t0 = 0;
@@ -92,6 +98,10 @@ int main(int argc, char **argv) {
       t0 = MPI_Wtime();
     }
     for (size_t i = 0; i < block * size; i += 512) s[i] = (unsigned char)(rank * 31 + it * 7 + i / 512);
+    if (skew_ms > 0 && rank != 0) {
+      struct timespec ts = {(time_t)(skew_ms / 1000), (long)(skew_ms * 1e6) % 1000000000L};
+      nanosleep(&ts, NULL);
+    }
     MPI_Request req;
     if (mpi3) MPI_Ialltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD, &req);
     else MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);

@@ -37,12 +37,14 @@ LABELS = {"plain": "plain MPICH", "tnbc": "libtnbc.so (default)", "engine": "lib
 NODES, PPN = 2, 2
 
 # (name, where, block bytes, iterations, work in ms per iteration)
+# Each key of the per-call decision learns in its first calls (2 blocking, 2 early, then
+# probes between growing runs): a few dozen calls per case, as a real program makes thousands.
 CASES = [
     ("1 MiB, read at once", "local", 1 << 20, 40, 0),
     ("1 MiB, 20 ms work", "local", 1 << 20, 30, 20),
-    ("1 MiB, read at once", "cluster", 1 << 20, 12, 0),
-    ("1 MiB, 100 ms work", "cluster", 1 << 20, 12, 100),
-    ("256 KiB, 25 ms work", "cluster", 1 << 18, 20, 25),
+    ("1 MiB, read at once", "cluster", 1 << 20, 30, 0),
+    ("1 MiB, 100 ms work", "cluster", 1 << 20, 24, 100),
+    ("256 KiB, 25 ms work", "cluster", 1 << 18, 30, 25),
 ]
 
 
@@ -163,6 +165,53 @@ class Bench:
                 subprocess.run([self.cluster, "down"], capture_output=True, env=self.env)
         return results, loops_per_ms
 
+    def idle_cost(self):
+        """The progress thread's CPU while a call is in flight with nothing to move: rank 0's
+        early calls wait SKEW_MS for the other ranks (CURC_SKEW_MS); the extra CPU against the
+        same run without the skew, over the waiting time, is its share of a core."""
+        a = self.a
+        rows = []
+        iters, skew = 10, 50
+        wheres = [w for w in ("local", "cluster") if a.only in (None, w)]
+        if "cluster" in wheres:
+            run([self.cluster, "--rate", a.rate, "up"], 120, self.env)
+        try:
+            for where in wheres:
+                cpu = {}
+                for s_ms in (0, skew):
+                    tag = f"idle_{where}_{s_ms}"
+                    prefix = os.path.join(self.work, tag)
+                    env = {"TNBC_ADAPT": "off", "TNBC_STATS": prefix, "CURC_SKEW_MS": str(s_ms)}
+                    args = [self.prog, str(1 << 16), str(iters), "blocking", "0"]
+                    if where == "local":
+                        cmd = ["mpiexec", "-n", str(NODES * PPN), "-genv", "UCX_NET_DEVICES", "lo",
+                               "-genv", "LD_PRELOAD", self.lib]
+                        for k, v in env.items():
+                            cmd += ["-genv", k, v]
+                        cmd += args
+                    else:
+                        cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout", "120", "--preload", self.lib]
+                        for k, v in env.items():
+                            cmd += ["--env", f"{k}={v}"]
+                        cmd += ["--", *args]
+                    run(cmd, 150, self.env)
+                    with open(f"{prefix}.0.json", encoding="utf-8") as f:
+                        cpu[s_ms] = json.load(f)["progress"]["cpu_us"]
+                waited_us = (iters + 1) * skew * 1e3
+                share = max(cpu[skew] - cpu[0], 0) / waited_us
+                where_s = "1 node x 4" if where == "local" else f"{NODES} nodes x {PPN}, {a.rate}"
+                rows.append(f"| {where_s} | {cpu[0] / (iters + 1) / 1e3:.2f} ms | {cpu[skew] / (iters + 1) / 1e3:.2f} ms "
+                            f"| {100 * share:.1f}% |")
+        finally:
+            if "cluster" in wheres:
+                subprocess.run([self.cluster, "down"], capture_output=True, env=self.env)
+        return ("\nWaiting: rank 0's progress-thread CPU per call (64 KiB blocks, `TNBC_ADAPT=off`, data "
+                f"read at once), with the other ranks on time and with them {skew} ms late "
+                "(`CURC_SKEW_MS`); the difference over the waiting time is the thread's share of a core "
+                "while a call is in flight with nothing to move.\n\n"
+                "| cluster | CPU per call, on time | CPU per call, 50 ms late | share of a core while waiting |\n"
+                "|---|---|---|---|\n" + "\n".join(rows) + "\n")
+
     def report(self, results, loops_per_ms):
         a = self.a
         lines = []
@@ -240,7 +289,7 @@ def main():
         sys.exit("never_slower: the cluster cases need root (network namespaces); use --only local")
     b = Bench(a)
     results, lpm = b.measure()
-    table = b.report(results, lpm)
+    table = b.report(results, lpm) + b.idle_cost()
     print(table)
     if a.out != "-":
         write(a.out, table)

@@ -24,9 +24,9 @@ KeyState::KeyState(const Policy& policy) : policy_(policy) {
   policy_.first_run = std::max<std::uint32_t>(policy_.first_run, 1);
   policy_.max_run = std::max(policy_.max_run, policy_.first_run);
   run_ = policy_.first_run;
-  // Early first: by the decision point after the blocking probe, the early calls have
-  // completed (a blocking call completes what is in flight first), so their whole cost is in.
-  begin_segment(Path::early, policy_.probe_calls, false, nullptr);
+  // Blocking first: a program that makes only a call or two of a key never pays for a probe
+  // of the engine.
+  begin_segment(Path::blocking, policy_.probe_calls, false, nullptr);
   probing_ = true;
 }
 
@@ -34,12 +34,13 @@ void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, c
   path_ = p;
   segment_end_ = calls_ + std::max<std::uint64_t>(length, 1);
   decide_at_end_ = decide_at_end;
+  auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   if (p == Path::early) {
-    base_early_calls_ = costs ? costs->early_calls.load(std::memory_order_relaxed) : 0;
-    base_early_ns_ = costs ? costs->early_ns() : 0;
+    base_early_n_ = costs ? load(costs->early_intervals) : 0;
+    base_early_ns_ = costs ? load(costs->early_interval_ns) : 0;
   } else {
-    base_blocking_calls_ = costs ? costs->blocking_calls.load(std::memory_order_relaxed) : 0;
-    base_blocking_ns_ = costs ? costs->blocking_ns.load(std::memory_order_relaxed) : 0;
+    base_blocking_n_ = costs ? load(costs->blocking_intervals) : 0;
+    base_blocking_ns_ = costs ? load(costs->blocking_interval_ns) : 0;
   }
 }
 
@@ -52,12 +53,12 @@ void KeyState::advance(const Costs& costs) {
 }
 
 Vote KeyState::measure(const Costs& costs) {
-  const std::uint64_t ec = costs.early_calls.load(std::memory_order_relaxed) - base_early_calls_;
-  const std::uint64_t bc = costs.blocking_calls.load(std::memory_order_relaxed) - base_blocking_calls_;
-  if (ec > 0) mean_early_ = static_cast<double>(costs.early_ns() - base_early_ns_) / static_cast<double>(ec);
+  auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  const std::uint64_t ec = load(costs.early_intervals) - base_early_n_;
+  const std::uint64_t bc = load(costs.blocking_intervals) - base_blocking_n_;
+  if (ec > 0) mean_early_ = static_cast<double>(load(costs.early_interval_ns) - base_early_ns_) / static_cast<double>(ec);
   if (bc > 0)
-    mean_blocking_ = static_cast<double>(costs.blocking_ns.load(std::memory_order_relaxed) - base_blocking_ns_) /
-                     static_cast<double>(bc);
+    mean_blocking_ = static_cast<double>(load(costs.blocking_interval_ns) - base_blocking_ns_) / static_cast<double>(bc);
   Vote v;
   // A rank that has not measured both paths (it cannot happen on the schedule above, but a
   // measurement may be empty) abstains rather than vote with a zero.

@@ -7,17 +7,21 @@
 // *key* -- (communicator, operation, size class), the same on every rank for the same call --
 // measures both paths and keeps the cheaper one:
 //
-//   calls of a key:  [early probe P] [blocking probe P] D [chosen path R] [other path P] D ...
+//   calls of a key:  [blocking probe P] [early probe P] D [chosen path R] [other path P] D ...
 //
 //   D: a decision point.  Every rank reaches it at the same call of the key (collectives on a
-//      communicator are called in the same order everywhere), reduces its local measurements
+//      communicator are called in the same order everywhere), completes the calls still in
+//      flight (so that their waits count), reduces its local measurements
 //      over the communicator (Vote, summed) and applies the same rule to the same sums, so all
 //      ranks take the same path until the next decision point: the engine's messages only
 //      match the engine's messages.
-//   cost of a blocking call: time inside it (after completing what was in flight).
-//   cost of an early call: time inside it before it returned, plus everything the program
-//      waited for it afterwards (faults, fences, interposed system calls), plus the CPU time
-//      the progress thread spent on it (on a full node that time is taken from the program).
+//   cost of a call: the time from its entry to the entry of the next call of the same key,
+//      on the rank's clock.  A program that calls a collective over and over does the same work
+//      between the calls whichever path they take, so what differs is what the path costs the
+//      program as it runs: time inside the call, waits for guarded pages and fences, the CPU
+//      the progress thread and the network stack take from the program's computation (on a
+//      full node, where no core is spare), cache and TLB effects.  The parts the library can
+//      see (time inside, waits, progress-thread CPU) are kept beside it for the statistics.
 //
 // Early is chosen when it saves at least `enter_gain` of the blocking time (summed over the
 // ranks) and kept while it saves more than `keep_gain`: hysteresis, so noise does not flip the
@@ -39,6 +43,11 @@ enum class Path : std::uint8_t { blocking, early };
 /// fault handler: plain atomics, async-signal-safe), read at decision points.  Never freed while
 /// the library runs: operations in flight and guard slots point here.
 struct Costs {
+  // What the decisions compare: time from a call's entry to the next call's entry, by the
+  // path of the first of the two.
+  std::atomic<std::uint64_t> early_intervals{0}, early_interval_ns{0};
+  std::atomic<std::uint64_t> blocking_intervals{0}, blocking_interval_ns{0};
+  // What the statistics show besides.
   std::atomic<std::uint64_t> early_calls{0};      ///< calls that went to the engine
   std::atomic<std::uint64_t> init_ns{0};          ///< inside those calls, before returning
   std::atomic<std::uint64_t> wait_ns{0};          ///< waited afterwards: faults, fences, I/O
@@ -47,15 +56,17 @@ struct Costs {
   std::atomic<std::uint64_t> blocking_ns{0};      ///< inside those calls
 
   void add_wait(std::uint64_t ns) { wait_ns.fetch_add(ns, std::memory_order_relaxed); }
-  /// The whole cost of the early calls so far.
-  std::uint64_t early_ns() const {
-    return init_ns.load(std::memory_order_relaxed) + wait_ns.load(std::memory_order_relaxed) +
-           progress_cpu_ns.load(std::memory_order_relaxed);
+  /// Records the interval that ended now, from a call made on `p`.
+  void add_interval(Path p, std::uint64_t ns) {
+    auto& n = p == Path::early ? early_intervals : blocking_intervals;
+    auto& t = p == Path::early ? early_interval_ns : blocking_interval_ns;
+    t.fetch_add(ns, std::memory_order_relaxed);
+    n.fetch_add(1, std::memory_order_relaxed);
   }
 };
 
 struct Policy {
-  std::uint32_t probe_calls = 4;  ///< calls per probe of a path
+  std::uint32_t probe_calls = 2;  ///< calls per probe of a path
   std::uint32_t first_run = 16;   ///< calls on the chosen path before the first re-probe
   std::uint32_t max_run = 1024;   ///< longest run between probes
   double enter_gain = 0.05;       ///< early must save this share of the blocking time to win
@@ -67,8 +78,8 @@ struct Policy {
 struct Vote {
   static constexpr int kFields = 3;
   double ranks_measured = 0;  ///< 1 if this rank measured both paths
-  double blocking_ns = 0;     ///< mean cost of a blocking call on this rank
-  double early_ns = 0;        ///< mean cost of an early call on this rank
+  double blocking_ns = 0;     ///< mean interval after a blocking call on this rank
+  double early_ns = 0;        ///< mean interval after an early call on this rank
 
   void to_array(double out[kFields]) const;
   static Vote from_array(const double in[kFields]);
@@ -85,7 +96,7 @@ class KeyState {
   /// True when the next call is a decision point: measure() locally, sum the votes over the
   /// communicator, decide(), then use path().
   bool decision_due() const { return calls_ == segment_end_; }
-  /// This rank's vote from what `costs` accumulated since the segments began.
+  /// This rank's vote: the mean interval of each path since its latest segment began.
   Vote measure(const Costs& costs);
   /// Applies the summed votes; returns the path from now on.
   Path decide(const Vote& summed, const Costs& costs);
@@ -114,11 +125,10 @@ class KeyState {
   std::uint64_t calls_ = 0;
   std::uint64_t segment_end_ = 0;
   std::uint64_t run_ = 0;  // length of the next run on the chosen path
-  // Counters when the latest segment of each path began: a path's mean runs from there to the
-  // decision point, so that what the program waits for the last early calls after the segment
-  // ended (a fence, a fault) still counts as theirs.
-  std::uint64_t base_early_calls_ = 0, base_early_ns_ = 0;
-  std::uint64_t base_blocking_calls_ = 0, base_blocking_ns_ = 0;
+  // Interval counters when the latest segment of each path began: a path's mean runs from
+  // there to the decision point (the last call's interval ends at the decision point's entry).
+  std::uint64_t base_early_n_ = 0, base_early_ns_ = 0;
+  std::uint64_t base_blocking_n_ = 0, base_blocking_ns_ = 0;
   double mean_blocking_ = 0, mean_early_ = 0;
   std::uint64_t decisions_ = 0, switches_ = 0;
 };

@@ -46,6 +46,8 @@ struct Key {
   std::uint64_t comm_id = 0;
   int comm_size = 0;
   bool one_node = false;
+  std::uint64_t last_entry_ns = 0;  // entry of the key's previous call (0: none yet)
+  adapt::Path last_path = adapt::Path::blocking;
 };
 
 /// Every key ever made.  Never shrinks: operations in flight and guard slots point at the
@@ -158,21 +160,23 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes) {
   Decision d{adapt::Path::early, key, nullptr};
   if (!g_adapt) return d;
   if (cs.one_node && g_one_node) return {adapt::Path::blocking, key, "one_node"};
+  // The previous call's interval ends here: it is what that call's path cost the program.
+  const std::uint64_t entry = now_ns();
+  if (key->last_entry_ns != 0) key->costs.add_interval(key->last_path, entry - key->last_entry_ns);
+  key->last_entry_ns = entry;
   if (key->state.decision_due()) {
-    // The early calls' last operations count in full: complete them (their wait is charged
-    // to them) before measuring.
-    if (g_in_flight.load(std::memory_order_acquire) != 0) Engine::instance().drain();
     double mine[adapt::Vote::kFields], sum[adapt::Vote::kFields];
     key->state.measure(key->costs).to_array(mine);
     PMPI_Allreduce(mine, sum, adapt::Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
     const auto summed = adapt::Vote::from_array(sum);
     const adapt::Path p = key->state.decide(summed, key->costs);
-    log::debug("{} of {} bytes on communicator {}: early {:.0f} us, blocking {:.0f} us (sums over "
-               "{:.0f} ranks): {}",
+    log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
+               "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
                key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
                summed.ranks_measured, p == adapt::Path::early ? "early" : "blocking");
   }
   d.path = key->state.path();
+  key->last_path = d.path;
   if (d.path == adapt::Path::blocking) d.why = key->state.probing() ? "adapt_probe" : "adapt";
   return d;
 }
@@ -366,16 +370,20 @@ std::string keys_json() {
   for (const Key& k : g_keys) {
     const auto& c = k.costs;
     auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    auto mean_us = [](std::uint64_t ns, std::uint64_t n) { return n ? static_cast<double>(ns) / 1000.0 / n : 0.0; };
     const char* path = k.one_node && g_adapt && g_one_node ? "blocking"
                        : !g_adapt || !k.state.decided() ? "undecided"
                        : k.state.chosen() == adapt::Path::early ? "early" : "blocking";
     out += fmt::format(
         R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
         R"("decisions":{},"switches":{},"early_calls":{},"blocking_calls":{},"init_us":{:.3f},)"
-        R"("wait_us":{:.3f},"progress_cpu_us":{:.3f},"blocking_us":{:.3f}}})",
+        R"("wait_us":{:.3f},"progress_cpu_us":{:.3f},"blocking_us":{:.3f},)"
+        R"("early_interval_us":{:.3f},"blocking_interval_us":{:.3f}}})",
         first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
         k.state.decisions(), k.state.switches(), c.early_calls.load(), c.blocking_calls.load(), us(c.init_ns.load()),
-        us(c.wait_ns.load()), us(c.progress_cpu_ns.load()), us(c.blocking_ns.load()));
+        us(c.wait_ns.load()), us(c.progress_cpu_ns.load()), us(c.blocking_ns.load()),
+        mean_us(c.early_interval_ns.load(), c.early_intervals.load()),
+        mean_us(c.blocking_interval_ns.load(), c.blocking_intervals.load()));
     first = false;
   }
   return out + "]}";

@@ -2,6 +2,7 @@
 // call takes, when decisions fall, hysteresis, and the growing runs between probes.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <vector>
 
 #include "adapt.hpp"
@@ -26,7 +27,10 @@ struct Sim {
 
   Sim(Policy p, double early, double blocking) : policy(p), key(p), early_ns(early), blocking_ns(blocking) {}
 
+  std::optional<Path> pending;  // the path of the last call, whose interval ends at the next entry
+
   void call() {
+    if (pending) costs.add_interval(*pending, static_cast<std::uint64_t>(*pending == Path::early ? early_ns : blocking_ns));
     if (key.decision_due()) {
       Vote v = key.measure(costs);
       Vote sum{v.ranks_measured * ranks, v.blocking_ns * ranks, v.early_ns * ranks};
@@ -34,14 +38,8 @@ struct Sim {
     }
     const Path p = key.path();
     paths.push_back(p);
-    if (p == Path::early) {
-      costs.early_calls += 1;
-      costs.init_ns += static_cast<std::uint64_t>(early_ns / 2);
-      costs.add_wait(static_cast<std::uint64_t>(early_ns / 2));
-    } else {
-      costs.blocking_calls += 1;
-      costs.blocking_ns += static_cast<std::uint64_t>(blocking_ns);
-    }
+    // The interval after this call ends at the next call's entry: record it then.
+    pending = p;
     key.advance(costs);
   }
   void calls(int n) {
@@ -66,10 +64,10 @@ Policy small() {
 
 }  // namespace
 
-TEST_CASE("a key probes early, then blocking, then decides at the same call on every rank") {
+TEST_CASE("a key probes blocking, then early, then decides at the same call on every rank") {
   Sim s(small(), 100, 200);
   s.calls(4);
-  REQUIRE(s.paths == std::vector<Path>{Path::early, Path::early, Path::blocking, Path::blocking});
+  REQUIRE(s.paths == std::vector<Path>{Path::blocking, Path::blocking, Path::early, Path::early});
   REQUIRE(s.key.decision_due());
   REQUIRE(s.key.decisions() == 0);
   s.call();
