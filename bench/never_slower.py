@@ -165,13 +165,14 @@ class Bench:
                 subprocess.run([self.cluster, "down"], capture_output=True, env=self.env)
         return results, loops_per_ms
 
-    def idle_cost(self):
-        """The progress thread's CPU while a call is in flight with nothing to move: rank 0's
-        early calls wait SKEW_MS for the other ranks (CURC_SKEW_MS); the extra CPU against the
-        same run without the skew, over the waiting time, is its share of a core."""
+    def idle_cost(self, loops_per_ms):
+        """The progress thread's CPU while a call is in flight with nothing to move: rank 0
+        returns early and computes 60 ms while the other ranks sleep SKEW_MS before they call
+        (CURC_SKEW_MS); the extra CPU against the same run without the skew, over the waiting
+        time, is its share of a core."""
         a = self.a
         rows = []
-        iters, skew = 10, 50
+        iters, skew, work_ms = 10, 50, 60
         wheres = [w for w in ("local", "cluster") if a.only in (None, w)]
         if "cluster" in wheres:
             run([self.cluster, "--rate", a.rate, "up"], 120, self.env)
@@ -182,7 +183,7 @@ class Bench:
                     tag = f"idle_{where}_{s_ms}"
                     prefix = os.path.join(self.work, tag)
                     env = {"TNBC_ADAPT": "off", "TNBC_STATS": prefix, "CURC_SKEW_MS": str(s_ms)}
-                    args = [self.prog, str(1 << 16), str(iters), "blocking", "0"]
+                    args = [self.prog, str(1 << 16), str(iters), "blocking", str(int(work_ms * loops_per_ms))]
                     if where == "local":
                         cmd = ["mpiexec", "-n", str(NODES * PPN), "-genv", "UCX_NET_DEVICES", "lo",
                                "-genv", "LD_PRELOAD", self.lib]
@@ -205,8 +206,8 @@ class Bench:
         finally:
             if "cluster" in wheres:
                 subprocess.run([self.cluster, "down"], capture_output=True, env=self.env)
-        return ("\nWaiting: rank 0's progress-thread CPU per call (64 KiB blocks, `TNBC_ADAPT=off`, data "
-                f"read at once), with the other ranks on time and with them {skew} ms late "
+        return ("\nWaiting: rank 0's progress-thread CPU per call (64 KiB blocks, `TNBC_ADAPT=off`, "
+                f"{work_ms} ms of work after each call), with the other ranks on time and with them {skew} ms late "
                 "(`CURC_SKEW_MS`); the difference over the waiting time is the thread's share of a core "
                 "while a call is in flight with nothing to move.\n\n"
                 "| cluster | CPU per call, on time | CPU per call, 50 ms late | share of a core while waiting |\n"
@@ -284,12 +285,18 @@ def main():
     p.add_argument("--only", choices=["local", "cluster"], help="run only the cases on one node or on the cluster")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "never-slower.md"),
                    help="Markdown file whose RESULTS section is rewritten ('-': print only)")
+    p.add_argument("--waiting-only", action="store_true",
+                   help="measure only the progress thread's CPU while a call waits (printed, not written)")
     a = p.parse_args()
     if a.only != "local" and os.geteuid() != 0:
         sys.exit("never_slower: the cluster cases need root (network namespaces); use --only local")
     b = Bench(a)
+    if a.waiting_only:
+        lpm = b.calibrate()
+        print(b.idle_cost(lpm))
+        return
     results, lpm = b.measure()
-    table = b.report(results, lpm) + b.idle_cost()
+    table = b.report(results, lpm) + b.idle_cost(lpm)
     print(table)
     if a.out != "-":
         write(a.out, table)
