@@ -230,12 +230,22 @@ std::string write_plan(const Plan& plan, const std::vector<std::string>& comment
         out += "  tree binomial\n";
     }
     out += fmt::format("  per-node {}\n", e.per_node ? "on" : "off");
+    if (e.ret != Return::measure) out += fmt::format("  return {}\n", to_string(e.ret));
     if (e.agreement) out += fmt::format("  agreement {}\n", *e.agreement);
     if (e.verdict) out += fmt::format("  verdict {}\n", to_string(*e.verdict));
     out += "end\n";
   }
   out += fmt::format("\nend-of-plan {}\n", plan.entries.size());
   return out;
+}
+
+std::string_view to_string(Return r) {
+  switch (r) {
+    case Return::measure: return "measure";
+    case Return::early: return "early";
+    case Return::blocking: return "blocking";
+  }
+  return "measure";
 }
 
 std::variant<Plan, PlanError> parse_plan(std::string_view text) {
@@ -361,7 +371,7 @@ std::variant<Plan, PlanError> parse_plan(std::string_view text) {
     if (key != "frame") {
       auto [it, inserted] = open->keys_seen.emplace(std::string(key), line_no);
       if (!inserted && (key == "order" || key == "segments" || key == "tree" ||
-                        key == "per-node" || key == "agreement" || key == "verdict"))
+                        key == "per-node" || key == "return" || key == "agreement" || key == "verdict"))
         return fail(fmt::format("duplicate '{}' (first at line {})", key, it->second));
     }
     if (key == "frame") {
@@ -399,6 +409,10 @@ std::variant<Plan, PlanError> parse_plan(std::string_view text) {
       if (args != 1 || (tokens[1] != "on" && tokens[1] != "off"))
         return fail("per-node: expected on or off");
       e.per_node = tokens[1] == "on";
+    } else if (key == "return") {
+      if (args != 1 || (tokens[1] != "early" && tokens[1] != "blocking"))
+        return fail("return: expected early or blocking");
+      e.ret = tokens[1] == "early" ? Return::early : Return::blocking;
     } else if (key == "agreement") {
       double value = -1;
       bool ok = args == 1;

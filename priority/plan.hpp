@@ -33,6 +33,11 @@ inline constexpr int kMaxSizeClass = 63;
 /// The size class of a per-sub-message byte count: floor(log2(bytes)), 0 for 0.
 int size_class(std::uint64_t bytes);
 
+/// Which path the library takes at a call site: decide by measurement (the default, not
+/// written), or always return early, or always run the blocking call.
+enum class Return { measure, early, blocking };
+std::string_view to_string(Return r);
+
 /// One plan entry: what the library does at one call site.
 struct PlanEntry {
   std::string site;                 ///< call site id (printable ASCII, no space, no '#')
@@ -44,6 +49,7 @@ struct PlanEntry {
   int segments = 0;                 ///< Bcast: segment count (= order size); 0 otherwise
   TreeShape tree;                   ///< Bcast: tree; binomial otherwise
   bool per_node = false;            ///< per-node priority: first-ranked rank of a node sends alone
+  Return ret = Return::measure;     ///< "return early|blocking": the path, forced
   std::optional<double> agreement;  ///< informational: agreement of the traced ranks
   std::optional<Verdict> verdict;   ///< informational: CURC/CRC verdict
 

@@ -83,6 +83,10 @@ SitePlan plan_site(const CallSite& site, const PlannerOptions& options) {
     e.per_node = options.per_node && site.comm_size > 1 && out.analysis.verdict != Verdict::unread &&
                  out.analysis.agreement >= options.per_node_agreement;
   }
+  // Nothing to win: the data is read, and the predicted overlap is a sliver of the exchange.
+  if (options.blocking_below > 0 && out.analysis.verdict != Verdict::unread && out.inputs.tcomm_us > 0 &&
+      out.prediction.plan_us < options.blocking_below * out.inputs.tcomm_us)
+    e.ret = Return::blocking;
   Plan single;
   single.entries.push_back(e);
   if (auto error = validate_plan(single)) {

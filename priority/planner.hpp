@@ -26,6 +26,9 @@ struct PlannerOptions {
   bool per_node = false;
   /// Per-node priority only pays when ranks need the same source first, i.e. agree on the order.
   double per_node_agreement = 0.8;
+  /// A site whose predicted overlap (simulated, plan order) is below this share of its Tcomm
+  /// gets "return blocking": returning early cannot pay for its costs there.  0 = never.
+  double blocking_below = 0.10;
 };
 
 /// The planner's view of one call site (what `tnbc-order show` prints).
@@ -42,7 +45,9 @@ struct SitePlan {
 ///   order: the consensus order (Bcast: segment_order of it over the chosen segment count);
 ///   per-node on for Alltoall(v) with comm size > 1, verdict not unread and agreement >=
 ///   per_node_agreement; off otherwise (Bcast: always off);
-///   comm size and size class of the site; frames made printable; agreement and verdict.
+///   comm size and size class of the site; frames made printable; agreement and verdict;
+///   return blocking when the site's data is read (verdict not unread), its Tcomm is known and
+///   the predicted overlap with the plan order is below blocking_below of Tcomm.
 /// No entry (and a warning) for an id a plan cannot hold, no sub-messages, or an Alltoall(v)
 /// whose sub-message count differs from its communicator size.
 SitePlan plan_site(const CallSite& site, const PlannerOptions& options = {});

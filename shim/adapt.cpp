@@ -9,6 +9,8 @@ void Vote::to_array(double out[kFields]) const {
   out[0] = ranks_measured;
   out[1] = blocking_ns;
   out[2] = early_ns;
+  out[3] = force_blocking;
+  out[4] = force_early;
 }
 
 Vote Vote::from_array(const double in[kFields]) {
@@ -16,10 +18,12 @@ Vote Vote::from_array(const double in[kFields]) {
   v.ranks_measured = in[0];
   v.blocking_ns = in[1];
   v.early_ns = in[2];
+  v.force_blocking = in[3];
+  v.force_early = in[4];
   return v;
 }
 
-KeyState::KeyState(const Policy& policy) : policy_(policy) {
+KeyState::KeyState(const Policy& policy, bool decide_first) : policy_(policy) {
   policy_.probe_calls = std::max<std::uint32_t>(policy_.probe_calls, 1);
   policy_.first_run = std::max<std::uint32_t>(policy_.first_run, 1);
   policy_.max_run = std::max(policy_.max_run, policy_.first_run);
@@ -28,6 +32,10 @@ KeyState::KeyState(const Policy& policy) : policy_(policy) {
   // of the engine.
   begin_segment(Path::blocking, policy_.probe_calls, false, nullptr);
   probing_ = true;
+  if (decide_first) {
+    segment_end_ = 0;
+    decide_at_end_ = true;
+  }
 }
 
 void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Costs* costs) {
@@ -71,6 +79,21 @@ Vote KeyState::measure(const Costs& costs) {
 }
 
 Path KeyState::decide(const Vote& summed, const Costs& costs) {
+  if (summed.force_blocking > 0 || summed.force_early > 0) {
+    const Path forced = summed.force_blocking > 0 ? Path::blocking : Path::early;
+    if (decisions_ > 0 && forced != chosen_) ++switches_;
+    ++decisions_;
+    chosen_ = forced;
+    probing_ = false;
+    begin_segment(forced, policy_.max_run, true, &costs);
+    return forced;
+  }
+  if (calls_ == 0 && summed.ranks_measured <= 0) {
+    // The first call asked the plan, which has nothing to say here: measure.
+    begin_segment(Path::blocking, policy_.probe_calls, false, &costs);
+    probing_ = true;
+    return path_;
+  }
   Path next = Path::blocking;  // nobody measured: the path that cannot lose
   if (summed.ranks_measured > 0) {
     const double need = (decisions_ > 0 && chosen_ == Path::early) ? policy_.keep_gain : policy_.enter_gain;

@@ -76,10 +76,12 @@ struct Policy {
 /// One rank's contribution to a decision, summed over the communicator.  Plain doubles so that
 /// the sum is one MPI_Allreduce of kFields doubles.
 struct Vote {
-  static constexpr int kFields = 3;
+  static constexpr int kFields = 5;
   double ranks_measured = 0;  ///< 1 if this rank measured both paths
   double blocking_ns = 0;     ///< mean interval after a blocking call on this rank
   double early_ns = 0;        ///< mean interval after an early call on this rank
+  double force_blocking = 0;  ///< 1 if this rank's plan says "return blocking" for the call
+  double force_early = 0;     ///< 1 if it says "return early"
 
   void to_array(double out[kFields]) const;
   static Vote from_array(const double in[kFields]);
@@ -89,7 +91,9 @@ struct Vote {
 /// calls and the same summed votes, so every rank's path() is the same.
 class KeyState {
  public:
-  explicit KeyState(const Policy& policy);
+  /// `decide_first`: the first call is a decision point (a plan may force the path: every rank
+  /// must hear it before the first call takes a path).
+  explicit KeyState(const Policy& policy, bool decide_first = false);
 
   /// The path of the next call of this key.
   Path path() const { return path_; }
@@ -98,7 +102,10 @@ class KeyState {
   bool decision_due() const { return calls_ == segment_end_; }
   /// This rank's vote: the mean interval of each path since its latest segment began.
   Vote measure(const Costs& costs);
-  /// Applies the summed votes; returns the path from now on.
+  /// Applies the summed votes; returns the path from now on.  A plan's vote wins over the
+  /// measurements ("blocking" over "early"): that path runs max_run calls, without probes,
+  /// then the next decision asks again.  With no vote at all at the first decision point, the
+  /// probes begin.
   Path decide(const Vote& summed, const Costs& costs);
   /// Counts one call made on path().
   void advance(const Costs& costs);

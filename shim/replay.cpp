@@ -34,11 +34,15 @@ std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+// The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site.
+std::optional<priority::Plan> g_plan;
+trace::CallSiteTable g_sites;
+
 // ---- Deciding per call (adapt.hpp) ------------------------------------------------------------
 
 /// One (communicator, operation, size class): its decision state and what its calls cost.
 struct Key {
-  explicit Key(const adapt::Policy& p) : state(p) {}
+  Key(const adapt::Policy& p, bool decide_first) : state(p, decide_first) {}
   adapt::KeyState state;
   adapt::Costs costs;
   std::string_view op;
@@ -141,16 +145,19 @@ struct Decision {
 
 /// Decides the path of this call.  Called by every rank of `comm` for the same collective,
 /// after the checks every rank shares and before anything rank-local: at a decision point it
-/// is collective over `comm` (one MPI_Allreduce of three doubles).  `bytes` must be the same
-/// on every rank (0 for Alltoallv, whose sizes differ).
-Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes) {
+/// is collective over `comm` (one MPI_Allreduce of five doubles).  `bytes` must be the same
+/// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for
+/// the call, whose "return" is this rank's vote (ranks may find different entries: the votes
+/// are summed, and "blocking" from any rank wins).
+Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry) {
   CommState& cs = comm_state(comm);
   const std::uint32_t cls = adapt::size_class(bytes);
   const std::uint32_t id = static_cast<std::uint32_t>(op) << 8 | cls;
   Key*& key = cs.keys[id];
   if (key == nullptr) {
     std::lock_guard lock(g_keys_mutex);
-    key = &g_keys.emplace_back(g_policy);
+    // With a plan, the first call of a key asks every rank's plan before taking a path.
+    key = &g_keys.emplace_back(g_policy, g_plan.has_value());
     key->op = priority::to_string(op);
     key->size_class = cls;
     key->comm_id = cs.id;
@@ -161,12 +168,15 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes) {
   if (!g_adapt) return d;
   if (cs.one_node && g_one_node) return {adapt::Path::blocking, key, "one_node"};
   // The previous call's interval ends here: it is what that call's path cost the program.
-  const std::uint64_t entry = now_ns();
-  if (key->last_entry_ns != 0) key->costs.add_interval(key->last_path, entry - key->last_entry_ns);
-  key->last_entry_ns = entry;
+  const std::uint64_t entered = now_ns();
+  if (key->last_entry_ns != 0) key->costs.add_interval(key->last_path, entered - key->last_entry_ns);
+  key->last_entry_ns = entered;
   if (key->state.decision_due()) {
     double mine[adapt::Vote::kFields], sum[adapt::Vote::kFields];
-    key->state.measure(key->costs).to_array(mine);
+    adapt::Vote vote = key->state.measure(key->costs);
+    if (entry && entry->ret == priority::Return::blocking) vote.force_blocking = 1;
+    if (entry && entry->ret == priority::Return::early) vote.force_early = 1;
+    vote.to_array(mine);
     PMPI_Allreduce(mine, sum, adapt::Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
     const auto summed = adapt::Vote::from_array(sum);
     const adapt::Path p = key->state.decide(summed, key->costs);
@@ -186,9 +196,6 @@ void done(const Decision& d) {
   if (g_adapt && d.key != nullptr && !(d.key->one_node && g_one_node)) d.key->state.advance(d.key->costs);
 }
 
-// The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site.
-std::optional<priority::Plan> g_plan;
-trace::CallSiteTable g_sites;
 
 /// Reads TNBC_PLAN.  Any problem: one message from rank 0, and default priorities.
 void load_plan(const std::string& path) {
@@ -459,13 +466,13 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   if (block * static_cast<std::size_t>(size) < rt.config().min_bytes) return plain(st, "small", blocking);
   if (block > INT_MAX || static_cast<long>(recvcount) * size > INT_MAX)
     return plain(st, "large_block", blocking);
-  const Decision d = decide(comm, priority::Op::alltoall, block * static_cast<std::size_t>(size));
+  const auto* entry = plan_entry(priority::Op::alltoall, comm, block);
+  const Decision d = decide(comm, priority::Op::alltoall, block * static_cast<std::size_t>(size), entry);
+  if (entry) st.count_planned();
   if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
   std::vector<int> scounts(static_cast<std::size_t>(size), sendcount), sdispls(static_cast<std::size_t>(size));
   std::vector<int> rcounts(static_cast<std::size_t>(size), recvcount), rdispls(static_cast<std::size_t>(size));
   for (int i = 0; i < size; ++i) sdispls[i] = i * sendcount, rdispls[i] = i * recvcount;
-  const auto* entry = plan_entry(priority::Op::alltoall, comm, block);
-  if (entry) st.count_planned();
   const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
   return exchange(st, d, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
                   rdispls.data(), recvtype, comm, true, order, entry && entry->per_node);
@@ -480,9 +487,6 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
                           recvtype, comm);
   };
   if (const char* why = shared_exclusion(sendbuf, comm)) return plain(st, why, blocking);
-  // Sizes differ between ranks: the key has none (size class 0), the same everywhere.
-  const Decision d = decide(comm, priority::Op::alltoallv, 0);
-  if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
   int size = 0, tsize = 0;
   // Sizes differ between ranks: every rank runs the engine's exchange, and only the local size
   // decides whether this rank returns early.
@@ -491,7 +495,10 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   std::size_t total = 0;
   for (int i = 0; i < size; ++i) total += static_cast<std::size_t>(recvcounts[i]) * static_cast<std::size_t>(tsize);
   const auto* entry = plan_entry(priority::Op::alltoallv, comm, size > 0 ? total / static_cast<std::size_t>(size) : 0);
+  // The key has no size (class 0, the same everywhere); the plan entry only votes.
+  const Decision d = decide(comm, priority::Op::alltoallv, 0, entry);
   if (entry) st.count_planned();
+  if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
   const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
   // No per-node priority for Alltoallv: the plan entry is found by this rank's own receive size,
   // so ranks of one node can disagree on it, and a rank that does not take part in its node's
@@ -552,7 +559,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
   if (bytes / static_cast<std::size_t>(segments) >= INT_MAX || bytes > INT_MAX)
     return plain(st, "large_block", blocking);
-  const Decision d = decide(comm, priority::Op::bcast, bytes);
+  const Decision d = decide(comm, priority::Op::bcast, bytes, entry);
   if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
 
   auto [lo, len] = span_of(buffer, 0, static_cast<std::size_t>(count), ti);

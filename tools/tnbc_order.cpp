@@ -39,7 +39,7 @@ constexpr std::string_view kUsage =
     "\n"
     "commands:\n"
     "  show DIR [--json]                per call site: order, agreement, timing, verdict, prediction\n"
-    "  plan DIR -o FILE [--strict] [--per-node]  write a plan (TNBC_PLAN) from the traces\n"
+    "  plan DIR -o FILE [--strict] [--per-node] [--measure-all]  write a plan (TNBC_PLAN)\n"
     "  export --chrome DIR -o FILE      Chrome trace-event JSON (Perfetto, chrome://tracing)\n"
     "  plot DIR [--callsite ID] -o FILE SVG chart of first-touch delays per sub-message\n"
     "  config [--markdown]              print every TNBC_* setting with its type, default and meaning\n"
@@ -71,7 +71,7 @@ constexpr std::string_view kShowUsage =
     "  --partial   accept missing ranks (warning) and use the others\n";
 
 constexpr std::string_view kPlanUsage =
-    "usage: tnbc-order plan DIR -o FILE [--strict] [--per-node] [--partial]\n"
+    "usage: tnbc-order plan DIR -o FILE [--strict] [--per-node] [--measure-all] [--partial]\n"
     "\n"
     "Write the plan derived from the traces in DIR to FILE (atomically), for TNBC_PLAN.\n"
     "\n"
@@ -80,6 +80,8 @@ constexpr std::string_view kPlanUsage =
     "              still written)\n"
     "  --per-node  turn per-node priority on where ranks agree (off by default: it was\n"
     "              slower on the emulated cluster, see docs/replay.md)\n"
+    "  --measure-all  never write 'return blocking' (by default a call site whose predicted\n"
+    "              overlap is below 10% of its Tcomm gets it, and runs the blocking call)\n"
     "  --partial   accept missing ranks (warning) and use the others\n";
 
 constexpr std::string_view kExportUsage =
@@ -173,6 +175,7 @@ struct Args {
   std::string output;
   std::string callsite;
   bool json = false, partial = false, strict = false, chrome = false, help = false, per_node = false;
+  bool measure_all = false;
 };
 
 /// Parses the options a command accepts (`allowed`: "json", "strict", "chrome", "output",
@@ -197,6 +200,8 @@ std::optional<std::string> parse_args(std::string_view cmd, const std::vector<st
       out.strict = true;
     } else if (a == "--per-node" && allows("per-node")) {
       out.per_node = true;
+    } else if (a == "--measure-all" && allows("measure-all")) {
+      out.measure_all = true;
     } else if (a == "--chrome" && allows("chrome")) {
       out.chrome = true;
     } else if ((a == "-o" || a == "--output") && allows("output")) {
@@ -299,6 +304,8 @@ std::string show_text(const TraceSet& set, const std::vector<SiteView>& views) {
     o += fmt::format(
         "  overlap    formula (1) {} us, (3) {} us; simulated: plan order {} us, no priorities {} us\n",
         us(p.formula1_us), us(p.formula3_us), us(p.plan_us), us(p.default_us));
+    if (v.plan.entry && v.plan.entry->ret == pr::Return::blocking)
+      o += "  verdict    nothing to win: the plan says 'return blocking' (predicted overlap below 10% of Tcomm)\n";
     if (v.plan.bcast)
       o += fmt::format("  bcast      {} segment{}, {}\n", v.plan.bcast->segments,
                        v.plan.bcast->segments == 1 ? "" : "s",
@@ -368,7 +375,7 @@ int cmd_show(const std::vector<std::string_view>& argv) {
 
 int cmd_plan(const std::vector<std::string_view>& argv) {
   Args args;
-  if (auto e = parse_args("plan", argv, {"output", "strict", "per-node"}, args))
+  if (auto e = parse_args("plan", argv, {"output", "strict", "per-node", "measure-all"}, args))
     return usage_error(*e, kPlanUsage);
   if (args.help) return std::fputs(kPlanUsage.data(), stdout), kExitOk;
   auto set = load(args);
@@ -377,6 +384,7 @@ int cmd_plan(const std::vector<std::string_view>& argv) {
   std::vector<std::string> warnings;
   pr::PlannerOptions options;
   options.per_node = args.per_node;
+  if (args.measure_all) options.blocking_below = 0;
   pr::Plan plan = pr::make_plan(obs, options, &warnings);
   for (const auto& w : warnings) std::fprintf(stderr, "tnbc-order: warning: %s\n", w.c_str());
   std::vector<std::string> comments = {

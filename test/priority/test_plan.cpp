@@ -237,3 +237,23 @@ TEST_CASE("validate_plan refuses what the parser would refuse", "[plan]") {
   plan.entries[0].site = "has space";
   CHECK(validate_plan(plan) == "entry 1: site: an id is printable ASCII without spaces");
 }
+
+TEST_CASE("'return early|blocking' forces the path; absent means measure; written only when set",
+          "[plan]") {
+  const std::string head = "tnbc-plan 1\nsite s1 alltoall comm=2 class=*\n  order 0 1\n  per-node off\n";
+  auto parsed = parse_plan(head + "  return blocking\nend\nend-of-plan 1\n");
+  REQUIRE(std::holds_alternative<Plan>(parsed));
+  const Plan& p = std::get<Plan>(parsed);
+  CHECK(p.entries[0].ret == Return::blocking);
+  CHECK(write_plan(p).find("  return blocking\n") != std::string::npos);
+  auto early = parse_plan(head + "  return early\nend\nend-of-plan 1\n");
+  REQUIRE(std::holds_alternative<Plan>(early));
+  CHECK(std::get<Plan>(early).entries[0].ret == Return::early);
+  auto none = parse_plan(head + "end\nend-of-plan 1\n");
+  REQUIRE(std::holds_alternative<Plan>(none));
+  CHECK(std::get<Plan>(none).entries[0].ret == Return::measure);
+  CHECK(write_plan(std::get<Plan>(none)).find("return") == std::string::npos);
+  CHECK(error_of(head + "  return sometimes\nend\nend-of-plan 1\n") == "line 5: return: expected early or blocking");
+  CHECK(error_of(head + "  return early\n  return blocking\nend\nend-of-plan 1\n") ==
+        "line 6: duplicate 'return' (first at line 5)");
+}

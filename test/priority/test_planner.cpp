@@ -96,3 +96,27 @@ TEST_CASE("sites a plan cannot hold are skipped with a reason", "[planner]") {
   REQUIRE(std::holds_alternative<Plan>(parsed));
   CHECK(std::get<Plan>(parsed) == plan);
 }
+
+TEST_CASE("a site read at once gets 'return blocking'; one read late, or with the rule off, does not",
+          "[planner]") {
+  std::vector<std::size_t> order{2, 0, 3, 1};
+  // Read 10-40 us after the return of a 1000 us exchange: nothing to win.
+  SitePlan at_once = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}));
+  REQUIRE(at_once.entry);
+  CHECK(at_once.prediction.plan_us < 0.1 * at_once.inputs.tcomm_us);
+  CHECK(at_once.entry->ret == Return::blocking);
+  PlannerOptions off;
+  off.blocking_below = 0;
+  SitePlan kept = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}), off);
+  REQUIRE(kept.entry);
+  CHECK(kept.entry->ret == Return::measure);
+  // The same site, first read 900 us after the return: most of the exchange can overlap.
+  CallSite late = reading_site(Op::alltoall, 4, 4, {order, order, order, order});
+  for (auto& r : late.ranks)
+    for (auto& c : r.calls)
+      for (auto& t : c.touches) t = FirstTouch::at(t.delay_us + 900);
+  SitePlan overlap = plan_site(late);
+  REQUIRE(overlap.entry);
+  CHECK(overlap.prediction.plan_us >= 0.1 * overlap.inputs.tcomm_us);
+  CHECK(overlap.entry->ret == Return::measure);
+}

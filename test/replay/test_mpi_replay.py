@@ -188,6 +188,36 @@ def main():
     ref_plan = {}
     s.check("with a plan: priorities used at every call site, identical bytes", with_plan)
 
+    def plan_forces_paths():
+        # The same plan with every Alltoall site forced blocking and every Bcast site forced
+        # early ("return"), measured on one node (TNBC_ADAPT=measure): the plan wins from the
+        # first call, without probes, and the bytes are MPICH's.
+        with open(ref_plan.get("path", ""), encoding="utf-8") as f:
+            text = f.read()
+        out_lines, op = [], None
+        for line in text.splitlines():
+            if line.startswith("site "):
+                op = line.split()[2]
+            if line.strip() == "end" and op:
+                out_lines.append("  return " + ("blocking" if op == "alltoall" else "early"))
+                op = None
+            out_lines.append(line)
+        path = os.path.join(tmp, "forced.plan")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(out_lines) + "\n")
+        ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "pf")]).stdout)
+        prefix = os.path.join(tmp, "forced")
+        res = mpirun(ORDERS, 4, preload="tnbc", args=[os.path.join(tmp, "f")],
+                     env={"TNBC_PLAN": path, "TNBC_STATS": prefix, "TNBC_ADAPT": "measure", "TNBC_MIN_BYTES": "4K"})
+        expect(lines(res.stdout) == ref, "output differs from plain MPICH with a forcing plan")
+        for r in range(4):
+            d = read_json(f"{prefix}.{r}.json")
+            expect(d["alltoall"]["fallback_reasons"].get("adapt", 0) >= 1, f"rank {r}: alltoall not forced: {d['alltoall']}")
+            expect(d["bcast"]["early_return"] >= 1 and "adapt_probe" not in d["bcast"]["fallback_reasons"],
+                   f"rank {r}: bcast not forced early: {d['bcast']}")
+    s.check("a plan's 'return blocking' / 'return early' decide from the first call, identical bytes",
+            plan_forces_paths)
+
     def with_plan_on_cluster(placement, first, second):
         # Per-node priority needs two nodes to gate anything: 2 x 2 ranks.
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "pc")]).stdout)

@@ -168,3 +168,38 @@ TEST_CASE("size classes: equal byte counts, equal classes; a doubling, the next 
   REQUIRE(size_class(1 << 20) == size_class((1 << 20) + 5));
   REQUIRE(size_class(1 << 21) == size_class(1 << 20) + 1);
 }
+
+TEST_CASE("with a plan the first call is a decision point; a forced path runs without probes") {
+  Policy p = small();
+  SECTION("no plan vote at the first call: the probes begin") {
+    KeyState k(p, true);
+    Costs c;
+    REQUIRE(k.decision_due());
+    REQUIRE(k.decide(Vote{}, c) == Path::blocking);
+    REQUIRE(k.probing());
+    REQUIRE(k.decisions() == 0);
+    REQUIRE_FALSE(k.decision_due());
+  }
+  SECTION("one rank's 'blocking' wins over measurements and over other ranks' 'early'") {
+    KeyState k(p, true);
+    Costs c;
+    Vote v;
+    v.force_blocking = 1;
+    v.force_early = 3;
+    REQUIRE(k.decide(v, c) == Path::blocking);
+    for (std::uint32_t i = 0; i < p.max_run; ++i) {
+      REQUIRE(k.path() == Path::blocking);
+      REQUIRE_FALSE(k.decision_due());
+      k.advance(c);
+    }
+    // After max_run calls the plan is asked again, even with measurements saying early.
+    REQUIRE(k.decision_due());
+    Vote e;
+    e.force_early = 4;
+    e.ranks_measured = 4;
+    e.blocking_ns = 100;
+    e.early_ns = 400;
+    REQUIRE(k.decide(e, c) == Path::early);
+    REQUIRE(k.switches() == 1);
+  }
+}
