@@ -85,9 +85,11 @@ Path KeyState::decide(const Vote& summed, const Costs& costs) {
     ++decisions_;
     chosen_ = forced;
     probing_ = false;
+    forced_ = true;
     begin_segment(forced, policy_.max_run, true, &costs);
     return forced;
   }
+  forced_ = false;
   if (calls_ == 0 && summed.ranks_measured <= 0) {
     // The first call asked the plan, which has nothing to say here: measure.
     begin_segment(Path::blocking, policy_.probe_calls, false, &costs);

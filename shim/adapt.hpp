@@ -117,6 +117,8 @@ class KeyState {
   std::uint64_t decisions() const { return decisions_; }
   std::uint64_t switches() const { return switches_; }
   bool probing() const { return probing_; }
+  /// The current path comes from a plan's "return", not from measurements.
+  bool forced() const { return forced_; }
   /// The last mean costs this rank measured (ns per call; 0: none yet).
   double last_blocking_ns() const { return mean_blocking_; }
   double last_early_ns() const { return mean_early_; }
@@ -128,6 +130,7 @@ class KeyState {
   Path path_ = Path::early;
   Path chosen_ = Path::early;
   bool probing_ = true;
+  bool forced_ = false;
   bool decide_at_end_ = false;  // the current segment ends in a decision point
   std::uint64_t calls_ = 0;
   std::uint64_t segment_end_ = 0;

@@ -187,7 +187,8 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
   }
   d.path = key->state.path();
   key->last_path = d.path;
-  if (d.path == adapt::Path::blocking) d.why = key->state.probing() ? "adapt_probe" : "adapt";
+  if (d.path == adapt::Path::blocking)
+    d.why = key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
   return d;
 }
 

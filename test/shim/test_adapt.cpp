@@ -187,6 +187,7 @@ TEST_CASE("with a plan the first call is a decision point; a forced path runs wi
     v.force_blocking = 1;
     v.force_early = 3;
     REQUIRE(k.decide(v, c) == Path::blocking);
+    REQUIRE(k.forced());
     for (std::uint32_t i = 0; i < p.max_run; ++i) {
       REQUIRE(k.path() == Path::blocking);
       REQUIRE_FALSE(k.decision_due());
@@ -201,5 +202,10 @@ TEST_CASE("with a plan the first call is a decision point; a forced path runs wi
     e.early_ns = 400;
     REQUIRE(k.decide(e, c) == Path::early);
     REQUIRE(k.switches() == 1);
+    // Without the plan's vote the measurements decide again: blocking is cheaper here.
+    for (std::uint32_t i = 0; i < p.max_run; ++i) k.advance(c);
+    REQUIRE(k.decision_due());
+    REQUIRE(k.decide(Vote{4, 400, 800}, c) == Path::blocking);
+    REQUIRE_FALSE(k.forced());
   }
 }
