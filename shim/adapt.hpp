@@ -49,7 +49,11 @@ struct Costs {
   std::atomic<std::uint64_t> blocking_intervals{0}, blocking_interval_ns{0};
   // What the statistics show besides.
   std::atomic<std::uint64_t> early_calls{0};      ///< calls that went to the engine
-  std::atomic<std::uint64_t> init_ns{0};          ///< inside those calls, before returning
+  std::atomic<std::uint64_t> init_ns{0};          ///< inside those calls, before returning:
+  std::atomic<std::uint64_t> setup_ns{0};         ///<   send copy allocated, mirror mapped, pages protected
+  std::atomic<std::uint64_t> send_copy_ns{0};     ///<   the send side copied
+  std::atomic<std::uint64_t> inside_wait_ns{0};   ///<   waiting: edge pages, or the whole exchange when not early
+  std::atomic<std::uint64_t> publish_ns{0};       ///< progress thread moving received pages into place
   std::atomic<std::uint64_t> wait_ns{0};          ///< waited afterwards: faults, fences, I/O
   std::atomic<std::uint64_t> progress_cpu_ns{0};  ///< progress thread CPU for them
   std::atomic<std::uint64_t> blocking_calls{0};   ///< calls that ran the plain blocking call

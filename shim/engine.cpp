@@ -560,7 +560,11 @@ bool EngineImpl::progress(Op& op) {
       moved = true;
     }
   }
-  if (!ready.empty()) publish(op, ready);
+  if (!ready.empty()) {
+    const std::uint64_t t0 = now_ns();
+    publish(op, ready);
+    if (op.costs) op.costs->publish_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  }
   return moved;
 }
 
@@ -820,20 +824,30 @@ bool EngineImpl::run_op(std::shared_ptr<Op> op, const void* sendbuf, bool allow_
   }
   if (!early) op->caller_released.store(true, std::memory_order_release);
   Op& ref = *op;
+  adapt::Costs* costs = ref.costs;  // `ref` may be retired and gone once released
+  const std::uint64_t t1 = now_ns();
   submit(op);  // `op` keeps it alive here: the progress thread drops its reference at retire
   if (sendbuf != nullptr) fill_send_side(ref, sendbuf);
-  adapt::Costs* costs = ref.costs;  // `ref` may be retired and gone once released
+  const std::uint64_t t2 = now_ns();
+  // What the call cost before returning, by stage (statistics, adapt.hpp).
+  auto charge = [&](std::uint64_t end) {
+    if (!costs) return;
+    costs->init_ns.fetch_add(end - t0, std::memory_order_relaxed);
+    costs->setup_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
+    costs->send_copy_ns.fetch_add(t2 - t1, std::memory_order_relaxed);
+    costs->inside_wait_ns.fetch_add(end - t2, std::memory_order_relaxed);
+  };
   if (!early) {
     wait_done(ref);
-    if (costs) costs->init_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    charge(now_ns());
     return false;
   }
   if (ref.edge_pending.load(std::memory_order_acquire) != 0) wait_edges(ref);
   if (!ref.edge_step.empty()) copy_edges(ref, page_size_);
-  const std::uint64_t inside = now_ns() - t0;
+  const std::uint64_t end = now_ns();
   ref.caller_released.store(true, std::memory_order_release);
-  init_ns_.fetch_add(inside, std::memory_order_relaxed);
-  if (costs) costs->init_ns.fetch_add(inside, std::memory_order_relaxed);
+  init_ns_.fetch_add(end - t0, std::memory_order_relaxed);
+  charge(end);
   return true;
 }
 

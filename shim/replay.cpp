@@ -385,10 +385,12 @@ std::string keys_json() {
     out += fmt::format(
         R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
         R"("decisions":{},"switches":{},"early_calls":{},"blocking_calls":{},"init_us":{:.3f},)"
+        R"("setup_us":{:.3f},"send_copy_us":{:.3f},"inside_wait_us":{:.3f},"publish_us":{:.3f},)"
         R"("wait_us":{:.3f},"progress_cpu_us":{:.3f},"blocking_us":{:.3f},)"
         R"("early_interval_us":{:.3f},"blocking_interval_us":{:.3f}}})",
         first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
         k.state.decisions(), k.state.switches(), c.early_calls.load(), c.blocking_calls.load(), us(c.init_ns.load()),
+        us(c.setup_ns.load()), us(c.send_copy_ns.load()), us(c.inside_wait_ns.load()), us(c.publish_ns.load()),
         us(c.wait_ns.load()), us(c.progress_cpu_ns.load()), us(c.blocking_ns.load()),
         mean_us(c.early_interval_ns.load(), c.early_intervals.load()),
         mean_us(c.blocking_interval_ns.load(), c.blocking_intervals.load()));

@@ -20,7 +20,8 @@ def key(early_calls, blocking_calls, init_us, blocking_us, path="early", decisio
     return {"comm": comm, "comm_size": 2, "op": op, "size_class": 21, "one_node": False, "path": path,
             "decisions": decisions, "switches": 1, "early_calls": early_calls, "blocking_calls": blocking_calls,
             "init_us": init_us, "wait_us": 2000.0, "progress_cpu_us": 4000.0, "blocking_us": blocking_us,
-            "early_interval_us": 10000.0, "blocking_interval_us": 12000.0}
+            "early_interval_us": 10000.0, "blocking_interval_us": 12000.0,
+            "setup_us": init_us / 2, "send_copy_us": init_us / 4, "inside_wait_us": init_us / 4, "publish_us": 30.0}
 
 
 def write(prefix, rank, keys):
@@ -48,6 +49,7 @@ def main():
         a2a = next(k for k in d["keys"] if k["op"] == "alltoall")
         expect(a2a["early_calls"] == 3 and a2a["blocking_calls"] == 7, a2a)
         expect(abs(a2a["inside_ms"] - 1.0) < 1e-9, f"inside per early call: {a2a['inside_ms']}")
+        expect(abs(a2a["setup_ms"] - 0.5) < 1e-9 and abs(a2a["send_copy_ms"] - 0.25) < 1e-9, a2a)
         expect(abs(a2a["blocking_ms"] - 1.0) < 1e-9, f"per blocking call: {a2a['blocking_ms']}")
         expect(a2a["early_interval_ms"] == 10.0 and a2a["blocking_interval_ms"] == 12.0, a2a)
         expect(next(k for k in d["keys"] if k["op"] == "bcast")["path"] == "blocking", d)
