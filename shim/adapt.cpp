@@ -38,22 +38,34 @@ KeyState::KeyState(const Policy& policy, bool decide_first) : policy_(policy) {
   }
 }
 
-void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Costs* costs) {
-  path_ = p;
-  segment_end_ = calls_ + std::max<std::uint64_t>(length, 1);
-  decide_at_end_ = decide_at_end;
+void KeyState::rebase(Path p, const Costs& costs) {
   auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   if (p == Path::early) {
-    base_early_n_ = costs ? load(costs->early_intervals) : 0;
-    base_early_ns_ = costs ? load(costs->early_interval_ns) : 0;
+    base_early_n_ = load(costs.early_intervals);
+    base_early_ns_ = load(costs.early_interval_ns);
   } else {
-    base_blocking_n_ = costs ? load(costs->blocking_intervals) : 0;
-    base_blocking_ns_ = costs ? load(costs->blocking_interval_ns) : 0;
+    base_blocking_n_ = load(costs.blocking_intervals);
+    base_blocking_ns_ = load(costs.blocking_interval_ns);
   }
+}
+
+void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Costs* costs) {
+  path_ = p;
+  segment_start_ = calls_;
+  segment_end_ = calls_ + std::max<std::uint64_t>(length, 1);
+  decide_at_end_ = decide_at_end;
+  if (costs) rebase(p, *costs);  // no costs: a new key, whose counters start at 0
 }
 
 void KeyState::advance(const Costs& costs) {
   ++calls_;
+  // A run is measured over its last calls only, next to the probe that follows it: a program
+  // whose phase changed during a long run is compared as it is now.  (Intervals are recorded
+  // at the next call's entry, so the counters now hold those of the calls before this one.)
+  const std::uint64_t window = 2 * static_cast<std::uint64_t>(policy_.probe_calls);
+  if (!probing_ && !decide_at_end_ && segment_end_ - segment_start_ > window &&
+      calls_ == segment_end_ - window + 1)
+    rebase(path_, costs);
   if (calls_ != segment_end_ || decide_at_end_) return;
   // End of the first probe or of a run on the chosen path: probe the other path, then decide.
   begin_segment(path_ == Path::early ? Path::blocking : Path::early, policy_.probe_calls, true, &costs);

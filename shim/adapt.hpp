@@ -9,6 +9,9 @@
 //
 //   calls of a key:  [blocking probe P] [early probe P] D [chosen path R] [other path P] D ...
 //
+//   A run R is measured over its last 2P calls only, next to the probe that follows it, so that
+//   a program whose phase changed during a long run is compared as it is now.
+//
 //   D: a decision point.  Every rank reaches it at the same call of the key (collectives on a
 //      communicator are called in the same order everywhere), completes the calls still in
 //      flight (so that their waits count), reduces its local measurements
@@ -129,6 +132,7 @@ class KeyState {
 
  private:
   void begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Costs* costs);
+  void rebase(Path p, const Costs& costs);
 
   Policy policy_;
   Path path_ = Path::early;
@@ -137,7 +141,7 @@ class KeyState {
   bool forced_ = false;
   bool decide_at_end_ = false;  // the current segment ends in a decision point
   std::uint64_t calls_ = 0;
-  std::uint64_t segment_end_ = 0;
+  std::uint64_t segment_start_ = 0, segment_end_ = 0;
   std::uint64_t run_ = 0;  // length of the next run on the chosen path
   // Interval counters when the latest segment of each path began: a path's mean runs from
   // there to the decision point (the last call's interval ends at the decision point's entry).

@@ -209,3 +209,17 @@ TEST_CASE("with a plan the first call is a decision point; a forced path runs wi
     REQUIRE_FALSE(k.forced());
   }
 }
+
+TEST_CASE("a run is judged by its last calls: a phase change late in a run is seen at once") {
+  Policy p = small();
+  p.first_run = 8;
+  p.max_run = 8;  // runs [4,12), [14,22), ... with blocking probes after each
+  Sim s(p, 100, 300);
+  s.calls(19);  // decisions at calls 4 and 14 chose early; calls 14..18 of the run cost 100
+  REQUIRE(s.key.chosen() == Path::early);
+  s.early_ns = 400;  // from call 18 on (its interval ends at call 19)
+  s.calls(6);        // calls 19..24; the decision falls at call 24
+  // The whole run [14,22) averages 250 (< 300: early would stay); its last 4 calls cost 400.
+  REQUIRE(s.key.decisions() == 3);
+  REQUIRE(s.key.chosen() == Path::blocking);
+}
