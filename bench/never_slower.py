@@ -103,6 +103,25 @@ class Bench:
         out = run([self.prog, "calibrate", "200"], 60, self.env)
         return float(out.split("=")[1])
 
+    def launch(self, where, args, env, preload, timeout):
+        """Runs curc ARGS on one node (mpiexec) or on the emulated cluster, with `env` for every
+        rank and libtnbc.so preloaded if asked; returns its standard output."""
+        if where == "local":
+            cmd = ["mpiexec", "-n", str(NODES * PPN), "-genv", "UCX_NET_DEVICES", "lo"]
+            if preload:
+                cmd += ["-genv", "LD_PRELOAD", self.lib]
+            for k, v in env.items():
+                cmd += ["-genv", k, v]
+            cmd += args
+        else:
+            cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout", str(timeout)]
+            if preload:
+                cmd += ["--preload", self.lib]
+            for k, v in env.items():
+                cmd += ["--env", f"{k}={v}"]
+            cmd += ["--", *args]
+        return run(cmd, timeout + 30, self.env)
+
     def one(self, where, config, block, iters, loops, tag):
         mode = "mpi3" if config == "mpi3" else "blocking"
         prefix = os.path.join(self.work, tag)
@@ -114,21 +133,7 @@ class Bench:
         if config == "mpi3":
             env["MPIR_CVAR_ASYNC_PROGRESS"] = "1"
         args = [self.prog, str(block), str(iters), mode, str(loops)]
-        if where == "local":
-            cmd = ["mpiexec", "-n", str(NODES * PPN), "-genv", "UCX_NET_DEVICES", "lo"]
-            if config in ("tnbc", "engine"):
-                cmd += ["-genv", "LD_PRELOAD", self.lib]
-            for k, v in env.items():
-                cmd += ["-genv", k, v]
-            cmd += args
-        else:
-            cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout", "300"]
-            if config in ("tnbc", "engine"):
-                cmd += ["--preload", self.lib]
-            for k, v in env.items():
-                cmd += ["--env", f"{k}={v}"]
-            cmd += ["--", *args]
-        r = parse(run(cmd, 330, self.env))
+        r = parse(self.launch(where, args, env, config in ("tnbc", "engine"), 300))
         r["total_ms"] = float(r["total_ms"])
         if config in ("tnbc", "engine"):
             r["costs"] = lib_costs(prefix, NODES * PPN)
@@ -184,18 +189,7 @@ class Bench:
                     prefix = os.path.join(self.work, tag)
                     env = {"TNBC_ADAPT": "off", "TNBC_STATS": prefix, "CURC_SKEW_MS": str(s_ms)}
                     args = [self.prog, str(1 << 16), str(iters), "blocking", str(int(work_ms * loops_per_ms))]
-                    if where == "local":
-                        cmd = ["mpiexec", "-n", str(NODES * PPN), "-genv", "UCX_NET_DEVICES", "lo",
-                               "-genv", "LD_PRELOAD", self.lib]
-                        for k, v in env.items():
-                            cmd += ["-genv", k, v]
-                        cmd += args
-                    else:
-                        cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout", "120", "--preload", self.lib]
-                        for k, v in env.items():
-                            cmd += ["--env", f"{k}={v}"]
-                        cmd += ["--", *args]
-                    run(cmd, 150, self.env)
+                    self.launch(where, args, env, True, 120)
                     with open(f"{prefix}.0.json", encoding="utf-8") as f:
                         cpu[s_ms] = json.load(f)["progress"]["cpu_us"]
                 waited_us = (iters + 1) * skew * 1e3

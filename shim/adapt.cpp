@@ -4,6 +4,11 @@
 #include <bit>
 
 namespace tnbc::shim::adapt {
+namespace {
+
+std::uint64_t load(const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); }
+
+}  // namespace
 
 void Vote::to_array(double out[kFields]) const {
   out[0] = ranks_measured;
@@ -39,7 +44,6 @@ KeyState::KeyState(const Policy& policy, bool decide_first) : policy_(policy) {
 }
 
 void KeyState::rebase(Path p, const Costs& costs) {
-  auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   if (p == Path::early) {
     base_early_n_ = load(costs.early_intervals);
     base_early_ns_ = load(costs.early_interval_ns);
@@ -73,7 +77,6 @@ void KeyState::advance(const Costs& costs) {
 }
 
 Vote KeyState::measure(const Costs& costs) {
-  auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   const std::uint64_t ec = load(costs.early_intervals) - base_early_n_;
   const std::uint64_t bc = load(costs.blocking_intervals) - base_blocking_n_;
   if (ec > 0) mean_early_ = static_cast<double>(load(costs.early_interval_ns) - base_early_ns_) / static_cast<double>(ec);

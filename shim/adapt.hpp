@@ -13,8 +13,7 @@
 //   a program whose phase changed during a long run is compared as it is now.
 //
 //   D: a decision point.  Every rank reaches it at the same call of the key (collectives on a
-//      communicator are called in the same order everywhere), completes the calls still in
-//      flight (so that their waits count), reduces its local measurements
+//      communicator are called in the same order everywhere), reduces its local measurements
 //      over the communicator (Vote, summed) and applies the same rule to the same sums, so all
 //      ranks take the same path until the next decision point: the engine's messages only
 //      match the engine's messages.

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "clock.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "replay_guard.hpp"
@@ -27,18 +28,6 @@ namespace {
 
 using schedule::Kind;
 using schedule::Step;
-
-std::uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-std::uint64_t thread_cpu_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 /// The progress thread naps between rounds that moved nothing, longer and longer while nothing
 /// happens (a thread that wakes every few microseconds takes a real share of a core the

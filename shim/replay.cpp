@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "callsite.hpp"
+#include "clock.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
@@ -27,12 +28,6 @@ namespace tnbc::shim::replay {
 namespace {
 
 bool g_running = false;
-
-std::uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 // The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site.
 std::optional<priority::Plan> g_plan;
@@ -73,6 +68,10 @@ int g_comm_keyval = MPI_KEYVAL_INVALID;
 std::uint64_t g_next_comm_id = 0;
 std::vector<char> g_world_on_node;  // rank r of MPI_COMM_WORLD shares this rank's node
 MPI_Group g_world_group = MPI_GROUP_NULL;
+
+/// A key that runs blocking without measuring: its communicator lies within one node and
+/// TNBC_ADAPT=on (not measure).
+bool one_node_rule(const Key& k) { return k.one_node && g_one_node; }
 
 int delete_comm_state(MPI_Comm, int, void* value, void*) {
   delete static_cast<CommState*>(value);
@@ -166,7 +165,7 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
   }
   Decision d{adapt::Path::early, key, nullptr};
   if (!g_adapt) return d;
-  if (cs.one_node && g_one_node) return {adapt::Path::blocking, key, "one_node"};
+  if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node"};
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = now_ns();
   if (key->last_entry_ns != 0) key->costs.add_interval(key->last_path, entered - key->last_entry_ns);
@@ -194,7 +193,7 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
 
 /// Counts the call just made on the decision's path.
 void done(const Decision& d) {
-  if (g_adapt && d.key != nullptr && !(d.key->one_node && g_one_node)) d.key->state.advance(d.key->costs);
+  if (g_adapt && d.key != nullptr && !one_node_rule(*d.key)) d.key->state.advance(d.key->costs);
 }
 
 
@@ -379,7 +378,7 @@ std::string keys_json() {
     const auto& c = k.costs;
     auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
     auto mean_us = [](std::uint64_t ns, std::uint64_t n) { return n ? static_cast<double>(ns) / 1000.0 / n : 0.0; };
-    const char* path = k.one_node && g_adapt && g_one_node ? "blocking"
+    const char* path = g_adapt && one_node_rule(k) ? "blocking"
                        : !g_adapt || !k.state.decided() ? "undecided"
                        : k.state.chosen() == adapt::Path::early ? "early" : "blocking";
     out += fmt::format(

@@ -1,5 +1,7 @@
 #include "replay_guard.hpp"
 
+#include "clock.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -13,12 +15,6 @@ namespace {
 
 struct sigaction g_previous;  // the handler installed before ours
 std::atomic<bool> g_active{false};
-
-std::uint64_t now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 void chain(int sig, siginfo_t* info, void* context) {
   const struct sigaction& prev = g_previous;
