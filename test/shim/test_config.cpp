@@ -160,3 +160,20 @@ TEST_CASE("replay engine settings: auto Bcast shape, chunks, and messages for ba
   CHECK(bad.config.chunk_bytes == 64 * 1024);
   CHECK(bad.config.chunk_window == 2);
 }
+
+TEST_CASE("TNBC_ADAPT: on/off/measure and the boolean spellings; bad values keep 'on' and say so",
+          "[config]") {
+  CHECK(load_env({"TNBC_ADAPT=measure"}).config.adapt == Adapt::measure);
+  CHECK(load_env({"TNBC_ADAPT=off"}).config.adapt == Adapt::off);
+  CHECK(load_env({"TNBC_ADAPT=0"}).config.adapt == Adapt::off);
+  CHECK(load_env({"TNBC_ADAPT=yes"}).config.adapt == Adapt::on);
+  CHECK(load_env({}).config.adapt == Adapt::on);
+  auto r = load_env({"TNBC_ADAPT=sometimes", "TNBC_PROGRESS_MAX_SLEEP_US=200000"});
+  REQUIRE(r.messages.size() == 2);
+  CHECK(r.messages[0] == "TNBC_ADAPT=sometimes: expected on, off or measure; using the default (on)");
+  CHECK(r.messages[1] ==
+        "TNBC_PROGRESS_MAX_SLEEP_US=200000: expected an integer from 0 to 100000; using the default (1000)");
+  CHECK(r.config.adapt == Adapt::on);
+  CHECK(r.config.progress_max_sleep_us == 1000);
+  CHECK(load_env({"TNBC_PROGRESS_MAX_SLEEP_US=250"}).config.progress_max_sleep_us == 250);
+}
