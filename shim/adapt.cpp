@@ -33,10 +33,7 @@ KeyState::KeyState(const Policy& policy, bool decide_first) : policy_(policy) {
   policy_.first_run = std::max<std::uint32_t>(policy_.first_run, 1);
   policy_.max_run = std::max(policy_.max_run, policy_.first_run);
   run_ = policy_.first_run;
-  // Blocking first: a program that makes only a call or two of a key never pays for a probe
-  // of the engine.
-  begin_segment(Path::blocking, policy_.probe_calls, false, nullptr);
-  probing_ = true;
+  begin_warmup(nullptr);
   if (decide_first) {
     segment_end_ = 0;
     decide_at_end_ = true;
@@ -53,6 +50,13 @@ void KeyState::rebase(Path p, const Costs& costs) {
   }
 }
 
+void KeyState::begin_warmup(const Costs* costs) {
+  // Blocking first, for warmup_calls: a program that makes a key's call only a few times never
+  // pays for a probe of the engine (adapt.hpp).
+  begin_segment(Path::blocking, std::max(policy_.warmup_calls, policy_.probe_calls), false, costs);
+  probing_ = true;
+}
+
 void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Costs* costs) {
   path_ = p;
   segment_start_ = calls_;
@@ -63,11 +67,12 @@ void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, c
 
 void KeyState::advance(const Costs& costs) {
   ++calls_;
-  // A run is measured over its last calls only, next to the probe that follows it: a program
-  // whose phase changed during a long run is compared as it is now.  (Intervals are recorded
+  // A run (and the warm-up) is measured over its last calls only, next to the probe that
+  // follows it: a program whose phase changed during a long run is compared as it is now, and
+  // the first calls of a key (connections, first touches) are not compared at all.  (Intervals are recorded
   // at the next call's entry, so the counters now hold those of the calls before this one.)
   const std::uint64_t window = 2 * static_cast<std::uint64_t>(policy_.probe_calls);
-  if (!probing_ && !decide_at_end_ && segment_end_ - segment_start_ > window &&
+  if (!decide_at_end_ && segment_end_ - segment_start_ > window &&
       calls_ == segment_end_ - window + 1)
     rebase(path_, costs);
   if (calls_ != segment_end_ || decide_at_end_) return;
@@ -107,8 +112,7 @@ Path KeyState::decide(const Vote& summed, const Costs& costs) {
   forced_ = false;
   if (calls_ == 0 && summed.ranks_measured <= 0) {
     // The first call asked the plan, which has nothing to say here: measure.
-    begin_segment(Path::blocking, policy_.probe_calls, false, &costs);
-    probing_ = true;
+    begin_warmup(&costs);
     return path_;
   }
   Path next = Path::blocking;  // nobody measured: the path that cannot lose

@@ -412,6 +412,7 @@ bool start(Runtime& rt) {
   o.progress_sleep_us = static_cast<unsigned>(rt.config().progress_sleep_us);
   o.progress_max_sleep_us = static_cast<unsigned>(rt.config().progress_max_sleep_us);
   g_adapt = rt.config().adapt != config::Adapt::off;
+  g_policy.warmup_calls = static_cast<std::uint32_t>(rt.config().adapt_warmup);
   g_one_node = rt.config().adapt == config::Adapt::on;
   if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) != MPI_SUCCESS) {
     log::warn_rank0("cannot create a communicator attribute: collectives run blocking");

@@ -54,6 +54,7 @@ struct Sim {
 
 Policy small() {
   Policy p;
+  p.warmup_calls = 2;
   p.probe_calls = 2;
   p.first_run = 4;
   p.max_run = 16;
@@ -74,6 +75,35 @@ TEST_CASE("a key probes blocking, then early, then decides at the same call on e
   REQUIRE(s.key.decisions() == 1);
   REQUIRE(s.key.chosen() == Path::early);
   REQUIRE(s.paths.back() == Path::early);
+}
+
+TEST_CASE("defaults: the first 32 calls of a key run blocking; early is tried at call 32 and 33") {
+  Sim s(Policy{}, 100, 200);
+  s.calls(34);
+  REQUIRE(s.count(Path::blocking, 0, 32) == 32);
+  REQUIRE(s.count(Path::early, 32, 34) == 2);
+  REQUIRE(s.key.decisions() == 0);
+  REQUIRE(s.key.decision_due());
+  s.call();
+  REQUIRE(s.key.decisions() == 1);
+  REQUIRE(s.key.chosen() == Path::early);
+  // A program that makes a key's call fewer times than the warm-up never returns early.
+  Sim short_run(Policy{}, 10, 200);
+  short_run.calls(32);
+  REQUIRE(short_run.count(Path::early, 0, 32) == 0);
+}
+
+TEST_CASE("the warm-up is judged by its last calls: slow first calls do not make early look good") {
+  Policy p = small();
+  p.warmup_calls = 20;
+  // The first 5 calls pay for connections (10x); after that early costs 5% more than blocking.
+  Sim s(p, 210, 2000);
+  s.calls(5);
+  s.blocking_ns = 200;
+  s.calls(40);
+  REQUIRE(s.key.decisions() >= 1);
+  REQUIRE(s.key.chosen() == Path::blocking);
+  REQUIRE(s.key.switches() == 0);
 }
 
 TEST_CASE("early that saves time is kept; the runs between probes double up to the limit") {
