@@ -37,14 +37,15 @@ LABELS = {"plain": "plain MPICH", "tnbc": "libtnbc.so (default)", "engine": "lib
 NODES, PPN = 2, 2
 
 # (name, where, block bytes, iterations, work in ms per iteration)
-# Each key of the per-call decision learns in its first calls (2 blocking, 2 early, then
-# probes between growing runs): a few dozen calls per case, as a real program makes thousands.
+# Each key of the per-call decision learns in its first calls (32 blocking, 2 early, then
+# probes between growing runs): the cluster cases make 72-100 calls so that the decision has a
+# run to show, as a real program makes thousands.  On one node every call runs blocking.
 CASES = [
     ("1 MiB, read at once", "local", 1 << 20, 40, 0),
     ("1 MiB, 20 ms work", "local", 1 << 20, 30, 20),
-    ("1 MiB, read at once", "cluster", 1 << 20, 30, 0),
-    ("1 MiB, 100 ms work", "cluster", 1 << 20, 24, 100),
-    ("256 KiB, 25 ms work", "cluster", 1 << 18, 30, 25),
+    ("1 MiB, read at once", "cluster", 1 << 20, 100, 0),
+    ("1 MiB, 100 ms work", "cluster", 1 << 20, 72, 100),
+    ("256 KiB, 25 ms work", "cluster", 1 << 18, 100, 25),
 ]
 
 

@@ -72,6 +72,21 @@ def main():
         expect("--mpi3" in res.stdout and "libtnbc.so" in res.stdout, f"configurations missing: {res.stdout}")
     s.check("tools/tnbc-bench --quick --dry-run lists its runs", bench_dry_run)
 
+    def bench_local():
+        # A real run without the cluster (--rates local): no root needed, the report gets its
+        # one-node section and libtnbc.so's checksum equals plain MPICH's.
+        out = os.path.join(tmp, "local")
+        res = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "tnbc-bench"), "--quick", "--rates", "local",
+                              "--kernels", "ft", "--configs", "plain,tnbc", "--build", BUILD, "--out", out],
+                             capture_output=True, text=True, timeout=240)
+        expect(res.returncode == 0, f"exit {res.returncode}: {res.stderr[-500:]}")
+        with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
+            report = f.read()
+        expect("## 4 ranks on one node" in report, f"no one-node section: {report[:400]}")
+        rows = [l for l in report.splitlines() if l.startswith("| ft | S |")]
+        expect(len(rows) == 2 and all(l.rstrip().endswith("| same |") for l in rows), f"rows: {rows}")
+    s.check("tools/tnbc-bench --rates local runs the kernels on one node, checksums equal", bench_local)
+
     def demo_dry_run():
         res = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "tnbc-bench"), "--demo", "--dry-run",
                               "--build", BUILD], capture_output=True, text=True, timeout=60)
