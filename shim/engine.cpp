@@ -847,28 +847,16 @@ Engine& Engine::instance() {
   return e;
 }
 
-std::optional<std::string> Engine::start(const EngineOptions& options) {
-  auto err = impl().start(options);
-  running_ = !err;
-  return err;
-}
+std::optional<std::string> Engine::start(const EngineOptions& options) { return impl().start(options); }
 
-void Engine::stop() {
-  if (!running_) return;
-  impl().stop();
-  running_ = false;
-}
+void Engine::stop() { impl().stop(); }
 
-void Engine::drain() {
-  if (running_) impl().drain();
-}
+void Engine::drain() { impl().drain(); }
 
-void Engine::prepare_node(MPI_Comm comm) {
-  if (running_) tnbc::shim::prepare_node(*impl().shadow(comm));
-}
+void Engine::prepare_node(MPI_Comm comm) { tnbc::shim::prepare_node(*impl().shadow(comm)); }
 
 void Engine::complete_overlapping(const void* p, std::size_t n) {
-  if (running_) impl().complete_overlapping(reinterpret_cast<std::uintptr_t>(p), n);
+  impl().complete_overlapping(reinterpret_cast<std::uintptr_t>(p), n);
 }
 
 std::uint64_t Engine::init_ns() const { return impl().init_ns_.load(); }

@@ -45,9 +45,9 @@ class Engine {
  public:
   /// Installs the fault handler and starts the progress thread.
   std::optional<std::string> start(const EngineOptions& options);
-  /// Completes everything in flight, stops the thread, uninstalls the handler.
+  /// Completes everything in flight, stops the thread, uninstalls the handler.  The other
+  /// calls below are made only between a successful start() and stop() (replay.cpp).
   void stop();
-  bool running() const { return running_; }
 
   /// Alltoallv on bytes (counts and displacements in bytes; the caller packed non-contiguous
   /// data).  recv_order: plan priorities (source ranks, read first first) or empty.  per_node:
@@ -92,9 +92,6 @@ class Engine {
   std::uint64_t fence_wait_ns() const;
 
   static Engine& instance();
-
- private:
-  bool running_ = false;
 };
 
 }  // namespace tnbc::shim
