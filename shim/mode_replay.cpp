@@ -1,5 +1,5 @@
 // libtnbc.so: replay mode.  Alltoall, Alltoallv and Bcast return early and finish in the
-// background (replay.hpp, engine.hpp); MPI_Barrier runs on shared memory (barrier_shim.hpp).
+// background (replay.hpp, engine/engine.hpp); MPI_Barrier runs on shared memory (barrier_shim.hpp).
 #include "barrier_shim.hpp"
 #include "fence.hpp"
 #include "mode.hpp"

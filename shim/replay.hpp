@@ -11,7 +11,7 @@
 
 #include <mpi.h>
 
-#include "engine.hpp"
+#include "engine/engine.hpp"
 #include "runtime.hpp"
 
 namespace tnbc::shim::replay {

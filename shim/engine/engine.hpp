@@ -15,11 +15,24 @@
 //
 // No lock is held across an MPI call: the progress thread and the application call PMPI
 // concurrently (MPI_THREAD_MULTIPLE), so an application blocked in MPI cannot stop our progress.
+//
+// The files of shim/engine/, in the order a call goes through them:
+//   engine.cpp          this interface: start and stop; one call from its entry to its return
+//   shadow.*            shadow communicators, sequence numbers and tags, the node's turn window
+//   node_turn.*         per-node priority (the gate, passing the turn) and the send window
+//   send_copy.*         the send side copied into engine memory
+//   receive_mirror.*    the mirror, guarded and edge pages, publishing (mremap), unmapping
+//   op.hpp              one collective in flight, built from the parts above
+//   progress.*          the progress thread, and callers' and fences' waits for it
+//   waker.*             the progress thread's nap and wake-up (futex)
 #pragma once
 
 #include <mpi.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,6 +42,11 @@
 #include "adapt.hpp"
 
 namespace tnbc::shim {
+
+namespace engine {
+struct Op;
+class Progress;
+}  // namespace engine
 
 struct EngineOptions {
   /// The progress thread's nap after a round that moved nothing starts at progress_sleep_us
@@ -45,9 +63,9 @@ class Engine {
  public:
   /// Installs the fault handler and starts the progress thread.
   std::optional<std::string> start(const EngineOptions& options);
-  /// Completes everything in flight, stops the thread, uninstalls the handler.
+  /// Completes everything in flight, stops the thread, uninstalls the handler.  The other
+  /// calls below are made only between a successful start() and stop() (replay.cpp).
   void stop();
-  bool running() const { return running_; }
 
   /// Alltoallv on bytes (counts and displacements in bytes; the caller packed non-contiguous
   /// data).  recv_order: plan priorities (source ranks, read first first) or empty.  per_node:
@@ -94,7 +112,16 @@ class Engine {
   static Engine& instance();
 
  private:
-  bool running_ = false;
+  Engine();
+  ~Engine();
+  /// Runs `op` (steps set): copies the send side, sets up the receive side, hands it to the
+  /// progress thread; returns true once it may return early, false after it completed.
+  bool run(std::shared_ptr<engine::Op> op, const void* sendbuf, bool allow_early);
+
+  EngineOptions options_;
+  std::size_t page_size_ = 4096;
+  std::atomic<std::uint64_t> init_ns_{0};
+  std::unique_ptr<engine::Progress> progress_;
 };
 
 }  // namespace tnbc::shim

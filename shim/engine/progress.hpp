@@ -1,0 +1,61 @@
+// The progress thread and its hand-over with the calling threads: ops come in (submit), the
+// loop posts every receive at once into the mirror and the sends in schedule order (gated by
+// the node's turn and the send window), tests them, publishes each page once every step that
+// uses it completed, and retires finished ops; callers wait for an op's edges or its end, and
+// fences for every op, or every op overlapping a range.  It changes g_in_flight (fence.hpp):
+// one per op submitted and not yet retired.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine.hpp"
+#include "op.hpp"
+
+namespace tnbc::shim::engine {
+
+class Progress {
+ public:
+  /// Starts the progress thread.
+  void start(const EngineOptions& options, std::size_t page_size);
+  /// Completes everything in flight and stops the thread.
+  void stop();
+
+  /// Hands `op` (set up by the calling thread) to the progress thread.
+  void submit(std::shared_ptr<Op> op);
+  void wait_edges(Op& op);
+  void wait_done(Op& op);
+  /// Completes every operation in flight (the fence).
+  void drain();
+  /// Completes every operation whose receive span overlaps [p, p + n).
+  void complete_overlapping(std::uintptr_t p, std::size_t n);
+
+  std::uint64_t cpu_ns() const { return cpu_ns_.load(); }
+  std::uint64_t rounds() const { return rounds_.load(); }
+  std::uint64_t fence_wait_ns() const { return fence_wait_ns_.load(); }
+
+ private:
+  void run();
+  bool progress(Op& op);
+  void post(Op& op, std::size_t i);
+  void step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready);
+
+  unsigned sleep_us_ = 20, max_sleep_us_ = 1000;
+  std::size_t page_size_ = 4096;
+  std::atomic<std::uint64_t> cpu_ns_{0}, rounds_{0}, fence_wait_ns_{0};
+  std::mutex mutex_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<std::shared_ptr<Op>> incoming_;
+  std::vector<Op*> all_;  // every op not yet retired, for drain/overlap checks (under mutex_)
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tnbc::shim::engine

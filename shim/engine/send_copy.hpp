@@ -1,0 +1,42 @@
+// The send side of an op: a copy in engine memory, so the caller may reuse its buffer at once,
+// filled step by step while the first sends already leave.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace tnbc::shim::engine {
+
+struct Op;
+
+/// Send side: a copy, so the caller may reuse its buffer at once.  The caller fills it after
+/// handing the op over, step by step in priority order, and marks each step it has copied:
+/// the progress thread posts a send (or counts a local copy as done) only once it is marked,
+/// so the first sends leave while the rest is still being copied.
+struct SendCopy {
+  std::unique_ptr<char[]> send_copy;
+  std::size_t send_lo = 0;  // step offsets minus send_lo index send_copy
+  std::unique_ptr<std::atomic<std::uint8_t>[]> copied;  // per step; null: nothing to copy
+  bool step_copied(std::size_t i) const {
+    return !copied || copied[i].load(std::memory_order_acquire) != 0;
+  }
+};
+
+/// Allocates the send copy (not filled yet: fill_send_side does that after the op is handed
+/// over).  A local copy step is not staged: the caller copies it straight into place.
+void prepare_send_side(Op& op);
+
+/// Copies the send side step by step, edge pieces first, then in schedule order, marking each
+/// step for the progress thread as soon as its bytes are in place.
+/// Send steps may share bytes (Alltoallv displacements may overlap; a Bcast root sends each
+/// segment to every child): each byte is copied once, since an earlier step's send may already
+/// be on the wire from those bytes.
+void fill_send_side(Op& op, const void* sendbuf);
+
+/// True when some send byte lies on a page the receive would protect (e.g. one array holding
+/// both sides at disjoint displacements).
+bool send_meets_receive(const Op& op, const void* sendbuf, std::uintptr_t ps);
+
+}  // namespace tnbc::shim::engine

@@ -1,0 +1,84 @@
+// Shadow communicators, tags and the node's turn window (shadow.hpp).
+#include "shadow.hpp"
+
+#include <new>
+
+namespace tnbc::shim::engine {
+namespace {
+
+int g_keyval = MPI_KEYVAL_INVALID;
+int g_seq_mask = 0;  // sequence bits that fit in a tag next to the 8 segment bits
+
+int delete_shadow(MPI_Comm, int, void* value, void*) {
+  auto* s = static_cast<Shadow*>(value);
+  if (s->turn_win != MPI_WIN_NULL) PMPI_Win_free(&s->turn_win);
+  if (s->node_comm != MPI_COMM_NULL) PMPI_Comm_free(&s->node_comm);
+  PMPI_Comm_free(&s->comm);
+  delete s;
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+std::optional<std::string> start_shadows() {
+  void* tag_ub = nullptr;
+  int flag = 0;
+  PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
+  int ub = flag ? *static_cast<int*>(tag_ub) : 32767;
+  g_seq_mask = 1;
+  while ((static_cast<long>(g_seq_mask) << 9) - 1 <= ub) g_seq_mask <<= 1;
+  g_seq_mask -= 1;  // seq bits: (seq & mask) << 8 | segment stays <= ub
+  if (g_seq_mask < 15) return std::string("MPI_TAG_UB is too small for the engine's tags");
+  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_shadow, &g_keyval, nullptr) != MPI_SUCCESS)
+    return std::string("cannot create the communicator attribute");
+  return std::nullopt;
+}
+
+Shadow* shadow(MPI_Comm comm) {
+  void* value = nullptr;
+  int flag = 0;
+  PMPI_Comm_get_attr(comm, g_keyval, &value, &flag);
+  if (flag) return static_cast<Shadow*>(value);
+  auto* s = new Shadow;
+  // Every rank of `comm` is in this same collective, so the (collective) dup cannot mismatch.
+  if (PMPI_Comm_dup(comm, &s->comm) != MPI_SUCCESS) {
+    delete s;
+    PMPI_Abort(comm, 1);  // MPI itself is broken; nothing sensible is left to do
+  }
+  PMPI_Comm_set_attr(comm, g_keyval, s);
+  return s;
+}
+
+int tag_of(std::uint32_t seq) { return static_cast<int>((seq & static_cast<std::uint32_t>(g_seq_mask)) << 8); }
+
+bool prepare_node(Shadow& sh) {
+  if (sh.node_ready) return sh.turns != nullptr;
+  sh.node_ready = true;
+  int rank = 0, size = 0, node_rank = 0, node_size = 0;
+  PMPI_Comm_rank(sh.comm, &rank);
+  PMPI_Comm_size(sh.comm, &size);
+  if (PMPI_Comm_split_type(sh.comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &sh.node_comm) != MPI_SUCCESS)
+    return false;
+  PMPI_Comm_rank(sh.node_comm, &node_rank);
+  PMPI_Comm_size(sh.node_comm, &node_size);
+  sh.node_members.resize(static_cast<std::size_t>(node_size));
+  PMPI_Allgather(&rank, 1, MPI_INT, sh.node_members.data(), 1, MPI_INT, sh.node_comm);
+  sh.on_node.assign(static_cast<std::size_t>(size), 0);
+  for (int m : sh.node_members) sh.on_node[static_cast<std::size_t>(m)] = 1;
+  void* base = nullptr;
+  const MPI_Aint bytes = node_rank == 0 ? static_cast<MPI_Aint>(kTurnSlots * sizeof(std::uint64_t)) : 0;
+  if (PMPI_Win_allocate_shared(bytes, sizeof(std::uint64_t), MPI_INFO_NULL, sh.node_comm, &base,
+                               &sh.turn_win) != MPI_SUCCESS)
+    return false;
+  MPI_Aint qsize = 0;
+  int disp = 0;
+  PMPI_Win_shared_query(sh.turn_win, 0, &qsize, &disp, &base);
+  auto* turns = static_cast<std::atomic<std::uint64_t>*>(base);
+  if (node_rank == 0)
+    for (std::uint32_t i = 0; i < kTurnSlots; ++i) new (&turns[i]) std::atomic<std::uint64_t>(0);
+  PMPI_Barrier(sh.node_comm);  // initialised before anybody reads
+  sh.turns = turns;
+  return true;
+}
+
+}  // namespace tnbc::shim::engine

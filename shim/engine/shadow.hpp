@@ -1,0 +1,77 @@
+// The engine's own messages: per user communicator a shadow communicator they travel on, the
+// sequence number of each collective and the tags built from it, and, for per-node priority,
+// the node communicator and the node's turn counters in shared memory.
+//
+// Tags: the sequence number of the collective (the bits MPI_TAG_UB leaves, at least 4) above the
+// piece of the message (8 bits, schedule.hpp), so several collectives can be in flight on one
+// communicator:
+//
+//   tag = (seq & seq_mask) << 8 | piece
+//
+// Turn counters (per-node priority, node_turn.hpp): one MPI shared-memory window per shadow
+// communicator and node, allocated by node rank 0 and seen by every member of the node:
+//
+//   turn_win: byte offset
+//   0                 8                 16                  8 * (kTurnSlots - 1)
+//   +-----------------+-----------------+------- ... -------+---------------------+
+//   | slot 0          | slot 1          |                   | slot kTurnSlots - 1 |
+//   +-----------------+-----------------+------- ... -------+---------------------+
+//     one std::atomic<std::uint64_t> each; collective `seq` uses slot seq % kTurnSlots:
+//
+//       seq * kTurnStride + k     the first k ranks of the node, in the plan's order, have
+//       |                  |      injected their inter-node sends for collective `seq`
+//       '-- collective     '-- turns taken (k < kTurnStride)
+//
+// The member at position k sends once its slot reads at least seq * kTurnStride + k and, once
+// its own inter-node sends completed, raises it to seq * kTurnStride + k + 1.  A counter is never
+// lowered: a later collective on the same slot may already have moved it on.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tnbc::shim::engine {
+
+/// Per user communicator: the shadow communicator our messages travel on (so they never match
+/// the application's) and the sequence number of the next collective, which goes into the tags
+/// so several collectives can be in flight on one communicator.  Cached as an attribute and
+/// freed with the communicator.
+struct Shadow {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::uint32_t seq = 0;
+  // Per-node priority (created the first time a plan asks for it, on every rank at once):
+  // which ranks of `comm` share this node, and the node's turn counters in shared memory.
+  bool node_ready = false;
+  std::vector<char> on_node;  // on_node[r]: rank r of comm is on this node
+  std::vector<int> node_members;
+  MPI_Comm node_comm = MPI_COMM_NULL;
+  MPI_Win turn_win = MPI_WIN_NULL;
+  std::atomic<std::uint64_t>* turns = nullptr;  // kTurnSlots counters, one per recent collective
+};
+
+/// Turn counters per node and communicator: slot seq % kTurnSlots holds seq * kTurnStride + k
+/// once the first k ranks (in plan order) of the node have injected their inter-node sends.
+constexpr std::uint32_t kTurnSlots = 256;
+constexpr std::uint64_t kTurnStride = 1u << 16;
+
+/// Sizes the tags' sequence bits from MPI_TAG_UB and creates the communicator attribute that
+/// caches a Shadow (at engine start).
+std::optional<std::string> start_shadows();
+
+/// `comm`'s Shadow, created (collective over `comm`: PMPI_Comm_dup) at its first collective.
+Shadow* shadow(MPI_Comm comm);
+
+/// The tag of collective `seq`, piece 0 (post() adds the piece).
+int tag_of(std::uint32_t seq);
+
+/// Sets up per-node priority for `sh` (collective over the communicator: every rank calls it
+/// for the same collective, because the plan says so at the same call site everywhere).
+/// False when the node communicator or the window could not be made (no per-node priority).
+bool prepare_node(Shadow& sh);
+
+}  // namespace tnbc::shim::engine
