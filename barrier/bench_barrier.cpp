@@ -3,7 +3,7 @@
 //
 // usage: bench_barrier [size] [iterations] [spins] [yields] [algorithm...]
 //        (spins given: a fixed spin budget; otherwise the adaptive default)
-//        bench_barrier model     NUMA cost model on the seed paper's machines (model.hpp)
+//        bench_barrier model     NUMA cost model on the seed paper's machines (numa_model.hpp)
 // Not run by `meson test`; docs/barrier.md records its results.
 #include <chrono>
 #include <cstdio>
@@ -16,7 +16,7 @@
 
 #include "barrier.hpp"
 #include "min_numa_dist.hpp"
-#include "model.hpp"
+#include "numa_model.hpp"
 
 using namespace tnbc::barrier;
 

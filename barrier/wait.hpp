@@ -54,7 +54,7 @@ inline bool reached(std::uint32_t v, std::uint32_t target) {
   return static_cast<std::int32_t>(v - target) >= 0;
 }
 
-/// What an access to a line is, for the access model (model.hpp).
+/// What an access to a line is, for the access model (numa_model.hpp).
 enum class Access {
   read,   ///< a completed wait (counted once, however long it spun)
   write,  ///< a store

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "priority/consensus.hpp"
-#include "priority/model.hpp"
+#include "priority/cost_model.hpp"
 #include "priority/observations.hpp"
 
 namespace tnbc::priority {

@@ -264,7 +264,7 @@ class TraceMode final : public Mode {
     return safely(run, [&](auto& once) {
       int p = comm_size(comm);
       std::size_t elem = 0;
-      Plan plan{tr::Op::alltoall, p, recvbuf, {}, nullptr};
+      Plan plan{tr::TracedOp::alltoall, p, recvbuf, {}, nullptr};
       if (!inter(comm, plan) && type_ok(recvtype, &elem, plan)) {
         std::size_t block = static_cast<std::size_t>(std::max(recvcount, 0)) * elem;
         for (int i = 0; i < p; ++i) plan.subs.push_back({i * block, block});
@@ -289,7 +289,7 @@ class TraceMode final : public Mode {
     return safely(run, [&](auto& once) {
       int p = comm_size(comm);
       std::size_t elem = 0;
-      Plan plan{tr::Op::alltoallv, p, recvbuf, {}, nullptr};
+      Plan plan{tr::TracedOp::alltoallv, p, recvbuf, {}, nullptr};
       if (!inter(comm, plan) && type_ok(recvtype, &elem, plan)) {
         std::size_t span = 0;
         bool bad = false;
@@ -321,7 +321,7 @@ class TraceMode final : public Mode {
     return safely(run, [&](auto& once) {
       int p = comm_size(comm);
       std::size_t elem = 0;
-      Plan plan{tr::Op::bcast, p, buffer, {}, nullptr};
+      Plan plan{tr::TracedOp::bcast, p, buffer, {}, nullptr};
       if (!inter(comm, plan) && type_ok(datatype, &elem, plan)) {
         std::size_t bytes = static_cast<std::size_t>(std::max(count, 0)) * elem;
         plan.subs = bcast_units(bytes);
@@ -341,7 +341,7 @@ class TraceMode final : public Mode {
  private:
   // One intercepted call on its way to the trace.
   struct Plan {
-    tr::Op op;
+    tr::TracedOp op;
     int comm_size;
     void* recvbuf;
     std::vector<tr::SubRange> subs;

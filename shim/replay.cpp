@@ -13,12 +13,12 @@
 
 #include <fmt/format.h>
 
-#include "callsite.hpp"
+#include "trace/callsite.hpp"
 #include "clock.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
-#include "priority/model.hpp"
+#include "priority/cost_model.hpp"
 #include "priority/observations.hpp"
 #include "priority/plan.hpp"
 #include "replay_guard.hpp"
@@ -519,7 +519,7 @@ struct BcastShape {
 };
 
 /// Segments and tree of a replayed Bcast: the plan's, else the settings', else the LogGP
-/// model's choice (priority/model.hpp, default parameters).  Every input is the same on every
+/// model's choice (priority/cost_model.hpp, default parameters).  Every input is the same on every
 /// rank (plan file and call site, environment, communicator size, byte count), so every rank
 /// builds the same messages.
 BcastShape bcast_shape(const config::Config& cfg, const priority::PlanEntry* entry, int size, std::size_t bytes) {

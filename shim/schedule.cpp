@@ -120,8 +120,8 @@ Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
 /*
  * Algorithm: broadcast tree (k chains, or binomial)
  *   Idea: relative rank v = (rank - root) mod p.  With k chains the p-1 non-root ranks are cut
- *   into k chains of nearly equal length, each hanging off the root (SEEDS.md §4: time
- *   ((p-1)/k + 1)·a + (k-1)·b, best near k* = sqrt(a(p-1)/b)).  Binomial (k = 0): parent of v
+ *   into k chains of nearly equal length, each hanging off the root (docs/ordering.md, "Bcast:
+ *   segment count and tree": time ((p-1)/k + 1)·a + (k-1)·b, best near k* = sqrt(a(p-1)/b)).  Binomial (k = 0): parent of v
  *   is v with its lowest set bit cleared; children are v + 2^j for 2^j below that bit.
  *   Edge cases: k larger than p-1 becomes p-1 (a flat tree); p = 1 has no edges.
  *   Cost: chains: root sends k times per segment, others once; binomial: log2 p rounds.

@@ -86,9 +86,14 @@ class Suite:
             self.passed += 1
             print(f"ok   {label}", flush=True)
 
-    def finish(self):
-        print(f"{self.name}: {self.passed} passed, {self.failed} failed")
-        sys.exit(1 if self.failed or not self.passed else 0)
+    def finish(self, skipped=None):
+        """Exits 1 when a check failed (or none ran), else 77 (meson: skipped) when `skipped`
+        names checks that could not run, so that a partial run is never reported as a pass."""
+        print(f"{self.name}: {self.passed} passed, {self.failed} failed"
+              + (f"; skipped: {skipped}" if skipped else ""))
+        if self.failed or not self.passed:
+            sys.exit(1)
+        sys.exit(77 if skipped else 0)
 
 
 def expect(cond, message):

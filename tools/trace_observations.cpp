@@ -49,11 +49,11 @@ std::string join_ranks(const std::vector<int>& ranks) {
   return out;
 }
 
-pr::Op to_priority(tr::Op op) {
+pr::Op to_priority(tr::TracedOp op) {
   switch (op) {
-    case tr::Op::alltoall: return pr::Op::alltoall;
-    case tr::Op::alltoallv: return pr::Op::alltoallv;
-    case tr::Op::bcast: return pr::Op::bcast;
+    case tr::TracedOp::alltoall: return pr::Op::alltoall;
+    case tr::TracedOp::alltoallv: return pr::Op::alltoallv;
+    case tr::TracedOp::bcast: return pr::Op::bcast;
   }
   return pr::Op::alltoall;
 }
@@ -148,7 +148,7 @@ LoadResult load_trace_dir(const std::string& dir, bool partial) {
 pr::Observations to_observations(const std::vector<const tr::Trace*>& traces,
                                  std::vector<tr::CallSite>* detail) {
   pr::Observations obs;
-  std::map<std::tuple<std::uint64_t, tr::Op, std::int32_t>, std::size_t> index;
+  std::map<std::tuple<std::uint64_t, tr::TracedOp, std::int32_t>, std::size_t> index;
   std::vector<std::uint64_t> bytes_sum, bytes_count;
   if (detail) detail->clear();
 

@@ -136,7 +136,6 @@ class PageGuard {
   std::optional<std::string> install();
   /// Restores the previous handler if ours is still the installed one.
   void uninstall();
-  bool installed() const { return installed_; }
 
   /// Protects the pages of `subs` (relative to `base`, pairwise disjoint) and returns the call,
   /// or nullptr and *error (nothing stays protected).  A call with no protectable page is

@@ -90,11 +90,11 @@ std::string describe_errno(int e) { return std::strerror(e); }
 
 }  // namespace
 
-std::string_view to_string(Op op) {
+std::string_view to_string(TracedOp op) {
   switch (op) {
-    case Op::alltoall: return "alltoall";
-    case Op::alltoallv: return "alltoallv";
-    case Op::bcast: return "bcast";
+    case TracedOp::alltoall: return "alltoall";
+    case TracedOp::alltoallv: return "alltoallv";
+    case TracedOp::bcast: return "bcast";
   }
   return "?";
 }
@@ -279,7 +279,7 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
     if (op < 1 || op > 3)
       return fail("corrupt: call " + std::to_string(ci) + " has unknown operation " +
                   std::to_string(op));
-    c.op = static_cast<Op>(op);
+    c.op = static_cast<TracedOp>(op);
     if (c.flags > kCallTraced)
       return fail("corrupt: call " + std::to_string(ci) + " has unknown flags " +
                   std::to_string(c.flags));

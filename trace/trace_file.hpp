@@ -25,12 +25,12 @@ inline constexpr std::uint32_t kTraceVersion = 1;
 inline constexpr std::uint32_t kMaxString = 4096;
 
 /// The traced operation.
-enum class Op : std::uint8_t {
+enum class TracedOp : std::uint8_t {
   alltoall = 1,   ///< sub-message i = block received from rank i
   alltoallv = 2,  ///< sub-message i = block received from rank i (by rdispls/recvcounts)
   bcast = 3,      ///< sub-message i = i-th of the equal page-aligned units of the buffer
 };
-std::string_view to_string(Op op);
+std::string_view to_string(TracedOp op);
 
 /// Per-sub-message flags.
 enum SubFlag : std::uint8_t {
@@ -63,7 +63,7 @@ enum CallFlag : std::uint8_t {
 };
 
 struct TraceCall {
-  Op op = Op::alltoall;
+  TracedOp op = TracedOp::alltoall;
   std::uint8_t flags = 0;      ///< CallFlag bits
   std::uint32_t callsite = 0;  ///< index into Trace::callsites
   std::int32_t comm_size = 0;

@@ -25,11 +25,11 @@ std::vector<std::string> make_seeds() {
   seeds.push_back(encode_trace(t));  // no call site, no call
   t.callsites.push_back({0x1234, {{"/bin/app", 0x1a2b, "main"}, {"/lib/libc.so.6", 0x40, ""}}});
   t.callsites.push_back({0x5678, {{"/bin/app", 0x99, "solve"}}});
-  TraceCall a2a{Op::alltoall, kCallTraced, 0, 4, 100, 50, 160, {}};
+  TraceCall a2a{TracedOp::alltoall, kCallTraced, 0, 4, 100, 50, 160, {}};
   for (std::uint64_t i = 0; i < 4; ++i) a2a.subs.push_back({i * 65536, 65536, 1 | (1 << 1)});
-  TraceCall bc{Op::bcast, kCallTraced, 1, 4, 300, 20, 330, {}};
+  TraceCall bc{TracedOp::bcast, kCallTraced, 1, 4, 300, 20, 330, {}};
   for (std::uint64_t i = 0; i < 3; ++i) bc.subs.push_back({i * 8192, 8192, 1});
-  TraceCall untraced{Op::alltoallv, 0, 0, 4, 400, 10, 410, {}};
+  TraceCall untraced{TracedOp::alltoallv, 0, 0, 4, 400, 10, 410, {}};
   t.calls = {a2a, bc, untraced};
   for (std::uint32_t i = 0; i < 4; ++i) t.touches.push_back({0, 3 - i, 170 + i * 10, i, 7});
   seeds.push_back(encode_trace(t));

@@ -49,7 +49,7 @@ Trace make_trace(int rank, int size, std::string job = "job-1") {
   return t;
 }
 
-TraceCall make_call(trace::Op op, std::uint32_t site, int comm, std::uint64_t start,
+TraceCall make_call(trace::TracedOp op, std::uint32_t site, int comm, std::uint64_t start,
                     std::uint64_t tcomm, std::size_t subs, std::uint8_t flags) {
   TraceCall c;
   c.op = op;
@@ -70,7 +70,7 @@ void write(const std::string& path, const Trace& t) { REQUIRE_FALSE(trace::write
 TEST_CASE("adapter: delays are (touch - return) / ticks_per_us, outcomes map to touch states",
           "[adapter]") {
   Trace t = make_trace(0, 1);
-  auto c = make_call(trace::Op::alltoall, 0, 4, 1000, 200, 4, 0);
+  auto c = make_call(trace::TracedOp::alltoall, 0, 4, 1000, 200, 4, 0);
   c.subs[0].flags = sub_flags(true, trace::Outcome::touched);
   c.subs[1].flags = sub_flags(true, trace::Outcome::untouched);
   c.subs[2].flags = sub_flags(true, trace::Outcome::released);
@@ -98,7 +98,7 @@ TEST_CASE("adapter: delays are (touch - return) / ticks_per_us, outcomes map to 
 TEST_CASE("adapter: a sub-message that was not observable says nothing, even if untouched",
           "[adapter]") {
   Trace t = make_trace(0, 1);
-  auto c = make_call(trace::Op::alltoall, 0, 2, 0, 10, 2, sub_flags(false, trace::Outcome::untouched));
+  auto c = make_call(trace::TracedOp::alltoall, 0, 2, 0, 10, 2, sub_flags(false, trace::Outcome::untouched));
   t.calls.push_back(c);
   auto obs = tools::to_observations({&t});
   REQUIRE(obs.sites.size() == 1);
@@ -108,7 +108,7 @@ TEST_CASE("adapter: a sub-message that was not observable says nothing, even if 
 
 TEST_CASE("adapter: a touch stamped before the return counts as delay 0", "[adapter]") {
   Trace t = make_trace(0, 1);
-  t.calls.push_back(make_call(trace::Op::bcast, 0, 2, 1000, 100, 1, sub_flags(true, trace::Outcome::touched)));
+  t.calls.push_back(make_call(trace::TracedOp::bcast, 0, 2, 1000, 100, 1, sub_flags(true, trace::Outcome::touched)));
   t.touches.push_back({0, 0, 1050, 0, 1});
   auto obs = tools::to_observations({&t});
   CHECK(obs.sites[0].ranks[0].calls[0].touches[0].delay_us == 0.0);
@@ -120,12 +120,12 @@ TEST_CASE("adapter: calls are grouped by call site, operation and communicator s
   std::uint8_t u = sub_flags(true, trace::Outcome::untouched);
   Trace r0 = make_trace(0, 2), r1 = make_trace(1, 2);
   for (Trace* t : {&r0, &r1}) {
-    t->calls.push_back(make_call(trace::Op::alltoall, 0, 2, 0, 10, 2, u));    // A
-    t->calls.push_back(make_call(trace::Op::alltoall, 1, 2, 100, 10, 2, u));  // B: other site
-    t->calls.push_back(make_call(trace::Op::alltoall, 0, 2, 200, 10, 2, u));  // A again
-    t->calls.push_back(make_call(trace::Op::bcast, 0, 2, 300, 10, 3, u));     // C: other op
-    t->calls.push_back(make_call(trace::Op::alltoall, 0, 1, 400, 10, 1, u));  // D: other comm
-    auto untraced = make_call(trace::Op::alltoall, 0, 2, 500, 10, 2, u);
+    t->calls.push_back(make_call(trace::TracedOp::alltoall, 0, 2, 0, 10, 2, u));    // A
+    t->calls.push_back(make_call(trace::TracedOp::alltoall, 1, 2, 100, 10, 2, u));  // B: other site
+    t->calls.push_back(make_call(trace::TracedOp::alltoall, 0, 2, 200, 10, 2, u));  // A again
+    t->calls.push_back(make_call(trace::TracedOp::bcast, 0, 2, 300, 10, 3, u));     // C: other op
+    t->calls.push_back(make_call(trace::TracedOp::alltoall, 0, 1, 400, 10, 1, u));  // D: other comm
+    auto untraced = make_call(trace::TracedOp::alltoall, 0, 2, 500, 10, 2, u);
     untraced.flags = 0;
     t->calls.push_back(untraced);
   }

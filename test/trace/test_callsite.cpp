@@ -53,11 +53,18 @@ namespace {
 
 TEST_CASE("CallSiteTable: capture() returns a non-empty chain", "[callsite]") {
   // In this test binary the caller is in the same object as the table, so its own frames are
-  // skipped; what is left (libc's start-up frames) must still form a valid site.
+  // skipped; what is left (libc's start-up frames) must still form a valid site: frames that
+  // resolve to a module, an id that is the hash of those frames, and the same index when the
+  // same chain is captured again.
   CallSiteTable table;
   auto a = site_one(table);
   auto b = site_two(table);
   auto sites = table.sites();
-  CHECK(a < sites.size());
-  CHECK(b < sites.size());
+  REQUIRE(a < sites.size());
+  REQUIRE(b < sites.size());
+  REQUIRE_FALSE(sites[a].frames.empty());
+  for (const auto& f : sites[a].frames) CHECK(f.module != "?");
+  CHECK(sites[a].id == CallSiteTable::hash_frames(sites[a].frames));
+  CHECK(site_one(table) == a);
+  CHECK(table.sites().size() == sites.size());
 }

@@ -28,7 +28,7 @@ Trace sample() {
   cs2.id = CallSiteTable::hash_frames(cs2.frames);
   t.callsites.push_back(cs2);
   TraceCall c;
-  c.op = Op::alltoallv;
+  c.op = TracedOp::alltoallv;
   c.flags = kCallTraced;
   c.callsite = 1;
   c.comm_size = 8;
@@ -38,7 +38,7 @@ Trace sample() {
   for (std::uint64_t i = 0; i < 8; ++i)
     c.subs.push_back({i * 65536, 65536, static_cast<std::uint8_t>(kSubObservable | (i % 4) << 1)});
   t.calls.push_back(c);
-  c.op = Op::bcast;
+  c.op = TracedOp::bcast;
   c.flags = 0;
   c.callsite = 0;
   c.subs.clear();
@@ -89,7 +89,7 @@ TEST_CASE("trace file: what is written is read back", "[trace_file]") {
   CHECK(u.callsites[0].frames[1].offset == 0x29d90);
   CHECK(u.callsites[0].frames[0].symbol == "main");
   REQUIRE(u.calls.size() == 2);
-  CHECK(u.calls[0].op == Op::alltoallv);
+  CHECK(u.calls[0].op == TracedOp::alltoallv);
   CHECK(u.calls[0].flags == kCallTraced);
   CHECK(u.calls[0].callsite == 1);
   CHECK(u.calls[0].tcomm == 5000);
@@ -98,7 +98,7 @@ TEST_CASE("trace file: what is written is read back", "[trace_file]") {
   CHECK(u.calls[0].subs[7].offset == 7 * 65536);
   CHECK(u.calls[0].subs[3].outcome() == 3);
   CHECK(u.calls[0].subs[3].observable());
-  CHECK(u.calls[1].op == Op::bcast);
+  CHECK(u.calls[1].op == TracedOp::bcast);
   REQUIRE(u.touches.size() == 2);
   CHECK(u.touches[0].sub == 5);
   CHECK(u.touches[1].thread == 1235);

@@ -1,4 +1,4 @@
-#include "priority/model.hpp"
+#include "priority/cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "min_numa_dist.hpp"
-#include "model.hpp"
+#include "numa_model.hpp"
 
 using namespace tnbc::barrier;
 

@@ -1,4 +1,4 @@
-#include "model.hpp"
+#include "numa_model.hpp"
 
 #include <cstdlib>
 #include <latch>

@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "priority/model.hpp"
+#include "priority/cost_model.hpp"
 
 using namespace tnbc::priority;
 
