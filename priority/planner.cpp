@@ -83,10 +83,14 @@ SitePlan plan_site(const CallSite& site, const PlannerOptions& options) {
     e.per_node = options.per_node && site.comm_size > 1 && out.analysis.verdict != Verdict::unread &&
                  out.analysis.agreement >= options.per_node_agreement;
   }
-  // Nothing to win: the data is read, and the predicted overlap is a sliver of the exchange.
-  if (options.blocking_below > 0 && out.analysis.verdict != Verdict::unread && out.inputs.tcomm_us > 0 &&
-      out.prediction.plan_us < options.blocking_below * out.inputs.tcomm_us)
-    e.ret = Return::blocking;
+  // The data is read and Tcomm known: nothing to win where the predicted overlap is a sliver of
+  // the exchange; much to win, from the first call, where it is most of it.
+  if (out.analysis.verdict != Verdict::unread && out.inputs.tcomm_us > 0) {
+    if (options.blocking_below > 0 && out.prediction.plan_us < options.blocking_below * out.inputs.tcomm_us)
+      e.ret = Return::blocking;
+    else if (options.early_above > 0 && out.prediction.plan_us >= options.early_above * out.inputs.tcomm_us)
+      e.ret = Return::early;
+  }
   Plan single;
   single.entries.push_back(e);
   if (auto error = validate_plan(single)) {

@@ -29,6 +29,10 @@ struct PlannerOptions {
   /// A site whose predicted overlap (simulated, plan order) is below this share of its Tcomm
   /// gets "return blocking": returning early cannot pay for its costs there.  0 = never.
   double blocking_below = 0.10;
+  /// A site whose predicted overlap is at least this share of its Tcomm gets "return early":
+  /// the library returns early from its first call instead of measuring both paths for dozens
+  /// of calls first (docs/replay.md, "Deciding per call").  0 = never.
+  double early_above = 0.50;
 };
 
 /// The planner's view of one call site (what `tnbc-order show` prints).
@@ -47,7 +51,8 @@ struct SitePlan {
 ///   per_node_agreement; off otherwise (Bcast: always off);
 ///   comm size and size class of the site; frames made printable; agreement and verdict;
 ///   return blocking when the site's data is read (verdict not unread), its Tcomm is known and
-///   the predicted overlap with the plan order is below blocking_below of Tcomm.
+///   the predicted overlap with the plan order is below blocking_below of Tcomm; return early
+///   under the same conditions when it is at least early_above of Tcomm.
 /// No entry (and a warning) for an id a plan cannot hold, no sub-messages, or an Alltoall(v)
 /// whose sub-message count differs from its communicator size.
 SitePlan plan_site(const CallSite& site, const PlannerOptions& options = {});

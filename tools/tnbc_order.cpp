@@ -80,8 +80,10 @@ constexpr std::string_view kPlanUsage =
     "              still written)\n"
     "  --per-node  turn per-node priority on where ranks agree (off by default: it was\n"
     "              slower on the emulated cluster, see docs/replay.md)\n"
-    "  --measure-all  never write 'return blocking' (by default a call site whose predicted\n"
-    "              overlap is below 10% of its Tcomm gets it, and runs the blocking call)\n"
+    "  --measure-all  never write 'return' lines (by default a call site whose predicted\n"
+    "              overlap is below 10% of its Tcomm gets 'return blocking' and runs the\n"
+    "              blocking call; one whose predicted overlap is at least 50% gets 'return\n"
+    "              early' and returns early from its first call)\n"
     "  --partial   accept missing ranks (warning) and use the others\n";
 
 constexpr std::string_view kExportUsage =
@@ -306,6 +308,8 @@ std::string show_text(const TraceSet& set, const std::vector<SiteView>& views) {
         us(p.formula1_us), us(p.formula3_us), us(p.plan_us), us(p.default_us));
     if (v.plan.entry && v.plan.entry->ret == pr::Return::blocking)
       o += "  verdict    nothing to win: the plan says 'return blocking' (predicted overlap below 10% of Tcomm)\n";
+    if (v.plan.entry && v.plan.entry->ret == pr::Return::early)
+      o += "  verdict    room to overlap: the plan says 'return early' (predicted overlap at least 50% of Tcomm)\n";
     if (v.plan.bcast)
       o += fmt::format("  bcast      {} segment{}, {}\n", v.plan.bcast->segments,
                        v.plan.bcast->segments == 1 ? "" : "s",
@@ -384,7 +388,7 @@ int cmd_plan(const std::vector<std::string_view>& argv) {
   std::vector<std::string> warnings;
   pr::PlannerOptions options;
   options.per_node = args.per_node;
-  if (args.measure_all) options.blocking_below = 0;
+  if (args.measure_all) options.blocking_below = options.early_above = 0;
   pr::Plan plan = pr::make_plan(obs, options, &warnings);
   for (const auto& w : warnings) std::fprintf(stderr, "tnbc-order: warning: %s\n", w.c_str());
   std::vector<std::string> comments = {

@@ -71,7 +71,7 @@ TEST_CASE("a Bcast site gets the model's segment count and tree", "[planner]") {
   SitePlan sp = plan_site(reading_site(Op::bcast, 17, 8, {reversed, reversed}), options);
   REQUIRE(sp.bcast);
   REQUIRE(sp.entry);
-  CHECK(sp.entry->segments == 5);  // see test_model: P = 17, 32 KiB
+  CHECK(sp.entry->segments == 5);  // see test_cost_model: P = 17, 32 KiB
   CHECK(sp.entry->tree == TreeShape{});
   CHECK(sp.entry->order == std::vector<std::uint32_t>{4, 3, 2, 1, 0});
   CHECK_FALSE(sp.entry->per_node);
@@ -97,7 +97,8 @@ TEST_CASE("sites a plan cannot hold are skipped with a reason", "[planner]") {
   CHECK(std::get<Plan>(parsed) == plan);
 }
 
-TEST_CASE("a site read at once gets 'return blocking'; one read late, or with the rule off, does not",
+TEST_CASE("a site read at once gets 'return blocking', one read late 'return early', one in between "
+          "neither, and with the rules off none does",
           "[planner]") {
   std::vector<std::size_t> order{2, 0, 3, 1};
   // Read 10-40 us after the return of a 1000 us exchange: nothing to win.
@@ -107,16 +108,27 @@ TEST_CASE("a site read at once gets 'return blocking'; one read late, or with th
   CHECK(at_once.entry->ret == Return::blocking);
   PlannerOptions off;
   off.blocking_below = 0;
+  off.early_above = 0;
   SitePlan kept = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}), off);
   REQUIRE(kept.entry);
   CHECK(kept.entry->ret == Return::measure);
-  // The same site, first read 900 us after the return: most of the exchange can overlap.
-  CallSite late = reading_site(Op::alltoall, 4, 4, {order, order, order, order});
-  for (auto& r : late.ranks)
-    for (auto& c : r.calls)
-      for (auto& t : c.touches) t = FirstTouch::at(t.delay_us + 900);
-  SitePlan overlap = plan_site(late);
+  auto read_after = [&](double us) {
+    CallSite site = reading_site(Op::alltoall, 4, 4, {order, order, order, order});
+    for (auto& r : site.ranks)
+      for (auto& c : r.calls)
+        for (auto& t : c.touches) t = FirstTouch::at(t.delay_us + us);
+    return site;
+  };
+  // First read 900 us after the return: most of the exchange can overlap.
+  SitePlan overlap = plan_site(read_after(900));
   REQUIRE(overlap.entry);
-  CHECK(overlap.prediction.plan_us >= 0.1 * overlap.inputs.tcomm_us);
-  CHECK(overlap.entry->ret == Return::measure);
+  CHECK(overlap.prediction.plan_us >= 0.5 * overlap.inputs.tcomm_us);
+  CHECK(overlap.entry->ret == Return::early);
+  CHECK(plan_site(read_after(900), off).entry->ret == Return::measure);
+  // First read 250 us after: some overlap, too little to decide without measuring.
+  SitePlan some = plan_site(read_after(250));
+  REQUIRE(some.entry);
+  REQUIRE(some.prediction.plan_us >= 0.1 * some.inputs.tcomm_us);
+  REQUIRE(some.prediction.plan_us < 0.5 * some.inputs.tcomm_us);
+  CHECK(some.entry->ret == Return::measure);
 }
