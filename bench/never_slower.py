@@ -208,6 +208,30 @@ class Bench:
                 "| cluster | CPU per call, on time | CPU per call, 50 ms late | share of a core while waiting |\n"
                 "|---|---|---|---|\n" + "\n".join(rows) + "\n")
 
+    def blocking_cost(self):
+        """What the library's blocking path itself costs: 2 ranks on this machine (one per core,
+        so no rank waits for a core), 5000 back-to-back 64 KiB Alltoalls whose data is read at
+        once; plain MPICH against libtnbc.so's default (one node: every call is the plain call
+        behind the decision's bookkeeping), rounds interleaved."""
+        iters, block = 5000, 1 << 16
+        per = {"plain": [], "tnbc": []}
+        for rnd in range(max(self.a.rounds, 5)):
+            for config in per:
+                cmd = ["mpiexec", "-n", "2", "-genv", "UCX_NET_DEVICES", "lo"]
+                if config == "tnbc":
+                    cmd += ["-genv", "LD_PRELOAD", self.lib]
+                r = parse(run(cmd + [self.prog, str(block), str(iters), "blocking", "0"], 120, self.env))
+                per[config].append(float(r["total_ms"]) * 1e3 / iters)
+        ratios = [t / p for p, t in zip(per["plain"], per["tnbc"])]
+        med = {c: statistics.median(v) for c, v in per.items()}
+        return ("\nThe blocking path's own cost: 2 ranks on one node (one per core), 5000 back-to-back "
+                "64 KiB Alltoalls read at once, plain MPICH and libtnbc.so's default side by side, "
+                f"{len(ratios)} rounds.\n\n"
+                "| plain, per call | libtnbc.so (default), per call | ratio, median (min-max) |\n"
+                "|---|---|---|\n"
+                f"| {med['plain']:.1f} us | {med['tnbc']:.1f} us | {statistics.median(ratios):.3f} "
+                f"({min(ratios):.3f}-{max(ratios):.3f}) |\n")
+
     def report(self, results, loops_per_ms):
         a = self.a
         lines = []
@@ -280,18 +304,23 @@ def main():
     p.add_argument("--only", choices=["local", "cluster"], help="run only the cases on one node or on the cluster")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "never-slower.md"),
                    help="Markdown file whose RESULTS section is rewritten ('-': print only)")
+    p.add_argument("--blocking-only", action="store_true",
+                   help="measure only the blocking path's own cost per call (printed, not written)")
     p.add_argument("--waiting-only", action="store_true",
                    help="measure only the progress thread's CPU while a call waits (printed, not written)")
     a = p.parse_args()
     if a.only != "local" and os.geteuid() != 0:
         sys.exit("never_slower: the cluster cases need root (network namespaces); use --only local")
     b = Bench(a)
+    if a.blocking_only:
+        print(b.blocking_cost())
+        return
     if a.waiting_only:
         lpm = b.calibrate()
         print(b.idle_cost(lpm))
         return
     results, lpm = b.measure()
-    table = b.report(results, lpm) + b.idle_cost(lpm)
+    table = b.report(results, lpm) + b.blocking_cost() + b.idle_cost(lpm)
     print(table)
     if a.out != "-":
         write(a.out, table)

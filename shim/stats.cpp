@@ -7,12 +7,17 @@ namespace tnbc::shim {
 void OpStats::count_fallback(std::string_view reason) {
   fallback_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(mutex_);
-  ++reasons_[std::string(reason)];
+  // Every call that runs blocking comes here: no allocation once a reason has been seen.
+  if (auto it = reasons_.find(reason); it != reasons_.end()) {
+    ++it->second;
+    return;
+  }
+  reasons_.emplace(std::string(reason), 1);
 }
 
 std::map<std::string, std::uint64_t> OpStats::fallback_reasons() const {
   std::lock_guard lock(mutex_);
-  return reasons_;
+  return {reasons_.begin(), reasons_.end()};
 }
 
 std::string OpStats::to_json() const {

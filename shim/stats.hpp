@@ -36,7 +36,7 @@ class OpStats {
  private:
   std::atomic<std::uint64_t> calls_{0}, early_return_{0}, fallback_{0}, planned_{0};
   mutable std::mutex mutex_;
-  std::map<std::string, std::uint64_t> reasons_;
+  std::map<std::string, std::uint64_t, std::less<>> reasons_;  // less<>: found by string_view
 };
 
 struct Stats {
