@@ -14,6 +14,9 @@
  * per_iter_us=… checksum=…", total the slowest rank's time for all iterations after one
  * warm-up, checksum a hash of every byte every rank received (the same under every library).
  *
+ * CURC_WAIT_MS=T: after the computation each rank waits T ms without using a core, as a program
+ * waits for its I/O or an accelerator, before it reads the data (tools/demo uses it).
+ *
  * CURC_SKEW_MS=T: every rank but 0 sleeps T ms before each call, so rank 0's call is in flight
  * with nothing to move for about T ms each time (what a progress thread costs while it waits;
  * bench/never_slower.py reads rank 0's statistics). */
@@ -89,6 +92,8 @@ int main(int argc, char **argv) {
   long loops = atol(argv[4]);
   const char *skew_env = getenv("CURC_SKEW_MS");
   double skew_ms = skew_env ? atof(skew_env) : 0;
+  const char *wait_env = getenv("CURC_WAIT_MS");
+  double wait_ms = wait_env ? atof(wait_env) : 0;
   unsigned char *s = malloc(block * size), *r = malloc(block * size);
   uint64_t h = 0xcbf29ce484222325ull;
   double t0 = 0;
@@ -106,6 +111,10 @@ int main(int argc, char **argv) {
     if (mpi3) MPI_Ialltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD, &req);
     else MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);
     work(loops);
+    if (wait_ms > 0) {
+      struct timespec ts = {(time_t)(wait_ms / 1000), (long)(wait_ms * 1e6) % 1000000000L};
+      nanosleep(&ts, NULL);
+    }
     if (mpi3) MPI_Wait(&req, MPI_STATUS_IGNORE);
     h = hash(r, block * size, h);
   }
