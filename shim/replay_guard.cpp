@@ -1,6 +1,7 @@
 #include "replay_guard.hpp"
 
 #include "clock.hpp"
+#include "trace/segv.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -13,28 +14,13 @@
 namespace tnbc::shim {
 namespace {
 
-struct sigaction g_previous;  // the handler installed before ours
 std::atomic<bool> g_active{false};
 
-void chain(int sig, siginfo_t* info, void* context) {
-  const struct sigaction& prev = g_previous;
-  if (prev.sa_flags & SA_SIGINFO) {
-    if (prev.sa_sigaction) return prev.sa_sigaction(sig, info, context);
-  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
-    return prev.sa_handler(sig);
-  }
-  // Default (or ignore, which cannot stop a real fault): restore the default action and
-  // return; the faulting instruction faults again and the process dies by SIGSEGV.
-  signal(sig, SIG_DFL);
-  if (info && info->si_code <= 0) raise(sig);  // sent by kill(): deliver it as it would have been
-}
-
-void on_segv(int sig, siginfo_t* info, void* context) {
-  int saved = errno;
-  bool ours = g_active.load(std::memory_order_acquire) && info &&
-              ReplayGuard::instance().wait_published(reinterpret_cast<std::uintptr_t>(info->si_addr));
-  errno = saved;
-  if (!ours) chain(sig, info, context);
+// The replay guard's claim in the SIGSEGV core (trace/segv.hpp): a fault on a page it guards,
+// after waiting for that page to be published.
+bool claim(const siginfo_t* info) {
+  return g_active.load(std::memory_order_acquire) &&
+         ReplayGuard::instance().wait_published(reinterpret_cast<std::uintptr_t>(info->si_addr));
 }
 
 }  // namespace
@@ -47,21 +33,7 @@ ReplayGuard& ReplayGuard::instance() {
 std::optional<std::string> ReplayGuard::install() {
   if (installed_) return std::nullopt;
   page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  stack_t current;
-  if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
-    // Leaked on purpose: the stack must outlive every signal on this thread.
-    static char alt_stack[64 * 1024];
-    stack_t ss{};
-    ss.ss_sp = alt_stack;
-    ss.ss_size = sizeof(alt_stack);
-    sigaltstack(&ss, nullptr);
-  }
-  struct sigaction sa {};
-  sa.sa_sigaction = on_segv;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGSEGV, &sa, &g_previous) != 0)
-    return std::string("cannot install the SIGSEGV handler: ") + std::strerror(errno);
+  if (auto err = trace::segv::add(claim)) return err;
   g_active.store(true, std::memory_order_release);
   installed_ = true;
   return std::nullopt;
@@ -70,10 +42,7 @@ std::optional<std::string> ReplayGuard::install() {
 void ReplayGuard::uninstall() {
   if (!installed_) return;
   g_active.store(false, std::memory_order_release);
-  struct sigaction current;
-  if (sigaction(SIGSEGV, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
-      current.sa_sigaction == on_segv)
-    sigaction(SIGSEGV, &g_previous, nullptr);
+  trace::segv::remove(claim);
   installed_ = false;
 }
 

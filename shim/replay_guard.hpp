@@ -11,10 +11,11 @@
 //   | state -> uint8_t[pages]: 0 guarded, 1 published              |
 //   +--------------------------------------------------------------+
 //
-// The handler is async-signal-safe: it scans the slots (lock-free), announces itself in the
-// slot's reader count before trusting the slot, and waits on the page state with
-// sched_yield/nanosleep.  Faults outside every slot go to the handler that was installed before
-// ours (chained), so a real crash still crashes.
+// The guard is a claim of the libraries' one SIGSEGV handler (trace/segv.hpp).  The claim is
+// async-signal-safe: it scans the slots (lock-free), announces itself in the slot's reader count
+// before trusting the slot, and waits on the page state with sched_yield/nanosleep.  Faults
+// outside every slot go to the handler that was installed before ours (chained), so a real
+// crash still crashes.
 //
 // A finished collective's slot is *retired*, not cleared: a thread may have faulted on a page
 // just before it was published and reach the handler only after the collective finished.  The
@@ -38,8 +39,8 @@ class ReplayGuard {
  public:
   static constexpr int kSlots = 64;
 
-  /// Installs the SIGSEGV handler (chaining the current one) and an alternate signal stack for
-  /// the calling thread if it has none.
+  /// Registers the guard's claim with the SIGSEGV handler (trace/segv.hpp), which installs it,
+  /// chains the current one and gives the calling thread an alternate signal stack.
   std::optional<std::string> install();
   void uninstall();
 

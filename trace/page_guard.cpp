@@ -8,6 +8,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "segv.hpp"
+
 namespace tnbc::trace {
 namespace {
 
@@ -18,46 +20,20 @@ enum PageState : std::uint8_t {
   kNever = 2,      // partly outside the sub-messages: never protected
 };
 
-// The installed guard and the handler it replaced.  Globals because a signal handler has no
-// other way to find them; written only by install()/uninstall().
+// The installed guard.  A global because a signal handler has no other way to find it; written
+// only by install()/uninstall().
 std::atomic<PageGuard*> g_active{nullptr};
-struct sigaction g_previous;
-
-constexpr std::size_t kAltStackSize = 64 * 1024;
 
 std::uintptr_t floor_page(std::uintptr_t a, std::size_t ps) {
   return a & ~(std::uintptr_t(ps) - 1);
 }
 std::uintptr_t ceil_page(std::uintptr_t a, std::size_t ps) { return floor_page(a + ps - 1, ps); }
 
-// Passes a fault that is not ours to the handler that was installed before us.
-void chain(int sig, siginfo_t* info, void* context) {
-  const struct sigaction& prev = g_previous;
-  if (prev.sa_flags & SA_SIGINFO) {
-    if (prev.sa_sigaction != nullptr) {
-      prev.sa_sigaction(sig, info, context);
-      return;
-    }
-  } else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN) {
-    prev.sa_handler(sig);
-    return;
-  }
-  // Default or ignored.  A real fault cannot be ignored (the kernel kills the process even under
-  // SIG_IGN), so restore the default action: returning retries the access, which faults again
-  // and ends the process by SIGSEGV.  A SIGSEGV sent by kill()/raise() is not retried: re-raise
-  // it under SIG_DFL (it stays pending until we return), drop it under SIG_IGN.
-  bool sent = info == nullptr || info->si_code <= 0;
-  if (sent && prev.sa_handler == SIG_IGN) return;
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  sigaction(sig, &dfl, nullptr);
-  if (sent) raise(sig);
-}
-
-void signal_entry(int sig, siginfo_t* info, void* context) {
-  PageGuard::on_signal(sig, info, context);
+// The page guard's claim in the SIGSEGV core (segv.hpp): an access fault on a page it protected.
+bool claim(const siginfo_t* info) {
+  PageGuard* guard = g_active.load(std::memory_order_acquire);
+  return guard != nullptr && info->si_code == SEGV_ACCERR &&
+         guard->handle_fault(reinterpret_cast<std::uintptr_t>(info->si_addr));
 }
 
 }  // namespace
@@ -87,32 +63,9 @@ std::optional<std::string> PageGuard::install() {
   PageGuard* expected = nullptr;
   if (!g_active.compare_exchange_strong(expected, this))
     return std::string("another page guard is already installed");
-
-  stack_t current;
-  if (sigaltstack(nullptr, &current) == 0 && (current.ss_flags & SS_DISABLE)) {
-    // Never freed: a thread may be running on it at any time until it exits.
-    void* mem = mmap(nullptr, kAltStackSize, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (mem != MAP_FAILED) {
-      stack_t st{};
-      st.ss_sp = mem;
-      st.ss_size = kAltStackSize;
-      st.ss_flags = 0;
-      if (sigaltstack(&st, nullptr) != 0) munmap(mem, kAltStackSize);
-    }
-    // Without an alternate stack the handler runs on the thread's stack: still correct for our
-    // faults, so this is not an error.
-  }
-
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = signal_entry;
-  sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  if (sigaction(SIGSEGV, &sa, &g_previous) != 0) {
-    int e = errno;
+  if (auto err = segv::add(claim)) {
     g_active.store(nullptr);
-    return std::string("cannot install the SIGSEGV handler: ") + std::strerror(e);
+    return err;
   }
   installed_ = true;
   return std::nullopt;
@@ -120,26 +73,9 @@ std::optional<std::string> PageGuard::install() {
 
 void PageGuard::uninstall() {
   if (!installed_) return;
-  struct sigaction current;
-  if (sigaction(SIGSEGV, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
-      current.sa_sigaction == signal_entry)
-    sigaction(SIGSEGV, &g_previous, nullptr);
-  // If someone installed a handler after us, it stays; without us it never calls us anyway.
+  segv::remove(claim);
   installed_ = false;
   g_active.store(nullptr);
-}
-
-void PageGuard::on_signal(int sig, void* info_v, void* context) {
-  auto* info = static_cast<siginfo_t*>(info_v);
-  int saved_errno = errno;
-  PageGuard* guard = g_active.load(std::memory_order_acquire);
-  if (guard != nullptr && info != nullptr && info->si_code == SEGV_ACCERR &&
-      guard->handle_fault(reinterpret_cast<std::uintptr_t>(info->si_addr))) {
-    errno = saved_errno;
-    return;
-  }
-  chain(sig, info, context);
-  errno = saved_errno;
 }
 
 const PageGuard::Entry* PageGuard::find(const Snapshot* snap, std::uintptr_t addr) const {

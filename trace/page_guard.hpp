@@ -16,21 +16,13 @@
 //   that had none to begin with) is "unobserved": we cannot see when it is first read.  That is
 //   not "untouched", which means observed to the end and never read.
 //
-// Signal handling (why it is shaped this way):
+// Signal handling: the guard registers a claim with the one SIGSEGV handler of the libraries
+// (segv.hpp), which installs it, chains the handler installed before it, and gives the installing
+// thread an alternate signal stack.
 // - install() is called at MPI initialisation, after libucs installed its own SIGSEGV handler,
-//   and keeps whatever was installed before as the handler to chain to.  Faults that are not on
-//   a page we protected (wrong code, unknown address) go to it: an SA_SIGINFO handler or a plain
-//   one is called; SIG_DFL and SIG_IGN restore the default action and return, so the faulting
-//   instruction faults again and the process dies by SIGSEGV (a SIGSEGV sent by kill() is
-//   re-raised under SIG_DFL and dropped under SIG_IGN, as without us).  The previous handler runs with
-//   our signal mask and flags: its own sa_mask, SA_NODEFER and SA_RESETHAND are not emulated.
-// - The handler runs with SA_ONSTACK.  install() gives the calling thread (the one that
-//   initialises MPI, usually the main thread) an alternate stack if it has none.  A handler
-//   cannot give other threads one lazily, and we do not interpose thread creation: a thread
-//   without an alternate stack runs the handler on its own stack.  That is fine for our faults
-//   (an access to received data always has stack to spare); only a stack overflow in such a
-//   thread cannot be handled, which is also true without us.
-// - The handler is async-signal-safe: no allocation, no lock.  It reads an immutable, sorted
+//   which is kept as the handler to pass on to.  Faults that are not an access to a page we
+//   protected (wrong code, unknown address, an edge page) go there.
+// - The claim is async-signal-safe: no allocation, no lock.  It reads an immutable, sorted
 //   snapshot of the guarded ranges (published with an atomic pointer; replaced snapshots are freed
 //   only when no handler is inside one), records into per-sub-message slots allocated when the
 //   call was protected, and calls mprotect.
@@ -165,8 +157,9 @@ class PageGuard {
 
   std::size_t page_size() const { return page_size_; }
 
-  /// The signal entry point (public for the handler table only).
-  static void on_signal(int sig, void* info, void* context);
+  /// Called by the SIGSEGV handler (async-signal-safe): true when `addr` is on a page this
+  /// guard protected, which is then opened and its first touch recorded.
+  bool handle_fault(std::uintptr_t addr);
 
  private:
   struct Entry {
@@ -179,7 +172,6 @@ class PageGuard {
     std::unique_ptr<Entry[]> entries;
   };
 
-  bool handle_fault(std::uintptr_t addr);
   void open_sub(GuardedCall& call, std::uint32_t sub, Release how, std::uint64_t stamp);
   void page_opened(GuardedCall& call, std::size_t page);
   void publish_locked();  // rebuilds the snapshot from calls_

@@ -1,0 +1,47 @@
+// The one SIGSEGV handler of both libraries.  Trace mode's page guard and replay mode's guard
+// register a *claim* each: a function that says, async-signal-safely, whether a fault is on
+// memory it guards and has been dealt with (the faulting access is then retried).  The first
+// claim installs the handler and keeps the one installed before (libucs's, the program's, the
+// default) to pass on every fault no claim takes; the last claim removed puts that one back if
+// ours is still installed.
+//
+//   fault --> handler --> claim 1? --> claim 2? --> ... --> the handler installed before us
+//                            | yes        | yes
+//                            +------------+--> return: the access is retried
+//
+// - SA_ONSTACK: a thread that overflows its stack still reaches the handler.  add() gives the
+//   calling thread an alternate signal stack (mmap'd, never freed) if it has none;
+//   ensure_alt_stack() does the same for other threads.  Without one the handler runs on the
+//   thread's own stack, which is still correct for guarded pages.
+// - SA_NODEFER: a handler we pass a fault to may leave by longjmp rather than siglongjmp (a
+//   program's recovery code, a test harness) without leaving SIGSEGV blocked for good.
+// - Passing a fault on: a SA_SIGINFO or plain handler is called; the default action is restored
+//   and the access retried, so a real fault still kills the process by SIGSEGV; a SIGSEGV sent
+//   by kill() or raise() (si_code <= 0) is raised again under the default action, or dropped if
+//   it was ignored.
+//
+// No MPI, no allocation in the handler; registration is not async-signal-safe (call it from
+// ordinary code).
+#pragma once
+
+#include <csignal>
+#include <optional>
+#include <string>
+
+namespace tnbc::trace::segv {
+
+/// True when the fault `info` describes is the claimer's and has been dealt with.
+using Claim = bool (*)(const siginfo_t* info);
+
+/// Registers `claim` (at most kMaxClaims at a time; the same claim twice counts once).  The first
+/// registration installs the handler.  Error text when the handler cannot be installed or the
+/// table is full.
+std::optional<std::string> add(Claim claim);
+/// Unregisters `claim`; with none left, restores the previous handler if ours is installed.
+void remove(Claim claim);
+/// Gives the calling thread an alternate signal stack if it has none.
+void ensure_alt_stack();
+
+inline constexpr int kMaxClaims = 4;
+
+}  // namespace tnbc::trace::segv
