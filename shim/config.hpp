@@ -52,6 +52,8 @@ struct Config {
   int barrier_root = kBarrierRootAuto;  ///< TNBC_BARRIER_ROOT: local rank, or auto (MinNumaDist)
   std::string numa_topology;            ///< TNBC_NUMA_TOPOLOGY: empty = the host (libnuma)
   int barrier_split = 0;  ///< TNBC_BARRIER_SPLIT: testing, ranks per emulated node (0 = off)
+
+  bool operator==(const Config&) const = default;
 };
 
 /// One row of the settings table.  apply() parses `value` into `cfg` and returns an error

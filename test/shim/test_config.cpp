@@ -94,6 +94,8 @@ TEST_CASE("the table documents every setting with a default parsable by its own 
     if (!s.default_value.empty()) {
       Config cfg;
       CHECK_FALSE(s.apply(cfg, s.default_value).has_value());
+      // The default is written twice, in Config's initialisers and in the table: they agree.
+      CHECK(cfg == Config{});
     }
   }
   auto md = render_table(true);
