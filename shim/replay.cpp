@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "trace/callsite.hpp"
-#include "clock.hpp"
+#include "util/clock.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
@@ -167,7 +167,7 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
   if (!g_adapt) return d;
   if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node"};
   // The previous call's interval ends here: it is what that call's path cost the program.
-  const std::uint64_t entered = now_ns();
+  const std::uint64_t entered = util::now_ns();
   if (key->last_entry_ns != 0) key->costs.add_interval(key->last_path, entered - key->last_entry_ns);
   key->last_entry_ns = entered;
   if (key->state.decision_due()) {
@@ -274,9 +274,9 @@ template <typename F>
 int plain(OpStats& st, const Decision& d, F&& call) {
   st.count_fallback(d.why);
   if (g_in_flight.load(std::memory_order_acquire) != 0) Engine::instance().drain();
-  const std::uint64_t t0 = now_ns();
+  const std::uint64_t t0 = util::now_ns();
   const int rc = call();
-  d.key->costs.blocking_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+  d.key->costs.blocking_ns.fetch_add(util::now_ns() - t0, std::memory_order_relaxed);
   d.key->costs.blocking_calls.fetch_add(1, std::memory_order_relaxed);
   done(d);
   return rc;

@@ -1,6 +1,6 @@
 #include "replay_guard.hpp"
 
-#include "clock.hpp"
+#include "util/clock.hpp"
 #include "trace/segv.hpp"
 
 #include <algorithm>
@@ -117,7 +117,7 @@ bool ReplayGuard::wait_page(std::uintptr_t addr, bool fault) {
     auto& page = state[(addr - b) / page_size_];
     if (page.load(std::memory_order_acquire) == 0) {
       if (fault) faults_.fetch_add(1, std::memory_order_relaxed);
-      std::uint64_t t0 = now_ns();
+      std::uint64_t t0 = util::now_ns();
       if (auto hook = wait_begin_.load(std::memory_order_acquire)) hook();
       for (int spin = 0; page.load(std::memory_order_acquire) == 0; ++spin) {
         if (spin < 64) {
@@ -128,7 +128,7 @@ bool ReplayGuard::wait_page(std::uintptr_t addr, bool fault) {
         }
       }
       if (auto hook = wait_end_.load(std::memory_order_acquire)) hook();
-      const std::uint64_t waited = now_ns() - t0;
+      const std::uint64_t waited = util::now_ns() - t0;
       if (fault) fault_wait_ns_.fetch_add(waited, std::memory_order_relaxed);
       if (auto* sink = s.wait_sink.load(std::memory_order_acquire)) sink->fetch_add(waited, std::memory_order_relaxed);
     }

@@ -8,7 +8,7 @@
 #include "fence.hpp"
 #include "log.hpp"
 #include "mode.hpp"
-#include "trace/trace_file.hpp"
+#include "util/file.hpp"
 #include "version.hpp"
 
 extern char** environ;
@@ -56,7 +56,7 @@ void Runtime::stop() {
   active_.store(false, std::memory_order_release);
   if (config_.stats_prefix.empty()) return;
   std::string path = config_.stats_prefix + "." + std::to_string(world_rank_) + ".json";
-  if (auto err = trace::write_file_atomic(path, stats_.to_json(world_rank_, mode().library(), kVersion))) {
+  if (auto err = util::write_file_atomic(path, stats_.to_json(world_rank_, mode().library(), kVersion))) {
     // Every rank usually fails the same way: say it once, from rank 0.
     if (world_rank_ == 0) log::warn("statistics not written: {}", *err);
     else log::debug("statistics not written: {}", *err);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "util/json.hpp"
+
 namespace tnbc::shim {
 
 void OpStats::count_fallback(std::string_view reason) {
@@ -23,7 +25,7 @@ std::map<std::string, std::uint64_t> OpStats::fallback_reasons() const {
 std::string OpStats::to_json() const {
   std::string reasons;
   for (const auto& [k, v] : fallback_reasons())
-    reasons += fmt::format("{}\"{}\":{}", reasons.empty() ? "" : ",", json_escape(k), v);
+    reasons += fmt::format("{}\"{}\":{}", reasons.empty() ? "" : ",", util::json_escape(k), v);
   return fmt::format(
       R"({{"calls":{},"early_return":{},"fallback":{},"fallback_reasons":{{{}}},"planned":{}}})",
       calls(), early_returns(), fallbacks(), reasons, planned());
@@ -39,28 +41,10 @@ std::string Stats::to_json(int rank, std::string_view library, std::string_view 
       R"("init_us":{:.3f},"node_priority":{{"gated_sends":{},"turn_wait_us":{:.3f}}},)"
       R"("fence_wait_us":{:.3f},"progress":{{"cpu_us":{:.3f},"rounds":{}}},"adapt":{}}})"
       "\n",
-      rank, json_escape(library), json_escape(version), alltoall.to_json(), alltoallv.to_json(),
-      bcast.to_json(), barrier_calls.load(), json_escape(barrier_algo), barrier_root,
+      rank, util::json_escape(library), util::json_escape(version), alltoall.to_json(), alltoallv.to_json(),
+      bcast.to_json(), barrier_calls.load(), util::json_escape(barrier_algo), barrier_root,
       faults.load(), us(fault_wait_ns), us(init_ns), gated_sends.load(), us(turn_wait_ns),
       us(fence_wait_ns), us(progress_cpu_ns), progress_rounds.load(), adapt_json);
-}
-
-std::string json_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) out += fmt::format("\\u{:04x}", c);
-        else out += static_cast<char>(c);
-    }
-  }
-  return out;
 }
 
 }  // namespace tnbc::shim

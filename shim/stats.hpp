@@ -58,7 +58,4 @@ struct Stats {
   std::string to_json(int rank, std::string_view library, std::string_view version) const;
 };
 
-/// Escapes `s` as the body of a JSON string (no quotes added).
-std::string json_escape(std::string_view s);
-
 }  // namespace tnbc::shim

@@ -19,12 +19,15 @@
 #include "priority/planner.hpp"
 #include "tools/trace_observations.hpp"
 #include "trace/trace_file.hpp"
+#include "util/file.hpp"
+#include "util/json.hpp"
 #include "version.hpp"
 
 namespace {
 
 namespace pr = tnbc::priority;
 namespace tr = tnbc::trace;
+namespace util = tnbc::util;
 using tnbc::tools::TraceSet;
 
 constexpr int kExitOk = 0;
@@ -122,30 +125,14 @@ int input_error(const std::string& msg) {
 bool is_help(std::string_view a) { return a == "-h" || a == "--help"; }
 
 /// Writes `text` to `path` so that the file is either the old one or complete
-/// (trace::write_file_atomic).  "-" is standard output.  Returns an error message.
+/// (util::write_file_atomic).  "-" is standard output.  Returns an error message.
 std::optional<std::string> write_atomically(const std::string& path, const std::string& text) {
   if (path == "-") {
     if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
       return "cannot write to standard output: " + std::string(std::strerror(errno));
     return std::nullopt;
   }
-  return tnbc::trace::write_file_atomic(path, text);
-}
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {
-      // Escape non-ASCII bytes too: symbols and paths need not be valid UTF-8.
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
+  return util::write_file_atomic(path, text);
 }
 
 /// A number for JSON: null when not finite; shortest round-trip form otherwise.
@@ -331,8 +318,8 @@ std::string show_json(const TraceSet& set, const std::vector<SiteView>& views) {
     const auto& a = v.plan.analysis;
     const auto& s = *v.site;
     o += i ? ",\n" : "\n";
-    o += "{\"id\":" + json_string(s.id) + ",\"op\":" + json_string(pr::to_string(s.op)) + ",\"frames\":[";
-    for (std::size_t k = 0; k < s.frames.size(); ++k) o += (k ? "," : "") + json_string(s.frames[k]);
+    o += "{\"id\":" + util::json_string(s.id) + ",\"op\":" + util::json_string(pr::to_string(s.op)) + ",\"frames\":[";
+    for (std::size_t k = 0; k < s.frames.size(); ++k) o += (k ? "," : "") + util::json_string(s.frames[k]);
     o += "],\"calls\":" + std::to_string(total_calls(s)) +
          ",\"traced_ranks\":" + std::to_string(s.ranks.size()) +
          ",\"comm_size\":" + std::to_string(s.comm_size) +
@@ -347,7 +334,7 @@ std::string show_json(const TraceSet& set, const std::vector<SiteView>& views) {
       o += (k ? "," : "") + std::string("[") + json_number(a.messages[k].q1_us) + "," +
            json_number(a.messages[k].q3_us) + "]";
     o += "],\"comm_us\":" + json_number(a.tcomm_us) +
-         ",\"verdict\":" + json_string(pr::to_string(a.verdict)) + ",\"disagreeing\":[";
+         ",\"verdict\":" + util::json_string(pr::to_string(a.verdict)) + ",\"disagreeing\":[";
     for (std::size_t k = 0; k < a.disagreeing.size(); ++k) o += (k ? "," : "") + std::to_string(a.disagreeing[k]);
     const auto& p = v.plan.prediction;
     o += "],\"prediction\":{\"formula1_us\":" + json_number(p.formula1_us) +
@@ -431,7 +418,7 @@ std::string chrome_json(const TraceSet& set) {
     };
     add(fmt::format("{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,"
                     "\"args\":{{\"name\":{}}}}}",
-                    r, json_string(fmt::format("rank {} ({})", r, t->header.hostname))));
+                    r, util::json_string(fmt::format("rank {} ({})", r, t->header.hostname))));
     add(fmt::format("{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":0,"
                     "\"args\":{{\"sort_index\":{}}}}}", r, r));
     for (std::size_t ci = 0; ci < t->calls.size(); ++ci) {
@@ -441,9 +428,9 @@ std::string chrome_json(const TraceSet& set) {
           "{{\"name\":{},\"cat\":\"collective\",\"ph\":\"X\",\"pid\":{},\"tid\":0,\"ts\":{},"
           "\"dur\":{},\"args\":{{\"call\":{},\"callsite\":{},\"traced\":{},\"comm_size\":{},"
           "\"submessages\":{},\"tcomm_us\":{}}}}}",
-          json_string(tr::to_string(c.op)), r, at(c.start_stamp),
+          util::json_string(tr::to_string(c.op)), r, at(c.start_stamp),
           json_number(static_cast<double>(end - c.start_stamp) / tpu), ci,
-          json_string(tnbc::tools::site_key(t->callsites[c.callsite])),
+          util::json_string(tnbc::tools::site_key(t->callsites[c.callsite])),
           (c.flags & tr::kCallTraced) ? "true" : "false", c.comm_size, c.subs.size(),
           json_number(static_cast<double>(c.tcomm) / tpu)));
     }
@@ -451,7 +438,7 @@ std::string chrome_json(const TraceSet& set) {
       add(fmt::format(
           "{{\"name\":{},\"cat\":\"first touch\",\"ph\":\"i\",\"s\":\"t\",\"pid\":{},\"tid\":0,"
           "\"ts\":{},\"args\":{{\"call\":{},\"sub\":{},\"seq\":{},\"thread\":{}}}}}",
-          json_string(fmt::format("touch {}", x.sub)), r, at(x.stamp), x.call, x.sub, x.seq,
+          util::json_string(fmt::format("touch {}", x.sub)), r, at(x.stamp), x.call, x.sub, x.seq,
           x.thread));
     }
   }

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/file.hpp"
+
 namespace tnbc::trace {
 namespace {
 
@@ -155,42 +157,8 @@ std::string encode_trace(const Trace& t) {
   return std::move(w.out());
 }
 
-std::optional<std::string> write_file_atomic(const std::string& path, std::string_view content) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "cannot create " + tmp + ": " + describe_errno(errno);
-  const char* p = content.data();
-  std::size_t left = content.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return "cannot write " + tmp + ": " + describe_errno(e);
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  int sync_rc = ::fsync(fd);
-  int sync_errno = errno;
-  int close_rc = ::close(fd);
-  int close_errno = errno;
-  if (sync_rc != 0 || close_rc != 0) {
-    ::unlink(tmp.c_str());
-    return "cannot write " + tmp + ": " + describe_errno(sync_rc != 0 ? sync_errno : close_errno);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return "cannot rename " + tmp + " to " + path + ": " + describe_errno(e);
-  }
-  return std::nullopt;
-}
-
 std::optional<std::string> write_trace(const std::string& path, const Trace& trace) {
-  return write_file_atomic(path, encode_trace(trace));
+  return util::write_file_atomic(path, encode_trace(trace));
 }
 
 ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) {

@@ -90,10 +90,6 @@ struct Trace {
 
 /// The file's bytes.
 std::string encode_trace(const Trace& trace);
-/// Writes `content` to `path` atomically: a temporary file in the same folder, fsync'd and
-/// renamed over `path`.  Returns an error message naming the file, or nullopt.  (Also writes
-/// the statistics files of shim/.)
-std::optional<std::string> write_file_atomic(const std::string& path, std::string_view content);
 /// Writes atomically; returns an error message naming the file, or nullopt.
 std::optional<std::string> write_trace(const std::string& path, const Trace& trace);
 

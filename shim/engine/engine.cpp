@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "clock.hpp"
+#include "util/clock.hpp"
 #include "node_turn.hpp"
 #include "op.hpp"
 #include "progress.hpp"
@@ -61,7 +61,7 @@ std::uint64_t Engine::progress_rounds() const { return progress_->rounds(); }
 std::uint64_t Engine::fence_wait_ns() const { return progress_->fence_wait_ns(); }
 
 bool Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
-  const std::uint64_t t0 = now_ns();
+  const std::uint64_t t0 = util::now_ns();
   const std::size_t n = op->steps.size();
   op->reqs.assign(n, MPI_REQUEST_NULL);
   op->state.assign(n, 0);
@@ -85,10 +85,10 @@ bool Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) 
   if (!early) op->caller_released.store(true, std::memory_order_release);
   Op& ref = *op;
   adapt::Costs* costs = ref.costs;  // `ref` may be retired and gone once released
-  const std::uint64_t t1 = now_ns();
+  const std::uint64_t t1 = util::now_ns();
   progress_->submit(op);  // `op` keeps it alive here: the progress thread drops its reference at retire
   if (sendbuf != nullptr) engine::fill_send_side(ref, sendbuf);
-  const std::uint64_t t2 = now_ns();
+  const std::uint64_t t2 = util::now_ns();
   // What the call cost before returning, by stage (statistics, adapt.hpp).
   auto charge = [&](std::uint64_t end) {
     if (!costs) return;
@@ -99,12 +99,12 @@ bool Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) 
   };
   if (!early) {
     progress_->wait_done(ref);
-    charge(now_ns());
+    charge(util::now_ns());
     return false;
   }
   if (ref.edges.edge_pending.load(std::memory_order_acquire) != 0) progress_->wait_edges(ref);
   if (!ref.edges.edge_step.empty()) engine::copy_edges(ref, page_size_);
-  const std::uint64_t end = now_ns();
+  const std::uint64_t end = util::now_ns();
   ref.caller_released.store(true, std::memory_order_release);
   init_ns_.fetch_add(end - t0, std::memory_order_relaxed);
   charge(end);

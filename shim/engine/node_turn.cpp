@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "clock.hpp"
+#include "util/clock.hpp"
 
 namespace tnbc::shim::engine {
 
@@ -26,11 +26,11 @@ bool NodeTurn::pass_if_nothing_to_send() {
 
 bool NodeTurn::may_send() {
   if (!gate_open()) {  // not this rank's turn on the node yet
-    if (held_since == 0) held_since = now_ns(), held_sends = remote_sends_left;
+    if (held_since == 0) held_since = util::now_ns(), held_sends = remote_sends_left;
     return false;
   }
   if (held_since != 0) {  // the turn came: account for the wait once
-    g_turn_wait_ns.fetch_add(now_ns() - held_since, std::memory_order_relaxed);
+    g_turn_wait_ns.fetch_add(util::now_ns() - held_since, std::memory_order_relaxed);
     g_gated_sends.fetch_add(held_sends, std::memory_order_relaxed);
     held_since = 0;
     held_sends = 0;

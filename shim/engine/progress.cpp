@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "clock.hpp"
+#include "util/clock.hpp"
 #include "fence.hpp"
 #include "waker.hpp"
 
@@ -97,7 +97,7 @@ void Progress::run() {
   // soon is noticed within this much.
   const unsigned waited_nap = std::min(max_nap, std::max(10 * min_nap, 1u));
   unsigned nap = min_nap;
-  std::uint64_t cpu_mark = thread_cpu_ns();
+  std::uint64_t cpu_mark = util::thread_cpu_ns();
   while (true) {
     const std::uint32_t seen = g_waker.word();
     {
@@ -105,7 +105,7 @@ void Progress::run() {
       if (active.empty())
         work_cv_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
       if (stopping_ && active.empty() && incoming_.empty()) return;
-      if (active.empty()) cpu_mark = thread_cpu_ns();  // idle time between ops is nobody's
+      if (active.empty()) cpu_mark = util::thread_cpu_ns();  // idle time between ops is nobody's
       while (!incoming_.empty()) {
         active.push_back(std::move(incoming_.front()));
         incoming_.pop_front();
@@ -114,7 +114,7 @@ void Progress::run() {
     bool moved = false;
     for (auto& op : active) moved |= progress(*op);
     // This round's CPU time, shared by the ops it served (adapt.hpp counts it as their cost).
-    const std::uint64_t cpu_now = thread_cpu_ns(), cpu = cpu_now - cpu_mark;
+    const std::uint64_t cpu_now = util::thread_cpu_ns(), cpu = cpu_now - cpu_mark;
     cpu_mark = cpu_now;
     cpu_ns_.fetch_add(cpu, std::memory_order_relaxed);
     rounds_.fetch_add(1, std::memory_order_relaxed);
@@ -214,9 +214,9 @@ bool Progress::progress(Op& op) {
     }
   }
   if (!ready.empty()) {
-    const std::uint64_t t0 = now_ns();
+    const std::uint64_t t0 = util::now_ns();
     publish(op, ready, page_size_);
-    if (op.costs) op.costs->publish_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+    if (op.costs) op.costs->publish_ns.fetch_add(util::now_ns() - t0, std::memory_order_relaxed);
   }
   return moved;
 }

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "clock.hpp"
+#include "util/clock.hpp"
 
 namespace tnbc::shim::engine {
 
@@ -44,11 +44,11 @@ void waker_end_wait();
 template <typename Pred>
 std::uint64_t timed_wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Pred pred) {
   if (pred()) return 0;
-  const std::uint64_t t0 = now_ns();
+  const std::uint64_t t0 = util::now_ns();
   g_waker.begin_wait();
   cv.wait(lock, pred);
   g_waker.end_wait();
-  return now_ns() - t0;
+  return util::now_ns() - t0;
 }
 
 }  // namespace tnbc::shim::engine

@@ -27,7 +27,3 @@ TEST_CASE("statistics JSON has every documented key with the counted values", "[
   CHECK(j.find(R"("init_us":1.500)") != std::string::npos);
   CHECK(j.find(R"("node_priority":{"gated_sends":4,"turn_wait_us":2.500})") != std::string::npos);
 }
-
-TEST_CASE("json_escape escapes quotes, backslashes and control characters", "[stats]") {
-  CHECK(json_escape("a\"b\\c\n\x01") == "a\\\"b\\\\c\\n\\u0001");
-}

@@ -193,23 +193,3 @@ TEST_CASE("trace file: every single-byte corruption and every truncation is hand
       if (!r.trace) CHECK(r.error.rfind("x.tnbct: ", 0) == 0);
     }
 }
-
-TEST_CASE("write_file_atomic writes the whole content and leaves no temporary", "[trace_file]") {
-  char dir[] = "/tmp/tnbc_atomic_XXXXXX";
-  REQUIRE(mkdtemp(dir));
-  std::string path = std::string(dir) + "/s.0.json";
-  REQUIRE_FALSE(write_file_atomic(path, "{\"x\":1}\n").has_value());
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  CHECK(ss.str() == "{\"x\":1}\n");
-  unlink(path.c_str());
-  CHECK(rmdir(dir) == 0);  // fails if a temporary file was left behind
-}
-
-TEST_CASE("write_file_atomic reports a missing folder", "[trace_file]") {
-  auto err = write_file_atomic("/nonexistent-tnbc-dir/s.json", "x");
-  REQUIRE(err.has_value());
-  CHECK(err->find("cannot create /nonexistent-tnbc-dir/s.json.tmp.") == 0);
-  CHECK(err->find("No such file or directory") != std::string::npos);
-}

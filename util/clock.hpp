@@ -1,11 +1,10 @@
-// Clock reads shared by the replay path: a monotonic time and the calling thread's CPU time, in
-// nanoseconds.  Both are async-signal-safe (clock_gettime), so the fault handler may use them.
+// Clock reads: a monotonic time and the calling thread's CPU time, in nanoseconds.  Both are async-signal-safe (clock_gettime), so the fault handler may use them.
 #pragma once
 
 #include <cstdint>
 #include <ctime>
 
-namespace tnbc::shim {
+namespace tnbc::util {
 
 inline std::uint64_t ns_of(const timespec& ts) {
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
@@ -25,4 +24,4 @@ inline std::uint64_t thread_cpu_ns() {
   return ns_of(ts);
 }
 
-}  // namespace tnbc::shim
+}  // namespace tnbc::util
