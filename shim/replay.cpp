@@ -21,7 +21,7 @@
 #include "priority/cost_model.hpp"
 #include "priority/observations.hpp"
 #include "priority/plan.hpp"
-#include "replay_guard.hpp"
+#include "trace/replay_guard.hpp"
 #include "stats.hpp"
 
 namespace tnbc::shim::replay {
@@ -442,8 +442,8 @@ void stop(Runtime& rt) {
   if (!g_running) return;
   Engine::instance().stop();
   g_running = false;
-  rt.stats().faults = ReplayGuard::instance().faults();
-  rt.stats().fault_wait_ns = ReplayGuard::instance().fault_wait_ns();
+  rt.stats().faults = trace::ReplayGuard::instance().faults();
+  rt.stats().fault_wait_ns = trace::ReplayGuard::instance().fault_wait_ns();
   rt.stats().init_ns = Engine::instance().init_ns();
   rt.stats().gated_sends = Engine::instance().gated_sends();
   rt.stats().turn_wait_ns = Engine::instance().turn_wait_ns();
@@ -585,7 +585,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
 }
 
 void release_range(const void* p, std::size_t n) {
-  if (g_running) ReplayGuard::instance().wait_range(p, n);
+  if (g_running) trace::ReplayGuard::instance().wait_range(p, n);
 }
 
 }  // namespace tnbc::shim::replay

@@ -11,7 +11,7 @@
 #include "op.hpp"
 #include "progress.hpp"
 #include "receive_mirror.hpp"
-#include "replay_guard.hpp"
+#include "trace/replay_guard.hpp"
 #include "send_copy.hpp"
 #include "shadow.hpp"
 #include "waker.hpp"
@@ -34,15 +34,15 @@ std::optional<std::string> Engine::start(const EngineOptions& options) {
   options_ = options;
   page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   if (auto err = engine::start_shadows()) return err;
-  if (auto err = ReplayGuard::instance().install()) return err;
-  ReplayGuard::instance().set_wait_hooks(engine::waker_begin_wait, engine::waker_end_wait);
+  if (auto err = trace::ReplayGuard::instance().install()) return err;
+  trace::ReplayGuard::instance().set_wait_hooks(engine::waker_begin_wait, engine::waker_end_wait);
   progress_->start(options_, page_size_);
   return std::nullopt;
 }
 
 void Engine::stop() {
   progress_->stop();
-  ReplayGuard::instance().uninstall();
+  trace::ReplayGuard::instance().uninstall();
 }
 
 void Engine::drain() { progress_->drain(); }

@@ -13,7 +13,7 @@
 
 #include "io_interpose.hpp"
 #include "op.hpp"
-#include "replay_guard.hpp"
+#include "trace/replay_guard.hpp"
 
 namespace tnbc::shim::engine {
 
@@ -88,7 +88,7 @@ bool prepare_receive(Op& op, std::size_t ps) {
     else runs.emplace_back(pg, ps);
   }
   // Register before protecting: a thread that faults in between must find its page.
-  r.slot = ReplayGuard::instance().add(full_lo, full_hi, r.published.get(),
+  r.slot = trace::ReplayGuard::instance().add(full_lo, full_hi, r.published.get(),
                                        op.costs ? &op.costs->wait_ns : nullptr);
   if (r.slot < 0) {
     munmap(r.mirror, r.cover_hi - r.cover_lo);
@@ -153,7 +153,7 @@ void publish(Op& op, std::vector<std::size_t>& pages, std::size_t ps) {
 void retire(Op& op, std::size_t ps) {
   ReceiveMirror& r = op.recv;
   if (r.slot >= 0) {
-    ReplayGuard::instance().retire(r.slot, std::move(r.published));
+    trace::ReplayGuard::instance().retire(r.slot, std::move(r.published));
     g_guarded_calls.fetch_sub(1, std::memory_order_acq_rel);
   }
   if (r.mirror != nullptr) {

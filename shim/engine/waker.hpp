@@ -35,7 +35,7 @@ class Waker {
 };
 
 extern Waker g_waker;
-/// g_waker.begin_wait / end_wait as plain functions: the ReplayGuard's wait hooks.
+/// g_waker.begin_wait / end_wait as plain functions: the ReplayGuard's wait hooks (trace/replay_guard.hpp).
 void waker_begin_wait();
 void waker_end_wait();
 

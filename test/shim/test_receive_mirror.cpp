@@ -17,9 +17,7 @@
 #include "engine/op.hpp"
 #include "engine/receive_mirror.hpp"
 #include "io_interpose.hpp"
-#include "replay_guard.hpp"
 
-using tnbc::shim::ReplayGuard;
 using tnbc::shim::engine::Op;
 using tnbc::shim::schedule::Kind;
 using tnbc::shim::schedule::Step;

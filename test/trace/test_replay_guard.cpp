@@ -1,4 +1,4 @@
-// The replay guard (shim/replay_guard.hpp) with real page protection and real SIGSEGV: threads
+// The replay guard (trace/replay_guard.hpp) with real page protection and real SIGSEGV: threads
 // that touch a guarded page wait until it is published and then read the new bytes; a fault
 // that reaches the handler after its collective retired is retried, but one that keeps coming
 // back is not ours and goes to the handler installed before; so does every fault outside the
@@ -20,7 +20,7 @@
 
 #include "replay_guard.hpp"
 
-using tnbc::shim::ReplayGuard;
+using tnbc::trace::ReplayGuard;
 
 namespace {
 

@@ -11,7 +11,7 @@
 //   | state -> uint8_t[pages]: 0 guarded, 1 published              |
 //   +--------------------------------------------------------------+
 //
-// The guard is a claim of the libraries' one SIGSEGV handler (trace/segv.hpp).  The claim is
+// The guard is a claim of the libraries' one SIGSEGV handler (segv.hpp).  The claim is
 // async-signal-safe: it scans the slots (lock-free), announces itself in the slot's reader count
 // before trusting the slot, and waits on the page state with sched_yield/nanosleep.  Faults
 // outside every slot go to the handler that was installed before ours (chained), so a real
@@ -33,13 +33,13 @@
 #include <optional>
 #include <string>
 
-namespace tnbc::shim {
+namespace tnbc::trace {
 
 class ReplayGuard {
  public:
   static constexpr int kSlots = 64;
 
-  /// Registers the guard's claim with the SIGSEGV handler (trace/segv.hpp), which installs it,
+  /// Registers the guard's claim with the SIGSEGV handler (segv.hpp), which installs it,
   /// chains the current one and gives the calling thread an alternate signal stack.
   std::optional<std::string> install();
   void uninstall();
@@ -97,4 +97,4 @@ class ReplayGuard {
   bool installed_ = false;
 };
 
-}  // namespace tnbc::shim
+}  // namespace tnbc::trace

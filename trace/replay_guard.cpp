@@ -1,7 +1,7 @@
 #include "replay_guard.hpp"
 
 #include "util/clock.hpp"
-#include "trace/segv.hpp"
+#include "segv.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,12 +11,12 @@
 #include <sched.h>
 #include <unistd.h>
 
-namespace tnbc::shim {
+namespace tnbc::trace {
 namespace {
 
 std::atomic<bool> g_active{false};
 
-// The replay guard's claim in the SIGSEGV core (trace/segv.hpp): a fault on a page it guards,
+// The replay guard's claim in the SIGSEGV core (segv.hpp): a fault on a page it guards,
 // after waiting for that page to be published.
 bool claim(const siginfo_t* info) {
   return g_active.load(std::memory_order_acquire) &&
@@ -33,7 +33,7 @@ ReplayGuard& ReplayGuard::instance() {
 std::optional<std::string> ReplayGuard::install() {
   if (installed_) return std::nullopt;
   page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  if (auto err = trace::segv::add(claim)) return err;
+  if (auto err = segv::add(claim)) return err;
   g_active.store(true, std::memory_order_release);
   installed_ = true;
   return std::nullopt;
@@ -42,7 +42,7 @@ std::optional<std::string> ReplayGuard::install() {
 void ReplayGuard::uninstall() {
   if (!installed_) return;
   g_active.store(false, std::memory_order_release);
-  trace::segv::remove(claim);
+  segv::remove(claim);
   installed_ = false;
 }
 
@@ -151,4 +151,4 @@ bool ReplayGuard::wait_page(std::uintptr_t addr, bool fault) {
   return false;
 }
 
-}  // namespace tnbc::shim
+}  // namespace tnbc::trace
