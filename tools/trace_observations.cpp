@@ -1,6 +1,6 @@
 #include "tools/trace_observations.hpp"
 
-#include "trace/page_guard.hpp"
+#include "trace/trace_file.hpp"
 
 #include <algorithm>
 #include <charconv>

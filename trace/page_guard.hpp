@@ -42,17 +42,10 @@
 #include <string>
 #include <vector>
 
+#include "trace_file.hpp"  // Outcome
 #include "tsc_clock.hpp"
 
 namespace tnbc::trace {
-
-/// What became of one sub-message by the end of the run.
-enum class Outcome : std::uint8_t {
-  untouched = 0,   ///< observable to the end and never read
-  touched = 1,     ///< its first touch was recorded
-  unobserved = 2,  ///< its last protected page was opened by a neighbour's touch before it was read
-  released = 3,    ///< overwritten or given back (new collective into it, free, munmap) unread
-};
 
 /// One sub-message: bytes [offset, offset + length) of the call's buffer.
 struct SubRange {

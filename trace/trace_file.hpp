@@ -24,6 +24,15 @@ inline constexpr std::uint32_t kTraceVersion = 1;
 /// Longest string (module path, symbol, hostname, job id) a file may hold.
 inline constexpr std::uint32_t kMaxString = 4096;
 
+/// What became of one sub-message by the end of the run (the page guard decides; the file
+/// keeps it in each sub-message's flags).
+enum class Outcome : std::uint8_t {
+  untouched = 0,   ///< observable to the end and never read
+  touched = 1,     ///< its first touch was recorded
+  unobserved = 2,  ///< its last protected page was opened by a neighbour's touch before it was read
+  released = 3,    ///< overwritten or given back (new collective into it, free, munmap) unread
+};
+
 /// The traced operation.
 enum class TracedOp : std::uint8_t {
   alltoall = 1,   ///< sub-message i = block received from rank i
@@ -35,7 +44,7 @@ std::string_view to_string(TracedOp op);
 /// Per-sub-message flags.
 enum SubFlag : std::uint8_t {
   kSubObservable = 1,  ///< had a protected page when the call returned
-  // Bits 1-2: the Outcome (page_guard.hpp) at the end of the run.
+  // Bits 1-2: the Outcome at the end of the run.
 };
 
 struct TraceHeader {

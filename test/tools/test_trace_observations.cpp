@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "tools/trace_observations.hpp"
-#include "trace/page_guard.hpp"
+#include "trace/trace_file.hpp"
 
 using namespace tnbc;
 namespace fs = std::filesystem;

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <string>
 
-#include "trace/page_guard.hpp"
 #include "trace/trace_file.hpp"
 
 using namespace tnbc::trace;
