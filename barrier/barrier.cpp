@@ -2,26 +2,6 @@
 
 namespace tnbc::barrier {
 
-std::string_view to_string(Algorithm a) {
-  switch (a) {
-    case Algorithm::central_counter: return "central_counter";
-    case Algorithm::flat_tree: return "flat_tree";
-    case Algorithm::gather_release: return "gather_release";
-    case Algorithm::combining_tree: return "combining_tree";
-    case Algorithm::combining_tree_atomic: return "combining_tree_atomic";
-    case Algorithm::mcs: return "mcs";
-    case Algorithm::tournament: return "tournament";
-    case Algorithm::dissemination: return "dissemination";
-  }
-  return "?";
-}
-
-std::optional<Algorithm> parse_algorithm(std::string_view name) {
-  for (Algorithm a : kAllAlgorithms)
-    if (to_string(a) == name) return a;
-  return std::nullopt;
-}
-
 Algorithm choose_auto(int local_size) {
   return local_size <= kAutoCentralCounterMax ? Algorithm::central_counter : Algorithm::mcs;
 }

@@ -19,6 +19,7 @@
 #include <span>
 #include <string_view>
 
+#include "algorithms.hpp"
 #include "segment.hpp"
 #include "wait.hpp"
 
@@ -36,25 +37,7 @@ struct Participant {
   WaitPolicy wait;
 };
 
-/// Every algorithm.  The numeric order is the documentation order.
-enum class Algorithm {
-  central_counter,        ///< one atomic counter, the last arrival releases (O(p) atomics)
-  flat_tree,              ///< root polls every rank's arrival line, one release flag
-  gather_release,         ///< flat_tree, but the root releases each rank in its own line
-  combining_tree,         ///< k-ary tree of arrival lines (no atomics), one release flag
-  combining_tree_atomic,  ///< k-ary tree of atomic counters, one release flag
-  mcs,                    ///< arrival tree fan-in 4, wakeup tree fan-out 2, per-rank flags
-  tournament,             ///< binomial tournament, champion (root) releases
-  dissemination,          ///< log2 p symmetric rounds, no root
-};
-inline constexpr Algorithm kAllAlgorithms[] = {
-    Algorithm::central_counter, Algorithm::flat_tree,   Algorithm::gather_release,
-    Algorithm::combining_tree,  Algorithm::combining_tree_atomic, Algorithm::mcs,
-    Algorithm::tournament,      Algorithm::dissemination};
-
-std::string_view to_string(Algorithm a);
-/// The algorithm named `name` exactly, or nullopt.
-std::optional<Algorithm> parse_algorithm(std::string_view name);
+// Algorithm, kAllAlgorithms, to_string and parse_algorithm: algorithms.hpp.
 
 // The algorithms (barrier/<name>.cpp).  Each returns when every rank of the segment has
 // entered the same episode; each increments self.episode.

@@ -6,7 +6,8 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "barrier.hpp"
+#include "barrier/algorithms.hpp"
+#include "barrier/segment.hpp"  // kMaxLocalSize
 
 namespace tnbc::config {
 namespace {
