@@ -272,11 +272,12 @@ int plain(OpStats& st, std::string_view why, F&& call) {
 /// to the early calls it waited for) is the blocking cost of the key.
 template <typename F>
 int plain(OpStats& st, const Decision& d, F&& call) {
-  st.count_fallback(d.why);
-  if (g_in_flight.load(std::memory_order_acquire) != 0) Engine::instance().drain();
-  const std::uint64_t t0 = util::now_ns();
-  const int rc = call();
-  d.key->costs.blocking_ns.fetch_add(util::now_ns() - t0, std::memory_order_relaxed);
+  const int rc = plain(st, d.why, [&] {
+    const std::uint64_t t0 = util::now_ns();
+    const int r = call();
+    d.key->costs.blocking_ns.fetch_add(util::now_ns() - t0, std::memory_order_relaxed);
+    return r;
+  });
   d.key->costs.blocking_calls.fetch_add(1, std::memory_order_relaxed);
   done(d);
   return rc;
