@@ -49,42 +49,27 @@ void Progress::wait_done(Op& op) {
   timed_wait(done_cv_, lock, [&] { return op.done.load(std::memory_order_acquire); });
 }
 
-namespace {
-
-/// Adds a fence's wait to every key whose operation it waited for (each once): the program
-/// waited for them, whichever finished last.
-void charge_fence(const std::vector<adapt::Costs*>& waited_for, std::uint64_t ns) {
-  for (std::size_t i = 0; i < waited_for.size(); ++i)
-    if (waited_for[i] != nullptr &&
-        std::find(waited_for.begin(), waited_for.begin() + static_cast<long>(i), waited_for[i]) ==
-            waited_for.begin() + static_cast<long>(i))
-      waited_for[i]->add_wait(ns);
-}
-
-}  // namespace
-
-void Progress::drain() {
-  std::unique_lock lock(mutex_);
-  if (all_.empty()) return;
-  std::vector<adapt::Costs*> keys;
-  for (const Op* op : all_) keys.push_back(op->costs);
-  const std::uint64_t ns = timed_wait(done_cv_, lock, [&] { return all_.empty(); });
-  fence_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
-  charge_fence(keys, ns);
-}
+void Progress::drain() { fence([](const Op&) { return true; }); }
 
 void Progress::complete_overlapping(std::uintptr_t p, std::size_t n) {
+  fence([&](const Op& op) { return op.recv.overlaps(p, n); });
+}
+
+template <typename Which>
+void Progress::fence(Which which) {
   std::unique_lock lock(mutex_);
-  auto none = [&] {
-    return std::none_of(all_.begin(), all_.end(), [&](const Op* op) { return op->recv.overlaps(p, n); });
-  };
-  if (none()) return;
+  // The keys of the ops waited for, each once: the program waited for all of them, whichever
+  // finished last, so each is charged the whole wait.
   std::vector<adapt::Costs*> keys;
   for (const Op* op : all_)
-    if (op->recv.overlaps(p, n)) keys.push_back(op->costs);
-  const std::uint64_t ns = timed_wait(done_cv_, lock, none);
+    if (which(*op) && std::find(keys.begin(), keys.end(), op->costs) == keys.end()) keys.push_back(op->costs);
+  if (keys.empty()) return;
+  const std::uint64_t ns = timed_wait(done_cv_, lock, [&] {
+    return std::none_of(all_.begin(), all_.end(), [&](const Op* op) { return which(*op); });
+  });
   fence_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
-  charge_fence(keys, ns);
+  for (adapt::Costs* k : keys)
+    if (k != nullptr) k->add_wait(ns);
 }
 
 void Progress::run() {

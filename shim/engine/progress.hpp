@@ -46,6 +46,10 @@ class Progress {
   bool progress(Op& op);
   void post(Op& op, std::size_t i);
   void step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready);
+  /// Waits until no op for which which(op) holds is left, and charges the wait to the fence
+  /// counter and to each of their keys.
+  template <typename Which>
+  void fence(Which which);
 
   unsigned sleep_us_ = 20, max_sleep_us_ = 1000;
   std::size_t page_size_ = 4096;
