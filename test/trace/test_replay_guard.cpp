@@ -10,7 +10,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <csetjmp>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "previous_handler.hpp"
 #include "replay_guard.hpp"
 
 using tnbc::trace::ReplayGuard;
@@ -77,41 +77,13 @@ bool faults_reach(std::uint64_t n) {
   return ReplayGuard::instance().faults() >= n;
 }
 
-// The handler installed before the guard: records the faulting address and jumps back.
-sigjmp_buf g_jump;
-std::atomic<std::uintptr_t> g_chained_addr{0};
-std::atomic<int> g_chained{0};
-void previous_handler(int, siginfo_t* info, void*) {
-  g_chained_addr.store(reinterpret_cast<std::uintptr_t>(info->si_addr));
-  g_chained.fetch_add(1);
-  siglongjmp(g_jump, 1);
-}
-
-/// Installs previous_handler for SIGSEGV, then the guard on top of it; restores both.
+/// The handler installed before the guard (previous_handler.hpp), then the guard on top of it;
+/// restores both.
 struct WithPrevious {
-  struct sigaction saved {};
-  WithPrevious() {
-    struct sigaction sa {};
-    sa.sa_sigaction = previous_handler;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    REQUIRE(sigaction(SIGSEGV, &sa, &saved) == 0);
-    g_chained = 0;
-    g_chained_addr = 0;
-    REQUIRE_FALSE(ReplayGuard::instance().install().has_value());
-  }
-  ~WithPrevious() {
-    ReplayGuard::instance().uninstall();
-    sigaction(SIGSEGV, &saved, nullptr);
-  }
+  tnbc::test::PreviousHandler previous;
+  WithPrevious() { REQUIRE_FALSE(ReplayGuard::instance().install().has_value()); }
+  ~WithPrevious() { ReplayGuard::instance().uninstall(); }
 };
-
-/// Reads *p; returns true when the read went to previous_handler instead of completing.
-bool read_is_chained(const char* p) {
-  if (sigsetjmp(g_jump, 1) != 0) return true;
-  (void)read_byte(p);
-  return false;
-}
 
 }  // namespace
 
@@ -211,9 +183,9 @@ TEST_CASE("replay guard: faults that are not ours reach the handler installed be
   char* none = static_cast<char*>(p);
 
   SECTION("a protected page no range covers") {
-    CHECK(read_is_chained(none + 5));
-    CHECK(g_chained.load() == 1);
-    CHECK(g_chained_addr.load() == reinterpret_cast<std::uintptr_t>(none + 5));
+    CHECK(tnbc::test::PreviousHandler::read_passed_on(none + 5));
+    CHECK(tnbc::test::PreviousHandler::calls.load() == 1);
+    CHECK(tnbc::test::PreviousHandler::addr.load() == reinterpret_cast<std::uintptr_t>(none + 5));
   }
   SECTION("a page of a retired range that stays protected: retried, then passed on") {
     std::unique_ptr<std::atomic<std::uint8_t>[]> state(new std::atomic<std::uint8_t>[2]);
@@ -223,9 +195,9 @@ TEST_CASE("replay guard: faults that are not ours reach the handler installed be
     const int slot = ReplayGuard::instance().add(b, b + 2 * kPage, state.get());
     REQUIRE(slot >= 0);
     ReplayGuard::instance().retire(slot, std::move(state));
-    CHECK(read_is_chained(none + kPage + 7));
-    CHECK(g_chained.load() == 1);
-    CHECK(g_chained_addr.load() == reinterpret_cast<std::uintptr_t>(none + kPage + 7));
+    CHECK(tnbc::test::PreviousHandler::read_passed_on(none + kPage + 7));
+    CHECK(tnbc::test::PreviousHandler::calls.load() == 1);
+    CHECK(tnbc::test::PreviousHandler::addr.load() == reinterpret_cast<std::uintptr_t>(none + kPage + 7));
   }
   munmap(p, 2 * kPage);
 }

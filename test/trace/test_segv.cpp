@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <csetjmp>
 #include <csignal>
 #include <cstdint>
 
+#include "previous_handler.hpp"
 #include "segv.hpp"
 
 namespace segv = tnbc::trace::segv;
@@ -19,7 +19,7 @@ namespace {
 
 const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 char* g_page = nullptr;  // PROT_NONE until a claim opens it
-std::atomic<int> g_asked_a{0}, g_asked_b{0}, g_previous{0};
+std::atomic<int> g_asked_a{0}, g_asked_b{0};
 
 // Claim A never takes a fault; claim B takes faults on g_page and opens it.
 bool claim_a(const siginfo_t*) {
@@ -36,44 +36,21 @@ bool claim_none(const siginfo_t*) { return false; }
 bool claim_2(const siginfo_t*) { return false; }
 bool claim_3(const siginfo_t*) { return false; }
 
-sigjmp_buf g_jump;
-void previous(int, siginfo_t*, void*) {
-  g_previous.fetch_add(1);
-  siglongjmp(g_jump, 1);
-}
-
-/// Installs `previous` as the process's SIGSEGV handler for the test case and restores the one
-/// before it (Catch2's) afterwards.
+/// The handler installed before ours (previous_handler.hpp) for the test case, and two pages
+/// that stay PROT_NONE until a claim opens them.
 struct Previous {
-  struct sigaction saved {};
+  tnbc::test::PreviousHandler handler;
   Previous() {
-    struct sigaction sa {};
-    sa.sa_sigaction = previous;
-    sa.sa_flags = SA_SIGINFO;
-    sigemptyset(&sa.sa_mask);
-    REQUIRE(sigaction(SIGSEGV, &sa, &saved) == 0);
-    g_asked_a = g_asked_b = g_previous = 0;
+    g_asked_a = g_asked_b = 0;
     void* p = mmap(nullptr, 2 * kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     REQUIRE(p != MAP_FAILED);
     g_page = static_cast<char*>(p);
   }
-  ~Previous() {
-    munmap(g_page, 2 * kPage);
-    sigaction(SIGSEGV, &saved, nullptr);
-  }
+  ~Previous() { munmap(g_page, 2 * kPage); }
 };
 
-/// Reads *p; true when the read ended in the previous handler instead of completing.
-bool passed_on(const char* p) {
-  if (sigsetjmp(g_jump, 1) != 0) return true;
-  (void)*static_cast<const volatile char*>(p);
-  return false;
-}
-
-bool handler_is(void (*fn)(int, siginfo_t*, void*)) {
-  struct sigaction now {};
-  return sigaction(SIGSEGV, nullptr, &now) == 0 && (now.sa_flags & SA_SIGINFO) && now.sa_sigaction == fn;
-}
+bool passed_on(const char* p) { return tnbc::test::PreviousHandler::read_passed_on(p); }
+bool previous_installed() { return tnbc::test::PreviousHandler::installed(); }
 
 }  // namespace
 
@@ -81,14 +58,14 @@ TEST_CASE("segv: a claimed fault is retried; the claims are asked in turn", "[se
   Previous prev;
   REQUIRE_FALSE(segv::add(claim_a).has_value());
   REQUIRE_FALSE(segv::add(claim_b).has_value());
-  CHECK_FALSE(handler_is(previous));  // ours is installed on top
+  CHECK_FALSE(previous_installed());  // ours is installed on top
   CHECK_FALSE(passed_on(g_page + 10));  // B opened the page: the read completed
   CHECK(g_asked_a.load() == 1);
   CHECK(g_asked_b.load() == 1);
-  CHECK(g_previous.load() == 0);
+  CHECK(tnbc::test::PreviousHandler::calls.load() == 0);
   segv::remove(claim_b);
   segv::remove(claim_a);
-  CHECK(handler_is(previous));  // the last claim out puts the previous handler back
+  CHECK(previous_installed());  // the last claim out puts the previous handler back
 }
 
 TEST_CASE("segv: a fault no claim takes reaches the handler installed before", "[segv]") {
@@ -97,9 +74,9 @@ TEST_CASE("segv: a fault no claim takes reaches the handler installed before", "
   REQUIRE_FALSE(segv::add(claim_a).has_value());  // the same claim twice counts once
   CHECK(passed_on(g_page + kPage + 3));  // the second page: no claim opens it
   CHECK(g_asked_a.load() == 1);
-  CHECK(g_previous.load() == 1);
+  CHECK(tnbc::test::PreviousHandler::calls.load() == 1);
   segv::remove(claim_a);
-  CHECK(handler_is(previous));
+  CHECK(previous_installed());
 }
 
 TEST_CASE("segv: the table holds kMaxClaims claims and says so when full", "[segv]") {
@@ -110,9 +87,9 @@ TEST_CASE("segv: the table holds kMaxClaims claims and says so when full", "[seg
   REQUIRE(err.has_value());
   CHECK(*err == "too many SIGSEGV claims");
   segv::remove(claim_none);  // a freed entry is used again, the handler stays installed
-  CHECK_FALSE(handler_is(previous));
+  CHECK_FALSE(previous_installed());
   REQUIRE_FALSE(segv::add(claim_b).has_value());
   CHECK_FALSE(passed_on(g_page + 1));
   for (auto c : {claim_a, claim_b, claim_2, claim_3}) segv::remove(c);
-  CHECK(handler_is(previous));
+  CHECK(previous_installed());
 }
