@@ -104,11 +104,11 @@ class Bench:
         out = run([self.prog, "calibrate", "200"], 60, self.env)
         return float(out.split("=")[1])
 
-    def launch(self, where, args, env, preload, timeout):
-        """Runs curc ARGS on one node (mpiexec) or on the emulated cluster, with `env` for every
-        rank and libtnbc.so preloaded if asked; returns its standard output."""
+    def launch(self, where, args, env, preload, timeout, ranks=NODES * PPN):
+        """Runs curc ARGS on one node (mpiexec, `ranks` ranks) or on the emulated cluster, with
+        `env` for every rank and libtnbc.so preloaded if asked; returns its standard output."""
         if where == "local":
-            cmd = ["mpiexec", "-n", str(NODES * PPN), "-genv", "UCX_NET_DEVICES", "lo"]
+            cmd = ["mpiexec", "-n", str(ranks), "-genv", "UCX_NET_DEVICES", "lo"]
             if preload:
                 cmd += ["-genv", "LD_PRELOAD", self.lib]
             for k, v in env.items():
@@ -217,10 +217,8 @@ class Bench:
         per = {"plain": [], "tnbc": []}
         for rnd in range(max(self.a.rounds, 5)):
             for config in per:
-                cmd = ["mpiexec", "-n", "2", "-genv", "UCX_NET_DEVICES", "lo"]
-                if config == "tnbc":
-                    cmd += ["-genv", "LD_PRELOAD", self.lib]
-                r = parse(run(cmd + [self.prog, str(block), str(iters), "blocking", "0"], 120, self.env))
+                r = parse(self.launch("local", [self.prog, str(block), str(iters), "blocking", "0"], {},
+                                      config == "tnbc", 120, ranks=2))
                 per[config].append(float(r["total_ms"]) * 1e3 / iters)
         ratios = [t / p for p, t in zip(per["plain"], per["tnbc"])]
         med = {c: statistics.median(v) for c, v in per.items()}
