@@ -293,10 +293,14 @@ std::string show_text(const TraceSet& set, const std::vector<SiteView>& views) {
     o += fmt::format(
         "  overlap    formula (1) {} us, (3) {} us; simulated: plan order {} us, no priorities {} us\n",
         us(p.formula1_us), us(p.formula3_us), us(p.plan_us), us(p.default_us));
+    // show plans with the default options: name the thresholds they apply.
+    const pr::PlannerOptions defaults;
     if (v.plan.entry && v.plan.entry->ret == pr::Return::blocking)
-      o += "  verdict    nothing to win: the plan says 'return blocking' (predicted overlap below 10% of Tcomm)\n";
+      o += fmt::format("  verdict    nothing to win: the plan says 'return blocking' (predicted overlap below "
+                       "{:g}% of Tcomm)\n", 100 * defaults.blocking_below);
     if (v.plan.entry && v.plan.entry->ret == pr::Return::early)
-      o += "  verdict    room to overlap: the plan says 'return early' (predicted overlap at least 50% of Tcomm)\n";
+      o += fmt::format("  verdict    room to overlap: the plan says 'return early' (predicted overlap at least "
+                       "{:g}% of Tcomm)\n", 100 * defaults.early_above);
     if (v.plan.bcast)
       o += fmt::format("  bcast      {} segment{}, {}\n", v.plan.bcast->segments,
                        v.plan.bcast->segments == 1 ? "" : "s",
