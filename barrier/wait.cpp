@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "util/raw.hpp"
 
 namespace tnbc::barrier {
 
@@ -23,12 +24,12 @@ inline void cpu_relax() {
 
 void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected) {
   // EAGAIN (value changed), EINTR and spurious wake-ups all just return: the caller re-checks.
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, nullptr,
+  util::raw::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, nullptr,
           nullptr, 0);
 }
 
 void futex_wake_all(std::atomic<std::uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr,
+  util::raw::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr,
           nullptr, 0);
 }
 

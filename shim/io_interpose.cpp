@@ -1,16 +1,23 @@
-// See io_interpose.hpp.  Each wrapper: one atomic load; if something is guarded, release the
-// buffers through the mode; then the real function.  errno is whatever the real call leaves.
+// The hand-written interposers of shim/libc_functions.tsv (rows "custom"), the helpers every
+// generated one uses (io_interpose_impl.hpp), the fork guard and libucm's memory events.  Each
+// wrapper: one atomic load; if something is guarded, release the bytes through the mode; then
+// the real function.  errno is whatever the real call leaves.
 #include "io_interpose.hpp"
 
-#include <cstdio>
-#include <dlfcn.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-#include <unistd.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
 
+#include <cstdarg>
+#include <cstring>
+
+#include "fence.hpp"
+#include "io_interpose_impl.hpp"
+#include "mapping.hpp"
 #include "mode.hpp"
+#include "util/raw.hpp"
 
 extern "C" {
 // glibc's own entry points, used while dlsym is still resolving free/realloc (dlsym may free).
@@ -22,99 +29,105 @@ namespace tnbc::shim {
 
 std::atomic<int> g_guarded_calls{0};
 
-namespace {
+namespace interpose {
 
 thread_local bool t_resolving __attribute__((tls_model("initial-exec"))) = false;
 
-// The next definition of `name` after ours, looked up once.
-template <typename F>
-F next(std::atomic<F>& slot, const char* name) {
-  F f = slot.load(std::memory_order_acquire);
-  if (f != nullptr) return f;
-  t_resolving = true;
-  f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
-  t_resolving = false;
-  slot.store(f, std::memory_order_release);
-  return f;
-}
-
-inline bool guarded() { return g_guarded_calls.load(std::memory_order_acquire) != 0; }
-
+namespace {
+// Never inside MPI: MPI's own system calls (UCX attaching shared memory, freeing its buffers)
+// never name guarded pages -- the fence completes every collective before a user buffer reaches
+// MPI -- and waiting there could never end: the progress thread, which alone publishes pages,
+// counts as inside MPI for good, and an application thread inside MPI may hold the lock the
+// progress thread needs.
 void release(const void* p, std::size_t n, ReleaseReason why) {
-  if (p != nullptr && n != 0) mode().release_range(p, n, why);
+  if (p != nullptr && n != 0 && !nested_in_mpi()) mode().release_range(p, n, why);
+}
+void release_iov(const struct iovec* v, int n, ReleaseReason why) {
+  if (v == nullptr) return;
+  for (int i = 0; i < n; ++i) release(v[i].iov_base, v[i].iov_len, why);
+}
+}  // namespace
+
+void io(const void* p, std::size_t n) { release(p, n, ReleaseReason::io); }
+void mem(const void* p, std::size_t n) { release(p, n, ReleaseReason::memory); }
+void io_iov(const struct iovec* v, int n) { release_iov(v, n, ReleaseReason::io); }
+void mem_iov(const struct iovec* v, int n) { release_iov(v, n, ReleaseReason::memory); }
+void io_msg(const struct msghdr* m) {
+  if (m == nullptr) return;
+  io(m, sizeof *m);
+  io_iov(m->msg_iov, static_cast<int>(m->msg_iovlen));
+  io(m->msg_control, m->msg_controllen);
+  io(m->msg_name, m->msg_namelen);
+}
+void io_mmsg(const struct mmsghdr* v, unsigned int n) {
+  if (v == nullptr) return;
+  io(v, times(n, sizeof *v));
+  for (unsigned int i = 0; i < n; ++i) io_msg(&v[i].msg_hdr);
+}
+void io_str(const char* s) {
+  if (s != nullptr) io(s, std::strlen(s) + 1);
+}
+void io_aiocb(const struct aiocb* cb) {
+  if (cb == nullptr) return;
+  io(cb, sizeof *cb);
+  io(const_cast<const void*>(cb->aio_buf), cb->aio_nbytes);
+}
+void io_aiolist(struct aiocb* const list[], int n) {
+  if (list == nullptr) return;
+  for (int i = 0; i < n; ++i) io_aiocb(list[i]);
+}
+void mem_usable(void* p) {
+  if (p != nullptr) mem(p, malloc_usable_size(p));
+}
+void everything() {
+  if (!nested_in_mpi()) mode().release_range(nullptr, SIZE_MAX, ReleaseReason::memory);
+}
+void shm_remap(const void* p, int flags, int id) {
+  struct shmid_ds ds;
+  if (p != nullptr && (flags & SHM_REMAP) != 0 && shmctl(id, IPC_STAT, &ds) == 0) mem(p, ds.shm_segsz);
 }
 
-void release_iov(const struct iovec* iov, int count) {
-  if (iov == nullptr) return;
-  for (int i = 0; i < count; ++i) release(iov[i].iov_base, iov[i].iov_len, ReleaseReason::io);
-}
-
-void release_msg(const struct msghdr* msg) {
-  if (msg == nullptr) return;
-  release_iov(msg->msg_iov, static_cast<int>(msg->msg_iovlen));
-  release(msg->msg_control, msg->msg_controllen, ReleaseReason::io);
-}
-
-using ReadFn = ssize_t (*)(int, void*, size_t);
-using WriteFn = ssize_t (*)(int, const void*, size_t);
-using PreadFn = ssize_t (*)(int, void*, size_t, off_t);
-using PwriteFn = ssize_t (*)(int, const void*, size_t, off_t);
-using IovFn = ssize_t (*)(int, const struct iovec*, int);
-using SendFn = ssize_t (*)(int, const void*, size_t, int);
-using RecvFn = ssize_t (*)(int, void*, size_t, int);
-using SendtoFn = ssize_t (*)(int, const void*, size_t, int, const struct sockaddr*, socklen_t);
-using RecvfromFn = ssize_t (*)(int, void*, size_t, int, struct sockaddr*, socklen_t*);
-using SendmsgFn = ssize_t (*)(int, const struct msghdr*, int);
-using RecvmsgFn = ssize_t (*)(int, struct msghdr*, int);
-using FreadFn = size_t (*)(void*, size_t, size_t, FILE*);
-using FwriteFn = size_t (*)(const void*, size_t, size_t, FILE*);
-using FreeFn = void (*)(void*);
-using ReallocFn = void* (*)(void*, size_t);
-using MunmapFn = int (*)(void*, size_t);
-
-std::atomic<ReadFn> r_read;
-std::atomic<WriteFn> r_write;
-std::atomic<PreadFn> r_pread, r_pread64;
-std::atomic<PwriteFn> r_pwrite, r_pwrite64;
-std::atomic<IovFn> r_readv, r_writev;
-std::atomic<SendFn> r_send;
-std::atomic<RecvFn> r_recv;
-std::atomic<SendtoFn> r_sendto;
-std::atomic<RecvfromFn> r_recvfrom;
-std::atomic<SendmsgFn> r_sendmsg;
-std::atomic<RecvmsgFn> r_recvmsg;
-std::atomic<FreadFn> r_fread;
-std::atomic<FwriteFn> r_fwrite;
-std::atomic<FreeFn> r_free;
-std::atomic<ReallocFn> r_realloc;
-std::atomic<MunmapFn> r_munmap;
-
-std::size_t product(size_t a, size_t b) { return (b != 0 && a > SIZE_MAX / b) ? SIZE_MAX : a * b; }
+namespace {
 
 // The parts of libucm's API we use (ucm/api/ucm.h), declared here so that nothing links libucm.
+constexpr int kUcmEventVmMapped = 1 << 16;    // UCM_EVENT_VM_MAPPED: callbacks run after
 constexpr int kUcmEventVmUnmapped = 1 << 17;  // UCM_EVENT_VM_UNMAPPED: callbacks run before
-struct UcmVmEvent {                           // ucm_event_t's vm_unmapped member (offset 0)
+struct UcmVmEvent {                           // ucm_event_t's vm_mapped/vm_unmapped member
   void* address;
   size_t size;
 };
 using UcmCallback = void (*)(int type, void* event, void* arg);
 using UcmSetHandler = int (*)(int events, int priority, UcmCallback cb, void* arg);
 
-void on_ucm_unmapped(int, void* event, void*) {
-  if (!guarded() || event == nullptr) return;
+void on_ucm_event(int type, void* event, void*) {
+  if (event == nullptr) return;
   const auto* e = static_cast<const UcmVmEvent*>(event);
-  release(e->address, e->size, ReleaseReason::memory);
+  if (type == kUcmEventVmUnmapped && guarded()) mem(e->address, e->size);
+  mapping::forget(e->address, e->size);
 }
 
+// fork(): the child has no progress thread, so nothing may be in flight when it starts, and it
+// must not inherit the mapping cache's lock taken.
+void fork_prepare() {
+  if (g_in_flight.load(std::memory_order_acquire) != 0 && !nested_in_mpi()) drain_in_flight();
+  if (guarded() && !nested_in_mpi()) everything();
+  mapping::before_fork();
+}
+void fork_done() { mapping::after_fork(); }
+
+[[gnu::constructor]] void install_fork_guard() { pthread_atfork(fork_prepare, fork_done, fork_done); }
+
 }  // namespace
+}  // namespace interpose
 
 bool subscribe_memory_events() {
   static std::atomic<int> state{0};  // 0 not tried, 1 registered, 2 unavailable
   int s = state.load(std::memory_order_acquire);
   if (s != 0) return s == 1;
-  auto set = reinterpret_cast<UcmSetHandler>(dlsym(RTLD_DEFAULT, "ucm_set_event_handler"));
+  auto set = reinterpret_cast<interpose::UcmSetHandler>(dlsym(RTLD_DEFAULT, "ucm_set_event_handler"));
   // Negative priority: called before the memory goes away.
-  bool ok = set != nullptr && set(kUcmEventVmUnmapped, -1, on_ucm_unmapped, nullptr) == 0;
+  bool ok = set != nullptr &&
+            set(interpose::kUcmEventVmUnmapped | interpose::kUcmEventVmMapped, -1, interpose::on_ucm_event, nullptr) == 0;
   state.store(ok ? 1 : 2, std::memory_order_release);
   return ok;
 }
@@ -122,93 +135,209 @@ bool subscribe_memory_events() {
 }  // namespace tnbc::shim
 
 using namespace tnbc::shim;
+using namespace tnbc::shim::interpose;
 
 #define TNBC_EXPORT extern "C" __attribute__((visibility("default")))
 
-TNBC_EXPORT ssize_t read(int fd, void* buf, size_t n) {
-  if (guarded()) release(buf, n, ReleaseReason::io);
-  return next(r_read, "read")(fd, buf, n);
-}
-TNBC_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
-  if (guarded()) release(buf, n, ReleaseReason::io);
-  return next(r_write, "write")(fd, buf, n);
-}
-// meson builds with _FILE_OFFSET_BITS=64, under which <unistd.h> renames pread to pread64: give
-// each definition its exact symbol name with an asm label.  Programs built with large-file support
-// (ROMIO among them) call the *64 names.
-TNBC_EXPORT ssize_t tnbc_pread(int fd, void* buf, size_t n, off_t off) __asm__("pread");
-TNBC_EXPORT ssize_t tnbc_pwrite(int fd, const void* buf, size_t n, off_t off) __asm__("pwrite");
-TNBC_EXPORT ssize_t tnbc_pread64(int fd, void* buf, size_t n, off_t off) __asm__("pread64");
-TNBC_EXPORT ssize_t tnbc_pwrite64(int fd, const void* buf, size_t n, off_t off) __asm__("pwrite64");
-ssize_t tnbc_pread(int fd, void* buf, size_t n, off_t off) {
-  if (guarded()) release(buf, n, ReleaseReason::io);
-  return next(r_pread, "pread")(fd, buf, n, off);
-}
-ssize_t tnbc_pwrite(int fd, const void* buf, size_t n, off_t off) {
-  if (guarded()) release(buf, n, ReleaseReason::io);
-  return next(r_pwrite, "pwrite")(fd, buf, n, off);
-}
-ssize_t tnbc_pread64(int fd, void* buf, size_t n, off_t off) {
-  if (guarded()) release(buf, n, ReleaseReason::io);
-  return next(r_pread64, "pread64")(fd, buf, n, off);
-}
-ssize_t tnbc_pwrite64(int fd, const void* buf, size_t n, off_t off) {
-  if (guarded()) release(buf, n, ReleaseReason::io);
-  return next(r_pwrite64, "pwrite64")(fd, buf, n, off);
-}
-TNBC_EXPORT ssize_t readv(int fd, const struct iovec* iov, int count) {
-  if (guarded()) release_iov(iov, count);
-  return next(r_readv, "readv")(fd, iov, count);
-}
-TNBC_EXPORT ssize_t writev(int fd, const struct iovec* iov, int count) {
-  if (guarded()) release_iov(iov, count);
-  return next(r_writev, "writev")(fd, iov, count);
-}
-TNBC_EXPORT ssize_t send(int fd, const void* buf, size_t n, int flags) {
-  if (guarded()) release(buf, n, ReleaseReason::io);
-  return next(r_send, "send")(fd, buf, n, flags);
-}
-TNBC_EXPORT ssize_t recv(int fd, void* buf, size_t n, int flags) {
-  if (guarded()) release(buf, n, ReleaseReason::io);
-  return next(r_recv, "recv")(fd, buf, n, flags);
-}
-TNBC_EXPORT ssize_t sendto(int fd, const void* buf, size_t n, int flags, const struct sockaddr* to,
-                           socklen_t len) {
-  if (guarded()) release(buf, n, ReleaseReason::io);
-  return next(r_sendto, "sendto")(fd, buf, n, flags, to, len);
-}
-TNBC_EXPORT ssize_t recvfrom(int fd, void* buf, size_t n, int flags, struct sockaddr* from,
-                             socklen_t* len) {
-  if (guarded()) release(buf, n, ReleaseReason::io);
-  return next(r_recvfrom, "recvfrom")(fd, buf, n, flags, from, len);
-}
-TNBC_EXPORT ssize_t sendmsg(int fd, const struct msghdr* msg, int flags) {
-  if (guarded()) release_msg(msg);
-  return next(r_sendmsg, "sendmsg")(fd, msg, flags);
-}
-TNBC_EXPORT ssize_t recvmsg(int fd, struct msghdr* msg, int flags) {
-  if (guarded()) release_msg(msg);
-  return next(r_recvmsg, "recvmsg")(fd, msg, flags);
-}
-TNBC_EXPORT size_t fread(void* buf, size_t size, size_t n, FILE* f) {
-  if (guarded()) release(buf, product(size, n), ReleaseReason::io);
-  return next(r_fread, "fread")(buf, size, n, f);
-}
-TNBC_EXPORT size_t fwrite(const void* buf, size_t size, size_t n, FILE* f) {
-  if (guarded()) release(buf, product(size, n), ReleaseReason::io);
-  return next(r_fwrite, "fwrite")(buf, size, n, f);
-}
 TNBC_EXPORT void free(void* p) {
-  if (p != nullptr && guarded()) release(p, malloc_usable_size(p), ReleaseReason::memory);
+  static std::atomic<void (*)(void*)> real{nullptr};
+  if (p != nullptr && guarded()) mem_usable(p);
   if (t_resolving) return __libc_free(p);
-  next(r_free, "free")(p);
+  next(real, "free")(p);
 }
 TNBC_EXPORT void* realloc(void* p, size_t n) {
-  if (p != nullptr && guarded()) release(p, malloc_usable_size(p), ReleaseReason::memory);
+  static std::atomic<void* (*)(void*, size_t)> real{nullptr};
+  if (p != nullptr && guarded()) mem_usable(p);
   if (t_resolving) return __libc_realloc(p, n);
-  return next(r_realloc, "realloc")(p, n);
+  return next(real, "realloc")(p, n);
 }
+
 TNBC_EXPORT int munmap(void* p, size_t n) {
-  if (guarded()) release(p, n, ReleaseReason::memory);
-  return next(r_munmap, "munmap")(p, n);
+  static std::atomic<int (*)(void*, size_t)> real{nullptr};
+  if (guarded()) mem(p, n);
+  mapping::forget(p, n);
+  return next(real, "munmap")(p, n);
+}
+
+namespace {
+void* mmap_common(std::atomic<void* (*)(void*, size_t, int, int, int, off_t)>& real, const char* name,
+                  void* p, size_t n, int prot, int flags, int fd, off_t off) {
+  if (guarded() && (flags & MAP_FIXED) != 0) mem(p, n);
+  void* r = next(real, name)(p, n, prot, flags, fd, off);
+  if (r != MAP_FAILED) mapping::forget(r, n);
+  return r;
+}
+}  // namespace
+
+TNBC_EXPORT void* tnbc_mmap(void* p, size_t n, int prot, int flags, int fd, off_t off) __asm__("mmap");
+TNBC_EXPORT void* tnbc_mmap64(void* p, size_t n, int prot, int flags, int fd, off_t off) __asm__("mmap64");
+void* tnbc_mmap(void* p, size_t n, int prot, int flags, int fd, off_t off) {
+  static std::atomic<void* (*)(void*, size_t, int, int, int, off_t)> real{nullptr};
+  return mmap_common(real, "mmap", p, n, prot, flags, fd, off);
+}
+void* tnbc_mmap64(void* p, size_t n, int prot, int flags, int fd, off_t off) {
+  static std::atomic<void* (*)(void*, size_t, int, int, int, off_t)> real{nullptr};
+  return mmap_common(real, "mmap64", p, n, prot, flags, fd, off);
+}
+
+TNBC_EXPORT void* mremap(void* old, size_t old_n, size_t new_n, int flags, ...) {
+  static std::atomic<void* (*)(void*, size_t, size_t, int, ...)> real{nullptr};
+  void* target = nullptr;
+  if ((flags & MREMAP_FIXED) != 0) {
+    va_list ap;
+    va_start(ap, flags);
+    target = va_arg(ap, void*);
+    va_end(ap);
+  }
+  if (guarded()) {
+    mem(old, old_n);
+    if (target != nullptr) mem(target, new_n);
+  }
+  mapping::forget(old, old_n);
+  void* r = next(real, "mremap")(old, old_n, new_n, flags, target);
+  if (r != MAP_FAILED) mapping::forget(r, new_n);
+  return r;
+}
+
+TNBC_EXPORT void* shmat(int id, const void* p, int flags) {
+  static std::atomic<void* (*)(int, const void*, int)> real{nullptr};
+  if (guarded()) shm_remap(p, flags, id);
+  void* r = next(real, "shmat")(id, p, flags);
+  mapping::forget_all();
+  return r;
+}
+// Shared memory is never guarded (mapping.hpp): detaching it waits for nothing.
+TNBC_EXPORT int shmdt(const void* p) {
+  static std::atomic<int (*)(const void*)> real{nullptr};
+  mapping::forget_all();
+  return next(real, "shmdt")(p);
+}
+
+TNBC_EXPORT int mlock(const void* p, size_t n) {
+  static std::atomic<int (*)(const void*, size_t)> real{nullptr};
+  if (guarded()) mem(p, n);
+  int r = next(real, "mlock")(p, n);
+  if (r == 0) mapping::locked(p, n);
+  return r;
+}
+TNBC_EXPORT int mlock2(const void* p, size_t n, unsigned int flags) {
+  static std::atomic<int (*)(const void*, size_t, unsigned int)> real{nullptr};
+  if (guarded()) mem(p, n);
+  int r = next(real, "mlock2")(p, n, flags);
+  if (r == 0) mapping::locked(p, n);
+  return r;
+}
+TNBC_EXPORT int munlock(const void* p, size_t n) {
+  static std::atomic<int (*)(const void*, size_t)> real{nullptr};
+  int r = next(real, "munlock")(p, n);
+  if (r == 0) mapping::unlocked(p, n);
+  return r;
+}
+TNBC_EXPORT int mlockall(int flags) {
+  static std::atomic<int (*)(int)> real{nullptr};
+  if (guarded()) everything();
+  int r = next(real, "mlockall")(flags);
+  if (r == 0) mapping::locked_all();
+  return r;
+}
+TNBC_EXPORT int munlockall() {
+  static std::atomic<int (*)()> real{nullptr};
+  int r = next(real, "munlockall")();
+  if (r == 0) mapping::unlocked_all();
+  return r;
+}
+
+// syscall(): the system calls that take a buffer of the caller, or change its memory, get what
+// their library functions get.  A number not listed takes no buffer, or only a small structure
+// (docs/replay.md, "What the program may do").
+TNBC_EXPORT long syscall(long number, ...) {
+  va_list ap;
+  va_start(ap, number);
+  long a[6];
+  for (long& x : a) x = va_arg(ap, long);
+  va_end(ap);
+  auto ptr = [&](int i) { return reinterpret_cast<void*>(a[i]); };
+  auto len = [&](int i) { return static_cast<size_t>(a[i]); };
+  auto iov = [&](int i) { return reinterpret_cast<const struct iovec*>(a[i]); };
+  if (guarded()) {
+    switch (number) {
+      case SYS_read: case SYS_write: case SYS_pread64: case SYS_pwrite64: case SYS_getdents64:
+      case SYS_recvfrom: case SYS_sendto:
+        io(ptr(1), len(2));
+        break;
+      case SYS_readv: case SYS_writev: case SYS_preadv: case SYS_pwritev: case SYS_preadv2:
+      case SYS_pwritev2: case SYS_vmsplice:
+        io_iov(iov(1), static_cast<int>(a[2]));
+        break;
+      case SYS_recvmsg: case SYS_sendmsg:
+        io_msg(reinterpret_cast<const struct msghdr*>(a[1]));
+        break;
+      case SYS_recvmmsg: case SYS_sendmmsg:
+        io_mmsg(reinterpret_cast<const struct mmsghdr*>(a[1]), static_cast<unsigned int>(a[2]));
+        break;
+      case SYS_process_vm_readv: case SYS_process_vm_writev:
+        io_iov(iov(1), static_cast<int>(a[2]));
+        break;
+      case SYS_getrandom:
+        io(ptr(0), len(1));
+        break;
+      case SYS_readlink:
+        io(ptr(1), len(2));
+        break;
+      case SYS_readlinkat:
+        io(ptr(2), len(3));
+        break;
+      case SYS_msgsnd: case SYS_msgrcv:
+        io(ptr(1), len(2) + sizeof(long));
+        break;
+      case SYS_mq_timedsend: case SYS_mq_timedreceive:
+        io(ptr(1), len(2));
+        break;
+      case SYS_splice: case SYS_copy_file_range:
+        io(ptr(1), sizeof(loff_t));
+        io(ptr(3), sizeof(loff_t));
+        break;
+      case SYS_sendfile:
+        io(ptr(2), sizeof(off_t));
+        break;
+      case SYS_mprotect: case SYS_pkey_mprotect: case SYS_madvise: case SYS_msync: case SYS_mlock:
+      case SYS_mlock2: case SYS_munmap: case SYS_remap_file_pages: case SYS_mbind:
+        mem(ptr(0), len(1));
+        break;
+      case SYS_mremap:
+        mem(ptr(0), len(1));
+        if ((a[3] & MREMAP_FIXED) != 0) mem(ptr(4), len(2));
+        break;
+      case SYS_mmap:
+        if ((a[3] & MAP_FIXED) != 0) mem(ptr(0), len(1));
+        break;
+      case SYS_process_madvise:
+        mem_iov(iov(1), static_cast<int>(a[2]));
+        break;
+      case SYS_shmat:
+        shm_remap(ptr(1), static_cast<int>(a[2]), static_cast<int>(a[0]));
+        break;
+      // Whose buffers are not in the arguments (io_uring's rings, kernel AIO's control blocks,
+      // page migration lists), or whose effect on memory is not bounded: wait for everything.
+      case SYS_io_uring_enter: case SYS_io_submit: case SYS_move_pages: case SYS_migrate_pages:
+      case SYS_brk: case SYS_mlockall: case SYS_fork: case SYS_vfork:
+      case SYS_clone: case SYS_clone3:
+        everything();
+        break;
+      default:
+        break;
+    }
+  }
+  switch (number) {
+    case SYS_munmap: case SYS_mmap: case SYS_mremap:
+    case SYS_shmat: case SYS_shmdt: case SYS_remap_file_pages:
+      mapping::forget_all();
+      break;
+    case SYS_mlock: case SYS_mlock2: case SYS_mlockall:
+      mapping::locked_all();  // conservative: the raw call does not say what stays locked
+      break;
+    default:
+      break;
+  }
+  return tnbc::util::raw::syscall6(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -18,6 +18,7 @@
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
+#include "mapping.hpp"
 #include "priority/cost_model.hpp"
 #include "priority/observations.hpp"
 #include "priority/plan.hpp"
@@ -311,11 +312,21 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
   // Receive side first: its pages may still be guarded by an earlier collective, whose mirror
   // must be published before this one can guard them again.
   std::size_t rtotal = 0;
+  std::uintptr_t rlo = UINTPTR_MAX, rhi = 0;  // the bytes the receives may write
   for (std::size_t i = 0; i < n; ++i) {
     rb[i] = static_cast<std::size_t>(recvcounts[i]) * rti.size;
     rtotal += rb[i];
     auto [p, len] = span_of(recvbuf, static_cast<std::size_t>(rdispls[i]), static_cast<std::size_t>(recvcounts[i]), rti);
     Engine::instance().complete_overlapping(p, len);
+    if (len == 0) continue;
+    rlo = std::min(rlo, reinterpret_cast<std::uintptr_t>(p));
+    rhi = std::max(rhi, reinterpret_cast<std::uintptr_t>(p) + len);
+  }
+  const char* why_direct = !allow_early ? "small" : nullptr;
+  // Shared, locked, hugetlb or device memory: its pages must stay where they are (mapping.hpp).
+  if (allow_early && rhi > rlo && !mapping::replaceable(reinterpret_cast<void*>(rlo), rhi - rlo)) {
+    allow_early = false;
+    why_direct = "mapping";
   }
   if (rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) rd[i] = static_cast<std::size_t>(rdispls[i]) * rti.size;
@@ -325,6 +336,7 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
     std::size_t off = 0;
     for (std::size_t i = 0; i < n; ++i) rd[i] = off, off += rb[i];
     allow_early = false;
+    why_direct = "datatype";
   }
 
   if (sti.contiguous) {
@@ -366,7 +378,7 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
     }
   }
   if (early) st.count_early_return();
-  else st.count_fallback(!rti.contiguous ? "datatype" : !allow_early ? "small" : "no_full_page");
+  else st.count_fallback(why_direct ? why_direct : "no_full_page");
   return MPI_SUCCESS;
 }
 
@@ -569,9 +581,11 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   auto [lo, len] = span_of(buffer, 0, static_cast<std::size_t>(count), ti);
   Engine::instance().complete_overlapping(lo, len);
   bool early = false;
+  // Shared, locked, hugetlb or device memory receives in place (mapping.hpp).
+  const bool in_place = rank != root && !mapping::replaceable(lo, len);
   d.key->costs.early_calls.fetch_add(1, std::memory_order_relaxed);
   if (ti.contiguous) {
-    early = Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, true, &d.key->costs);
+    early = Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, !in_place, &d.key->costs);
   } else {
     std::vector<char> stage(bytes);
     int pos = 0;
@@ -581,7 +595,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   }
   done(d);
   if (early) st.count_early_return();
-  else st.count_fallback(ti.contiguous ? "no_full_page" : "datatype");
+  else st.count_fallback(!ti.contiguous ? "datatype" : in_place ? "mapping" : "no_full_page");
   return MPI_SUCCESS;
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "segv.hpp"
+#include "util/raw.hpp"
 
 namespace tnbc::trace {
 namespace {
@@ -114,7 +115,7 @@ void PageGuard::open_sub(GuardedCall& call, std::uint32_t i, Release how, std::u
     if (s.outcome.compare_exchange_strong(expected, static_cast<std::uint8_t>(Outcome::touched))) {
       s.touch.stamp = stamp;
       s.touch.seq = seq_.fetch_add(1, std::memory_order_relaxed);
-      s.touch.thread = static_cast<std::uint32_t>(syscall(SYS_gettid));
+      s.touch.thread = static_cast<std::uint32_t>(util::raw::syscall(SYS_gettid));
       s.recorded.store(true, std::memory_order_release);
     }
   } else {
@@ -123,7 +124,7 @@ void PageGuard::open_sub(GuardedCall& call, std::uint32_t i, Release how, std::u
   if (s.pbegin >= s.pend) return;
   // Open first, then mark: a page marked open is open, so a thread that faulted on it while we
   // were opening it finds it marked and simply retries its access.
-  mprotect(reinterpret_cast<void*>(s.pbegin), s.pend - s.pbegin, PROT_READ | PROT_WRITE);
+  util::raw::mprotect(reinterpret_cast<void*>(s.pbegin), s.pend - s.pbegin, PROT_READ | PROT_WRITE);
   // Only the first and last page can be shared with other sub-messages; the pages between belong
   // to this one alone and are counted in one step.
   std::uint32_t interior = 0;
@@ -256,14 +257,14 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
     while (run < raw->npages_ &&
            raw->page_state_[run].load(std::memory_order_relaxed) == kProtected)
       ++run;
-    if (mprotect(reinterpret_cast<void*>(raw->page0_ + k * ps), (run - k) * ps, PROT_NONE) != 0) {
+    if (util::raw::mprotect(reinterpret_cast<void*>(raw->page0_ + k * ps), (run - k) * ps, PROT_NONE) != 0) {
       int e = errno;
       // Undo: open what this call protected (never the partial pages, which are not ours), and
       // make the call unobservable.  It stays registered: a handler may still be reading it.
       // The failed call may have changed part of its range before it failed: include it.
       for (std::size_t j = 0; j < run; ++j)
         if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected)
-          mprotect(reinterpret_cast<void*>(raw->page0_ + j * ps), ps, PROT_READ | PROT_WRITE);
+          util::raw::mprotect(reinterpret_cast<void*>(raw->page0_ + j * ps), ps, PROT_READ | PROT_WRITE);
       for (std::size_t j = 0; j < raw->npages_; ++j)
         if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected)
           raw->page_state_[j].store(kOpen);
@@ -357,7 +358,7 @@ void PageGuard::release_all(bool lose_untouched) {
       std::size_t run = k;
       while (run < c->npages_ && c->page_state_[run].load(std::memory_order_acquire) == kProtected)
         ++run;
-      mprotect(reinterpret_cast<void*>(c->page0_ + k * page_size_), (run - k) * page_size_,
+      util::raw::mprotect(reinterpret_cast<void*>(c->page0_ + k * page_size_), (run - k) * page_size_,
                PROT_READ | PROT_WRITE);
       // A handler may open some of these pages at the same time: whoever marks a page counts it.
       for (; k < run; ++k) {

@@ -8,19 +8,41 @@
 #include <cstring>
 #include <mutex>
 
+#include "util/raw.hpp"
+
 namespace tnbc::trace::segv {
 namespace {
 
 constexpr std::size_t kAltStackSize = 64 * 1024;
 
 std::atomic<Claim> g_claims[kMaxClaims];
-std::mutex g_mutex;  // add() and remove()
+std::mutex g_mutex;  // add(), remove() and program_sigaction()
 int g_count = 0;     // registered claims, under g_mutex
-struct sigaction g_previous;
+std::atomic<bool> g_installed{false};
+
+// The program's handler: the one installed before ours, or one the program installed since
+// (program_sigaction).  Two copies and an index, so the handler always reads a whole one.
+struct sigaction g_previous_slots[2];
+std::atomic<int> g_previous_index{0};
+
+const struct sigaction& previous() { return g_previous_slots[g_previous_index.load(std::memory_order_acquire)]; }
+void set_previous(const struct sigaction& sa) {  // under g_mutex, or in the handler (one-shot)
+  const int next = 1 - g_previous_index.load(std::memory_order_relaxed);
+  g_previous_slots[next] = sa;
+  g_previous_index.store(next, std::memory_order_release);
+}
 
 // Passes a fault no claim took to the handler that was installed before ours.
 void pass_on(int sig, siginfo_t* info, void* context) {
-  const struct sigaction& prev = g_previous;
+  const struct sigaction prev = previous();
+  if (prev.sa_flags & SA_RESETHAND) {
+    // One-shot handler: the kernel would have reset it to the default before calling it.
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    set_previous(dfl);
+  }
   if (prev.sa_flags & SA_SIGINFO) {
     if (prev.sa_sigaction != nullptr) {
       prev.sa_sigaction(sig, info, context);
@@ -40,7 +62,7 @@ void pass_on(int sig, siginfo_t* info, void* context) {
   std::memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
-  sigaction(sig, &dfl, nullptr);
+  util::raw::sigaction(sig, &dfl, nullptr);
   if (sent) raise(sig);
 }
 
@@ -65,12 +87,12 @@ void ensure_alt_stack() {
   stack_t current;
   if (sigaltstack(nullptr, &current) != 0 || !(current.ss_flags & SS_DISABLE)) return;
   // Never freed: the thread may be running on it at any time until it exits.
-  void* mem = mmap(nullptr, kAltStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  void* mem = util::raw::mmap(nullptr, kAltStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (mem == MAP_FAILED) return;
   stack_t st{};
   st.ss_sp = mem;
   st.ss_size = kAltStackSize;
-  if (sigaltstack(&st, nullptr) != 0) munmap(mem, kAltStackSize);
+  if (sigaltstack(&st, nullptr) != 0) util::raw::munmap(mem, kAltStackSize);
 }
 
 std::optional<std::string> add(Claim claim) {
@@ -91,8 +113,11 @@ std::optional<std::string> add(Claim claim) {
     sa.sa_sigaction = on_segv;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART | SA_NODEFER;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGSEGV, &sa, &g_previous) != 0)
+    struct sigaction before;
+    if (util::raw::sigaction(SIGSEGV, &sa, &before) != 0)
       return std::string("cannot install the SIGSEGV handler: ") + std::strerror(errno);
+    set_previous(before);
+    g_installed.store(true, std::memory_order_release);
   }
   free_slot->store(claim, std::memory_order_release);
   ++g_count;
@@ -107,12 +132,22 @@ void remove(Claim claim) {
     if (--g_count == 0) {
       // If someone installed a handler after ours, it stays; it never calls ours anyway.
       struct sigaction current;
-      if (sigaction(SIGSEGV, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+      if (util::raw::sigaction(SIGSEGV, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
           current.sa_sigaction == on_segv)
-        sigaction(SIGSEGV, &g_previous, nullptr);
+        util::raw::sigaction(SIGSEGV, &previous(), nullptr);
+      g_installed.store(false, std::memory_order_release);
     }
     return;
   }
+}
+
+bool program_sigaction(const struct sigaction* act, struct sigaction* old) {
+  if (!g_installed.load(std::memory_order_acquire)) return false;
+  std::lock_guard lock(g_mutex);
+  if (g_count == 0) return false;
+  if (old != nullptr) *old = previous();
+  if (act != nullptr) set_previous(*act);
+  return true;
 }
 
 }  // namespace tnbc::trace::segv

@@ -20,6 +20,10 @@
 //   by kill() or raise() (si_code <= 0) is raised again under the default action, or dropped if
 //   it was ignored.
 //
+// - A handler the program installs later (a JIT, a garbage collector, a crash reporter) does not
+//   replace ours: the interposed sigaction and signal functions hand it to program_sigaction(),
+//   and ours passes it every fault no claim takes.
+//
 // No MPI, no allocation in the handler; registration is not async-signal-safe (call it from
 // ordinary code).
 #pragma once
@@ -41,6 +45,14 @@ std::optional<std::string> add(Claim claim);
 void remove(Claim claim);
 /// Gives the calling thread an alternate signal stack if it has none.
 void ensure_alt_stack();
+
+/// sigaction(SIGSEGV, act, old) as the program sees it while our handler is installed: `old`
+/// gets the program's handler (the one we pass faults on to), `act` replaces it; the kernel's
+/// handler stays ours, so faults on guarded pages are still ours whatever order handlers are
+/// installed in (the approach of libjsig).  Returns false, doing nothing, when our handler is
+/// not installed: the caller then calls the real sigaction.  The interposed sigaction, signal
+/// & co. (shim/signal_interpose.cpp) call it.
+bool program_sigaction(const struct sigaction* act, struct sigaction* old);
 
 inline constexpr int kMaxClaims = 4;
 

@@ -26,8 +26,11 @@ Engine::Engine() : progress_(std::make_unique<engine::Progress>()) {}
 Engine::~Engine() = default;
 
 Engine& Engine::instance() {
-  static Engine e;
-  return e;
+  // Never destroyed: at exit its progress thread may still run (a program that ends without
+  // MPI_Finalize) or not exist at all (a fork()ed child inherits the object, not the thread),
+  // and destroying a std::thread that was never joined terminates the process.
+  static Engine* e = new Engine;
+  return *e;
 }
 
 std::optional<std::string> Engine::start(const EngineOptions& options) {

@@ -14,7 +14,12 @@ void Progress::start(const EngineOptions& options, std::size_t page_size) {
   max_sleep_us_ = options.progress_max_sleep_us;
   page_size_ = page_size;
   stopping_ = false;
-  thread_ = std::thread([this] { run(); });
+  // The progress thread lives inside MPI (fence.hpp): the interposed C library functions that
+  // MPI calls on it never wait for guarded pages, which only this thread can publish.
+  thread_ = std::thread([this] {
+    MpiScope inside;
+    run();
+  });
 }
 
 void Progress::stop() {

@@ -14,6 +14,7 @@
 #include "io_interpose.hpp"
 #include "op.hpp"
 #include "trace/replay_guard.hpp"
+#include "util/raw.hpp"
 
 namespace tnbc::shim::engine {
 
@@ -42,7 +43,7 @@ bool prepare_receive(Op& op, std::size_t ps) {
   ReceiveMirror& r = op.recv;
   r.cover_lo = page_floor(lo, ps);
   r.cover_hi = page_ceil(hi, ps);
-  void* m = mmap(nullptr, r.cover_hi - r.cover_lo, PROT_READ | PROT_WRITE,
+  void* m = util::raw::mmap(nullptr, r.cover_hi - r.cover_lo, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return false;
   r.mirror = static_cast<char*>(m);
@@ -91,12 +92,12 @@ bool prepare_receive(Op& op, std::size_t ps) {
   r.slot = trace::ReplayGuard::instance().add(full_lo, full_hi, r.published.get(),
                                        op.costs ? &op.costs->wait_ns : nullptr);
   if (r.slot < 0) {
-    munmap(r.mirror, r.cover_hi - r.cover_lo);
+    util::raw::munmap(r.mirror, r.cover_hi - r.cover_lo);
     r.mirror = nullptr;
     return false;
   }
   g_guarded_calls.fetch_add(1, std::memory_order_acq_rel);
-  for (auto [pg, len] : runs) mprotect(reinterpret_cast<void*>(pg), len, PROT_NONE);
+  for (auto [pg, len] : runs) util::raw::mprotect(reinterpret_cast<void*>(pg), len, PROT_NONE);
   return true;
 }
 
@@ -135,11 +136,11 @@ void publish(Op& op, std::vector<std::size_t>& pages, std::size_t ps) {
     char* src = r.mirror + (user - r.cover_lo);
     // The raw system call: UCX's libucm patches libc's mremap with a four-argument version
     // that drops the new address of MREMAP_FIXED (measured: it returns NULL and moves nothing).
-    auto res = reinterpret_cast<void*>(syscall(SYS_mremap, src, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+    auto res = reinterpret_cast<void*>(util::raw::syscall(SYS_mremap, src, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
                                                reinterpret_cast<void*>(user)));
     if (res == MAP_FAILED) {
       // Cannot happen for ranges we mapped and protected ourselves; keep the data right anyway.
-      mprotect(reinterpret_cast<void*>(user), len, PROT_READ | PROT_WRITE);
+      util::raw::mprotect(reinterpret_cast<void*>(user), len, PROT_READ | PROT_WRITE);
       std::memcpy(reinterpret_cast<void*>(user), src, len);
     } else {
       for (std::size_t k = a; k < b; ++k) r.moved[pages[k]] = 1;
@@ -171,7 +172,7 @@ void retire(Op& op, std::size_t ps) {
       }
       std::size_t end = pg + 1;
       while (end < total && !is_moved(end)) ++end;
-      munmap(r.mirror + pg * ps, (end - pg) * ps);
+      util::raw::munmap(r.mirror + pg * ps, (end - pg) * ps);
       pg = end;
     }
   }

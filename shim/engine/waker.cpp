@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include "util/raw.hpp"
 
 namespace tnbc::shim::engine {
 
@@ -16,12 +17,12 @@ void waker_end_wait() { g_waker.end_wait(); }
 
 void Waker::kick() {
   word_.fetch_add(1, std::memory_order_acq_rel);
-  syscall(SYS_futex, &word_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  util::raw::syscall(SYS_futex, &word_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
 }
 
 void Waker::nap(unsigned us, std::uint32_t seen) {
   timespec ts{static_cast<time_t>(us / 1000000), static_cast<long>(us % 1000000) * 1000};
-  syscall(SYS_futex, &word_, FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
+  util::raw::syscall(SYS_futex, &word_, FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
 }
 
 }  // namespace tnbc::shim::engine

@@ -1,18 +1,51 @@
 #!/usr/bin/env python3
 """Every MPI function MPICH declares is wrapped: checked against the generator's own reading of
-mpi.h and, independently, against the symbols libmpich.so really exports."""
+mpi.h and, independently, against the symbols libmpich.so really exports.  Every C library function
+that moves bytes for the caller or changes its memory is in shim/libc_functions.tsv: checked
+against the symbols the system's libc exports, so a new C library cannot add a hole silently."""
 
 import os
+import re
 import subprocess
 import sys
 
 from tnbc_testlib import BUILD, LIBS, SOURCE, Suite, expect
 
-# The system calls and memory functions the libraries interpose besides MPI (shim/io_interpose.hpp
-# documents why; shim/exports.map exports them).
-INTERPOSED = {"read", "write", "pread", "pwrite", "pread64", "pwrite64", "readv", "writev",
-              "send", "recv", "sendto", "recvfrom", "sendmsg", "recvmsg", "fread", "fwrite",
-              "free", "realloc", "munmap"}
+# A public libc function whose name has one of these words (between underscores or digits) moves
+# bytes between the caller's memory and the kernel, or changes the caller's memory.  Each must be
+# a row of shim/libc_functions.tsv: interposed, or reviewed with the reason it needs nothing.
+WORDS = ("read|write|pread|pwrite|readv|writev|preadv|pwritev|recv|send|recvfrom|sendto|recvmsg|sendmsg|"
+         "recvmmsg|sendmmsg|fread|fwrite|fputs|puts|splice|vmsplice|tee|process|getrandom|getentropy|"
+         "getdents|getdents64|readlink|readlinkat|copy|sendfile|sendfile64|aio|lio|msgrcv|msgsnd|mq|"
+         "mmap|mmap64|munmap|mremap|mprotect|pkey|madvise|mlock|mlock2|munlock|mlockall|munlockall|"
+         "msync|remap|shmat|shmdt|brk|sbrk|free|realloc|reallocarray|syscall|fork|vfork|io|uring|res|"
+         "sigaction|signal|sigset")
+SUSPECT = re.compile(rf"(^|[_0-9])({WORDS})([_0-9]|v?2?$|$)")
+def libc_path():
+    out = subprocess.run(["gcc", "-print-file-name=libc.so.6"], capture_output=True, text=True, check=True)
+    return os.path.realpath(out.stdout.strip())
+
+
+def libc_public_functions():
+    """The functions a program built today can link: default-version symbols, not GLIBC_PRIVATE."""
+    out = subprocess.run(["nm", "-D", "--defined-only", libc_path()], capture_output=True, text=True,
+                         check=True).stdout
+    names = set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or parts[1] not in ("T", "W", "i") or "@@" not in parts[2]:
+            continue
+        name, version = parts[2].split("@@", 1)
+        if version != "GLIBC_PRIVATE":
+            names.add(name)
+    return names
+
+
+def libc_table():
+    out = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "gen_interposers.py"), "--table",
+                          os.path.join(SOURCE, "shim", "libc_functions.tsv"), "--list"],
+                         capture_output=True, text=True, check=True).stdout
+    return dict(line.split() for line in out.splitlines())
 
 
 def defined_symbols(lib, prefixes=("MPI_", "MPIX_")):
@@ -39,6 +72,9 @@ def main():
                          check=True).stdout.strip()
     listing = generator_listing(os.path.join(inc, "mpi.h"))
     mpich = defined_symbols(libmpich_path())
+    table = libc_table()
+    interposed = {n for n, kind in table.items() if kind != "none"}
+    libc = libc_public_functions()
 
     def plausible():
         expect(len(listing) > 600, f"the generator found only {len(listing)} functions in mpi.h")
@@ -63,12 +99,30 @@ def main():
         def only_mpi_exported(lib=lib):
             out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True, check=True).stdout
             names = {l.split()[-1] for l in out.splitlines()}
-            other = sorted(n for n in names if not n.startswith(("MPI_", "MPIX_")) and n not in INTERPOSED)
+            other = sorted(n for n in names if not n.startswith(("MPI_", "MPIX_")) and n not in interposed)
             expect(not other, f"non-MPI symbols exported: {other[:10]}")
-            missing = sorted(INTERPOSED - names)
+            missing = sorted(interposed - names)
             expect(not missing, f"interposed functions not exported: {missing}")
-        s.check(f"{lib_name}: exports nothing but MPI functions and the documented interposed calls",
+        s.check(f"{lib_name}: exports nothing but MPI functions and the table's C library functions",
                 only_mpi_exported)
+
+    def libc_is_read():
+        expect(len(libc) > 1500, f"only {len(libc)} public functions found in {libc_path()}")
+        expect(len(table) > 100, f"only {len(table)} rows in shim/libc_functions.tsv")
+    s.check("the system's libc and the interposer table are read", libc_is_read)
+
+    def every_suspect_reviewed():
+        suspects = sorted(n for n in libc if SUSPECT.search(n))
+        expect(len(suspects) > 80, f"the pattern found only {len(suspects)} functions: is it still right?")
+        missing = [n for n in suspects if n not in table]
+        expect(not missing, "libc functions that may take a buffer or change memory, not in "
+                            f"shim/libc_functions.tsv (interpose them or review them as 'none'): {missing}")
+    s.check("every libc function that may move bytes or change memory is in the table", every_suspect_reviewed)
+
+    def interposed_exist():
+        gone = sorted(interposed - libc)
+        expect(not gone, f"interposed, but not a public function of this libc (dlsym would fail): {gone}")
+    s.check("every interposed function is a public libc function", interposed_exist)
 
     def skips_are_justified():
         skipped = sorted(n for n, c in listing.items() if c.startswith("skip"))
