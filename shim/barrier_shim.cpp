@@ -3,11 +3,17 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <csignal>
+#include <dirent.h>
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
+#include <mutex>
 #include <sched.h>
 #include <string>
+#include <string_view>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -76,13 +82,65 @@ int delete_attr(MPI_Comm, int, void* value, void*) {
   return MPI_SUCCESS;
 }
 
+// Segment names: /tnbc-barrier-<pid namespace>-<creator pid>-<random>.  A rank killed between
+// shm_open and shm_unlink (or its node root, killed while it waits for that rank) leaves the
+// name behind; the namespace (the inode of /proc/self/ns/pid, 0 if unknown) and the pid let a
+// later run on the node find such names: remove_stale_segments().
+constexpr std::string_view kPrefix = "tnbc-barrier-";
+
+std::uint64_t pid_namespace() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
+}
+
+/// The creator pid of a segment name `entry` (without the leading '/') from pid namespace
+/// `ns`, or 0 when the name is not one of ours or comes from another namespace.
+pid_t creator_in(std::string_view entry, std::uint64_t ns) {
+  if (entry.substr(0, kPrefix.size()) != kPrefix) return 0;
+  entry.remove_prefix(kPrefix.size());
+  std::uint64_t entry_ns = 0;
+  long pid = 0;
+  const char* end = entry.data() + entry.size();
+  auto [p, ec] = std::from_chars(entry.data(), end, entry_ns);
+  if (ec != std::errc() || entry_ns != ns || p == end || *p != '-') return 0;
+  auto [q, ec2] = std::from_chars(p + 1, end, pid);
+  if (ec2 != std::errc() || q == end || *q != '-' || pid <= 0) return 0;
+  return static_cast<pid_t>(pid);
+}
+
+/// Unlinks the segments of this user whose creator, in this pid namespace, no longer exists:
+/// left by a job killed inside the window (docs/barrier.md, "Segments of killed jobs").  Names
+/// from other namespaces (another container sharing /dev/shm: its pids mean other processes),
+/// of other users, or of a live process (perhaps a reused pid) are left alone.  Once per process.
+void remove_stale_segments() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::uint64_t ns = pid_namespace();
+    DIR* dir = ns != 0 ? opendir("/dev/shm") : nullptr;
+    if (dir == nullptr) return;
+    int removed = 0;
+    while (const dirent* e = readdir(dir)) {
+      const pid_t pid = creator_in(e->d_name, ns);
+      struct stat st {};
+      if (pid == 0 || kill(pid, 0) == 0 || errno != ESRCH ||
+          fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid())
+        continue;
+      if (shm_unlink(fmt::format("/{}", e->d_name).c_str()) == 0) ++removed;
+    }
+    closedir(dir);
+    if (removed > 0) log::debug("removed {} barrier segments of killed jobs", removed);
+  });
+}
+
 /// Creates and maps a fresh segment under an unpredictable name; returns an error or "".
 std::string create_segment(std::size_t bytes, char (&name)[kNameBytes], void** base) {
+  remove_stale_segments();
+  const std::uint64_t ns = pid_namespace();
   for (int attempt = 0; attempt < 8; ++attempt) {
     unsigned char random[8];
     if (getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random))
       return std::string("getrandom: ") + std::strerror(errno);
-    std::string n = "/tnbc-barrier-";
+    std::string n = fmt::format("/{}{}-{}-", kPrefix, ns, getpid());
     for (unsigned char c : random) n += fmt::format("{:02x}", c);
     int fd = shm_open(n.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0 && errno == EEXIST) continue;
@@ -163,10 +221,14 @@ CommBarrier* setup(MPI_Comm comm) {
     else err = open_segment(name, cb->bytes, &cb->base);
   }
   if (err.empty()) barrier::Segment(cb->base, node_size).place_rank(node_rank, root);
-  int ok = err.empty() ? 1 : 0, all_ok = 0;
-  PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
-  // Every local rank has mapped it (or given up): the name is no longer needed.
+  // Every rank of the node has mapped it (or given up): the name is no longer needed.  Agreed
+  // on the node first, so that the name lives only while the node's ranks open it, not while
+  // other nodes set up; then on the communicator.
+  int ok = err.empty() ? 1 : 0, node_ok = 0, all_ok = 0;
+  PMPI_Allreduce(&ok, &node_ok, 1, MPI_INT, MPI_MIN, cb->node);
   if (node_rank == root && name[0] != '\0') shm_unlink(name);
+  if (node_size < size) PMPI_Allreduce(&node_ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+  else all_ok = node_ok;
   if (!all_ok) {
     warn_setup(rank, err.empty() ? "failed on another rank" : err);
     release(cb, true);

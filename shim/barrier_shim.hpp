@@ -4,10 +4,12 @@
 // collectively, a CommBarrier cached on the communicator with an attribute (freed with it):
 //
 //   comm ──split_type(SHARED)──▶ node comm ──allgather NUMA nodes──▶ root (MinNumaDist)
-//        root: shm_open(/tnbc-barrier-<random>, O_CREAT|O_EXCL, 0600), place global block
+//        root: removes segments of dead creators (once per process; docs/barrier.md),
+//              shm_open(/tnbc-barrier-<pid ns>-<pid>-<random>, O_CREAT|O_EXCL, 0600),
+//              places the global block
 //        bcast name on node comm; others open + map; everybody places its own block
-//        allreduce(ok, MIN) on comm (all mapped) ──▶ root shm_unlink()s at once
-//        several nodes: leaders comm = split(comm, node roots only)
+//        allreduce(ok, MIN) on node comm (all mapped) ──▶ root shm_unlink()s at once
+//        several nodes: allreduce(ok, MIN) on comm; leaders comm = split(comm, node roots only)
 //
 // Failures anywhere (shm_open, mmap, ...) turn that communicator into a pass-through to
 // PMPI_Barrier on every rank (the allreduce agrees), with one message.  Inter-communicators and

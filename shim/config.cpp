@@ -3,11 +3,16 @@
 #include <array>
 #include <type_traits>
 #include <charconv>
+#include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "barrier/algorithms.hpp"
 #include "barrier/segment.hpp"  // kMaxLocalSize
+#include "util/hash.hpp"
 
 namespace tnbc::config {
 namespace {
@@ -98,109 +103,144 @@ std::optional<std::string> apply_barrier_algo(Config& cfg, std::string_view v) {
   return expected;
 }
 
+/// The value of `F` in effect, as text (numbers, paths and names as they are).
+template <auto F>
+std::string show(const Config& cfg) {
+  return fmt::format("{}", cfg.*F);
+}
+
+std::string show_log(const Config& cfg) { return std::string(to_string(cfg.log)); }
+
+std::string show_adapt(const Config& cfg) {
+  return cfg.adapt == Adapt::measure ? "measure" : cfg.adapt == Adapt::on ? "on" : "off";
+}
+
+// The Field of each kind of setting, named once per row.
+template <auto F>
+constexpr Field kBool{apply_bool<F>, show<F>};
+template <auto F>
+constexpr Field kText{apply_string<F>, show<F>};
+template <auto F, std::int64_t Min, std::int64_t Max>
+constexpr Field kInt{apply_int<F, Min, Max>, show<F>};
+template <auto F, int Auto, std::int64_t Min, std::int64_t Max, const char* What = kAnInteger>
+constexpr Field kAutoInt{apply_auto_int<F, Auto, Min, Max, What>, show<F>};
+template <auto F>
+constexpr Field kSize{apply_size<F>, show<F>};
+constexpr Field kLog{apply_log, show_log};
+constexpr Field kAdapt{apply_adapt, show_adapt};
+constexpr Field kBarrierAlgo{apply_barrier_algo, show<&Config::barrier_algo>};
+
 constexpr std::array kSettings = {
-    Setting{"TNBC_DISABLE", "bool", "0",
+    Setting{"TNBC_DISABLE", "bool", "0", Agree::value,
             "1 makes the library a pure pass-through to MPICH: no early return, no tracing, "
             "no statistics files.",
-            apply_bool<&Config::disable>},
-    Setting{"TNBC_LOG", "enum", "info",
+            kBool<&Config::disable>},
+    Setting{"TNBC_LOG", "enum", "info", Agree::no,
             "What the library prints on standard error: quiet (only problems that change "
-            "behaviour), info (also notable events), debug (also per-call detail).",
-            apply_log},
-    Setting{"TNBC_STATS", "path", "",
+            "behaviour), info (also notable events), debug (also per-call detail).  May differ "
+            "between ranks: it changes only what a rank prints.",
+            kLog},
+    Setting{"TNBC_STATS", "path", "", Agree::no,
             "If set, each rank writes PREFIX.<rank>.json at MPI_Finalize: calls, early "
-            "returns, fallbacks and their reasons, faults, barrier algorithm.",
-            apply_string<&Config::stats_prefix>},
-    Setting{"TNBC_TRACE_DIR", "path", "",
+            "returns, fallbacks and their reasons, faults, barrier algorithm.  May differ between "
+            "ranks: each rank writes its own file.",
+            kText<&Config::stats_prefix>},
+    Setting{"TNBC_TRACE_DIR", "path", "", Agree::no,
             "libtnbc_trace.so: the folder that receives one trace file per rank "
             "(<rank>.tnbct) at MPI_Finalize; created if missing.  Unset: a new folder "
-            "tnbc-trace-<date>-<time>-<pid of rank 0> in the working directory of rank 0.",
-            apply_string<&Config::trace_dir>},
-    Setting{"TNBC_TRACE_BCAST_UNITS", "int", "16",
+            "tnbc-trace-<date>-<time>-<pid of rank 0> in the working directory of rank 0.  May "
+            "differ between ranks: only rank 0's value is used.",
+            kText<&Config::trace_dir>},
+    Setting{"TNBC_TRACE_BCAST_UNITS", "int", "16", Agree::value,
             "libtnbc_trace.so: a traced MPI_Bcast buffer is cut into this many equal, "
             "page-aligned sub-messages (1 to 4096) whose first touches are recorded.",
-            apply_int<&Config::trace_bcast_units, 1, 4096>},
-    Setting{"TNBC_PLAN", "path", "",
+            kInt<&Config::trace_bcast_units, 1, 4096>},
+    Setting{"TNBC_PLAN", "path", "", Agree::content,
             "libtnbc.so: plan written by `tnbc-order plan` (per call site: the order in which "
             "sub-messages are delivered, Bcast segments and tree).  Unset, missing or invalid: "
-            "default priorities (one message from rank 0 if it cannot be used).",
-            apply_string<&Config::plan>},
-    Setting{"TNBC_MIN_BYTES", "size", "64K",
+            "default priorities (one message from rank 0 if it cannot be used).  Every rank must "
+            "find the same bytes (the paths may differ; a rank that cannot read the file has "
+            "no plan).",
+            kText<&Config::plan>},
+    Setting{"TNBC_MIN_BYTES", "size", "64K", Agree::value,
             "libtnbc.so: an MPI_Alltoall or MPI_Bcast moving fewer bytes per rank runs as the "
             "plain blocking call (the same on every rank); an MPI_Alltoallv receiving fewer "
             "bytes completes before returning.",
-            apply_size<&Config::min_bytes>},
-    Setting{"TNBC_BCAST_SEGMENTS", "int", "auto",
+            kSize<&Config::min_bytes>},
+    Setting{"TNBC_BCAST_SEGMENTS", "int", "auto", Agree::value,
             "libtnbc.so: segments a replayed MPI_Bcast is cut into and pipelined in, when no "
             "plan gives a count: auto (the LogGP model of docs/ordering.md, at most 5) or "
             "1..253.",
-            apply_auto_int<&Config::bcast_segments, 0, 1, 253>},
-    Setting{"TNBC_BCAST_CHAINS", "int", "auto",
+            kAutoInt<&Config::bcast_segments, 0, 1, 253>},
+    Setting{"TNBC_BCAST_CHAINS", "int", "auto", Agree::value,
             "libtnbc.so: tree of a replayed MPI_Bcast when no plan gives one: auto (binomial "
             "or k chains, whichever the LogGP model of docs/ordering.md finds faster), 0 = "
             "binomial tree, k = k parallel chains from the root.",
-            apply_auto_int<&Config::bcast_chains, -1, 0, 4096>},
-    Setting{"TNBC_ADAPT", "enum", "on",
+            kAutoInt<&Config::bcast_chains, -1, 0, 4096>},
+    Setting{"TNBC_ADAPT", "enum", "on", Agree::value,
             "libtnbc.so: decide per call, from measurements, whether returning early pays.  "
             "on: collectives on a communicator whose ranks all share one node run blocking, "
             "and each (communicator, operation, size class) tries both paths and keeps the "
             "cheaper one, agreed by all its ranks (docs/replay.md, \"Deciding per call\"); "
             "measure: the same, one node included; off: return early wherever possible (for "
             "experiments and comparisons).  1/0, yes/no, true/false mean on/off.",
-            apply_adapt},
-    Setting{"TNBC_ADAPT_WARMUP", "int", "32",
+            kAdapt},
+    Setting{"TNBC_ADAPT_WARMUP", "int", "32", Agree::value,
             "libtnbc.so: with TNBC_ADAPT=on or measure, the calls of each (communicator, "
             "operation, size class) that run blocking before returning early is first tried "
             "(0..1000000).  A probe of the early path can cost half a call's time each when the "
             "program has nothing to overlap; the default keeps that under 3% of a run.  Lower "
             "it for short programs known to gain, or give them a plan.",
-            apply_int<&Config::adapt_warmup, 0, 1000000>},
-    Setting{"TNBC_PROGRESS_SLEEP_US", "int", "20",
+            kInt<&Config::adapt_warmup, 0, 1000000>},
+    Setting{"TNBC_PROGRESS_SLEEP_US", "int", "20", Agree::no,
             "libtnbc.so: the progress thread's first nap after a round that moved nothing "
             "(microseconds, 0..10000); each further idle round doubles it up to "
             "TNBC_PROGRESS_MAX_SLEEP_US, and any progress or any thread waiting for the engine "
-            "brings it back here.",
-            apply_int<&Config::progress_sleep_us, 0, 10000>},
-    Setting{"TNBC_PROGRESS_MAX_SLEEP_US", "int", "1000",
+            "brings it back here.  May differ between ranks: it changes when this rank's progress "
+            "thread looks again, not what it sends.",
+            kInt<&Config::progress_sleep_us, 0, 10000>},
+    Setting{"TNBC_PROGRESS_MAX_SLEEP_US", "int", "1000", Agree::no,
             "libtnbc.so: the progress thread's longest nap while a collective is in flight and "
             "nothing moves (microseconds, 0..100000); lower reacts faster, higher leaves more "
-            "CPU to the application.  A value below TNBC_PROGRESS_SLEEP_US counts as equal to it.",
-            apply_int<&Config::progress_max_sleep_us, 0, 100000>},
-    Setting{"TNBC_CHUNK_BYTES", "size", "64K",
+            "CPU to the application.  A value below TNBC_PROGRESS_SLEEP_US counts as equal to it.  "
+            "May differ between ranks, as TNBC_PROGRESS_SLEEP_US.",
+            kInt<&Config::progress_max_sleep_us, 0, 100000>},
+    Setting{"TNBC_CHUNK_BYTES", "size", "64K", Agree::value,
             "libtnbc.so: a replayed MPI_Alltoall(v) sends each block body in chunks of this "
             "size, published page by page as they arrive, so that code reading a block front "
             "to back starts before the whole block is in (0 = whole blocks; at most 254 chunks "
             "per block).",
-            apply_size<&Config::chunk_bytes>},
-    Setting{"TNBC_CHUNK_WINDOW", "int", "2",
+            kSize<&Config::chunk_bytes>},
+    Setting{"TNBC_CHUNK_WINDOW", "int", "2", Agree::value,
             "libtnbc.so: under per-node priority, the inter-node body chunks a replayed "
             "MPI_Alltoall(v) keeps in flight, sent strictly in priority order as synchronous "
             "sends (a chunk is in flight until its receiver has matched it), so that a rank's "
             "turn on its node ends when its data has reached the other node; 0 = all at once, "
             "as standard sends.  Other body chunks always go at once as standard sends.",
-            apply_int<&Config::chunk_window, 0, 254>},
-    Setting{"TNBC_BARRIER_ALGO", "enum", "auto",
+            kInt<&Config::chunk_window, 0, 254>},
+    Setting{"TNBC_BARRIER_ALGO", "enum", "auto", Agree::value,
             "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (central_counter on nodes "
             "with up to 8 ranks, mcs above; docs/barrier.md gives the measurements) or a "
             "shared-memory "
             "algorithm: central_counter, flat_tree, gather_release, combining_tree, "
             "combining_tree_atomic, mcs, tournament, dissemination. libtnbc_trace.so always "
             "uses MPICH's.",
-            apply_barrier_algo},
-    Setting{"TNBC_BARRIER_ROOT", "enum", "auto",
+            kBarrierAlgo},
+    Setting{"TNBC_BARRIER_ROOT", "enum", "auto", Agree::value,
             "Root of the shared-memory barrier on each node (it places the global flags and "
             "roots the trees): auto (MinNumaDist: the rank whose NUMA node is closest in "
             "total to all ranks' nodes) or a local rank; on a node with fewer ranks, auto.",
-            apply_auto_int<&Config::barrier_root, kBarrierRootAuto, 0, barrier::kMaxLocalSize - 1, kALocalRank>},
-    Setting{"TNBC_NUMA_TOPOLOGY", "path", "",
+            kAutoInt<&Config::barrier_root, kBarrierRootAuto, 0, barrier::kMaxLocalSize - 1, kALocalRank>},
+    Setting{"TNBC_NUMA_TOPOLOGY", "path", "", Agree::content,
             "File with a NUMA distance matrix and the NUMA node of each rank of "
-            "MPI_COMM_WORLD (format in docs/barrier.md); replaces libnuma for MinNumaDist.",
-            apply_string<&Config::numa_topology>},
-    Setting{"TNBC_BARRIER_SPLIT", "int", "0",
+            "MPI_COMM_WORLD (format in docs/barrier.md); replaces libnuma for MinNumaDist.  Every "
+            "rank must find the same bytes (the paths may differ).",
+            kText<&Config::numa_topology>},
+    Setting{"TNBC_BARRIER_SPLIT", "int", "0", Agree::value,
             "For testing the multi-node barrier on one host: every N consecutive ranks of a "
             "node act as a node of their own (own segment, leader in the leaders' barrier). "
             "0 = off.",
-            apply_int<&Config::barrier_split, 0, barrier::kMaxLocalSize>},
+            kInt<&Config::barrier_split, 0, barrier::kMaxLocalSize>},
 };
 
 }  // namespace
@@ -214,6 +254,36 @@ std::string_view to_string(LogLevel level) {
     case LogLevel::debug: return "debug";
   }
   return "info";
+}
+
+std::string_view to_string(Agree agree) {
+  switch (agree) {
+    case Agree::no: return "no";
+    case Agree::value: return "yes";
+    case Agree::content: return "file contents";
+  }
+  return "no";
+}
+
+std::uint64_t agreement_digest(const Setting& s, const Config& cfg) {
+  if (s.agree == Agree::no) return 0;
+  const std::string value = s.field.show(cfg);
+  if (s.agree == Agree::value) return util::fnv(util::kFnvOffset, value.data(), value.size());
+  // Agree::content: the file's bytes, read as they come (never held whole).  Anything but a
+  // readable regular file is no file, as the readers of these settings treat it.
+  if (value.empty()) return 0;
+  const int fd = open(value.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st {};
+  std::uint64_t h = util::kFnvOffset;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) h = 0;
+  char buf[65536];
+  for (ssize_t n = 0; h != 0 && (n = read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    h = n < 0 ? 0 : util::fnv(h, buf, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return h;
 }
 
 std::optional<bool> parse_bool(std::string_view t, std::string* error) {
@@ -274,7 +344,7 @@ LoadResult load(const char* const* envp) {
       continue;
     }
     if (value.empty()) continue;
-    if (auto err = found->apply(r.config, value)) {
+    if (auto err = found->field.apply(r.config, value)) {
       r.messages.push_back(fmt::format("{}={}: {}; using the default ({})", name, value, *err,
                                        found->default_value.empty() ? "unset"
                                                                     : found->default_value));
@@ -286,16 +356,16 @@ LoadResult load(const char* const* envp) {
 std::string render_table(bool markdown) {
   std::string out;
   if (markdown) {
-    out += "| name | type | default | description |\n|---|---|---|---|\n";
+    out += "| name | type | default | same on all ranks | description |\n|---|---|---|---|---|\n";
     for (const auto& s : kSettings)
-      out += fmt::format("| `{}` | {} | {} | {} |\n", s.name, s.type,
+      out += fmt::format("| `{}` | {} | {} | {} | {} |\n", s.name, s.type,
                          s.default_value.empty() ? "(unset)" : fmt::format("`{}`", s.default_value),
-                         s.description);
+                         to_string(s.agree), s.description);
     return out;
   }
   for (const auto& s : kSettings) {
-    out += fmt::format("{:<24} {:<7} default: {}\n", s.name, s.type,
-                       s.default_value.empty() ? "(unset)" : s.default_value);
+    out += fmt::format("{:<24} {:<7} default: {}; same on all ranks: {}\n", s.name, s.type,
+                       s.default_value.empty() ? "(unset)" : s.default_value, to_string(s.agree));
     // Wrap the description at ~76 columns, indented.
     std::string_view d = s.description;
     while (!d.empty()) {

@@ -56,14 +56,32 @@ struct Config {
   bool operator==(const Config&) const = default;
 };
 
-/// One row of the settings table.  apply() parses `value` into `cfg` and returns an error
-/// message (without the variable name) when the value is not acceptable.
+/// Whether a setting must be the same on every rank of a job.  Runtime::start() checks every
+/// setting that must, on every rank, with one reduction; when one differs, every rank passes
+/// every call straight to MPI (docs/config.md, "Settings that differ between ranks").
+enum class Agree {
+  no,       ///< rank-local by nature: its description says why it may differ
+  value,    ///< the value in effect (as parsed: 64K and 65536 agree; a bad value is the default)
+  content,  ///< the bytes of the file it names (unset, unreadable or not a regular file: none)
+};
+
+/// How one setting's field of Config is written from text and shown as text.
+struct Field {
+  /// Parses `value` into `cfg`; an error message (without the variable name) when the value is
+  /// not acceptable.
+  std::optional<std::string> (*apply)(Config& cfg, std::string_view value);
+  /// The value in effect in `cfg`, as text (a number, a name or a path).
+  std::string (*show)(const Config& cfg);
+};
+
+/// One row of the settings table.
 struct Setting {
   std::string_view name;
   std::string_view type;           ///< bool, enum, int, size, path, string
   std::string_view default_value;  ///< as a user would write it; "" = unset
+  Agree agree;
   std::string_view description;
-  std::optional<std::string> (*apply)(Config& cfg, std::string_view value);
+  Field field;
 };
 
 /// The settings table, in documentation order.
@@ -88,6 +106,12 @@ std::optional<std::int64_t> parse_int(std::string_view text, std::int64_t min, s
 std::optional<std::uint64_t> parse_size(std::string_view text, std::string* error);
 
 std::string_view to_string(LogLevel level);
+/// "yes", "no" or "file contents": the "same on all ranks" column of the table.
+std::string_view to_string(Agree agree);
+
+/// A 64-bit digest of what `s` must agree on across ranks (Agree), the same on two ranks
+/// exactly when they behave the same (up to hash collisions); 0 for Agree::no and for no file.
+std::uint64_t agreement_digest(const Setting& s, const Config& cfg);
 
 /// The table rendered as plain text (for `tnbc-order config`) or as Markdown (docs/config.md).
 std::string render_table(bool markdown);

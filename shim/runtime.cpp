@@ -3,6 +3,9 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <string_view>
+#include <vector>
 #include <unistd.h>
 
 #include "fence.hpp"
@@ -14,6 +17,31 @@
 extern char** environ;
 
 namespace tnbc::shim {
+
+namespace {
+
+/// The settings that must agree across ranks (config::Agree) and do not, by name.  Collective
+/// over MPI_COMM_WORLD, on every rank, TNBC_DISABLE=1 or not: one MPI_Allreduce(MAX) of each
+/// digest and its complement, since max(d) == ~max(~d) exactly when every rank has the same d.
+std::vector<std::string_view> differing_settings(const config::Config& cfg) {
+  std::vector<const config::Setting*> checked;
+  for (const auto& s : config::settings())
+    if (s.agree != config::Agree::no) checked.push_back(&s);
+  const std::size_t n = checked.size();
+  std::vector<std::uint64_t> mine(2 * n), max(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    mine[i] = config::agreement_digest(*checked[i], cfg);
+    mine[n + i] = ~mine[i];
+  }
+  PMPI_Allreduce(mine.data(), max.data(), static_cast<int>(2 * n), MPI_UINT64_T, MPI_MAX,
+                 MPI_COMM_WORLD);
+  std::vector<std::string_view> differ;
+  for (std::size_t i = 0; i < n; ++i)
+    if (max[i] != ~max[n + i]) differ.push_back(checked[i]->name);
+  return differ;
+}
+
+}  // namespace
 
 Runtime& runtime() {
   static Runtime instance;
@@ -38,6 +66,14 @@ void Runtime::start() {
   log::set_level(config_.log);
   for (const auto& m : loaded.messages) log::warn_rank0("{}", m);
 
+  // Before anything collective that depends on a setting (the barrier's setup, the engine):
+  // ranks that disagree would build different messages, or wait in different calls.
+  if (auto differ = differing_settings(config_); !differ.empty()) {
+    log::warn_rank0("settings differ between ranks: {}; every call passes straight to MPI, as "
+                    "with TNBC_DISABLE=1", fmt::join(differ, ", "));
+    config_.disable = true;
+    return;
+  }
   if (config_.disable) {
     log::info_rank0("TNBC_DISABLE=1: {} {} passes every call straight to MPI", mode().library(),
                     kVersion);

@@ -15,7 +15,9 @@ class Runtime {
   int thread_level_for(int required) const;
 
   /// After a successful PMPI_Init(_thread): reads the configuration once, reports unknown
-  /// settings and bad values (rank 0), starts the mode unless TNBC_DISABLE=1.
+  /// settings and bad values (rank 0), checks collectively that the settings which must agree
+  /// across ranks do (else stays passive on every rank, as disabled), starts the mode unless
+  /// TNBC_DISABLE=1.
   void start();
   /// At MPI_Finalize, before PMPI_Finalize: completes in-flight work, stops the mode and writes
   /// the statistics file.  Safe to call when start() was never called.

@@ -27,12 +27,15 @@ class Failure(Exception):
     pass
 
 
-def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=None, check=True):
+def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=None, check=True,
+           rank_env=None):
     """Runs `mpiexec -n nprocs program args` locally; returns the CompletedProcess.
 
     preload: None (plain MPICH), "tnbc" or "tnbc_trace".  env: extra variables for every rank.
+    rank_env: a list of nprocs dicts, the extra variables of each rank (an MPMD launch,
+    `-n 1 -env K V program args : ...`), for settings that differ between ranks.
     """
-    cmd = ["mpiexec", "-n", str(nprocs)]
+    cmd = ["mpiexec"]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TNBC_")}
     # The test environment must not leak TNBC_* settings into the ranks: unknown-variable
     # warnings are part of what the tests check.  Pass them with -genv instead.
@@ -44,7 +47,13 @@ def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=Non
         extra["LD_PRELOAD"] = LIBS[preload]
     for k, v in extra.items():
         cmd += ["-genv", k, v]
-    cmd += [program, *map(str, args)]
+    assert rank_env is None or len(rank_env) == nprocs, "one environment per rank"
+    sections = [(nprocs, {})] if rank_env is None else [(1, e) for e in rank_env]
+    for i, (n, section_env) in enumerate(sections):
+        cmd += [":"] * (i > 0) + ["-n", str(n)]
+        for k, v in section_env.items():
+            cmd += ["-env", k, v]
+        cmd += [program, *map(str, args)]
     # mpiexec runs in a session of its own, so that a hang can be ended by killing exactly this
     # run: killing mpiexec makes its proxies end the ranks.  (Killing by program name would also
     # hit other people's runs of the same program on a shared machine.)

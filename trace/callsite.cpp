@@ -8,17 +8,13 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include "util/hash.hpp"
+
 namespace tnbc::trace {
 namespace {
 
-constexpr std::uint64_t kFnvOffset = 1469598103934665603ull;
-constexpr std::uint64_t kFnvPrime = 1099511628211ull;
-
-std::uint64_t fnv(std::uint64_t h, const void* data, std::size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * kFnvPrime;
-  return h;
-}
+using util::fnv;
+using util::kFnvOffset;
 
 std::string_view basename_of(std::string_view path) {
   auto slash = path.rfind('/');

@@ -1,5 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
 #include "config.hpp"
 
 using namespace tnbc::config;
@@ -93,7 +98,7 @@ TEST_CASE("the table documents every setting with a default parsable by its own 
     CHECK_FALSE(s.description.empty());
     if (!s.default_value.empty()) {
       Config cfg;
-      CHECK_FALSE(s.apply(cfg, s.default_value).has_value());
+      CHECK_FALSE(s.field.apply(cfg, s.default_value).has_value());
       // The default is written twice, in Config's initialisers and in the table: they agree.
       CHECK(cfg == Config{});
     }
@@ -188,4 +193,79 @@ TEST_CASE("TNBC_ADAPT_WARMUP: calls before early is tried; bad values keep 32 an
   REQUIRE(r.messages.size() == 1);
   CHECK(r.messages[0] == "TNBC_ADAPT_WARMUP=-1: expected an integer from 0 to 1000000; using the default (32)");
   CHECK(r.config.adapt_warmup == 32);
+}
+
+namespace {
+const Setting& setting(std::string_view name) {
+  for (const auto& s : settings())
+    if (s.name == name) return s;
+  FAIL("no setting " << name);
+  return settings().front();
+}
+
+/// The digest of `name` on a rank whose environment is `env`.
+std::uint64_t digest(std::string_view name, std::vector<const char*> env) {
+  return agreement_digest(setting(name), load_env(std::move(env)).config);
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  std::string path = "/tmp/tnbc_unit_config_" + std::to_string(getpid()) + "_" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+}  // namespace
+
+TEST_CASE("agreement digests compare values in effect, not spellings", "[config]") {
+  const auto d64k = digest("TNBC_MIN_BYTES", {"TNBC_MIN_BYTES=64K"});
+  CHECK(d64k == digest("TNBC_MIN_BYTES", {"TNBC_MIN_BYTES=65536"}));
+  CHECK(d64k == digest("TNBC_MIN_BYTES", {}));                         // the default, unset
+  CHECK(d64k == digest("TNBC_MIN_BYTES", {"TNBC_MIN_BYTES=lots"}));    // bad: the default
+  CHECK(d64k != digest("TNBC_MIN_BYTES", {"TNBC_MIN_BYTES=1M"}));
+  CHECK(digest("TNBC_DISABLE", {"TNBC_DISABLE=yes"}) == digest("TNBC_DISABLE", {"TNBC_DISABLE=1"}));
+  CHECK(digest("TNBC_DISABLE", {"TNBC_DISABLE=1"}) != digest("TNBC_DISABLE", {}));
+  CHECK(digest("TNBC_ADAPT", {"TNBC_ADAPT=true"}) == digest("TNBC_ADAPT", {}));
+  CHECK(digest("TNBC_ADAPT", {"TNBC_ADAPT=measure"}) != digest("TNBC_ADAPT", {}));
+  CHECK(digest("TNBC_BCAST_SEGMENTS", {"TNBC_BCAST_SEGMENTS=2"}) !=
+        digest("TNBC_BCAST_SEGMENTS", {"TNBC_BCAST_SEGMENTS=7"}));
+  // Rank-local settings have no digest: they never disagree.
+  CHECK(digest("TNBC_LOG", {"TNBC_LOG=debug"}) == 0);
+  CHECK(digest("TNBC_STATS", {"TNBC_STATS=/tmp/x"}) == 0);
+}
+
+TEST_CASE("agreement digests of files compare their bytes, not their paths", "[config]") {
+  const std::string a = write_temp("a", "distances\n10\nranks 0\n");
+  const std::string b = write_temp("b", "distances\n10\nranks 0\n");
+  const std::string c = write_temp("c", "distances\n10\nranks 0 0\n");
+  auto plan = [](const std::string& path) {
+    const std::string entry = "TNBC_PLAN=" + path;
+    return digest("TNBC_PLAN", {entry.c_str()});
+  };
+  CHECK(plan(a) == plan(b));
+  CHECK(plan(a) != plan(c));
+  CHECK(plan(a) != 0);
+  // No file, an unreadable one, a directory and a device all count as no plan.
+  CHECK(digest("TNBC_PLAN", {}) == 0);
+  CHECK(plan("/nonexistent/plan") == 0);
+  CHECK(plan("/tmp") == 0);
+  CHECK(plan("/dev/zero") == 0);
+  for (const auto& p : {a, b, c}) std::remove(p.c_str());
+}
+
+TEST_CASE("every setting that must agree has a digest that tells values apart", "[config]") {
+  for (const auto& s : settings()) {
+    INFO(s.name);
+    if (s.agree != Agree::value) continue;
+    // The default and another valid value of the setting differ in their digests.
+    Config defaults, changed;
+    const std::string current = s.field.show(defaults);
+    for (const char* v : {"1", "2", "0", "mcs", "off"}) {
+      Config c;
+      if (!s.field.apply(c, v) && s.field.show(c) != current) {
+        changed = c;
+        break;
+      }
+    }
+    CHECK(s.field.show(changed) != current);
+    CHECK(agreement_digest(s, changed) != agreement_digest(s, defaults));
+  }
 }
