@@ -1,11 +1,7 @@
 #include "trace_file.hpp"
 
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "util/file.hpp"
 
@@ -88,7 +84,31 @@ class Reader {
   std::string error_;
 };
 
-std::string describe_errno(int e) { return std::strerror(e); }
+// The checks of the fixed-size prefix (magic, version, declared size) against `file_size`, the
+// real size: `head` may be the prefix alone, so that read_trace reads no further into a file
+// that is not a trace or not whole.
+std::optional<std::string> check_prefix(std::span<const std::byte> head, std::uint64_t file_size) {
+  if (head.size() < sizeof kTraceMagic ||
+      std::memcmp(head.data(), kTraceMagic, sizeof kTraceMagic) != 0)
+    return "not a tnbc trace file (bad magic number)";
+  if (head.size() < kPrefix)
+    return "truncated: " + std::to_string(file_size) + " bytes, shorter than the " +
+           std::to_string(kPrefix) + "-byte file prefix";
+  std::uint32_t version = 0;
+  std::uint64_t declared = 0;
+  std::memcpy(&version, head.data() + 8, sizeof version);
+  std::memcpy(&declared, head.data() + 12, sizeof declared);
+  if (version != kTraceVersion)
+    return "unsupported trace format version " + std::to_string(version) +
+           " (this build reads version " + std::to_string(kTraceVersion) + ")";
+  if (declared > file_size)
+    return "truncated: the header gives " + std::to_string(declared) + " bytes, the file has " +
+           std::to_string(file_size);
+  if (declared < file_size)
+    return "corrupt: the header gives " + std::to_string(declared) + " bytes, the file has " +
+           std::to_string(file_size);
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -169,27 +189,13 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
     result.error = r.error();
     return result;
   };
-  if (bytes.size() < sizeof kTraceMagic ||
-      std::memcmp(bytes.data(), kTraceMagic, sizeof kTraceMagic) != 0)
-    return fail("not a tnbc trace file (bad magic number)");
-  if (bytes.size() < kPrefix)
-    return fail("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the " +
-                std::to_string(kPrefix) + "-byte file prefix");
+  if (auto problem = check_prefix(bytes, bytes.size())) return fail(*problem);
   char magic[8];
   std::uint32_t version = 0;
   std::uint64_t declared = 0;
   r.get(&magic, "magic");
   r.get(&version, "version");
-  if (version != kTraceVersion)
-    return fail("unsupported trace format version " + std::to_string(version) +
-                " (this build reads version " + std::to_string(kTraceVersion) + ")");
   r.get(&declared, "file size");
-  if (declared > bytes.size())
-    return fail("truncated: the header gives " + std::to_string(declared) +
-                " bytes, the file has " + std::to_string(bytes.size()));
-  if (declared < bytes.size())
-    return fail("corrupt: the header gives " + std::to_string(declared) + " bytes, the file has " +
-                std::to_string(bytes.size()));
 
   Trace t;
   auto& h = t.header;
@@ -299,40 +305,21 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
 
 ReadResult read_trace(const std::string& path, std::uint64_t max_bytes) {
   ReadResult result;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    result.error = path + ": cannot open: " + describe_errno(errno);
-    return result;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    result.error = path + ": not a regular file";
-    return result;
-  }
-  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    result.error = path + ": " + std::to_string(st.st_size) + " bytes, larger than the limit of " +
-                   std::to_string(max_bytes);
-    return result;
-  }
-  std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
-  std::size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      result.error = path + ": cannot read: " + describe_errno(e);
+  util::InputFile file(path, max_bytes);
+  std::string data;
+  // The prefix first: a file that is not a trace, or not whole, is refused before the rest of
+  // it is read (a sparse file of gigabytes costs one read).
+  if (file.read(kPrefix, data)) {
+    auto head = std::as_bytes(std::span<const char>(data.data(), data.size()));
+    if (auto problem = check_prefix(head, file.size())) {
+      result.error = path + ": " + *problem;
       return result;
     }
-    if (n == 0) break;  // shrank while reading: parse what is there, the size check reports it
-    got += static_cast<std::size_t>(n);
+    if (file.read(file.size() - data.size(), data))
+      return parse_trace(std::as_bytes(std::span<const char>(data.data(), data.size())), path);
   }
-  ::close(fd);
-  data.resize(got);
-  return parse_trace(data, path);
+  result.error = file.error();
+  return result;
 }
 
 }  // namespace tnbc::trace

@@ -109,7 +109,13 @@ struct ReadResult {
 };
 /// Parses bytes that came from `name` (used in messages only).
 ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name);
-/// Reads and parses a file.  Files larger than `max_bytes` are refused.
-ReadResult read_trace(const std::string& path, std::uint64_t max_bytes = 1ull << 32);
+/// Largest trace file read_trace accepts by default (4 GiB; a run's traces are typically a few
+/// megabytes per rank).
+inline constexpr std::uint64_t kMaxTraceBytes = 1ull << 32;
+/// Reads and parses a file (util::InputFile: a regular file, opened without blocking).  Files
+/// larger than `max_bytes` are refused before anything is read, files that are not traces (bad
+/// magic number, other version, declared size other than the real one) after reading only the
+/// fixed-size prefix.
+ReadResult read_trace(const std::string& path, std::uint64_t max_bytes = kMaxTraceBytes);
 
 }  // namespace tnbc::trace

@@ -175,6 +175,27 @@ TEST_CASE("trace file: the reader names the file and the problem", "[trace_file]
     auto r = read_trace("/nonexistent-tnbc-dir/0.tnbct");
     CHECK(r.error == "/nonexistent-tnbc-dir/0.tnbct: cannot open: No such file or directory");
   }
+  SECTION("a large sparse file is refused by its prefix, without reading the rest") {
+    char dir[] = "/tmp/tnbc_sparse_XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    const std::string path = std::string(dir) + "/0.tnbct";
+    const std::string good = encode_trace(sample());
+    {
+      std::ofstream out(path, std::ios::binary);
+      out << good;
+    }
+    REQUIRE(truncate(path.c_str(), 3ll << 30) == 0);  // the declared size no longer matches
+    auto start = std::chrono::steady_clock::now();
+    auto r = read_trace(path);
+    auto took = std::chrono::steady_clock::now() - start;
+    CHECK(r.error == path + ": corrupt: the header gives " + std::to_string(good.size()) +
+                         " bytes, the file has " + std::to_string(3ll << 30));
+    CHECK(took < std::chrono::milliseconds(500));  // reading 3 GiB of zeros takes seconds
+    CHECK(read_trace(path, 1 << 20).error ==
+          path + ": " + std::to_string(3ll << 30) + " bytes, larger than the limit of 1048576");
+    unlink(path.c_str());
+    rmdir(dir);
+  }
 }
 
 TEST_CASE("trace file: every single-byte corruption and every truncation is handled",

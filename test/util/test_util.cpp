@@ -1,9 +1,10 @@
-// util/: atomic file writes and JSON strings.
+// util/: reading files that may be anything, atomic file writes and JSON strings.
 #include <catch2/catch.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -41,4 +42,63 @@ TEST_CASE("write_file_atomic reports a missing folder", "[util]") {
   REQUIRE(err.has_value());
   CHECK(err->find("cannot create /nonexistent-tnbc-dir/s.json.tmp.") == 0);
   CHECK(err->find("No such file or directory") != std::string::npos);
+}
+
+namespace {
+
+// A fresh folder under /tmp, removed with its content at the end of the test.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char name[] = "/tmp/tnbc_util_XXXXXX";
+    REQUIRE(mkdtemp(name));
+    path = name;
+  }
+  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
+};
+
+}  // namespace
+
+TEST_CASE("read_file reads a regular file and names what else it finds", "[util]") {
+  TempDir d;
+  const std::string file = d.path + "/f";
+  { std::ofstream(file) << "hello\n"; }
+  std::string out = "stale";
+  CHECK_FALSE(util::read_file(file, 6, out).has_value());
+  CHECK(out == "hello\n");
+  CHECK(util::read_file(file, 5, out) == file + ": 6 bytes, larger than the limit of 5");
+
+  CHECK(util::read_file(d.path, 1 << 20, out) == d.path + ": is a directory");
+  CHECK(util::read_file("/dev/zero", 1 << 20, out) == "/dev/zero: not a regular file (a character device)");
+  CHECK(util::read_file(d.path + "/none", 1 << 20, out) ==
+        d.path + "/none: cannot open: No such file or directory");
+  const std::string loop = d.path + "/loop";
+  REQUIRE(symlink(loop.c_str(), loop.c_str()) == 0);
+  CHECK(util::read_file(loop, 1 << 20, out) ==
+        loop + ": cannot open: Too many levels of symbolic links");
+
+  // A FIFO without a writer: a blocking open would wait forever.
+  const std::string fifo = d.path + "/fifo";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(util::read_file(fifo, 1 << 20, out) == fifo + ": not a regular file (a FIFO)");
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+}
+
+TEST_CASE("InputFile reads a header first, then the rest, never past the size it checked", "[util]") {
+  TempDir d;
+  const std::string file = d.path + "/f";
+  { std::ofstream(file) << "MAGICbody"; }
+  util::InputFile in(file, 100);
+  REQUIRE(in.error().empty());
+  CHECK(in.size() == 9);
+  std::string out;
+  REQUIRE(in.read(5, out));
+  CHECK(out == "MAGIC");
+  { std::ofstream(file, std::ios::app) << "grown"; }  // grew after the check: not read
+  REQUIRE(in.read(1000, out));
+  CHECK(out == "MAGICbody");
+  util::InputFile missing(d.path + "/none", 100);
+  CHECK_FALSE(missing.read(1, out));
+  CHECK(missing.error() == d.path + "/none: cannot open: No such file or directory");
 }
