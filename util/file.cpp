@@ -1,12 +1,16 @@
 #include "file.hpp"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 
 namespace tnbc::util {
 namespace {
@@ -18,6 +22,19 @@ const char* kind_of(mode_t mode) {
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
   return "not a file";
+}
+
+// 64 random bits for a temporary name: getrandom, else (no entropy yet, very old kernel) the
+// clock, the pid and a counter, which a planted link cannot predict to the nanosecond either.
+std::uint64_t random_bits() {
+  std::uint64_t r = 0;
+  if (::getrandom(&r, sizeof r, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof r)) return r;
+  static std::atomic<std::uint64_t> counter{0};
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  r = static_cast<std::uint64_t>(ts.tv_nsec) ^ (static_cast<std::uint64_t>(ts.tv_sec) << 30) ^
+      (static_cast<std::uint64_t>(::getpid()) << 40) ^ (++counter * 0x9e3779b97f4a7c15ull);
+  return r;
 }
 
 }  // namespace
@@ -81,9 +98,18 @@ std::optional<std::string> read_file(const std::string& path, std::uint64_t max_
 }
 
 std::optional<std::string> write_file_atomic(const std::string& path, std::string_view content) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return "cannot create " + tmp + ": " + std::strerror(errno);
+  std::string tmp;
+  int fd = -1;
+  // A name already taken (by a planted file or link, or by chance) is never opened: draw again.
+  for (int attempt = 0; fd < 0; ++attempt) {
+    char suffix[24];
+    std::snprintf(suffix, sizeof suffix, ".tmp.%016llx",
+                  static_cast<unsigned long long>(random_bits()));
+    tmp = path + suffix;
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && (errno != EEXIST || attempt >= 16))
+      return "cannot create " + tmp + ": " + std::strerror(errno);
+  }
   const char* p = content.data();
   std::size_t left = content.size();
   while (left > 0) {
@@ -110,6 +136,23 @@ std::optional<std::string> write_file_atomic(const std::string& path, std::strin
     int e = errno;
     ::unlink(tmp.c_str());
     return "cannot rename " + tmp + " to " + path + ": " + std::strerror(e);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> check_private_folder(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return path + ": " + std::strerror(errno);
+  if (!S_ISDIR(st.st_mode)) return path + " is not a folder";
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me)
+    return path + " is owned by user " + std::to_string(st.st_uid) + ", not by this user (" +
+           std::to_string(me) + "): another user could replace its files";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return path + " is writable by " + ((st.st_mode & S_IWOTH) ? "others" : "its group") +
+           " (mode " + mode + "): they could plant files or links in it; chmod go-w " + path;
   }
   return std::nullopt;
 }

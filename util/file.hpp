@@ -6,7 +6,8 @@
 // before reading a byte, and names the step that failed; the caller may read a header first and
 // check its magic number before reading the rest.
 //
-// Writing: write_file_atomic never leaves half a file under the final name.
+// Writing: write_file_atomic never leaves half a file under the final name and never follows a
+// link planted where it creates its temporary file.
 #pragma once
 
 #include <cstdint>
@@ -49,8 +50,17 @@ class InputFile {
 std::optional<std::string> read_file(const std::string& path, std::uint64_t max_bytes,
                                      std::string& out);
 
-/// Writes `content` to `path` atomically: a temporary file in the same folder, fsync'd and
-/// renamed over `path`.  Returns an error message naming the file, or nullopt.
+/// Writes `content` to `path` atomically: a temporary file in the same folder, with a random
+/// name (`<path>.tmp.<16 hex digits>`) created with O_EXCL | O_NOFOLLOW so that no file or
+/// link planted there is followed or reused, fsync'd and renamed over `path` (which replaces a
+/// link at `path` rather than writing through it).  Mode 0644 less the umask.  Returns an error
+/// message naming the file, or nullopt; on error no temporary file is left behind.
 std::optional<std::string> write_file_atomic(const std::string& path, std::string_view content);
+
+/// Checks that the folder `path` is safe to create files in for this user, as ssh checks its
+/// files: it must be a folder owned by the effective user, and not writable by group or others
+/// unless the sticky bit is set (then nobody can remove or replace another user's files).
+/// Returns the problem, naming the folder and what to do, or nullopt.
+std::optional<std::string> check_private_folder(const std::string& path);
 
 }  // namespace tnbc::util
