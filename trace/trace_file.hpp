@@ -2,9 +2,10 @@
 // tnbc-order.  docs/trace-format.md is the byte-level specification; this header is the API.
 //
 // write_trace() never leaves a half-written file under the final name (temporary name, fsync,
-// rename).  read_trace()/parse_trace() validate every field against the bytes actually present
-// before using or allocating for it, so corrupt or hostile input yields an error message naming
-// the file and the problem, never a crash or an allocation larger than the input.
+// rename).  read_trace()/parse_trace() check the checksum and validate every field against the
+// bytes actually present before using or allocating for it, so corrupt or hostile input yields
+// an error message naming the file and the problem, never a crash or an allocation larger than
+// the input.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +21,11 @@
 namespace tnbc::trace {
 
 inline constexpr char kTraceMagic[8] = {'T', 'N', 'B', 'C', 'T', 'R', 'C', '\0'};
-inline constexpr std::uint32_t kTraceVersion = 1;
+/// Version 2 added the checksum (util::fnv1a64 of every byte after the 28-byte prefix).
+inline constexpr std::uint32_t kTraceVersion = 2;
+/// Most ranks a job (and so a communicator) may have in a trace: a sane bound, equal to the
+/// plan format's largest communicator, so that a corrupt size cannot make tools loop for ever.
+inline constexpr std::int32_t kMaxRanks = 1 << 24;
 /// Longest string (module path, symbol, hostname, job id) a file may hold.
 inline constexpr std::uint32_t kMaxString = 4096;
 

@@ -152,7 +152,7 @@ def main():
         mpirun(ORDERS, 4, preload="tnbc_trace", env={"TNBC_TRACE_DIR": trace_dir}, args=[os.path.join(tmp, "t")])
         dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], capture_output=True,
                                          text=True, check=True).stdout)
-        plan = ["tnbc-plan 1"]
+        plan = ["tnbc-plan 2"]
         entries = 0
         seen = set()
         for call in dump["calls"]:
@@ -238,7 +238,7 @@ def main():
     def bad_plan():
         path = os.path.join(tmp, "bad.plan")
         with open(path, "w") as f:
-            f.write("tnbc-plan 1\nsite x alltoall comm=* class=*\n  order 0 0\n")
+            f.write("tnbc-plan 2\nsite x alltoall comm=* class=*\n  order 0 0\n")
         prefix = os.path.join(tmp, "badplan")
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "p2")]).stdout)
         res = mpirun(ORDERS, 4, preload="tnbc", env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}),
