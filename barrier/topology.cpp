@@ -1,13 +1,12 @@
 #include "topology.hpp"
 
-#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <fmt/format.h>
-#include <fstream>
 #include <numa.h>
 #include <sched.h>
-#include <sstream>
+
+#include "util/file.hpp"
 
 namespace tnbc::barrier {
 
@@ -114,11 +113,9 @@ TopologyParse parse_topology(std::string_view text) {
 }
 
 TopologyParse load_topology(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return fail(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  TopologyParse r = parse_topology(buffer.str());
+  std::string text;
+  if (auto err = util::read_file(path, kMaxTopologyBytes, text)) return fail(*err);
+  TopologyParse r = parse_topology(text);
   if (!r.topology) r.error = fmt::format("{}: {}", path, r.error);
   return r;
 }

@@ -2,6 +2,7 @@
 // so tests and machines with one NUMA node can model any machine (TNBC_NUMA_TOPOLOGY=FILE).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,7 +64,11 @@ struct TopologyParse {
 ///   ranks 0 1 1 1  NUMA node of rank 0, 1, ... of MPI_COMM_WORLD, on this line and/or the
 ///                  following ones
 TopologyParse parse_topology(std::string_view text);
-/// Reads and parses `path`; errors are prefixed with the path.
+/// Largest topology file load_topology reads (64 MiB: a matrix of 1024 NUMA nodes and the
+/// nodes of millions of ranks fit).
+inline constexpr std::uint64_t kMaxTopologyBytes = 64ull << 20;
+/// Reads (util::InputFile: a regular file of at most kMaxTopologyBytes, opened without
+/// blocking) and parses `path`; errors are prefixed with the path.
 TopologyParse load_topology(const std::string& path);
 
 }  // namespace tnbc::barrier

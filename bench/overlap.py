@@ -67,7 +67,7 @@ def make_plan(args, work):
         raw = ";".join(f"{os.path.basename(f['module'])}+0x{f['offset']:x}" for f in site["frames"]) or "?"
         return "".join(chr(b) if 0x20 < b <= 0x7e and b != 0x23 else "_" for b in raw.encode())
     sites = sorted({(key(dump["callsites"][c["callsite"]]), c["comm_size"]) for c in dump["calls"]})
-    text = ["tnbc-plan 1", "# bench/overlap.py: blocks are read 0..p-1"]
+    text = ["tnbc-plan 2", "# bench/overlap.py: blocks are read 0..p-1"]
     for site, p in sites:
         text += [f"site {site} alltoall comm={p} class=*",
                  "  order " + " ".join(map(str, range(p))), "  per-node on", "end"]

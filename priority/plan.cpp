@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "util/checksum.hpp"
+
 namespace tnbc::priority {
 
 namespace {
@@ -47,6 +49,19 @@ std::optional<std::uint64_t> parse_number(std::string_view text, std::uint64_t m
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   if (value < min || value > max) return std::nullopt;
+  return value;
+}
+
+// "checksum=" and exactly 16 lowercase hex digits (uppercase would let a flip of bit 5 of a
+// letter through unnoticed).
+std::optional<std::uint64_t> parse_checksum(std::string_view token) {
+  if (!token.starts_with(kPlanChecksumKey)) return std::nullopt;
+  std::string_view hex = token.substr(kPlanChecksumKey.size());
+  if (hex.size() != 16) return std::nullopt;
+  for (char c : hex)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+  std::uint64_t value = 0;
+  std::from_chars(hex.data(), hex.data() + hex.size(), value, 16);
   return value;
 }
 
@@ -209,7 +224,7 @@ std::optional<std::string> validate_plan(const Plan& plan) {
 }
 
 std::string write_plan(const Plan& plan, const std::vector<std::string>& comments) {
-  std::string out = fmt::format("{} {}\n", kPlanMagic, kPlanVersion);
+  std::string out;
   for (const auto& c : comments) {
     std::string line = c;
     for (char& ch : line)
@@ -236,7 +251,9 @@ std::string write_plan(const Plan& plan, const std::vector<std::string>& comment
     out += "end\n";
   }
   out += fmt::format("\nend-of-plan {}\n", plan.entries.size());
-  return out;
+  return fmt::format("{} {} {}{:016x}\n", kPlanMagic, kPlanVersion, kPlanChecksumKey,
+                     util::fnv1a64(out)) +
+         out;
 }
 
 std::string_view to_string(Return r) {
@@ -284,15 +301,33 @@ std::variant<Plan, PlanError> parse_plan(std::string_view text) {
     }
 
     if (line_no == 1) {
-      auto tokens = split(line, 3);
+      auto tokens = split(line, 4);
       if (tokens.size() < 1 || tokens[0] != kPlanMagic)
         return fail(fmt::format("not a tnbc plan (the first line must be '{}')", magic_line));
-      if (tokens.size() != 2)
+      if (tokens.size() == 2 || tokens.size() == 3) {
+        auto version = parse_number(tokens[1], 1, std::numeric_limits<int>::max());
+        if (version && *version < kPlanVersion)
+          return fail(fmt::format("plan format version {} was written by an older tnbc (this "
+                                  "library reads version {}): run tnbc-order plan again, or, "
+                                  "for a plan written by hand, make the first line '{}'",
+                                  *version, kPlanVersion, magic_line));
+        if (tokens[1] != std::to_string(kPlanVersion))
+          return fail(fmt::format("plan format version '{}' is not supported (this library "
+                                  "reads version {})",
+                                  tokens[1], kPlanVersion));
+      }
+      if (tokens.size() == 3) {
+        auto sum = parse_checksum(tokens[2]);
+        if (!sum)
+          return fail(fmt::format("malformed checksum '{}' (expected {}<16 lowercase hex digits>)",
+                                  tokens[2], kPlanChecksumKey));
+        if (*sum != util::fnv1a64(text.substr(pos)))
+          return fail(fmt::format("the checksum does not match the content: the plan was damaged, "
+                                  "or edited without removing '{}' from the first line",
+                                  tokens[2]));
+      } else if (tokens.size() != 2) {
         return fail(fmt::format("malformed first line (expected '{}')", magic_line));
-      if (tokens[1] != std::to_string(kPlanVersion))
-        return fail(fmt::format("plan format version '{}' is not supported (this library reads "
-                                "version {})",
-                                tokens[1], kPlanVersion));
+      }
       continue;
     }
 

@@ -1,6 +1,6 @@
 // Plan files: per call site, the order in which sub-messages should complete, and for Bcast the
-// segment count and tree.  Text, versioned, line-based so that plans diff well; the grammar is
-// in docs/plan-format.md.  The parser is strict (a plan that is not exactly right is refused as
+// segment count and tree.  Text, versioned, checksummed, line-based so that plans diff well; the
+// grammar is in docs/plan-format.md.  The parser is strict (a plan that is not exactly right is refused as
 // a whole, with a line number) and meant to face arbitrary bytes: it never throws, and memory is
 // bounded by a constant times the input size, itself bounded by kMaxPlanBytes.
 #pragma once
@@ -19,9 +19,13 @@
 
 namespace tnbc::priority {
 
-/// First line of every plan: magic and the only format version this code reads.
+/// First line of every plan: magic, the only format version this code reads, and optionally
+/// the checksum of the rest of the file ("tnbc-plan 2 checksum=<16 lowercase hex digits>",
+/// util::fnv1a64 of every byte after the first line).  write_plan always writes it; a plan
+/// written or edited by hand may leave it out, but one that is there must match.
 inline constexpr std::string_view kPlanMagic = "tnbc-plan";
-inline constexpr int kPlanVersion = 1;
+inline constexpr int kPlanVersion = 2;
+inline constexpr std::string_view kPlanChecksumKey = "checksum=";
 /// Bounds that keep a hostile plan from using much memory or time.
 inline constexpr std::size_t kMaxPlanBytes = 16u << 20;
 inline constexpr std::size_t kMaxSiteIdBytes = 4096;

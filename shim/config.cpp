@@ -148,8 +148,10 @@ constexpr std::array kSettings = {
     Setting{"TNBC_TRACE_DIR", "path", "", Agree::no,
             "libtnbc_trace.so: the folder that receives one trace file per rank "
             "(<rank>.tnbct) at MPI_Finalize; created if missing.  Unset: a new folder "
-            "tnbc-trace-<date>-<time>-<pid of rank 0> in the working directory of rank 0.  May "
-            "differ between ranks: only rank 0's value is used.",
+            "tnbc-trace-<date>-<time>-<pid of rank 0> in the working directory of rank 0.  "
+            "Refused (the program runs untraced, with one message) when it is not owned by the "
+            "user, or is writable by group or others without the sticky bit.  May differ between "
+            "ranks: only rank 0's value is used.",
             kText<&Config::trace_dir>},
     Setting{"TNBC_TRACE_BCAST_UNITS", "int", "16", Agree::value,
             "libtnbc_trace.so: a traced MPI_Bcast buffer is cut into this many equal, "

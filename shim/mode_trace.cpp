@@ -43,6 +43,7 @@
 #include "trace/page_guard.hpp"
 #include "trace/trace_file.hpp"
 #include "trace/tsc_clock.hpp"
+#include "util/file.hpp"
 
 namespace tnbc::shim {
 namespace {
@@ -96,6 +97,11 @@ Destination choose_destination(const std::string& configured) {
       dir = base + "-" + std::to_string(k);
     }
   } else if (auto err = make_dirs(dir)) {
+    d.error = *err;
+    return d;
+  }
+  // A folder another user can write to could hold their files or links under our names.
+  if (auto err = util::check_private_folder(dir)) {
     d.error = *err;
     return d;
   }
@@ -227,7 +233,8 @@ class TraceMode final : public Mode {
       const std::string path = dir_ + "/" + std::to_string(rank_) + ".tnbct";
       err = tr::write_trace(path, build_trace());
       // Ranks on another node may find the folder missing: create it and try once more.
-      if (err && !make_dirs(dir_)) err = tr::write_trace(path, build_trace());
+      if (err && !make_dirs(dir_) && !util::check_private_folder(dir_))
+        err = tr::write_trace(path, build_trace());
     } catch (...) {
       err = "out of memory while encoding the trace";  // every rank must still reach the reduction
     }

@@ -3,18 +3,17 @@
 #include <algorithm>
 #include <climits>
 #include <deque>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <optional>
-#include <sstream>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "trace/callsite.hpp"
 #include "util/clock.hpp"
+#include "util/file.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
@@ -201,14 +200,12 @@ void done(const Decision& d) {
 /// Reads TNBC_PLAN.  Any problem: one message from rank 0, and default priorities.
 void load_plan(const std::string& path) {
   if (path.empty()) return;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    log::warn_rank0("TNBC_PLAN={}: cannot read the file; using default priorities", path);
+  std::string text;
+  if (auto err = util::read_file(path, priority::kMaxPlanBytes, text)) {
+    log::warn_rank0("TNBC_PLAN={}; using default priorities", *err);
     return;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  auto parsed = priority::parse_plan(text.str());
+  auto parsed = priority::parse_plan(text);
   if (auto* err = std::get_if<priority::PlanError>(&parsed)) {
     log::warn_rank0("TNBC_PLAN={}: {}; using default priorities", path, err->to_string());
     return;

@@ -11,16 +11,19 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "util/file.hpp"
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
 
 namespace tnbc::fuzz {
+
+/// Largest corpus or crash file the driver reads (libFuzzer's inputs are far smaller).
+inline constexpr std::uint64_t kMaxInputBytes = 64ull << 20;
 
 struct Target {
   const char* name;                 ///< the driver's name, for messages
@@ -51,12 +54,12 @@ inline int driver_main(int argc, char** argv, const Target& t) {
   };
   if (!files.empty()) {
     for (const auto& f : files) {
-      std::ifstream in(f, std::ios::binary);
-      if (!in) {
-        std::fprintf(stderr, "%s: cannot read %s\n", t.name, f.c_str());
+      std::string input;
+      if (auto err = util::read_file(f, kMaxInputBytes, input)) {
+        std::fprintf(stderr, "%s: %s\n", t.name, err->c_str());
         return 2;
       }
-      run(std::string(std::istreambuf_iterator<char>(in), {}));
+      run(input);
     }
     std::printf("%zu file(s) ran clean\n", files.size());
     return 0;

@@ -2,9 +2,13 @@
 
 #include "trace/trace_file.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <system_error>
@@ -71,11 +75,17 @@ std::string site_key(const tr::CallSite& site) { return tr::CallSiteTable::key(s
 
 LoadResult load_trace_dir(const std::string& dir, bool partial) {
   LoadResult result;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    result.error = dir + ": " + (fs::exists(dir, ec) ? "not a directory" : "no such directory");
+  // The real reason when it is not a folder (a symlink loop, no permission), not a guess.
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    result.error = dir + ": " + (errno == ENOENT ? "no such directory" : std::strerror(errno));
     return result;
   }
+  if (!S_ISDIR(st.st_mode)) {
+    result.error = dir + ": not a directory";
+    return result;
+  }
+  std::error_code ec;
   std::map<int, std::string> by_rank;
   fs::directory_iterator it(dir, ec), end;
   if (ec) {

@@ -1,19 +1,17 @@
 #include "trace_file.hpp"
 
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "util/checksum.hpp"
 #include "util/file.hpp"
 
 namespace tnbc::trace {
 namespace {
 
 constexpr char kEndMagic[8] = {'T', 'N', 'B', 'C', 'E', 'N', 'D', '\0'};
-constexpr std::size_t kPrefix = 8 + 4 + 8;  // magic, version, file size
+constexpr std::size_t kPrefix = 8 + 4 + 8 + 8;  // magic, version, file size, checksum
+constexpr std::size_t kVersionEnd = 8 + 4;       // magic and version: enough to tell old files
 constexpr std::uint32_t kMaxFrames = 256;   // per call site
 // Smallest encoding of each repeated element: counts are checked against the bytes left.
 constexpr std::size_t kMinCallSite = 8 + 4;
@@ -88,7 +86,38 @@ class Reader {
   std::string error_;
 };
 
-std::string describe_errno(int e) { return std::strerror(e); }
+// The checks of the fixed-size prefix (magic, version, declared size) against `file_size`, the
+// real size: `head` may be the prefix alone, so that read_trace reads no further into a file
+// that is not a trace or not whole.
+std::optional<std::string> check_prefix(std::span<const std::byte> head, std::uint64_t file_size) {
+  if (head.size() < sizeof kTraceMagic ||
+      std::memcmp(head.data(), kTraceMagic, sizeof kTraceMagic) != 0)
+    return "not a tnbc trace file (bad magic number)";
+  auto truncated = [&] {
+    return "truncated: " + std::to_string(file_size) + " bytes, shorter than the " +
+           std::to_string(kPrefix) + "-byte file prefix";
+  };
+  if (head.size() < kVersionEnd) return truncated();
+  std::uint32_t version = 0;
+  std::memcpy(&version, head.data() + 8, sizeof version);
+  if (version < kTraceVersion)
+    return "trace format version " + std::to_string(version) +
+           " was written by an older tnbc (this build reads version " +
+           std::to_string(kTraceVersion) + "): trace the program again";
+  if (version != kTraceVersion)
+    return "unsupported trace format version " + std::to_string(version) +
+           " (this build reads version " + std::to_string(kTraceVersion) + ")";
+  if (head.size() < kPrefix) return truncated();
+  std::uint64_t declared = 0;
+  std::memcpy(&declared, head.data() + 12, sizeof declared);
+  if (declared > file_size)
+    return "truncated: the header gives " + std::to_string(declared) + " bytes, the file has " +
+           std::to_string(file_size);
+  if (declared < file_size)
+    return "corrupt: the header gives " + std::to_string(declared) + " bytes, the file has " +
+           std::to_string(file_size);
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -106,6 +135,7 @@ std::string encode_trace(const Trace& t) {
   w.bytes(kTraceMagic, sizeof kTraceMagic);
   w.put(kTraceVersion);
   w.put(std::uint64_t{0});  // file size, patched below
+  w.put(std::uint64_t{0});  // checksum, patched below
   const auto& h = t.header;
   w.put(h.rank);
   w.put(h.size);
@@ -152,9 +182,12 @@ std::string encode_trace(const Trace& t) {
     w.put(x.thread);
   }
   w.bytes(kEndMagic, sizeof kEndMagic);
-  std::uint64_t size = w.out().size();
-  std::memcpy(w.out().data() + 12, &size, sizeof size);
-  return std::move(w.out());
+  std::string& out = w.out();
+  std::uint64_t size = out.size();
+  std::memcpy(out.data() + 12, &size, sizeof size);
+  std::uint64_t sum = util::fnv1a64(out.data() + kPrefix, out.size() - kPrefix);
+  std::memcpy(out.data() + 20, &sum, sizeof sum);
+  return std::move(out);
 }
 
 std::optional<std::string> write_trace(const std::string& path, const Trace& trace) {
@@ -169,27 +202,16 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
     result.error = r.error();
     return result;
   };
-  if (bytes.size() < sizeof kTraceMagic ||
-      std::memcmp(bytes.data(), kTraceMagic, sizeof kTraceMagic) != 0)
-    return fail("not a tnbc trace file (bad magic number)");
-  if (bytes.size() < kPrefix)
-    return fail("truncated: " + std::to_string(bytes.size()) + " bytes, shorter than the " +
-                std::to_string(kPrefix) + "-byte file prefix");
+  if (auto problem = check_prefix(bytes, bytes.size())) return fail(*problem);
   char magic[8];
   std::uint32_t version = 0;
-  std::uint64_t declared = 0;
+  std::uint64_t declared = 0, sum = 0;
   r.get(&magic, "magic");
   r.get(&version, "version");
-  if (version != kTraceVersion)
-    return fail("unsupported trace format version " + std::to_string(version) +
-                " (this build reads version " + std::to_string(kTraceVersion) + ")");
   r.get(&declared, "file size");
-  if (declared > bytes.size())
-    return fail("truncated: the header gives " + std::to_string(declared) +
-                " bytes, the file has " + std::to_string(bytes.size()));
-  if (declared < bytes.size())
-    return fail("corrupt: the header gives " + std::to_string(declared) + " bytes, the file has " +
-                std::to_string(bytes.size()));
+  r.get(&sum, "checksum");
+  if (sum != util::fnv1a64(bytes.data() + kPrefix, bytes.size() - kPrefix))
+    return fail("corrupt: the checksum does not match the content");
 
   Trace t;
   auto& h = t.header;
@@ -204,7 +226,10 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
   r.str(&h.job_id, "job id");
   if (r.failed()) return fail("");
   h.tsc = tsc != 0;
-  if (h.size <= 0 || h.rank < 0 || h.rank >= h.size)
+  if (h.size <= 0 || h.size > kMaxRanks)
+    return fail("corrupt: a job of " + std::to_string(h.size) + " ranks (1 to " +
+                std::to_string(kMaxRanks) + ")");
+  if (h.rank < 0 || h.rank >= h.size)
     return fail("corrupt: rank " + std::to_string(h.rank) + " of size " + std::to_string(h.size));
   if (h.page_size == 0 || (h.page_size & (h.page_size - 1)) != 0)
     return fail("corrupt: page size " + std::to_string(h.page_size) + " is not a power of two");
@@ -255,9 +280,9 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
       return fail("corrupt: call " + std::to_string(ci) + " names call site " +
                   std::to_string(c.callsite) + " but the file has " +
                   std::to_string(t.callsites.size()));
-    if (c.comm_size <= 0)
+    if (c.comm_size <= 0 || c.comm_size > kMaxRanks)
       return fail("corrupt: call " + std::to_string(ci) + " has communicator size " +
-                  std::to_string(c.comm_size));
+                  std::to_string(c.comm_size) + " (1 to " + std::to_string(kMaxRanks) + ")");
     if (!r.count(&nsub, kSubBytes, "sub-message count")) return fail("");
     c.subs.resize(nsub);
     for (auto& s : c.subs) {
@@ -299,40 +324,21 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
 
 ReadResult read_trace(const std::string& path, std::uint64_t max_bytes) {
   ReadResult result;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    result.error = path + ": cannot open: " + describe_errno(errno);
-    return result;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    result.error = path + ": not a regular file";
-    return result;
-  }
-  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    result.error = path + ": " + std::to_string(st.st_size) + " bytes, larger than the limit of " +
-                   std::to_string(max_bytes);
-    return result;
-  }
-  std::vector<std::byte> data(static_cast<std::size_t>(st.st_size));
-  std::size_t got = 0;
-  while (got < data.size()) {
-    ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      result.error = path + ": cannot read: " + describe_errno(e);
+  util::InputFile file(path, max_bytes);
+  std::string data;
+  // The prefix first: a file that is not a trace, or not whole, is refused before the rest of
+  // it is read (a sparse file of gigabytes costs one read).
+  if (file.read(kPrefix, data)) {
+    auto head = std::as_bytes(std::span<const char>(data.data(), data.size()));
+    if (auto problem = check_prefix(head, file.size())) {
+      result.error = path + ": " + *problem;
       return result;
     }
-    if (n == 0) break;  // shrank while reading: parse what is there, the size check reports it
-    got += static_cast<std::size_t>(n);
+    if (file.read(file.size() - data.size(), data))
+      return parse_trace(std::as_bytes(std::span<const char>(data.data(), data.size())), path);
   }
-  ::close(fd);
-  data.resize(got);
-  return parse_trace(data, path);
+  result.error = file.error();
+  return result;
 }
 
 }  // namespace tnbc::trace

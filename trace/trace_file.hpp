@@ -2,9 +2,10 @@
 // tnbc-order.  docs/trace-format.md is the byte-level specification; this header is the API.
 //
 // write_trace() never leaves a half-written file under the final name (temporary name, fsync,
-// rename).  read_trace()/parse_trace() validate every field against the bytes actually present
-// before using or allocating for it, so corrupt or hostile input yields an error message naming
-// the file and the problem, never a crash or an allocation larger than the input.
+// rename).  read_trace()/parse_trace() check the checksum and validate every field against the
+// bytes actually present before using or allocating for it, so corrupt or hostile input yields
+// an error message naming the file and the problem, never a crash or an allocation larger than
+// the input.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +21,11 @@
 namespace tnbc::trace {
 
 inline constexpr char kTraceMagic[8] = {'T', 'N', 'B', 'C', 'T', 'R', 'C', '\0'};
-inline constexpr std::uint32_t kTraceVersion = 1;
+/// Version 2 added the checksum (util::fnv1a64 of every byte after the 28-byte prefix).
+inline constexpr std::uint32_t kTraceVersion = 2;
+/// Most ranks a job (and so a communicator) may have in a trace: a sane bound, equal to the
+/// plan format's largest communicator, so that a corrupt size cannot make tools loop for ever.
+inline constexpr std::int32_t kMaxRanks = 1 << 24;
 /// Longest string (module path, symbol, hostname, job id) a file may hold.
 inline constexpr std::uint32_t kMaxString = 4096;
 
@@ -109,7 +114,13 @@ struct ReadResult {
 };
 /// Parses bytes that came from `name` (used in messages only).
 ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name);
-/// Reads and parses a file.  Files larger than `max_bytes` are refused.
-ReadResult read_trace(const std::string& path, std::uint64_t max_bytes = 1ull << 32);
+/// Largest trace file read_trace accepts by default (4 GiB; a run's traces are typically a few
+/// megabytes per rank).
+inline constexpr std::uint64_t kMaxTraceBytes = 1ull << 32;
+/// Reads and parses a file (util::InputFile: a regular file, opened without blocking).  Files
+/// larger than `max_bytes` are refused before anything is read, files that are not traces (bad
+/// magic number, other version, declared size other than the real one) after reading only the
+/// fixed-size prefix.
+ReadResult read_trace(const std::string& path, std::uint64_t max_bytes = kMaxTraceBytes);
 
 }  // namespace tnbc::trace

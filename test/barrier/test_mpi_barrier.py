@@ -106,6 +106,11 @@ def main():
         expect(tnbc_lines(res) == [f"tnbc[0]: TNBC_NUMA_TOPOLOGY={short}: lists 2 ranks, "
                                    "MPI_COMM_WORLD has 3; using the host topology (libnuma)"],
                f"{tnbc_lines(res)}")
+        # /dev/zero read naively grows without end inside MPI_Init.
+        res = mpirun(CHECK, 3, preload="tnbc", args=[100], timeout=LIMIT,
+                     env={"TNBC_NUMA_TOPOLOGY": "/dev/zero"})
+        expect(tnbc_lines(res) == ["tnbc[0]: TNBC_NUMA_TOPOLOGY=/dev/zero: not a regular file (a character "
+                                   "device); using the host topology (libnuma)"], f"{tnbc_lines(res)}")
     s.check("a bad topology file: one exact message from rank 0, defaults", bad_topology)
 
     def bad_values():

@@ -66,7 +66,10 @@ TEST_CASE("topology file: exact messages", "[topology]") {
 TEST_CASE("topology file: unreadable file names the path", "[topology]") {
   TopologyParse r = load_topology("/nonexistent/topo.txt");
   CHECK_FALSE(r.topology.has_value());
-  CHECK(r.error == "/nonexistent/topo.txt: cannot read: No such file or directory");
+  CHECK(r.error == "/nonexistent/topo.txt: cannot open: No such file or directory");
+  // Special files are refused before anything is read: /dev/zero would otherwise be read forever.
+  CHECK(load_topology("/dev/zero").error == "/dev/zero: not a regular file (a character device)");
+  CHECK(load_topology("/").error == "/: is a directory");
 
   std::string path = "tnbc_test_topology.txt";
   { std::ofstream(path) << "distances\n10\nranks 1\n"; }

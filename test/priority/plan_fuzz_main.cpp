@@ -15,11 +15,13 @@
 
 namespace {
 
+// Without a checksum, as plans written by hand are, so that mutations reach the parser; the
+// target's round trip through write_plan checks the checksum it writes.
 const std::vector<std::string> kSeeds = {
-    "tnbc-plan 1\nend-of-plan 0\n",
-    "tnbc-plan 1\n# comment\n\nsite app+0x1a2b alltoall comm=4 class=16\n  frame fft(double*)\n"
+    "tnbc-plan 2\nend-of-plan 0\n",
+    "tnbc-plan 2\n# comment\n\nsite app+0x1a2b alltoall comm=4 class=16\n  frame fft(double*)\n"
     "  order 2 0 3 1\n  per-node on\n  agreement 0.9375\n  verdict crc\nend\n\nend-of-plan 1\n",
-    "tnbc-plan 1\nsite s bcast comm=* class=*\n  order 3 1 2 0\n  segments 4\n  tree chains 3\n"
+    "tnbc-plan 2\nsite s bcast comm=* class=*\n  order 3 1 2 0\n  segments 4\n  tree chains 3\n"
     "  per-node off\nend\nsite s alltoallv comm=* class=3\n  order 1 0\n  per-node off\n"
     "  verdict unread\nend\nend-of-plan 2\n",
 };

@@ -1,8 +1,12 @@
 #include <catch2/catch.hpp>
-
+#include <chrono>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "priority/plan.hpp"
+#include "test/bit_flips.hpp"
+#include "util/checksum.hpp"
 
 using namespace tnbc::priority;
 
@@ -45,7 +49,7 @@ std::string error_of(std::string_view text) {
   return error ? error->to_string() : "(parsed)";
 }
 
-const std::string kHead = "tnbc-plan 1\n";
+const std::string kHead = "tnbc-plan 2\n";
 const std::string kEntry =
     "site s1 alltoall comm=4 class=*\n"
     "  order 0 1 2 3\n"
@@ -67,8 +71,7 @@ TEST_CASE("writer and parser round-trip exactly", "[plan]") {
 TEST_CASE("the written form is the documented one", "[plan]") {
   Plan plan;
   plan.entries = {sample_plan().entries[1]};
-  CHECK(write_plan(plan, {"hello"}) ==
-        "tnbc-plan 1\n"
+  const std::string body =
         "# hello\n"
         "\n"
         "site app+0x99 bcast comm=* class=*\n"
@@ -78,18 +81,20 @@ TEST_CASE("the written form is the documented one", "[plan]") {
         "  per-node off\n"
         "end\n"
         "\n"
-        "end-of-plan 1\n");
+        "end-of-plan 1\n";
+  CHECK(write_plan(plan, {"hello"}) ==
+        fmt::format("tnbc-plan 2 checksum={:016x}\n", tnbc::util::fnv1a64(body)) + body);
 }
 
 TEST_CASE("an empty plan is valid", "[plan]") {
-  auto parsed = parse_plan("tnbc-plan 1\nend-of-plan 0\n");
+  auto parsed = parse_plan("tnbc-plan 2\nend-of-plan 0\n");
   REQUIRE(std::holds_alternative<Plan>(parsed));
   CHECK(std::get<Plan>(parsed).entries.empty());
 }
 
 TEST_CASE("comments, blank lines and indentation are free", "[plan]") {
   auto parsed = parse_plan(
-      "tnbc-plan 1\n# a comment\n\n  # indented comment\nsite s1 alltoall comm=* class=3\n"
+      "tnbc-plan 2\n# a comment\n\n  # indented comment\nsite s1 alltoall comm=* class=3\n"
       "\torder   1 0\n# inside\nper-node on\n   end   \nend-of-plan 1\n# trailing\n\n");
   REQUIRE(std::holds_alternative<Plan>(parsed));
   const Plan& plan = std::get<Plan>(parsed);
@@ -127,15 +132,19 @@ TEST_CASE("lookup: site and op must match, an exact comm size and class beat '*'
 TEST_CASE("parser errors name the line and say exactly what is wrong", "[plan]") {
   SECTION("wrong magic") {
     CHECK(error_of("tnbc-trace 1\n") ==
-          "line 1: not a tnbc plan (the first line must be 'tnbc-plan 1')");
+          "line 1: not a tnbc plan (the first line must be 'tnbc-plan 2')");
     CHECK(error_of("\x7f" "ELF\x02\x01") ==
-          "line 1: not a tnbc plan (the first line must be 'tnbc-plan 1')");
-    CHECK(error_of("") == "line 1: empty file; a plan starts with 'tnbc-plan 1'");
+          "line 1: not a tnbc plan (the first line must be 'tnbc-plan 2')");
+    CHECK(error_of("") == "line 1: empty file; a plan starts with 'tnbc-plan 2'");
   }
   SECTION("foreign version") {
-    CHECK(error_of("tnbc-plan 2\nend-of-plan 0\n") ==
-          "line 1: plan format version '2' is not supported (this library reads version 1)");
-    CHECK(error_of("tnbc-plan\n") == "line 1: malformed first line (expected 'tnbc-plan 1')");
+    CHECK(error_of("tnbc-plan 3\nend-of-plan 0\n") ==
+          "line 1: plan format version '3' is not supported (this library reads version 2)");
+    CHECK(error_of("tnbc-plan 1\nend-of-plan 0\n") ==
+          "line 1: plan format version 1 was written by an older tnbc (this library reads version "
+          "2): run tnbc-order plan again, or, for a plan written by hand, make the first line "
+          "'tnbc-plan 2'");
+    CHECK(error_of("tnbc-plan\n") == "line 1: malformed first line (expected 'tnbc-plan 2')");
   }
   SECTION("bad lines") {
     CHECK(error_of(kHead + "order 1\n") == "line 2: unexpected 'order' outside a site entry");
@@ -240,7 +249,7 @@ TEST_CASE("validate_plan refuses what the parser would refuse", "[plan]") {
 
 TEST_CASE("'return early|blocking' forces the path; absent means measure; written only when set",
           "[plan]") {
-  const std::string head = "tnbc-plan 1\nsite s1 alltoall comm=2 class=*\n  order 0 1\n  per-node off\n";
+  const std::string head = "tnbc-plan 2\nsite s1 alltoall comm=2 class=*\n  order 0 1\n  per-node off\n";
   auto parsed = parse_plan(head + "  return blocking\nend\nend-of-plan 1\n");
   REQUIRE(std::holds_alternative<Plan>(parsed));
   const Plan& p = std::get<Plan>(parsed);
@@ -256,4 +265,39 @@ TEST_CASE("'return early|blocking' forces the path; absent means measure; writte
   CHECK(error_of(head + "  return sometimes\nend\nend-of-plan 1\n") == "line 5: return: expected early or blocking");
   CHECK(error_of(head + "  return early\n  return blocking\nend\nend-of-plan 1\n") ==
         "line 6: duplicate 'return' (first at line 5)");
+}
+
+TEST_CASE("the checksum: written always, checked when present, optional by hand", "[plan]") {
+  const std::string text = write_plan(sample_plan(), {"a comment"});
+  const std::size_t nl = text.find('\n');
+  REQUIRE(text.substr(0, nl).starts_with("tnbc-plan 2 checksum="));
+  REQUIRE(std::holds_alternative<Plan>(parse_plan(text)));
+  // Without the checksum (written or edited by hand): the same plan.
+  auto bare = parse_plan("tnbc-plan 2" + text.substr(nl));
+  REQUIRE(std::holds_alternative<Plan>(bare));
+  CHECK(std::get<Plan>(bare) == sample_plan());
+  // Edited with the checksum left in: refused, saying what to do.
+  std::string edited = text;
+  edited.replace(edited.find("per-node on"), 11, "per-node off");
+  const std::string sum = text.substr(text.find("checksum="), 9 + 16);
+  CHECK(error_of(edited) == "line 1: the checksum does not match the content: the plan was "
+                            "damaged, or edited without removing '" + sum +
+                            "' from the first line");
+  CHECK(error_of("tnbc-plan 2 checksum=12\nend-of-plan 0\n") ==
+        "line 1: malformed checksum 'checksum=12' (expected checksum=<16 lowercase hex digits>)");
+  CHECK(error_of("tnbc-plan 2 checksum=ABCDEF0123456789\nend-of-plan 0\n") ==
+        "line 1: malformed checksum 'checksum=ABCDEF0123456789' (expected checksum=<16 lowercase "
+        "hex digits>)");
+  CHECK(error_of("tnbc-plan 2 checksum=0 x\nend-of-plan 0\n") ==
+        "line 1: malformed first line (expected 'tnbc-plan 2')");
+}
+
+TEST_CASE("every single bit flip of a written plan is refused, quickly", "[plan]") {
+  const std::string text = write_plan(sample_plan(), {"a comment"});
+  auto start = std::chrono::steady_clock::now();
+  auto accepted = tnbc::test::accepted_bit_flips(
+      text, [](const std::string& b) { return std::holds_alternative<Plan>(parse_plan(b)); });
+  for (const auto& f : accepted) UNSCOPED_INFO("accepted: bit " << f.bit << " of byte " << f.byte);
+  CHECK(accepted.empty());
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
 }

@@ -152,7 +152,7 @@ def main():
         mpirun(ORDERS, 4, preload="tnbc_trace", env={"TNBC_TRACE_DIR": trace_dir}, args=[os.path.join(tmp, "t")])
         dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], capture_output=True,
                                          text=True, check=True).stdout)
-        plan = ["tnbc-plan 1"]
+        plan = ["tnbc-plan 2"]
         entries = 0
         seen = set()
         for call in dump["calls"]:
@@ -238,7 +238,7 @@ def main():
     def bad_plan():
         path = os.path.join(tmp, "bad.plan")
         with open(path, "w") as f:
-            f.write("tnbc-plan 1\nsite x alltoall comm=* class=*\n  order 0 0\n")
+            f.write("tnbc-plan 2\nsite x alltoall comm=* class=*\n  order 0 0\n")
         prefix = os.path.join(tmp, "badplan")
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "p2")]).stdout)
         res = mpirun(ORDERS, 4, preload="tnbc", env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}),
@@ -248,10 +248,26 @@ def main():
                and msgs[0].endswith("; using default priorities"), f"expected one message from rank 0: {msgs}")
         expect(lines(res.stdout) == ref, "output differs from plain MPICH with a bad plan")
         expect(read_json(prefix + ".0.json")["alltoall"]["planned"] == 0, "a bad plan was used")
-        missing = mpirun(ORDERS, 2, preload="tnbc", env={"TNBC_PLAN": os.path.join(tmp, "nope.plan")},
-                         args=[os.path.join(tmp, "m")])
-        expect("cannot read the file; using default priorities" in missing.stderr, missing.stderr)
+        nope = os.path.join(tmp, "nope.plan")
+        missing = mpirun(ORDERS, 2, preload="tnbc", env={"TNBC_PLAN": nope}, args=[os.path.join(tmp, "m")])
+        expect(f"tnbc[0]: TNBC_PLAN={nope}: cannot open: No such file or directory; using default priorities"
+               in missing.stderr, missing.stderr)
     s.check("a corrupt or missing plan: one message from rank 0, defaults, identical bytes", bad_plan)
+
+    def special_plan_files():
+        # Read naively, /dev/zero grows without end, a FIFO blocks MPI_Init and a folder reads as
+        # an empty plan: each must be named for what it is, once, and the run must go on.
+        fifo = os.path.join(tmp, "plan.fifo")
+        os.mkfifo(fifo)
+        ref = lines(mpirun(ORDERS, 2, args=[os.path.join(tmp, "sp")]).stdout)
+        for path, why in (("/dev/zero", "not a regular file (a character device)"),
+                          (fifo, "not a regular file (a FIFO)"), (tmp, "is a directory")):
+            res = mpirun(ORDERS, 2, preload="tnbc", env=engine({"TNBC_PLAN": path}),
+                         args=[os.path.join(tmp, "s")], timeout=60)
+            msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[")]
+            expect(msgs == [f"tnbc[0]: TNBC_PLAN={path}: {why}; using default priorities"], f"{path}: {msgs}")
+            expect(lines(res.stdout) == ref, f"{path}: output differs from plain MPICH")
+    s.check("a device, a FIFO or a folder as the plan: one message naming it, defaults", special_plan_files)
 
     def on_cluster():
         prefix = os.path.join(tmp, "cluster")

@@ -2,12 +2,11 @@
 // ({"site","op","comm","order","priorities","segments","per_node"}), for the end-to-end test of
 // `tnbc-order plan`.  A plan the parser refuses prints the error and exits 2.
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <variant>
 
 #include "priority/plan.hpp"
+#include "util/file.hpp"
 
 using namespace tnbc::priority;
 
@@ -21,9 +20,9 @@ std::string list(const std::vector<std::uint32_t>& v) {
 
 int main(int argc, char** argv) {
   if (argc != 2) return std::fputs("usage: plan_dump FILE\n", stderr), 2;
-  std::ifstream in(argv[1], std::ios::binary);
-  if (!in) return std::fprintf(stderr, "plan_dump: cannot read %s\n", argv[1]), 2;
-  std::string text(std::istreambuf_iterator<char>(in), {});
+  std::string text;
+  if (auto err = tnbc::util::read_file(argv[1], kMaxPlanBytes, text))
+    return std::fprintf(stderr, "plan_dump: %s\n", err->c_str()), 2;
   auto result = parse_plan(text);
   if (auto* e = std::get_if<PlanError>(&result)) {
     std::fprintf(stderr, "plan_dump: %s: %s\n", argv[1], e->to_string().c_str());

@@ -3,6 +3,7 @@
 
 import os
 import subprocess
+import tempfile
 
 from tnbc_testlib import BUILD, SOURCE, Suite, expect
 
@@ -45,6 +46,25 @@ def main():
             r = run(*args)
             expect(r.returncode == 2 and msg in r.stderr, f"{args}: exit {r.returncode} {r.stderr!r}")
     s.check("usage errors exit 2 with a message", usage_errors)
+
+    def special_files():
+        # Each would block or mislead a reader that opens, reads or stats naively: a FIFO named
+        # like a trace file (blocks the open), a folder named like one, a symlink loop as the
+        # folder (not "no such directory").  run() gives up after 30 s.
+        with tempfile.TemporaryDirectory() as tmp:
+            fifo, folder = os.path.join(tmp, "fifo"), os.path.join(tmp, "folder")
+            os.makedirs(fifo)
+            os.mkfifo(os.path.join(fifo, "0.tnbct"))
+            os.makedirs(os.path.join(folder, "0.tnbct"))
+            loop = os.path.join(tmp, "loop")
+            os.symlink(loop, loop)
+            for d, msg in ((fifo, f"{fifo}/0.tnbct: not a regular file (a FIFO)"),
+                           (folder, f"{folder}/0.tnbct: is a directory"),
+                           (loop, f"{loop}: Too many levels of symbolic links")):
+                r = run("show", d)
+                expect(r.returncode == 2 and r.stderr == f"tnbc-order: {msg}\n",
+                       f"{d}: exit {r.returncode} {r.stderr!r}")
+    s.check("special files in place of a trace folder or file: exit 2, the real reason", special_files)
 
     def config_lists_settings():
         r = run("config")

@@ -206,6 +206,21 @@ def main():
         expect(sorted(res.stdout.splitlines()) == state.get("plain"), "output differs from the plain run")
     s.check("an unwritable TNBC_TRACE_DIR: one message from rank 0 and a correct run", unwritable)
 
+    def open_folder():
+        folder = os.path.join(tmp, "open")
+        os.mkdir(folder)
+        os.chmod(folder, 0o777)  # anyone could plant links under the names the job writes
+        res = mpirun(ORDER, p, preload="tnbc_trace", timeout=90, cwd=tmp,
+                     env={"TNBC_TRACE_DIR": folder}, args=[os.path.join(tmp, "w")])
+        msgs = tnbc_lines(res)
+        expect(msgs == [f"tnbc[0]: trace disabled, the program runs untraced: {folder} is writable by others "
+                        f"(mode 0777): they could plant files or links in it; chmod go-w {folder}"],
+               f"messages: {msgs}")
+        expect(os.listdir(folder) == [], f"files written into the refused folder: {os.listdir(folder)}")
+        expect(sorted(res.stdout.splitlines()) == state.get("plain"), "output differs from the plain run")
+    s.check("a TNBC_TRACE_DIR others can write to: refused with one message, a correct untraced run",
+            open_folder)
+
     def lost_dir():
         folder = os.path.join(tmp, "lost")
         res = mpirun(LOST_DIR, p, preload="tnbc_trace", timeout=60, cwd=tmp, env={"TNBC_TRACE_DIR": folder})

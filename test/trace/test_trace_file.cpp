@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "trace/page_guard.hpp"
+#include "test/bit_flips.hpp"
 #include "trace/trace_file.hpp"
+#include "util/checksum.hpp"
 
 using namespace tnbc::trace;
 namespace fs = std::filesystem;
@@ -62,6 +64,13 @@ ReadResult parse(const std::string& bytes, std::string_view name = "x.tnbct") {
 template <typename T>
 void poke(std::string& bytes, std::size_t at, T v) {
   std::memcpy(bytes.data() + at, &v, sizeof v);
+}
+
+// Bytes changed on purpose with their checksum made right again (offset 20, over the bytes
+// after the 28-byte prefix), so that the reader's later checks see them.
+std::string sealed(std::string bytes) {
+  if (bytes.size() >= 28) poke(bytes, 20, tnbc::util::fnv1a64(bytes.data() + 28, bytes.size() - 28));
+  return bytes;
 }
 
 }  // namespace
@@ -132,7 +141,25 @@ TEST_CASE("trace file: the reader names the file and the problem", "[trace_file]
     std::string b = good;
     poke<std::uint32_t>(b, 8, 99);
     CHECK(parse(b).error ==
-          "x.tnbct: unsupported trace format version 99 (this build reads version 1)");
+          "x.tnbct: unsupported trace format version 99 (this build reads version 2)");
+    poke<std::uint32_t>(b, 8, 1);
+    CHECK(parse(b).error == "x.tnbct: trace format version 1 was written by an older tnbc (this "
+                            "build reads version 2): trace the program again");
+  }
+  SECTION("a changed byte") {
+    std::string b = good;
+    b[good.size() / 2] ^= 0x10;
+    CHECK(parse(b).error == "x.tnbct: corrupt: the checksum does not match the content");
+  }
+  SECTION("sizes beyond any job, even with a right checksum") {
+    // The flip that made every tnbc-order command spin for 50 s in predict_overlap.
+    Trace t = sample();
+    t.calls[0].comm_size = 1073741826;
+    CHECK(parse(encode_trace(t)).error ==
+          "x.tnbct: corrupt: call 0 has communicator size 1073741826 (1 to 16777216)");
+    t = sample();
+    t.header.size = kMaxRanks + 1;
+    CHECK(parse(encode_trace(t)).error == "x.tnbct: corrupt: a job of 16777217 ranks (1 to 16777216)");
   }
   SECTION("a truncated file") {
     std::string b = good.substr(0, good.size() - 10);
@@ -140,7 +167,7 @@ TEST_CASE("trace file: the reader names the file and the problem", "[trace_file]
           "run/3.tnbct: truncated: the header gives " + std::to_string(good.size()) +
               " bytes, the file has " + std::to_string(good.size() - 10));
     CHECK(parse(good.substr(0, 12)).error ==
-          "x.tnbct: truncated: 12 bytes, shorter than the 20-byte file prefix");
+          "x.tnbct: truncated: 12 bytes, shorter than the 28-byte file prefix");
   }
   SECTION("bytes after the end") {
     CHECK(parse(good + "xx").error == "x.tnbct: corrupt: the header gives " +
@@ -150,9 +177,9 @@ TEST_CASE("trace file: the reader names the file and the problem", "[trace_file]
   SECTION("a count that cannot fit") {
     std::string b = good;
     // The call-site count follows the fixed header and the two strings.
-    std::size_t at = 20 + 4 + 4 + 4 + 4 + 8 + 1 + 4 + 6 + 4 + 6;
+    std::size_t at = 28 + 4 + 4 + 4 + 4 + 8 + 1 + 4 + 6 + 4 + 6;
     poke<std::uint32_t>(b, at, 0xfffffff0u);
-    auto r = parse(b);
+    auto r = parse(sealed(b));
     CHECK_FALSE(r.trace);
     CHECK(r.error.rfind(
               "x.tnbct: corrupt: call-site count 4294967280 does not fit in the remaining ", 0) ==
@@ -175,6 +202,27 @@ TEST_CASE("trace file: the reader names the file and the problem", "[trace_file]
     auto r = read_trace("/nonexistent-tnbc-dir/0.tnbct");
     CHECK(r.error == "/nonexistent-tnbc-dir/0.tnbct: cannot open: No such file or directory");
   }
+  SECTION("a large sparse file is refused by its prefix, without reading the rest") {
+    char dir[] = "/tmp/tnbc_sparse_XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    const std::string path = std::string(dir) + "/0.tnbct";
+    const std::string good = encode_trace(sample());
+    {
+      std::ofstream out(path, std::ios::binary);
+      out << good;
+    }
+    REQUIRE(truncate(path.c_str(), 3ll << 30) == 0);  // the declared size no longer matches
+    auto start = std::chrono::steady_clock::now();
+    auto r = read_trace(path);
+    auto took = std::chrono::steady_clock::now() - start;
+    CHECK(r.error == path + ": corrupt: the header gives " + std::to_string(good.size()) +
+                         " bytes, the file has " + std::to_string(3ll << 30));
+    CHECK(took < std::chrono::milliseconds(500));  // reading 3 GiB of zeros takes seconds
+    CHECK(read_trace(path, 1 << 20).error ==
+          path + ": " + std::to_string(3ll << 30) + " bytes, larger than the limit of 1048576");
+    unlink(path.c_str());
+    rmdir(dir);
+  }
 }
 
 TEST_CASE("trace file: every single-byte corruption and every truncation is handled",
@@ -189,7 +237,18 @@ TEST_CASE("trace file: every single-byte corruption and every truncation is hand
     for (unsigned v : {0x00u, 0x01u, 0x7fu, 0x80u, 0xffu}) {
       std::string b = good;
       b[i] = static_cast<char>(v);
-      auto r = parse(b);  // must not crash; may or may not be valid
+      auto r = parse(sealed(b));  // must not crash; may or may not be valid
       if (!r.trace) CHECK(r.error.rfind("x.tnbct: ", 0) == 0);
     }
+}
+
+TEST_CASE("trace file: every single bit flip is refused, quickly", "[trace_file][fuzz]") {
+  const std::string good = encode_trace(sample());
+  REQUIRE(parse(good).trace);
+  auto start = std::chrono::steady_clock::now();
+  auto accepted = tnbc::test::accepted_bit_flips(
+      good, [](const std::string& b) { return parse(b).trace.has_value(); });
+  for (const auto& f : accepted) UNSCOPED_INFO("accepted: bit " << f.bit << " of byte " << f.byte);
+  CHECK(accepted.empty());
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
 }

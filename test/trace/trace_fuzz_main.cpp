@@ -2,8 +2,8 @@
 //   trace_fuzz_driver [--iterations N] [--seed S] [FILE...]
 // Mutates built-in valid traces (encoded by the writer) with a deterministic generator: bit
 // flips, byte and word overwrites with boundary values, insertions, deletions, truncation.  Most
-// mutations of a length-prefixed binary format are refused early, so some mutations keep the
-// declared file size consistent.
+// mutations of a length-prefixed, checksummed binary format are refused early, so half of the
+// mutations make the declared file size and the checksum right again.
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -13,6 +13,7 @@
 
 #include "test/fuzz_driver.hpp"
 #include "trace/trace_file.hpp"
+#include "util/checksum.hpp"
 
 namespace {
 
@@ -43,13 +44,19 @@ std::vector<std::string> make_seeds() {
 const std::uint64_t kValues[] = {0, 1, 2, 3, 4, 255, 256, 4096, 0x7fffffff, 0x80000000, 0xffffffff,
                                  0xffffffffffffffffull, 0x8000000000000000ull, 4097};
 
-/// Offset of the u64 file_size field (docs/trace-format.md).
+/// Offsets of the u64 file_size and checksum fields, and the size of the prefix the checksum
+/// leaves out (docs/trace-format.md).
 constexpr std::size_t kSizeField = 12;
+constexpr std::size_t kChecksumField = 20;
+constexpr std::size_t kPrefix = 28;
 
+// Makes the declared size and the checksum right again, so that the mutation reaches the body.
 void fix_size(std::string& s) {
-  if (s.size() < kSizeField + 8) return;
+  if (s.size() < kPrefix) return;
   std::uint64_t n = s.size();
   std::memcpy(&s[kSizeField], &n, 8);  // little-endian host (x86-64, the only target)
+  std::uint64_t sum = tnbc::util::fnv1a64(s.data() + kPrefix, s.size() - kPrefix);
+  std::memcpy(&s[kChecksumField], &sum, 8);
 }
 
 std::string mutate(std::string s, std::mt19937_64& rng) {
