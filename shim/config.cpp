@@ -85,6 +85,19 @@ std::optional<std::string> apply_auto_int(Config& cfg, std::string_view v) {
 }
 
 template <auto Field>
+std::optional<std::string> apply_auto_size(Config& cfg, std::string_view v) {
+  if (v == "auto") {
+    cfg.*Field = 0;
+    return std::nullopt;
+  }
+  std::string err;
+  auto n = parse_size(v, &err);
+  if (!n || *n == 0) return n ? std::string("expected auto or a size above 0") : err;
+  cfg.*Field = *n;
+  return std::nullopt;
+}
+
+template <auto Field>
 std::optional<std::string> apply_size(Config& cfg, std::string_view v) {
   std::string err;
   auto n = parse_size(v, &err);
@@ -126,6 +139,8 @@ template <auto F, int Auto, std::int64_t Min, std::int64_t Max, const char* What
 constexpr Field kAutoInt{apply_auto_int<F, Auto, Min, Max, What>, show<F>};
 template <auto F>
 constexpr Field kSize{apply_size<F>, show<F>};
+template <auto F>
+constexpr Field kAutoSize{apply_auto_size<F>, show<F>};
 constexpr Field kLog{apply_log, show_log};
 constexpr Field kAdapt{apply_adapt, show_adapt};
 constexpr Field kBarrierAlgo{apply_barrier_algo, show<&Config::barrier_algo>};
@@ -213,6 +228,15 @@ constexpr std::array kSettings = {
             "to back starts before the whole block is in (0 = whole blocks; at most 254 chunks "
             "per block).",
             kSize<&Config::chunk_bytes>},
+    Setting{"TNBC_MAX_MEMORY", "size", "auto", Agree::no,
+            "libtnbc.so: the most memory the engine may hold for calls in flight (each early "
+            "return keeps a copy of its send side and a mirror of its receive pages until it "
+            "completes).  A call that would exceed it first waits for those in flight; a call "
+            "that alone exceeds it receives in place and returns when done (fallback reason "
+            "memory).  auto: a quarter of this rank's share of the node's memory, or of the "
+            "address-space limit (ulimit -v) if that is smaller.  May differ between ranks: "
+            "a call that does not return early still exchanges the same messages.",
+            kAutoSize<&Config::max_memory>},
     Setting{"TNBC_CHUNK_WINDOW", "int", "2", Agree::value,
             "libtnbc.so: under per-node priority, the inter-node body chunks a replayed "
             "MPI_Alltoall(v) keeps in flight, sent strictly in priority order as synchronous "

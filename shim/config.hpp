@@ -46,6 +46,7 @@ struct Config {
   int progress_sleep_us = 20;     ///< TNBC_PROGRESS_SLEEP_US: progress thread's first nap when idle
   int progress_max_sleep_us = 1000;  ///< TNBC_PROGRESS_MAX_SLEEP_US: its longest nap
   std::uint64_t chunk_bytes = 64 * 1024;  ///< TNBC_CHUNK_BYTES: Alltoall(v) body chunks, 0 = whole
+  std::uint64_t max_memory = 0;  ///< TNBC_MAX_MEMORY: engine memory held by calls in flight, 0 = auto
   int chunk_window = 2;                   ///< TNBC_CHUNK_WINDOW: body chunks in flight, in order
   /// TNBC_BARRIER_ALGO: "auto", "mpich" or a barrier algorithm name (barrier/barrier.hpp).
   std::string barrier_algo = "auto";

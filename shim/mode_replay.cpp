@@ -1,7 +1,19 @@
 // libtnbc.so: replay mode.  Alltoall, Alltoallv and Bcast return early and finish in the
 // background (replay.hpp, engine/engine.hpp); MPI_Barrier runs on shared memory (barrier_shim.hpp).
+//
+// Errors: no exception reaches the C caller.  One that escapes replay.cpp (memory exhausted
+// beyond what TNBC_MAX_MEMORY bounds: the schedule's own vectors, an MPI object) is reported
+// through the communicator's error handler, as MPICH reports its own failures: fatal by
+// default, an error code under MPI_ERRORS_RETURN.  It is not turned into the blocking call:
+// the other ranks may already exchange the engine's messages for this call, and a rank that
+// ran the plain collective instead would leave them waiting for good.
+#include <cstdio>
+#include <exception>
+#include <new>
+
 #include "barrier_shim.hpp"
 #include "fence.hpp"
+#include "log.hpp"
 #include "mode.hpp"
 #include "replay.hpp"
 
@@ -9,6 +21,29 @@ namespace tnbc::shim {
 namespace {
 
 void drain_engine() { Engine::instance().drain(); }
+
+/// Runs `call`; an exception becomes the communicator's error handler and an MPI error code.
+template <typename F>
+int reported(const char* what, MPI_Comm comm, F&& call) noexcept {
+  int code = MPI_ERR_INTERN;
+  char detail[160] = "unknown exception";  // a copy: the exception is gone after its handler
+  try {
+    return call();
+  } catch (const std::bad_alloc&) {
+    code = MPI_ERR_NO_MEM;
+    std::snprintf(detail, sizeof detail, "out of memory");
+  } catch (const std::exception& e) {
+    std::snprintf(detail, sizeof detail, "%s", e.what());
+  } catch (...) {
+  }
+  try {  // the message itself may not find memory
+    log::warn("{}: the replay engine failed ({}); reported to the communicator's error handler", what,
+              static_cast<const char*>(detail));
+  } catch (...) {
+  }
+  PMPI_Comm_call_errhandler(comm, code);
+  return code;
+}
 
 class ReplayMode final : public Mode {
  public:
@@ -27,16 +62,20 @@ class ReplayMode final : public Mode {
 
   int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                int recvcount, MPI_Datatype recvtype, MPI_Comm comm) override {
-    return replay::alltoall(runtime(), sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    return reported("MPI_Alltoall", comm, [&] {
+      return replay::alltoall(runtime(), sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    });
   }
   int alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
                 MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
                 MPI_Datatype recvtype, MPI_Comm comm) override {
-    return replay::alltoallv(runtime(), sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                             rdispls, recvtype, comm);
+    return reported("MPI_Alltoallv", comm, [&] {
+      return replay::alltoallv(runtime(), sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                               rdispls, recvtype, comm);
+    });
   }
   int bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) override {
-    return replay::bcast(runtime(), buffer, count, datatype, root, comm);
+    return reported("MPI_Bcast", comm, [&] { return replay::bcast(runtime(), buffer, count, datatype, root, comm); });
   }
   int barrier(MPI_Comm comm) override { return shim::barrier(comm); }
   void release_range(const void* p, std::size_t n, ReleaseReason) override {

@@ -9,6 +9,9 @@
 #include <optional>
 #include <vector>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "trace/callsite.hpp"
@@ -197,6 +200,27 @@ void done(const Decision& d) {
 }
 
 
+/// TNBC_MAX_MEMORY=auto: a quarter of this rank's share of the node's memory, or of what the
+/// address-space or data limit (ulimit -v / -d) leaves free now, whichever is smaller.
+std::size_t auto_memory_bound() {
+  const auto ranks_here = static_cast<std::uint64_t>(
+      std::max<std::ptrdiff_t>(1, std::count(g_world_on_node.begin(), g_world_on_node.end(), 1)));
+  const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  std::uint64_t room = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * page / ranks_here;
+  std::uint64_t mapped = 0;  // this process's virtual size now (first field of statm, in pages)
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    unsigned long long pages = 0;
+    if (std::fscanf(f, "%llu", &pages) == 1) mapped = pages * page;
+    std::fclose(f);
+  }
+  for (int which : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit rl;
+    if (getrlimit(which, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      room = std::min<std::uint64_t>(room, rl.rlim_cur > mapped ? rl.rlim_cur - mapped : 0);
+  }
+  return static_cast<std::size_t>(std::max<std::uint64_t>(room / 4, page));
+}
+
 /// Reads TNBC_PLAN.  Any problem: one message from rank 0, and default priorities.
 void load_plan(const std::string& path) {
   if (path.empty()) return;
@@ -363,8 +387,10 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
       });
 
   d.key->costs.early_calls.fetch_add(1, std::memory_order_relaxed);
-  const bool early = Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node,
-                                                  allow_early, &d.key->costs);
+  const Engine::Result r = Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node,
+                                                       allow_early, &d.key->costs);
+  const bool early = r.early;
+  if (r.why != nullptr) why_direct = r.why;
   done(d);
   if (!rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -431,6 +457,8 @@ bool start(Runtime& rt) {
   learn_node();
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
+  o.max_memory_bytes = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
+  log::debug("engine memory for calls in flight: at most {} bytes", o.max_memory_bytes);
   load_plan(rt.config().plan);
   // libucm patches munmap & co. so that our interposers never see them: take its events too.
   subscribe_memory_events();
@@ -580,9 +608,13 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   bool early = false;
   // Shared, locked, hugetlb or device memory receives in place (mapping.hpp).
   const bool in_place = rank != root && !mapping::replaceable(lo, len);
+  const char* why_direct = !ti.contiguous ? "datatype" : in_place ? "mapping" : "no_full_page";
   d.key->costs.early_calls.fetch_add(1, std::memory_order_relaxed);
   if (ti.contiguous) {
-    early = Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, !in_place, &d.key->costs);
+    const Engine::Result r =
+        Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, !in_place, &d.key->costs);
+    early = r.early;
+    if (r.why != nullptr) why_direct = r.why;
   } else {
     std::vector<char> stage(bytes);
     int pos = 0;
@@ -592,7 +624,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   }
   done(d);
   if (early) st.count_early_return();
-  else st.count_fallback(!ti.contiguous ? "datatype" : in_place ? "mapping" : "no_full_page");
+  else st.count_fallback(why_direct);
   return MPI_SUCCESS;
 }
 

@@ -63,13 +63,27 @@ std::uint64_t Engine::progress_cpu_ns() const { return progress_->cpu_ns(); }
 std::uint64_t Engine::progress_rounds() const { return progress_->rounds(); }
 std::uint64_t Engine::fence_wait_ns() const { return progress_->fence_wait_ns(); }
 
-bool Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
+bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {
+  const std::size_t need = (sendbuf != nullptr ? engine::send_copy_bytes(op) : 0) +
+                           (receives ? engine::receive_cover_bytes(op, page_size_) : 0);
+  auto fits = [&] {
+    return options_.max_memory_bytes == 0 ||
+           engine::g_held_bytes.load(std::memory_order_acquire) + need <= options_.max_memory_bytes;
+  };
+  if (!fits()) drain();  // what is in flight gives its memory back when it completes
+  if (!fits()) return false;
+  if (sendbuf != nullptr && !engine::prepare_send_side(op, sendbuf, true)) return false;
+  op.held_bytes = need;
+  engine::g_held_bytes.fetch_add(need, std::memory_order_acq_rel);
+  return true;
+}
+
+Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
   const std::uint64_t t0 = util::now_ns();
   const std::size_t n = op->steps.size();
   op->reqs.assign(n, MPI_REQUEST_NULL);
   op->state.assign(n, 0);
   op->remaining = n;
-  if (sendbuf != nullptr) engine::prepare_send_side(*op);
   const bool receives = std::any_of(op->steps.begin(), op->steps.end(),
                                     [](const Step& s) { return s.kind != Kind::send; });
   if (sendbuf != nullptr && op->recv.recv_base != nullptr && engine::send_meets_receive(*op, sendbuf, page_size_)) {
@@ -77,6 +91,14 @@ bool Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) 
     // page would fault on our own op and wait for it forever.  Such a call completes instead.
     allow_early = false;
   }
+  // An early return holds a send copy and a mirror until the op completes: within the bound,
+  // or the call waits, sending from the caller's buffer and receiving in place.
+  const char* why = nullptr;
+  if (allow_early && !reserve(*op, sendbuf, receives)) {
+    allow_early = false;
+    why = "memory";
+  }
+  if (!allow_early && sendbuf != nullptr) engine::prepare_send_side(*op, sendbuf, false);
   bool early = false;
   if (!receives) {
     early = allow_early;  // e.g. the bcast root: nothing to guard once the send side is copied
@@ -103,7 +125,7 @@ bool Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) 
   if (!early) {
     progress_->wait_done(ref);
     charge(util::now_ns());
-    return false;
+    return {false, why};
   }
   if (ref.edges.edge_pending.load(std::memory_order_acquire) != 0) progress_->wait_edges(ref);
   if (!ref.edges.edge_step.empty()) engine::copy_edges(ref, page_size_);
@@ -111,7 +133,7 @@ bool Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) 
   ref.caller_released.store(true, std::memory_order_release);
   init_ns_.fetch_add(end - t0, std::memory_order_relaxed);
   charge(end);
-  return true;
+  return {true, nullptr};
 }
 
 namespace {
@@ -137,7 +159,7 @@ NewOp new_op(MPI_Comm comm) {
 
 }  // namespace
 
-bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
+Engine::Result Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
                        std::span<const std::size_t> send_displs, void* recvbuf,
                        std::span<const std::size_t> recv_bytes,
                        std::span<const std::size_t> recv_displs, MPI_Comm comm,
@@ -155,7 +177,7 @@ bool Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_by
   return run(std::move(n.op), sendbuf, allow_early);
 }
 
-bool Engine::bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments,
+Engine::Result Engine::bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments,
                    int chains, std::span<const int> segment_order, bool allow_early,
                    adapt::Costs* costs) {
   NewOp n = new_op(comm);

@@ -57,10 +57,19 @@ struct EngineOptions {
   unsigned progress_max_sleep_us = 1000;
   std::size_t chunk_bytes = 64 * 1024;  ///< alltoall(v) body chunk size, 0 = whole bodies
   int chunk_window = 2;                 ///< inter-node body chunks in flight under per-node priority, 0 = all
+  /// Send copies and mirrors held by calls in flight at most (0 = no bound, TNBC_MAX_MEMORY).
+  std::size_t max_memory_bytes = 0;
 };
 
 class Engine {
  public:
+  /// What a call did: returned early, or completed (`why` names the engine's own reason when
+  /// the caller allowed an early return and it did not: "memory"; else null).
+  struct Result {
+    bool early = false;
+    const char* why = nullptr;
+  };
+
   /// Installs the fault handler and starts the progress thread.
   std::optional<std::string> start(const EngineOptions& options);
   /// Completes everything in flight, stops the thread, uninstalls the handler.  The other
@@ -72,12 +81,13 @@ class Engine {
   /// the ranks of a node inject their inter-node sends one after the other, in recv_order
   /// (the same on every rank: it comes from the plan).  Every rank
   /// of `comm` must come here for this call (the messages are the engine's own); each decides
-  /// alone whether to return early: with allow_early and at least one full receive page it
-  /// returns true before completion, else it completes the exchange and returns false.
+  /// alone whether to return early: with allow_early, at least one full receive page and its
+  /// memory within max_memory_bytes it returns early (before completion), else it completes
+  /// the exchange first.
   /// `costs` (may be null) receives what the call costs: time inside it, what the program
   /// later waits for it (faults, fences, system calls) and its share of the progress thread's
   /// CPU time; it must outlive the operation.
-  bool alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
+  Result alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
                  std::span<const std::size_t> send_displs, void* recvbuf,
                  std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs,
                  MPI_Comm comm, std::span<const int> recv_order, bool per_node, bool allow_early,
@@ -86,7 +96,7 @@ class Engine {
   /// Pipelined bcast of `bytes` contiguous bytes in `segments` segments down a tree of `chains`
   /// chains (0 = binomial), segments in `segment_order`.  Same contract as alltoallv(); the
   /// root returns early as soon as its buffer is copied.
-  bool bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments, int chains,
+  Result bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments, int chains,
              std::span<const int> segment_order, bool allow_early, adapt::Costs* costs);
 
   /// Sets up per-node priority for `comm` now (collective over `comm`) instead of at the first
@@ -115,8 +125,11 @@ class Engine {
   Engine();
   ~Engine();
   /// Runs `op` (steps set): copies the send side, sets up the receive side, hands it to the
-  /// progress thread; returns true once it may return early, false after it completed.
-  bool run(std::shared_ptr<engine::Op> op, const void* sendbuf, bool allow_early);
+  /// progress thread; returns once it may return early, or after it completed.
+  Result run(std::shared_ptr<engine::Op> op, const void* sendbuf, bool allow_early);
+  /// Reserves the memory of an early return of `op` (within max_memory_bytes, after draining
+  /// what is in flight if need be) and allocates its send copy; false if it does not fit.
+  bool reserve(engine::Op& op, const void* sendbuf, bool receives);
 
   EngineOptions options_;
   std::size_t page_size_ = 4096;

@@ -47,6 +47,15 @@ struct Op {
   SendWindow window;
   // Where this call's costs go (adapt.hpp), or null.
   adapt::Costs* costs = nullptr;
+  // Send copy and mirror bytes counted in g_held_bytes (send_copy.hpp) for this op.
+  std::size_t held_bytes = 0;
+
+  Op() = default;
+  Op(const Op&) = delete;
+  Op& operator=(const Op&) = delete;
+  ~Op() {
+    if (held_bytes != 0) g_held_bytes.fetch_sub(held_bytes, std::memory_order_acq_rel);
+  }
 };
 
 }  // namespace tnbc::shim::engine

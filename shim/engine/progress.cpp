@@ -147,8 +147,7 @@ void Progress::post(Op& op, std::size_t i) {
   if (s.kind == Kind::recv) {
     PMPI_Irecv(op.recv.mirror_at(s.offset), count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
   } else {
-    const char* src = op.sends_from_mirror ? op.recv.mirror_at(s.offset)
-                                           : op.send.send_copy.get() + (s.offset - op.send.send_lo);
+    const char* src = op.sends_from_mirror ? op.recv.mirror_at(s.offset) : op.send.base + s.offset;
     // Windowed sends (inter-node bodies under per-node priority) are synchronous: they
     // complete when the receiver has matched them, not when the transport has taken a local
     // copy (eager), so the window and the per-node turn bound what is really on the way

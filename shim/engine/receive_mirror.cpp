@@ -34,6 +34,11 @@ std::pair<std::uintptr_t, std::uintptr_t> receive_span(const Op& op) {
 
 }  // namespace
 
+std::size_t receive_cover_bytes(const Op& op, std::size_t ps) {
+  const auto [lo, hi] = receive_span(op);
+  return hi > lo ? page_ceil(hi, ps) - page_floor(lo, ps) : 0;
+}
+
 bool prepare_receive(Op& op, std::size_t ps) {
   const auto [lo, hi] = receive_span(op);
   if (hi <= lo) return false;

@@ -72,6 +72,9 @@ struct EdgePages {
   }
 };
 
+/// Bytes of the mirror prepare_receive would map for `op` (the page cover of its receive span).
+std::size_t receive_cover_bytes(const Op& op, std::size_t ps);
+
 /// Sets up the receive side of `op` for the byte ranges its recv/copy steps write, relative to
 /// recv_base.  Returns false (nothing mapped) when no full page lies inside the span.
 bool prepare_receive(Op& op, std::size_t ps);

@@ -10,15 +10,34 @@
 
 namespace tnbc::shim::engine {
 
-void prepare_send_side(Op& op) {
+std::atomic<std::size_t> g_held_bytes{0};
+
+namespace {
+std::pair<std::size_t, std::size_t> send_span(const Op& op) {
   std::size_t lo = SIZE_MAX, hi = 0;
   for (const auto& s : op.steps)
     if (s.kind == Kind::send) lo = std::min(lo, s.offset), hi = std::max(hi, s.offset + s.bytes);
+  return {lo, hi};
+}
+}  // namespace
+
+std::size_t send_copy_bytes(const Op& op) {
+  const auto [lo, hi] = send_span(op);
+  return hi > lo ? hi - lo : 0;
+}
+
+bool prepare_send_side(Op& op, const void* sendbuf, bool stage) {
+  const auto [lo, hi] = send_span(op);
+  op.send.base = static_cast<const char*>(sendbuf);
+  if (stage && hi > lo) {
+    op.send.send_copy.reset(new (std::nothrow) char[hi - lo]);
+    if (!op.send.send_copy) return false;
+    op.send.send_lo = lo;
+    op.send.base = op.send.send_copy.get() - lo;
+  }
   op.send.copied.reset(new std::atomic<std::uint8_t>[op.steps.size()]);
   for (std::size_t i = 0; i < op.steps.size(); ++i) op.send.copied[i].store(0, std::memory_order_relaxed);
-  if (hi <= lo) return;
-  op.send.send_lo = lo;
-  op.send.send_copy.reset(new char[hi - lo]);
+  return true;
 }
 
 void fill_send_side(Op& op, const void* sendbuf) {
@@ -43,7 +62,7 @@ void fill_send_side(Op& op, const void* sendbuf) {
   auto fill = [&](std::size_t i) {
     const Step& s = op.steps[i];
     if (s.kind == Kind::copy) std::memcpy(op.recv.mirror_at(s.offset), src + s.src_offset, s.bytes);
-    else if (s.kind == Kind::send) copy_once(s.offset, s.offset + s.bytes);
+    else if (s.kind == Kind::send && op.send.send_copy) copy_once(s.offset, s.offset + s.bytes);
     op.send.copied[i].store(1, std::memory_order_release);
   };
   for (std::size_t i = 0; i < op.steps.size(); ++i)

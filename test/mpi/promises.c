@@ -339,10 +339,35 @@ static void own_handler(unsigned char* send, unsigned char* recv) {
   }
 }
 
+/* Large blocks (argv[3] MiB per peer), read right after each call; then the process's peak
+ * virtual size (what `ulimit -v` limits). */
+static void big(const char* mib_text) {
+  const size_t block = (size_t)atol(mib_text) << 20, n = (size_t)size * block;
+  unsigned char* send = malloc(n);
+  unsigned char* recv = malloc(n);
+  if (send == NULL || recv == NULL) die("malloc");
+  for (int round = 0; round < ROUNDS; ++round) {
+    for (int to = 0; to < size; ++to)
+      for (size_t k = 0; k < block; k += 4096) send[(size_t)to * block + k] = pattern(rank, to, round, k);
+    MPI_Alltoall(send, (int)block, MPI_BYTE, recv, (int)block, MPI_BYTE, MPI_COMM_WORLD);
+    int ok = 1;
+    for (int from = 0; from < size && ok; ++from)
+      for (size_t k = 0; k < block && ok; k += 4096) ok = recv[(size_t)from * block + k] == pattern(from, rank, round, k);
+    printf("%d big %d blocks %s\n", rank, round, ok ? "ok" : "BAD");
+  }
+  free(send);
+  free(recv);
+  FILE* f = fopen("/proc/self/status", "r");
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, "VmPeak:", 7) == 0) fprintf(stderr, "rank %d %s", rank, line);
+  if (f) fclose(f);
+}
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: promises <shared_file|shm_twice|win_shared|mprotect|read_chk|write_paths|"
-                    "message_paths|fork|own_handler> <tmpdir>\n");
+                    "message_paths|fork|own_handler|big> <tmpdir> [MiB per peer, for big]\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -368,6 +393,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(s, "message_paths")) message_paths(send, recv, check);
   else if (!strcmp(s, "fork")) fork_after(send, recv);
   else if (!strcmp(s, "own_handler")) own_handler(send, recv);
+  else if (!strcmp(s, "big") && argc > 3) big(argv[3]);
   else {
     if (rank == 0) fprintf(stderr, "unknown scenario %s\n", s);
     MPI_Abort(MPI_COMM_WORLD, 2);

@@ -4,9 +4,12 @@ memory, re-protected, handed to the kernel by fortified, vectored, message and r
 read by a fork()ed child, or a program's own SIGSEGV handler installed after MPI_Init.  Each
 scenario prints exactly what plain MPICH prints, with no BAD line, and the statistics show the path
 that was really taken: early returns where the buffer may be replaced, the in-place receive
-("mapping") where it may not."""
+("mapping") where it may not.  Memory: TNBC_MAX_MEMORY bounds what calls in flight hold, and a
+program that fits under `ulimit -v` with plain MPICH fits with libtnbc.so too."""
 
 import os
+import re
+import resource
 import tempfile
 
 from tnbc_testlib import BUILD, Suite, expect, mpirun, read_json
@@ -60,6 +63,37 @@ def main():
                     expect(reasons.get("mapping", 0) >= ROUNDS and a["early_return"] == 0,
                            f"rank {r}: shared memory was not received in place: {a}")
         s.check(f"{scenario}: same bytes as plain MPICH ({path})", run)
+
+    def memory_bound():
+        plain = result_lines(mpirun(PROG, RANKS, args=["mprotect", tmp], timeout=60).stdout)
+        prefix = os.path.join(tmp, "stats_bound")
+        got = result_lines(mpirun(PROG, RANKS, preload="tnbc", args=["mprotect", tmp], timeout=60,
+                                  env={**REPLAY, "TNBC_MAX_MEMORY": "64K", "TNBC_STATS": prefix}).stdout)
+        expect(got == plain, f"differs from plain MPICH: {sorted(set(got) ^ set(plain))[:6]}")
+        for r in range(RANKS):
+            a = read_json(f"{prefix}.{r}.json")["alltoall"]
+            expect(a["fallback_reasons"].get("memory", 0) >= ROUNDS and a["early_return"] == 0,
+                   f"rank {r}: calls over TNBC_MAX_MEMORY returned early: {a}")
+    s.check("TNBC_MAX_MEMORY=64K: calls that would hold more complete in place, same bytes", memory_bound)
+
+    def address_space_limit():
+        args = ["big", tmp, 16]  # 16 MiB per peer: 64 MiB to send and to receive per rank
+        res = mpirun(PROG, RANKS, args=args, timeout=120)
+        peaks = [int(k) for k in re.findall(r"VmPeak:\s+(\d+) kB", res.stderr)]
+        expect(len(peaks) == RANKS, f"no peak sizes printed: {res.stderr[-500:]}")
+        plain = result_lines(res.stdout)
+        # A limit plain MPICH fits in with a little room; the library's threads and its bounded
+        # copies must fit too (an unbounded send copy and mirror did not: std::bad_alloc).
+        limit = int(max(peaks) * 1.18) * 1024
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+        try:
+            got = mpirun(PROG, RANKS, preload="tnbc", args=args, timeout=120, check=False, env=REPLAY)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        expect(got.returncode == 0, f"exit {got.returncode} under ulimit -v {limit // 1024}: {got.stderr[-1500:]}")
+        expect(result_lines(got.stdout) == plain, f"differs from plain MPICH: {result_lines(got.stdout)[:6]}")
+    s.check("under an address-space limit plain MPICH fits in, libtnbc.so fits too", address_space_limit)
 
     for scenario in ("own_handler", "fork"):
         def traced(scenario=scenario):

@@ -28,9 +28,10 @@ TEST_CASE("send copy: overlapping send ranges and a local copy, every step marke
   op.steps = {Step{Kind::send, 0, 0, 100, 0}, head, Step{Kind::send, 2, 200, 100, 2},
               Step{Kind::copy, 3, 10, 80, 3}};
   op.steps[3].src_offset = 300;
-  engine::prepare_send_side(op);
+  REQUIRE(engine::prepare_send_side(op, src.data(), true));
   REQUIRE(op.send.send_copy != nullptr);
   CHECK(op.send.send_lo == 0);
+  CHECK(engine::send_copy_bytes(op) == 300);
   for (std::size_t i = 0; i < op.steps.size(); ++i) CHECK_FALSE(op.send.step_copied(i));
   engine::fill_send_side(op, src.data());
   for (std::size_t i = 0; i < op.steps.size(); ++i) CHECK(op.send.step_copied(i));
@@ -38,11 +39,31 @@ TEST_CASE("send copy: overlapping send ranges and a local copy, every step marke
   std::size_t wrong = 0;
   for (const auto& s : op.steps)
     if (s.kind == Kind::send)
-      for (std::size_t b = s.offset; b < s.offset + s.bytes; ++b) wrong += op.send.send_copy[b - op.send.send_lo] != src[b];
+      for (std::size_t b = s.offset; b < s.offset + s.bytes; ++b) wrong += op.send.base[b] != src[b];
   CHECK(wrong == 0);
+  // A copy, not the caller's buffer: the caller may change its buffer now.
+  CHECK((op.send.base + 0 < src.data() || op.send.base + 0 >= src.data() + src.size()));
   // The local copy went straight to its place in the receive buffer, and nowhere else.
   for (std::size_t b = 0; b < dst.size(); ++b)
     CHECK(dst[b] == (b >= 10 && b < 90 ? src[300 + b - 10] : 'u'));
+}
+
+TEST_CASE("send copy: a call that waits sends from the caller's buffer and copies only its own block",
+          "[send_copy]") {
+  std::vector<char> src(400), dst(100, 'u');
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<char>(i * 5 + 1);
+  Op op;
+  op.recv.recv_base = dst.data();
+  op.recv.direct = true;
+  op.steps = {Step{Kind::send, 0, 0, 100, 0}, Step{Kind::copy, 1, 0, 50, 1}};
+  op.steps[1].src_offset = 200;
+  REQUIRE(engine::prepare_send_side(op, src.data(), false));
+  CHECK(op.send.send_copy == nullptr);
+  CHECK(op.send.base == src.data());
+  engine::fill_send_side(op, src.data());
+  CHECK(op.send.step_copied(0));
+  CHECK(op.send.step_copied(1));
+  for (std::size_t b = 0; b < dst.size(); ++b) CHECK(dst[b] == (b < 50 ? src[200 + b] : 'u'));
 }
 
 TEST_CASE("send copy: a send byte on a page the receive would guard is found", "[send_copy]") {
