@@ -29,6 +29,25 @@ namespace tnbc::shim {
 
 std::atomic<int> g_guarded_calls{0};
 
+namespace {
+std::atomic<bool> g_io_uring{false};
+}
+
+bool io_uring_in_use() {
+  if (g_io_uring.load(std::memory_order_relaxed)) return true;
+  // liburing enters the kernel by its own system-call instructions, past syscall(): that it is
+  // loaded is all we can see.  (RTLD_NOLOAD: only asks.)
+  static const bool liburing = [] {
+    for (const char* name : {"liburing.so.2", "liburing.so"})
+      if (void* h = dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {
+        dlclose(h);
+        return true;
+      }
+    return false;
+  }();
+  return liburing;
+}
+
 namespace interpose {
 
 thread_local bool t_resolving __attribute__((tls_model("initial-exec"))) = false;
@@ -335,6 +354,10 @@ TNBC_EXPORT long syscall(long number, ...) {
       break;
     case SYS_mlock: case SYS_mlock2: case SYS_mlockall:
       mapping::locked_all();  // conservative: the raw call does not say what stays locked
+      break;
+    case SYS_io_uring_setup:  // from now on, no receive page is guarded (io_uring_in_use)
+      g_io_uring.store(true, std::memory_order_relaxed);
+      if (guarded()) everything();
       break;
     default:
       break;

@@ -349,6 +349,10 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
     allow_early = false;
     why_direct = "mapping";
   }
+  if (allow_early && io_uring_in_use()) {  // the kernel may read the buffer behind our back
+    allow_early = false;
+    why_direct = "io_uring";
+  }
   if (rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) rd[i] = static_cast<std::size_t>(rdispls[i]) * rti.size;
   } else {
@@ -607,8 +611,9 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   Engine::instance().complete_overlapping(lo, len);
   bool early = false;
   // Shared, locked, hugetlb or device memory receives in place (mapping.hpp).
-  const bool in_place = rank != root && !mapping::replaceable(lo, len);
-  const char* why_direct = !ti.contiguous ? "datatype" : in_place ? "mapping" : "no_full_page";
+  const bool uring = rank != root && io_uring_in_use();
+  const bool in_place = rank != root && (uring || !mapping::replaceable(lo, len));
+  const char* why_direct = !ti.contiguous ? "datatype" : uring ? "io_uring" : in_place ? "mapping" : "no_full_page";
   d.key->costs.early_calls.fetch_add(1, std::memory_order_relaxed);
   if (ti.contiguous) {
     const Engine::Result r =

@@ -24,7 +24,7 @@ bool program_signal(sighandler_t handler, int flags, sighandler_t* old) {
   act.sa_flags = flags;
   sigemptyset(&act.sa_mask);
   if (!segv::program_sigaction(&act, &before)) return false;
-  *old = (before.sa_flags & SA_SIGINFO) ? reinterpret_cast<sighandler_t>(before.sa_sigaction) : before.sa_handler;
+  *old = (before.sa_flags & SA_SIGINFO) ? reinterpret_cast<sighandler_t>(reinterpret_cast<void*>(before.sa_sigaction)) : before.sa_handler;
   return true;
 }
 
