@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "datatype.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
@@ -145,24 +146,14 @@ std::uint32_t node_index(int world_rank, int world_size) {
 // Receive-type facts: contiguous types only (no gaps, no offset), so that element k of a block
 // is at byte k * size.
 bool contiguous(MPI_Datatype type, std::size_t* size) {
-  MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
-  int sz = 0;
-  if (PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS) return false;
-  if (PMPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS) return false;
-  if (PMPI_Type_size(type, &sz) != MPI_SUCCESS || sz == MPI_UNDEFINED || sz < 0) return false;
-  *size = static_cast<std::size_t>(sz);
-  return lb == 0 && true_lb == 0 && extent == true_extent && extent == sz;
+  const datatype::TypeInfo ti = datatype::info(type);
+  *size = ti.size;
+  return ti.valid && ti.contiguous;
 }
 
 // Bytes of a send buffer that MPI will read: an upper bound is enough (releasing too much only
 // opens pages early).
-std::size_t type_extent(MPI_Datatype type) {
-  MPI_Aint lb = 0, extent = 0;
-  if (type == MPI_DATATYPE_NULL || PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
-      extent < 0)
-    return 0;
-  return static_cast<std::size_t>(extent + std::max<MPI_Aint>(lb, 0));
-}
+std::size_t type_extent(MPI_Datatype type) { return datatype::reach(datatype::info(type)); }
 
 class TraceMode final : public Mode {
  public:

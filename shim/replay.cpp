@@ -17,6 +17,7 @@
 #include "trace/callsite.hpp"
 #include "util/clock.hpp"
 #include "util/file.hpp"
+#include "datatype.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
@@ -253,33 +254,9 @@ std::vector<int> as_ints(const std::vector<std::uint32_t>& order) {
   return {order.begin(), order.end()};
 }
 
-struct TypeInfo {
-  bool contiguous = false;  ///< count elements are count * size bytes from the buffer start
-  std::size_t size = 0;
-  MPI_Aint extent = 0;
-  MPI_Aint true_lb = 0, true_extent = 0;
-};
-
-TypeInfo type_info(MPI_Datatype t) {
-  TypeInfo ti;
-  int size = 0;
-  MPI_Aint lb = 0;
-  PMPI_Type_size(t, &size);
-  PMPI_Type_get_extent(t, &lb, &ti.extent);
-  PMPI_Type_get_true_extent(t, &ti.true_lb, &ti.true_extent);
-  ti.size = static_cast<std::size_t>(size);
-  ti.contiguous = lb == 0 && ti.true_lb == 0 && ti.extent == size && ti.true_extent == size;
-  return ti;
-}
-
-/// Bytes [lo, hi) that `count` elements of a type starting at `buf` may occupy.
-std::pair<const char*, std::size_t> span_of(const void* buf, std::size_t first, std::size_t count,
-                                            const TypeInfo& ti) {
-  if (count == 0) return {static_cast<const char*>(buf), 0};
-  const char* lo = static_cast<const char*>(buf) + static_cast<MPI_Aint>(first) * ti.extent + ti.true_lb;
-  std::size_t len = static_cast<std::size_t>((static_cast<MPI_Aint>(count) - 1) * ti.extent + ti.true_extent);
-  return {lo, len};
-}
+using datatype::span_of;
+using datatype::TypeInfo;
+TypeInfo type_info(MPI_Datatype t) { return datatype::info(t); }
 
 /// The blocking call, after completing what is in flight (its buffers may be guarded, and MPI
 /// must never meet a guarded page while it holds its own locks).
