@@ -1,7 +1,9 @@
 // Shadow communicators, tags and the node's turn window (shadow.hpp).
 #include "shadow.hpp"
 
+#include <memory>
 #include <new>
+#include <stdexcept>
 
 namespace tnbc::shim::engine {
 namespace {
@@ -39,14 +41,15 @@ Shadow* shadow(MPI_Comm comm) {
   int flag = 0;
   PMPI_Comm_get_attr(comm, g_keyval, &value, &flag);
   if (flag) return static_cast<Shadow*>(value);
-  auto* s = new Shadow;
+  auto s = std::make_unique<Shadow>();
   // Every rank of `comm` is in this same collective, so the (collective) dup cannot mismatch.
-  if (PMPI_Comm_dup(comm, &s->comm) != MPI_SUCCESS) {
-    delete s;
-    PMPI_Abort(comm, 1);  // MPI itself is broken; nothing sensible is left to do
-  }
-  PMPI_Comm_set_attr(comm, g_keyval, s);
-  return s;
+  // A failure reaches the communicator's error handler (mode_replay.cpp), as MPICH's own would.
+  if (PMPI_Comm_dup(comm, &s->comm) != MPI_SUCCESS) throw std::runtime_error("MPI_Comm_dup of the engine's communicator failed");
+  // A failed message of a call that already returned cannot be returned to it: MPI reports it
+  // and ends the job, as the blocking call would have under the default error handler.
+  PMPI_Comm_set_errhandler(s->comm, MPI_ERRORS_ARE_FATAL);
+  PMPI_Comm_set_attr(comm, g_keyval, s.get());
+  return s.release();
 }
 
 int tag_of(std::uint32_t seq) { return static_cast<int>((seq & static_cast<std::uint32_t>(g_seq_mask)) << 8); }
