@@ -2,22 +2,17 @@
 
 #include <algorithm>
 #include <climits>
-#include <deque>
-#include <map>
-#include <mutex>
-#include <numeric>
 #include <optional>
 #include <vector>
 
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <fmt/format.h>
-
 #include "trace/callsite.hpp"
 #include "util/clock.hpp"
 #include "util/file.hpp"
 #include "datatype.hpp"
+#include "decide.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "log.hpp"
@@ -37,175 +32,10 @@ bool g_running = false;
 std::optional<priority::Plan> g_plan;
 trace::CallSiteTable g_sites;
 
-// ---- Deciding per call (adapt.hpp) ------------------------------------------------------------
-
-/// One (communicator, operation, size class): its decision state and what its calls cost.
-struct Key {
-  Key(const adapt::Policy& p, bool decide_first) : state(p, decide_first) {}
-  adapt::KeyState state;
-  adapt::Costs costs;
-  std::string_view op;
-  std::uint32_t size_class = 0;
-  std::uint64_t comm_id = 0;
-  int comm_size = 0;
-  bool one_node = false;
-  std::uint64_t last_entry_ns = 0;  // entry of the key's previous call (0: none yet)
-  adapt::Path last_path = adapt::Path::blocking;
-};
-
-/// Every key ever made.  Never shrinks: operations in flight and guard slots point at the
-/// costs inside, and a deque keeps its elements where they are when it grows.
-std::mutex g_keys_mutex;
-std::deque<Key> g_keys;
-adapt::Policy g_policy;
-bool g_adapt = true;      // TNBC_ADAPT is not off
-bool g_one_node = true;   // ... and a communicator on one node runs blocking without measuring
-
-/// Per user communicator (an attribute, so a dup or a split starts afresh and a freed
-/// communicator's handle, when MPI reuses it, does not inherit its decisions).
-struct CommState {
-  std::uint64_t id = 0;
-  bool one_node = false;
-  std::map<std::uint32_t, Key*> keys;  // (operation << 8 | size class) -> key
-};
-int g_comm_keyval = MPI_KEYVAL_INVALID;
-std::uint64_t g_next_comm_id = 0;
-std::vector<char> g_world_on_node;  // rank r of MPI_COMM_WORLD shares this rank's node
-MPI_Group g_world_group = MPI_GROUP_NULL;
-
-/// A key that runs blocking without measuring: its communicator lies within one node and
-/// TNBC_ADAPT=on (not measure).
-bool one_node_rule(const Key& k) { return k.one_node && g_one_node; }
-
-int delete_comm_state(MPI_Comm, int, void* value, void*) {
-  delete static_cast<CommState*>(value);
-  return MPI_SUCCESS;
-}
-
-/// The MPI_COMM_WORLD rank of each member of `g` (MPI_UNDEFINED for a process outside it).
-std::vector<int> world_ranks(MPI_Group g) {
-  int n = 0;
-  PMPI_Group_size(g, &n);
-  std::vector<int> local(static_cast<std::size_t>(n)), in_world(static_cast<std::size_t>(n));
-  std::iota(local.begin(), local.end(), 0);
-  PMPI_Group_translate_ranks(g, n, local.data(), g_world_group, in_world.data());
-  return in_world;
-}
-
-/// Which ranks of MPI_COMM_WORLD share this rank's node (collective over MPI_COMM_WORLD).
-void learn_node() {
-  int world = 0;
-  PMPI_Comm_size(MPI_COMM_WORLD, &world);
-  g_world_on_node.assign(static_cast<std::size_t>(world), 0);
-  PMPI_Comm_group(MPI_COMM_WORLD, &g_world_group);
-  MPI_Comm node = MPI_COMM_NULL;
-  if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
-    return;  // nobody shares a node: every communicator spans nodes, and is measured
-  MPI_Group g = MPI_GROUP_NULL;
-  PMPI_Comm_group(node, &g);
-  for (int r : world_ranks(g))
-    if (r >= 0 && r < world) g_world_on_node[static_cast<std::size_t>(r)] = 1;
-  PMPI_Group_free(&g);
-  PMPI_Comm_free(&node);
-}
-
-/// True when every rank of `comm` shares this rank's node.  Local (no message), and the same
-/// answer on every rank of `comm`: if all of them share one rank's node, they share each
-/// other's.
-bool on_one_node(MPI_Comm comm) {
-  if (g_world_group == MPI_GROUP_NULL) return false;
-  MPI_Group g = MPI_GROUP_NULL;
-  PMPI_Comm_group(comm, &g);
-  const std::vector<int> in_world = world_ranks(g);
-  PMPI_Group_free(&g);
-  return std::all_of(in_world.begin(), in_world.end(), [](int r) {
-    return r >= 0 && static_cast<std::size_t>(r) < g_world_on_node.size() && g_world_on_node[static_cast<std::size_t>(r)];
-  });
-}
-
-CommState& comm_state(MPI_Comm comm) {
-  void* value = nullptr;
-  int flag = 0;
-  PMPI_Comm_get_attr(comm, g_comm_keyval, &value, &flag);
-  if (flag) return *static_cast<CommState*>(value);
-  auto* cs = new CommState;
-  cs->one_node = on_one_node(comm);
-  {
-    std::lock_guard lock(g_keys_mutex);
-    cs->id = g_next_comm_id++;
-  }
-  PMPI_Comm_set_attr(comm, g_comm_keyval, cs);
-  return *cs;
-}
-
-/// The path of one call and the key it belongs to.  `why` names the reason of a blocking path
-/// (a fallback reason of the statistics).
-struct Decision {
-  adapt::Path path = adapt::Path::early;
-  Key* key = nullptr;
-  const char* why = nullptr;
-};
-
-/// Decides the path of this call.  Called by every rank of `comm` for the same collective,
-/// after the checks every rank shares and before anything rank-local: at a decision point it
-/// is collective over `comm` (one MPI_Allreduce of five doubles).  `bytes` must be the same
-/// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for
-/// the call, whose "return" is this rank's vote (ranks may find different entries: the votes
-/// are summed, and "blocking" from any rank wins).
-Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry) {
-  CommState& cs = comm_state(comm);
-  const std::uint32_t cls = adapt::size_class(bytes);
-  const std::uint32_t id = static_cast<std::uint32_t>(op) << 8 | cls;
-  Key*& key = cs.keys[id];
-  if (key == nullptr) {
-    std::lock_guard lock(g_keys_mutex);
-    // With a plan, the first call of a key asks every rank's plan before taking a path.
-    key = &g_keys.emplace_back(g_policy, g_plan.has_value());
-    key->op = priority::to_string(op);
-    key->size_class = cls;
-    key->comm_id = cs.id;
-    PMPI_Comm_size(comm, &key->comm_size);
-    key->one_node = cs.one_node;
-  }
-  Decision d{adapt::Path::early, key, nullptr};
-  if (!g_adapt) return d;
-  if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node"};
-  // The previous call's interval ends here: it is what that call's path cost the program.
-  const std::uint64_t entered = util::now_ns();
-  if (key->last_entry_ns != 0) key->costs.add_interval(key->last_path, entered - key->last_entry_ns);
-  key->last_entry_ns = entered;
-  if (key->state.decision_due()) {
-    double mine[adapt::Vote::kFields], sum[adapt::Vote::kFields];
-    adapt::Vote vote = key->state.measure(key->costs);
-    if (entry && entry->ret == priority::Return::blocking) vote.force_blocking = 1;
-    if (entry && entry->ret == priority::Return::early) vote.force_early = 1;
-    vote.to_array(mine);
-    PMPI_Allreduce(mine, sum, adapt::Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
-    const auto summed = adapt::Vote::from_array(sum);
-    const adapt::Path p = key->state.decide(summed, key->costs);
-    log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
-               "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
-               key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
-               summed.ranks_measured, p == adapt::Path::early ? "early" : "blocking");
-  }
-  d.path = key->state.path();
-  key->last_path = d.path;
-  if (d.path == adapt::Path::blocking)
-    d.why = key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
-  return d;
-}
-
-/// Counts the call just made on the decision's path.
-void done(const Decision& d) {
-  if (g_adapt && d.key != nullptr && !one_node_rule(*d.key)) d.key->state.advance(d.key->costs);
-}
-
-
 /// TNBC_MAX_MEMORY=auto: a quarter of this rank's share of the node's memory, or of what the
 /// address-space or data limit (ulimit -v / -d) leaves free now, whichever is smaller.
 std::size_t auto_memory_bound() {
-  const auto ranks_here = static_cast<std::uint64_t>(
-      std::max<std::ptrdiff_t>(1, std::count(g_world_on_node.begin(), g_world_on_node.end(), 1)));
+  const auto ranks_here = static_cast<std::uint64_t>(std::max(1, ranks_on_node()));
   const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
   std::uint64_t room = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * page / ranks_here;
   std::uint64_t mapped = 0;  // this process's virtual size now (first field of statm, in pages)
@@ -386,35 +216,6 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
   return MPI_SUCCESS;
 }
 
-/// The statistics of every key, as the "keys" array of docs/config.md.
-std::string keys_json() {
-  std::lock_guard lock(g_keys_mutex);
-  std::string out = fmt::format(R"({{"enabled":{},"keys":[)", g_adapt ? "true" : "false");
-  bool first = true;
-  for (const Key& k : g_keys) {
-    const auto& c = k.costs;
-    auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
-    auto mean_us = [](std::uint64_t ns, std::uint64_t n) { return n ? static_cast<double>(ns) / 1000.0 / n : 0.0; };
-    const char* path = g_adapt && one_node_rule(k) ? "blocking"
-                       : !g_adapt || !k.state.decided() ? "undecided"
-                       : k.state.chosen() == adapt::Path::early ? "early" : "blocking";
-    out += fmt::format(
-        R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
-        R"("decisions":{},"switches":{},"early_calls":{},"blocking_calls":{},"init_us":{:.3f},)"
-        R"("setup_us":{:.3f},"send_copy_us":{:.3f},"inside_wait_us":{:.3f},"publish_us":{:.3f},)"
-        R"("wait_us":{:.3f},"progress_cpu_us":{:.3f},"blocking_us":{:.3f},)"
-        R"("early_interval_us":{:.3f},"blocking_interval_us":{:.3f}}})",
-        first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
-        k.state.decisions(), k.state.switches(), c.early_calls.load(), c.blocking_calls.load(), us(c.init_ns.load()),
-        us(c.setup_ns.load()), us(c.send_copy_ns.load()), us(c.inside_wait_ns.load()), us(c.publish_ns.load()),
-        us(c.wait_ns.load()), us(c.progress_cpu_ns.load()), us(c.blocking_ns.load()),
-        mean_us(c.early_interval_ns.load(), c.early_intervals.load()),
-        mean_us(c.blocking_interval_ns.load(), c.blocking_intervals.load()));
-    first = false;
-  }
-  return out + "]}";
-}
-
 }  // namespace
 
 bool start(Runtime& rt) {
@@ -428,19 +229,15 @@ bool start(Runtime& rt) {
   EngineOptions o;
   o.progress_sleep_us = static_cast<unsigned>(rt.config().progress_sleep_us);
   o.progress_max_sleep_us = static_cast<unsigned>(rt.config().progress_max_sleep_us);
-  g_adapt = rt.config().adapt != config::Adapt::off;
-  g_policy.warmup_calls = static_cast<std::uint32_t>(rt.config().adapt_warmup);
-  g_one_node = rt.config().adapt == config::Adapt::on;
-  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) != MPI_SUCCESS) {
+  load_plan(rt.config().plan);
+  if (!start_decisions(rt.config(), g_plan.has_value())) {
     log::warn_rank0("cannot create a communicator attribute: collectives run blocking");
     return false;
   }
-  learn_node();
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
   o.max_memory_bytes = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
   log::debug("engine memory for calls in flight: at most {} bytes", o.max_memory_bytes);
-  load_plan(rt.config().plan);
   // libucm patches munmap & co. so that our interposers never see them: take its events too.
   subscribe_memory_events();
   if (auto err = Engine::instance().start(o)) {

@@ -1,0 +1,64 @@
+// The per-call decision of replay mode (adapt.hpp applied per communicator): one key per
+// (communicator, operation, size class) with its decision state and what its calls cost, the
+// agreed decision points (one MPI_Allreduce of a vote), and the rule that a communicator within
+// one node runs blocking.  replay.cpp asks decide() before each call and done() after it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "adapt.hpp"
+#include "config.hpp"
+#include "priority/plan.hpp"
+
+namespace tnbc::shim::replay {
+
+/// One (communicator, operation, size class): its decision state and what its calls cost.
+struct Key {
+  Key(const adapt::Policy& p, bool decide_first) : state(p, decide_first) {}
+  adapt::KeyState state;
+  adapt::Costs costs;
+  std::string_view op;
+  std::uint32_t size_class = 0;
+  std::uint64_t comm_id = 0;
+  int comm_size = 0;
+  bool one_node = false;
+  std::uint64_t last_entry_ns = 0;  // entry of the key's previous call (0: none yet)
+  adapt::Path last_path = adapt::Path::blocking;
+};
+
+/// The path of one call and the key it belongs to.  `why` names the reason of a blocking path
+/// (a fallback reason of the statistics).
+struct Decision {
+  adapt::Path path = adapt::Path::early;
+  Key* key = nullptr;
+  const char* why = nullptr;
+};
+
+/// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP), creates the communicator attribute
+/// that holds each communicator's keys and learns which ranks share this node (collective over
+/// MPI_COMM_WORLD).  plan_loaded: the first call of each key asks every rank's plan.  False if
+/// MPI cannot create the attribute.
+bool start_decisions(const config::Config& cfg, bool plan_loaded);
+
+/// Ranks of MPI_COMM_WORLD on this rank's node (at least 1).
+int ranks_on_node();
+
+/// Decides the path of this call.  Called by every rank of `comm` for the same collective,
+/// after the checks every rank shares and before anything rank-local: at a decision point it
+/// is collective over `comm` (one MPI_Allreduce of five doubles).  `bytes` must be the same
+/// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for
+/// the call, whose "return" is this rank's vote (ranks may find different entries: the votes
+/// are summed, and "blocking" from any rank wins).
+Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry);
+
+/// Counts the call just made on the decision's path.
+void done(const Decision& d);
+
+/// The statistics of every key, as the "keys" array of docs/config.md.
+std::string keys_json();
+
+}  // namespace tnbc::shim::replay
