@@ -265,6 +265,142 @@ std::string_view to_string(Return r) {
   return "measure";
 }
 
+namespace {
+
+using Error = std::optional<std::string>;
+
+/// The first line: magic, version, optional checksum of everything after it (`rest`).
+Error check_first_line(std::string_view line, std::string_view rest, const std::string& magic_line) {
+  auto tokens = split(line, 4);
+  if (tokens.size() < 1 || tokens[0] != kPlanMagic)
+    return fmt::format("not a tnbc plan (the first line must be '{}')", magic_line);
+  if (tokens.size() == 2 || tokens.size() == 3) {
+    auto version = parse_number(tokens[1], 1, std::numeric_limits<int>::max());
+    if (version && *version < kPlanVersion)
+      return fmt::format("plan format version {} was written by an older tnbc (this "
+                         "library reads version {}): run tnbc-order plan again, or, "
+                         "for a plan written by hand, make the first line '{}'",
+                         *version, kPlanVersion, magic_line);
+    if (tokens[1] != std::to_string(kPlanVersion))
+      return fmt::format("plan format version '{}' is not supported (this library "
+                         "reads version {})",
+                         tokens[1], kPlanVersion);
+  }
+  if (tokens.size() == 3) {
+    auto sum = parse_checksum(tokens[2]);
+    if (!sum)
+      return fmt::format("malformed checksum '{}' (expected {}<16 lowercase hex digits>)", tokens[2],
+                         kPlanChecksumKey);
+    if (*sum != util::fnv1a64(rest))
+      return fmt::format("the checksum does not match the content: the plan was damaged, "
+                         "or edited without removing '{}' from the first line",
+                         tokens[2]);
+  } else if (tokens.size() != 2) {
+    return fmt::format("malformed first line (expected '{}')", magic_line);
+  }
+  return std::nullopt;
+}
+
+/// A 'site <id> <op> comm=<size|*> class=<class|*>' line opens an entry.
+std::variant<OpenEntry, std::string> parse_site(const std::vector<std::string_view>& tokens, std::size_t line_no) {
+  if (tokens.size() != 5 || tokens[3].substr(0, 5) != "comm=" || tokens[4].substr(0, 6) != "class=")
+    return std::string("site: expected 'site <id> <op> comm=<size|*> class=<class|*>'");
+  OpenEntry entry;
+  entry.line = line_no;
+  entry.entry.site = std::string(tokens[1]);
+  if (auto error = check_site_id(tokens[1])) return *error;
+  auto op = parse_op(tokens[2]);
+  if (!op)
+    return fmt::format("site: unknown operation '{}' (expected alltoall, alltoallv or bcast)", tokens[2]);
+  entry.entry.op = *op;
+  std::string_view comm = tokens[3].substr(5), cls = tokens[4].substr(6);
+  if (comm != "*") {
+    auto n = parse_number(comm, 1, kMaxCommSize);
+    if (!n) return fmt::format("site: comm must be * or a size from 1 to {}", kMaxCommSize);
+    entry.entry.comm_size = static_cast<int>(*n);
+  }
+  if (cls != "*") {
+    auto n = parse_number(cls, 0, kMaxSizeClass);
+    if (!n) return fmt::format("site: class must be * or a number from 0 to {}", kMaxSizeClass);
+    entry.entry.size_class = static_cast<int>(*n);
+  }
+  return entry;
+}
+
+/// One key line inside an entry (frame, order, segments, tree, per-node, return, agreement,
+/// verdict) applied to `e`.  `content` is the trimmed line, `tokens` its words.
+Error parse_entry_line(std::string_view content, const std::vector<std::string_view>& tokens, PlanEntry& e) {
+  const std::string_view key = tokens[0];
+  const std::size_t args = tokens.size() - 1;
+  if (key == "frame") {
+    std::string_view rest = trim(content.substr(5));
+    if (content.size() <= 5 || !is_space(content[5]) || rest.empty()) return "frame: expected 'frame <symbol>'";
+    e.frames.emplace_back(rest);
+  } else if (key == "order") {
+    if (args == 0) return "order: expected at least one sub-message";
+    if (args > kMaxMessages) return fmt::format("order: more than {} sub-messages", kMaxMessages);
+    e.order.reserve(args);
+    for (std::size_t i = 1; i < tokens.size(); ++i) {
+      auto n = parse_number(tokens[i], 0, std::numeric_limits<std::uint32_t>::max());
+      if (!n) return fmt::format("order: '{}' is not a sub-message number", tokens[i]);
+      e.order.push_back(static_cast<std::uint32_t>(*n));
+    }
+    if (auto error = check_order(e.order)) return *error;
+  } else if (key == "segments") {
+    if (e.op != Op::bcast) return "segments: only bcast entries have segments";
+    auto n = args == 1 ? parse_number(tokens[1], 1, kMaxPlanSegments) : std::nullopt;
+    if (!n) return fmt::format("segments: expected a count from 1 to {}", kMaxPlanSegments);
+    e.segments = static_cast<int>(*n);
+  } else if (key == "tree") {
+    if (e.op != Op::bcast) return "tree: only bcast entries have a tree";
+    if (args == 1 && tokens[1] == "binomial") {
+      e.tree = TreeShape{};
+    } else if (args == 2 && tokens[1] == "chains") {
+      auto k = parse_number(tokens[2], 1, kMaxCommSize);
+      if (!k) return fmt::format("tree: chains must be from 1 to {}", kMaxCommSize);
+      e.tree = TreeShape{TreeKind::chains, static_cast<int>(*k)};
+    } else {
+      return "tree: expected 'binomial' or 'chains <k>'";
+    }
+  } else if (key == "per-node") {
+    if (args != 1 || (tokens[1] != "on" && tokens[1] != "off")) return "per-node: expected on or off";
+    e.per_node = tokens[1] == "on";
+  } else if (key == "return") {
+    if (args != 1 || (tokens[1] != "early" && tokens[1] != "blocking")) return "return: expected early or blocking";
+    e.ret = tokens[1] == "early" ? Return::early : Return::blocking;
+  } else if (key == "agreement") {
+    double value = -1;
+    bool ok = args == 1;
+    if (ok) {
+      std::string_view v = tokens[1];
+      auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+      ok = ec == std::errc() && end == v.data() + v.size() && value >= 0 && value <= 1;
+    }
+    if (!ok) return "agreement: expected a number from 0 to 1";
+    e.agreement = value;
+  } else if (key == "verdict") {
+    auto v = args == 1 ? parse_verdict(tokens[1]) : std::nullopt;
+    if (!v) return "verdict: expected crc, curc or unread";
+    e.verdict = *v;
+  } else {
+    return fmt::format("unknown key '{}'", key);
+  }
+  return std::nullopt;
+}
+
+/// The keys an entry must have before its 'end'.
+Error check_complete(const OpenEntry& open) {
+  const PlanEntry& e = open.entry;
+  for (std::string_view k : {"order", "segments", "tree", "per-node"}) {
+    const bool needed = (k != "segments" && k != "tree") || e.op == Op::bcast;
+    if (needed && !open.keys_seen.count(std::string(k)))
+      return fmt::format("the entry opened at line {} has no '{}'", open.line, k);
+  }
+  return check_entry(e);
+}
+
+}  // namespace
+
 std::variant<Plan, PlanError> parse_plan(std::string_view text) {
   if (text.size() > kMaxPlanBytes)
     return PlanError{0, fmt::format("plan larger than {} bytes", kMaxPlanBytes)};
@@ -301,33 +437,7 @@ std::variant<Plan, PlanError> parse_plan(std::string_view text) {
     }
 
     if (line_no == 1) {
-      auto tokens = split(line, 4);
-      if (tokens.size() < 1 || tokens[0] != kPlanMagic)
-        return fail(fmt::format("not a tnbc plan (the first line must be '{}')", magic_line));
-      if (tokens.size() == 2 || tokens.size() == 3) {
-        auto version = parse_number(tokens[1], 1, std::numeric_limits<int>::max());
-        if (version && *version < kPlanVersion)
-          return fail(fmt::format("plan format version {} was written by an older tnbc (this "
-                                  "library reads version {}): run tnbc-order plan again, or, "
-                                  "for a plan written by hand, make the first line '{}'",
-                                  *version, kPlanVersion, magic_line));
-        if (tokens[1] != std::to_string(kPlanVersion))
-          return fail(fmt::format("plan format version '{}' is not supported (this library "
-                                  "reads version {})",
-                                  tokens[1], kPlanVersion));
-      }
-      if (tokens.size() == 3) {
-        auto sum = parse_checksum(tokens[2]);
-        if (!sum)
-          return fail(fmt::format("malformed checksum '{}' (expected {}<16 lowercase hex digits>)",
-                                  tokens[2], kPlanChecksumKey));
-        if (*sum != util::fnv1a64(text.substr(pos)))
-          return fail(fmt::format("the checksum does not match the content: the plan was damaged, "
-                                  "or edited without removing '{}' from the first line",
-                                  tokens[2]));
-      } else if (tokens.size() != 2) {
-        return fail(fmt::format("malformed first line (expected '{}')", magic_line));
-      }
+      if (auto error = check_first_line(line, text.substr(pos), magic_line)) return fail(*error);
       continue;
     }
 
@@ -342,29 +452,9 @@ std::variant<Plan, PlanError> parse_plan(std::string_view text) {
 
     if (!open) {
       if (key == "site") {
-        if (args != 4 || tokens[3].substr(0, 5) != "comm=" || tokens[4].substr(0, 6) != "class=")
-          return fail("site: expected 'site <id> <op> comm=<size|*> class=<class|*>'");
-        OpenEntry entry;
-        entry.line = line_no;
-        entry.entry.site = std::string(tokens[1]);
-        if (auto error = check_site_id(tokens[1])) return fail(*error);
-        auto op = parse_op(tokens[2]);
-        if (!op)
-          return fail(fmt::format(
-              "site: unknown operation '{}' (expected alltoall, alltoallv or bcast)", tokens[2]));
-        entry.entry.op = *op;
-        std::string_view comm = tokens[3].substr(5), cls = tokens[4].substr(6);
-        if (comm != "*") {
-          auto n = parse_number(comm, 1, kMaxCommSize);
-          if (!n) return fail(fmt::format("site: comm must be * or a size from 1 to {}", kMaxCommSize));
-          entry.entry.comm_size = static_cast<int>(*n);
-        }
-        if (cls != "*") {
-          auto n = parse_number(cls, 0, kMaxSizeClass);
-          if (!n) return fail(fmt::format("site: class must be * or a number from 0 to {}", kMaxSizeClass));
-          entry.entry.size_class = static_cast<int>(*n);
-        }
-        open = std::move(entry);
+        auto entry = parse_site(tokens, line_no);
+        if (auto* error = std::get_if<std::string>(&entry)) return fail(*error);
+        open = std::move(std::get<OpenEntry>(entry));
         continue;
       }
       if (key == "end-of-plan") {
@@ -381,25 +471,17 @@ std::variant<Plan, PlanError> parse_plan(std::string_view text) {
     }
 
     // Inside an entry.
-    PlanEntry& e = open->entry;
     if (key == "site" || key == "end-of-plan")
       return fail(fmt::format("'{}' inside the entry opened at line {} (missing 'end')", key,
                               open->line));
     if (key == "end") {
       if (args != 0) return fail("end: takes no argument");
-      auto missing = [&](std::string_view k) {
-        return fail(fmt::format("the entry opened at line {} has no '{}'", open->line, k));
-      };
-      if (!open->keys_seen.count("order")) return missing("order");
-      if (e.op == Op::bcast && !open->keys_seen.count("segments")) return missing("segments");
-      if (e.op == Op::bcast && !open->keys_seen.count("tree")) return missing("tree");
-      if (!open->keys_seen.count("per-node")) return missing("per-node");
-      if (auto error = check_entry(e)) return fail(*error);
-      auto [it, inserted] = entry_lines.emplace(key_of(e), open->line);
+      if (auto error = check_complete(*open)) return fail(*error);
+      auto [it, inserted] = entry_lines.emplace(key_of(open->entry), open->line);
       if (!inserted)
         return PlanError{open->line, fmt::format("duplicate entry for {} (first at line {})",
-                                                 describe_key(e), it->second)};
-      plan.entries.push_back(std::move(e));
+                                                 describe_key(open->entry), it->second)};
+      plan.entries.push_back(std::move(open->entry));
       open.reset();
       continue;
     }
@@ -409,62 +491,7 @@ std::variant<Plan, PlanError> parse_plan(std::string_view text) {
                         key == "per-node" || key == "return" || key == "agreement" || key == "verdict"))
         return fail(fmt::format("duplicate '{}' (first at line {})", key, it->second));
     }
-    if (key == "frame") {
-      std::string_view rest = trim(content.substr(5));
-      if (content.size() <= 5 || !is_space(content[5]) || rest.empty())
-        return fail("frame: expected 'frame <symbol>'");
-      e.frames.emplace_back(rest);
-    } else if (key == "order") {
-      if (args == 0) return fail("order: expected at least one sub-message");
-      if (args > kMaxMessages) return fail(fmt::format("order: more than {} sub-messages", kMaxMessages));
-      e.order.reserve(args);
-      for (std::size_t i = 1; i < tokens.size(); ++i) {
-        auto n = parse_number(tokens[i], 0, std::numeric_limits<std::uint32_t>::max());
-        if (!n) return fail(fmt::format("order: '{}' is not a sub-message number", tokens[i]));
-        e.order.push_back(static_cast<std::uint32_t>(*n));
-      }
-      if (auto error = check_order(e.order)) return fail(*error);
-    } else if (key == "segments") {
-      if (e.op != Op::bcast) return fail("segments: only bcast entries have segments");
-      auto n = args == 1 ? parse_number(tokens[1], 1, kMaxPlanSegments) : std::nullopt;
-      if (!n) return fail(fmt::format("segments: expected a count from 1 to {}", kMaxPlanSegments));
-      e.segments = static_cast<int>(*n);
-    } else if (key == "tree") {
-      if (e.op != Op::bcast) return fail("tree: only bcast entries have a tree");
-      if (args == 1 && tokens[1] == "binomial") {
-        e.tree = TreeShape{};
-      } else if (args == 2 && tokens[1] == "chains") {
-        auto k = parse_number(tokens[2], 1, kMaxCommSize);
-        if (!k) return fail(fmt::format("tree: chains must be from 1 to {}", kMaxCommSize));
-        e.tree = TreeShape{TreeKind::chains, static_cast<int>(*k)};
-      } else {
-        return fail("tree: expected 'binomial' or 'chains <k>'");
-      }
-    } else if (key == "per-node") {
-      if (args != 1 || (tokens[1] != "on" && tokens[1] != "off"))
-        return fail("per-node: expected on or off");
-      e.per_node = tokens[1] == "on";
-    } else if (key == "return") {
-      if (args != 1 || (tokens[1] != "early" && tokens[1] != "blocking"))
-        return fail("return: expected early or blocking");
-      e.ret = tokens[1] == "early" ? Return::early : Return::blocking;
-    } else if (key == "agreement") {
-      double value = -1;
-      bool ok = args == 1;
-      if (ok) {
-        std::string_view t = tokens[1];
-        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
-        ok = ec == std::errc() && end == t.data() + t.size() && value >= 0 && value <= 1;
-      }
-      if (!ok) return fail("agreement: expected a number from 0 to 1");
-      e.agreement = value;
-    } else if (key == "verdict") {
-      auto v = args == 1 ? parse_verdict(tokens[1]) : std::nullopt;
-      if (!v) return fail("verdict: expected crc, curc or unread");
-      e.verdict = *v;
-    } else {
-      return fail(fmt::format("unknown key '{}'", key));
-    }
+    if (auto error = parse_entry_line(content, tokens, open->entry)) return fail(*error);
   }
 
   if (open)
