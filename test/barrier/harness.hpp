@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "arena.hpp"
 #include "barrier.hpp"
 
 namespace tnbc::barrier::test {
@@ -41,23 +42,8 @@ inline long phase_violations(const Board& board, int count, int k) {
   return bad;
 }
 
-/// Anonymous shared mapping holding the Board followed by a page-aligned segment.
-class SharedArena {
- public:
-  explicit SharedArena(int size) : bytes_(kPageBytes + Segment::bytes(size)) {
-    base_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (base_ == MAP_FAILED) std::abort();
-    board_ = new (base_) Board;
-  }
-  ~SharedArena() { munmap(base_, bytes_); }
-  Board& board() { return *board_; }
-  void* segment_base() { return static_cast<std::byte*>(base_) + kPageBytes; }
-
- private:
-  std::size_t bytes_;
-  void* base_;
-  Board* board_;
-};
+/// The Board, then the segment (barrier/arena.hpp).
+using BoardArena = tnbc::barrier::SharedArena<Board>;
 
 struct RunOptions {
   int size = 4;
@@ -68,8 +54,8 @@ struct RunOptions {
 };
 
 /// One rank's life: place, wait until all placed, then `iterations` checked barriers.
-inline void rank_main(BarrierFn fn, const RunOptions& o, SharedArena& arena, int rank) {
-  Board& board = arena.board();
+inline void rank_main(BarrierFn fn, const RunOptions& o, BoardArena& arena, int rank) {
+  Board& board = arena.header();
   Participant self{Segment(arena.segment_base(), o.size), rank, o.size, o.root, 0, o.wait};
   if (rank == o.root) self.segment.place_global();
   self.segment.place_rank(rank, o.root);
@@ -94,17 +80,17 @@ inline void rank_main(BarrierFn fn, const RunOptions& o, SharedArena& arena, int
 
 /// Runs the ranks as threads; returns the number of violations seen.
 inline long run_threads(BarrierFn fn, const RunOptions& o) {
-  SharedArena arena(o.size);
+  BoardArena arena(o.size);
   std::vector<std::thread> threads;
   for (int r = 0; r < o.size; ++r)
     threads.emplace_back([&, r] { rank_main(fn, o, arena, r); });
   for (auto& t : threads) t.join();
-  return arena.board().violations.load();
+  return arena.header().violations.load();
 }
 
 /// Runs the ranks as fork()ed processes; returns the violations, or -1 if a child failed.
 inline long run_processes(BarrierFn fn, const RunOptions& o) {
-  SharedArena arena(o.size);
+  BoardArena arena(o.size);
   std::vector<pid_t> children;
   for (int r = 0; r < o.size; ++r) {
     pid_t pid = fork();
@@ -120,7 +106,7 @@ inline long run_processes(BarrierFn fn, const RunOptions& o) {
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed = true;
   }
-  return failed ? -1 : arena.board().violations.load();
+  return failed ? -1 : arena.header().violations.load();
 }
 
 }  // namespace tnbc::barrier::test

@@ -24,10 +24,10 @@ TEST_CASE("hierarchical: nobody on any node leaves before every rank of every no
   for (int s : node_sizes) total += s;
   constexpr int kIterations = 2000;
 
-  std::vector<std::unique_ptr<SharedArena>> arenas;
-  for (int s : node_sizes) arenas.push_back(std::make_unique<SharedArena>(s));
-  SharedArena global_board(1);  // phases of all ranks, across nodes
-  Board& board = global_board.board();
+  std::vector<std::unique_ptr<BoardArena>> arenas;
+  for (int s : node_sizes) arenas.push_back(std::make_unique<BoardArena>(s));
+  BoardArena global_board(1);  // phases of all ranks, across nodes
+  Board& board = global_board.header();
   std::barrier<> leaders(nodes);
   std::latch placed(total);
 

@@ -4,23 +4,16 @@
 
 #include <vector>
 
+#include "machines.hpp"
 #include "min_numa_dist.hpp"
 
 using namespace tnbc::barrier;
 
 namespace {
 
-// Kurnosov & Tokmasheva 2020, figure 1 (numactl -H of 2 x AMD EPYC, 4 dies per socket).
-const std::vector<std::vector<int>> kEpyc = {
-    {10, 16, 16, 16, 28, 28, 22, 28}, {16, 10, 16, 16, 28, 28, 28, 22},
-    {16, 16, 10, 16, 22, 28, 28, 28}, {16, 16, 16, 10, 28, 22, 28, 28},
-    {28, 28, 22, 28, 10, 16, 16, 16}, {28, 28, 28, 22, 16, 10, 16, 16},
-    {22, 28, 28, 28, 16, 16, 10, 16}, {28, 22, 28, 28, 16, 16, 16, 10}};
-// 2 sockets, one NUMA node each.
-const std::vector<std::vector<int>> kIntel2 = {{10, 21}, {21, 10}};
-// Figure 2: 2 x Intel Cascade Lake with Sub-NUMA Clustering (nodes 0, 2 on socket 0).
-const std::vector<std::vector<int>> kCascadeSnc = {
-    {10, 21, 11, 21}, {21, 10, 21, 11}, {11, 21, 10, 21}, {21, 11, 21, 10}};
+using machines::kCascadeSnc;
+using machines::kEpyc;
+using machines::kIntel2;
 
 int root_of(const std::vector<std::vector<int>>& matrix, std::vector<int> nodes) {
   MatrixTopology topo(matrix, nodes);

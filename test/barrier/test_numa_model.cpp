@@ -3,13 +3,14 @@
 // on a symmetric one, and for dissemination (no root), nothing changes.
 #include <catch2/catch.hpp>
 
+#include "machines.hpp"
 #include "min_numa_dist.hpp"
 #include "numa_model.hpp"
 
 using namespace tnbc::barrier;
 
 namespace {
-const std::vector<std::vector<int>> kIntel2 = {{10, 21}, {21, 10}};
+using machines::kIntel2;
 }
 
 TEST_CASE("model: rank 0 isolated on one socket, MinNumaDist lowers root-based costs", "[model]") {

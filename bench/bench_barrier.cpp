@@ -5,16 +5,18 @@
 //        (spins given: a fixed spin budget; otherwise the adaptive default)
 //        bench_barrier model     NUMA cost model on the seed paper's machines (numa_model.hpp)
 // Not run by `meson test`; docs/barrier.md records its results.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
+#include "arena.hpp"
 #include "barrier.hpp"
+#include "machines.hpp"
 #include "min_numa_dist.hpp"
 #include "numa_model.hpp"
 
@@ -22,36 +24,35 @@ using namespace tnbc::barrier;
 
 namespace {
 
+/// What the processes share besides the segment.
+struct Shared {
+  std::atomic<int> placed{0};
+  double result = 0;  // microseconds per barrier on rank 0
+};
+
 double measure(Algorithm a, int size, int iterations, WaitPolicy wait) {
-  const std::size_t bytes = kPageBytes + Segment::bytes(size);
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) std::exit(2);
-  auto* placed = static_cast<std::atomic<int>*>(base);
-  auto* result = reinterpret_cast<double*>(static_cast<char*>(base) + 64);
-  new (placed) std::atomic<int>(0);
-  void* seg_base = static_cast<char*>(base) + kPageBytes;
+  SharedArena<Shared> arena(size);
+  Shared& shared = arena.header();
   std::vector<pid_t> children;
   for (int r = 0; r < size; ++r) {
     pid_t pid = fork();
     if (pid == 0) {
-      Participant self{Segment(seg_base, size), r, size, 0, 0, wait};
+      Participant self{Segment(arena.segment_base(), size), r, size, 0, 0, wait};
       if (r == 0) self.segment.place_global();
       self.segment.place_rank(r, 0);
-      placed->fetch_add(1);
-      while (placed->load() < size) sched_yield();
+      shared.placed.fetch_add(1);
+      while (shared.placed.load() < size) sched_yield();
       for (int i = 0; i < iterations / 10 + 10; ++i) run(a, self);  // warm-up
       auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < iterations; ++i) run(a, self);
       auto end = std::chrono::steady_clock::now();
-      if (r == 0) *result = std::chrono::duration<double, std::micro>(end - start).count() / iterations;
+      if (r == 0) shared.result = std::chrono::duration<double, std::micro>(end - start).count() / iterations;
       _exit(0);
     }
     children.push_back(pid);
   }
   for (pid_t pid : children) waitpid(pid, nullptr, 0);
-  double us = *result;
-  munmap(base, bytes);
-  return us;
+  return shared.result;
 }
 
 struct Machine {
@@ -61,12 +62,8 @@ struct Machine {
 };
 
 int model_main() {
-  const std::vector<std::vector<int>> epyc = {
-      {10, 16, 16, 16, 28, 28, 22, 28}, {16, 10, 16, 16, 28, 28, 28, 22},
-      {16, 16, 10, 16, 22, 28, 28, 28}, {16, 16, 16, 10, 28, 22, 28, 28},
-      {28, 28, 22, 28, 10, 16, 16, 16}, {28, 28, 28, 22, 16, 10, 16, 16},
-      {22, 28, 28, 28, 16, 16, 10, 16}, {28, 22, 28, 28, 16, 16, 16, 10}};
-  const std::vector<std::vector<int>> intel = {{10, 21}, {21, 10}};
+  const auto& epyc = machines::kEpyc;
+  const auto& intel = machines::kIntel2;
   const Machine machines[] = {
       {"Intel 2 sockets, 8 ranks, linear 4+4 (symmetric)", intel, {0, 0, 0, 0, 1, 1, 1, 1}},
       {"Intel 2 sockets, 8 ranks, rank 0 isolated (paper fig. 7b/8)", intel,
