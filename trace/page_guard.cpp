@@ -206,6 +206,7 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
     std::vector<std::size_t> covered(call->npages_, 0);
     for (std::size_t i = 0; i < subs.size(); ++i) {
       const auto& s = call->subs_[i];
+      if (s.begin == s.end) continue;  // may lie outside [lo, hi): no page of its own
       for (std::uintptr_t p = floor_page(s.begin, ps); p < s.end; p += ps) {
         std::uintptr_t from = std::max(p, s.begin), to = std::min(p + ps, s.end);
         covered[(p - call->page0_) / ps] += to - from;
