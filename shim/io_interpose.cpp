@@ -10,6 +10,8 @@
 #include <sys/shm.h>
 #include <sys/syscall.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdarg>
 #include <cstring>
 
@@ -108,12 +110,39 @@ void shm_remap(const void* p, int flags, int id) {
 
 namespace {
 
+// Publishing moves mirror pages over a receive buffer's full pages while its partial first and
+// last pages stay: one private mapping of the program becomes several, and mremap refuses a
+// range over several (EFAULT) where it moved one under plain MPI.  For private memory whose
+// pages may be replaced (mapping.hpp), a move by copy gives the same bytes at the new address:
+// a new private anonymous mapping (read-write), the old contents copied, the old range unmapped.
+void* move_by_copy(void* old, size_t old_n, size_t new_n, int flags, void* target) {
+  if (old_n == 0 || new_n == 0 || !mapping::replaceable(old, old_n)) {
+    errno = EFAULT;
+    return MAP_FAILED;
+  }
+  const bool fixed = (flags & MREMAP_FIXED) != 0;
+  void* moved = tnbc::util::raw::mmap(fixed ? target : nullptr, new_n, PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS | (fixed ? MAP_FIXED : 0), -1, 0);
+  if (moved == MAP_FAILED) return MAP_FAILED;  // errno from mmap (ENOMEM)
+  std::memcpy(moved, old, std::min(old_n, new_n));
+  tnbc::util::raw::munmap(old, old_n);
+  return moved;
+}
+
 // The parts of libucm's API we use (ucm/api/ucm.h), declared here so that nothing links libucm.
+constexpr int kUcmEventMremap = 1 << 2;       // UCM_EVENT_MREMAP
 constexpr int kUcmEventVmMapped = 1 << 16;    // UCM_EVENT_VM_MAPPED: callbacks run after
 constexpr int kUcmEventVmUnmapped = 1 << 17;  // UCM_EVENT_VM_UNMAPPED: callbacks run before
 struct UcmVmEvent {                           // ucm_event_t's vm_mapped/vm_unmapped member
   void* address;
   size_t size;
+};
+struct UcmMremapEvent {                       // ucm_event_t's mremap member (UCX 1.13)
+  void* result;
+  void* address;
+  size_t old_size;
+  size_t new_size;
+  int flags;
 };
 using UcmCallback = void (*)(int type, void* event, void* arg);
 using UcmSetHandler = int (*)(int events, int priority, UcmCallback cb, void* arg);
@@ -123,6 +152,18 @@ void on_ucm_event(int type, void* event, void*) {
   const auto* e = static_cast<const UcmVmEvent*>(event);
   if (type == kUcmEventVmUnmapped && guarded()) mem(e->address, e->size);
   mapping::forget(e->address, e->size);
+}
+
+// libucm replaces the code of our mremap (as of munmap) and calls the kernel itself: the move by
+// copy runs as its event handler after the original instead.  (libucm drops MREMAP_FIXED's new
+// address: only a move the kernel may place is redone.)
+void on_ucm_mremap(int, void* event, void*) {
+  auto* e = static_cast<UcmMremapEvent*>(event);
+  if (e == nullptr || e->result != MAP_FAILED || errno != EFAULT || (e->flags & MREMAP_MAYMOVE) == 0 ||
+      (e->flags & MREMAP_FIXED) != 0)
+    return;
+  e->result = move_by_copy(e->address, e->old_size, e->new_size, e->flags, nullptr);
+  if (e->result != MAP_FAILED) mapping::forget(e->result, e->new_size);
 }
 
 // fork(): the child has no progress thread, so nothing may be in flight when it starts, and it
@@ -147,6 +188,8 @@ bool subscribe_memory_events() {
   // Negative priority: called before the memory goes away.
   bool ok = set != nullptr &&
             set(interpose::kUcmEventVmUnmapped | interpose::kUcmEventVmMapped, -1, interpose::on_ucm_event, nullptr) == 0;
+  // Positive priority: after the original mremap, to redo a move it refused.
+  if (ok) ok = set(interpose::kUcmEventMremap, 1000, interpose::on_ucm_mremap, nullptr) == 0;
   state.store(ok ? 1 : 2, std::memory_order_release);
   return ok;
 }
@@ -214,6 +257,7 @@ TNBC_EXPORT void* mremap(void* old, size_t old_n, size_t new_n, int flags, ...) 
   }
   mapping::forget(old, old_n);
   void* r = next(real, "mremap")(old, old_n, new_n, flags, target);
+  if (r == MAP_FAILED && errno == EFAULT && (flags & MREMAP_MAYMOVE) != 0) r = move_by_copy(old, old_n, new_n, flags, target);
   if (r != MAP_FAILED) mapping::forget(r, new_n);
   return r;
 }

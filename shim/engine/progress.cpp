@@ -1,7 +1,10 @@
 // The progress loop (run, post, progress, step_done) and the waits on it (progress.hpp).
 #include "progress.hpp"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <csignal>
 
 #include "util/clock.hpp"
 #include "fence.hpp"
@@ -14,12 +17,20 @@ void Progress::start(const EngineOptions& options, std::size_t page_size) {
   max_sleep_us_ = options.progress_max_sleep_us;
   page_size_ = page_size;
   stopping_ = false;
+  // The progress thread starts with every asynchronous signal blocked: a signal sent to the
+  // process (a timer, SIGTERM, SIGUSR1) goes to one of the program's threads, never to this one,
+  // whose handler could read a receive page that only this thread can publish.
+  sigset_t all, before;
+  sigfillset(&all);
+  for (int sync : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&all, sync);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
   // The progress thread lives inside MPI (fence.hpp): the interposed C library functions that
   // MPI calls on it never wait for guarded pages, which only this thread can publish.
   thread_ = std::thread([this] {
     MpiScope inside;
     run();
   });
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 void Progress::stop() {

@@ -2,7 +2,7 @@
  * scenario per run (test/replay/test_promises.py runs each with and without libtnbc.so and
  * compares): keep it in shared memory, re-protect it, hand it to the kernel through fortified,
  * vectored, message and raw system calls, fork, install its own SIGSEGV handler, set up an
- * io_uring.
+ * io_uring, move the mapping with mremap.
  *
  *   promises <scenario> <tmpdir>
  *
@@ -340,6 +340,21 @@ static void own_handler(unsigned char* send, unsigned char* recv) {
   }
 }
 
+/* A private mapping that does not start the receive buffer on a page boundary, grown with
+ * mremap(MREMAP_MAYMOVE) right after the call: the moved bytes are the received ones. */
+static void grow_mapping(unsigned char* send) {
+  const size_t n = (size_t)size * BLOCK, alloc = n + 4096;
+  for (int round = 0; round < ROUNDS; ++round) {
+    unsigned char* base = mmap(NULL, alloc, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) die("mmap");
+    alltoall(send, base + 100, round);
+    unsigned char* moved = mremap(base, alloc, 2 * alloc, MREMAP_MAYMOVE);
+    if (moved == MAP_FAILED) die("mremap");
+    report("mremap", round, "moved", moved + 100, n, correct(moved + 100, round));
+    munmap(moved, 2 * alloc);
+  }
+}
+
 /* An io_uring set up (by the raw system call, as liburing does in effect): the kernel may then
  * use buffers no interposer sees, so the library must receive in place from then on. */
 static void io_uring(unsigned char* send, unsigned char* recv) {
@@ -381,7 +396,7 @@ static void big(const char* mib_text) {
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: promises <shared_file|shm_twice|win_shared|mprotect|read_chk|write_paths|"
-                    "message_paths|fork|own_handler|io_uring|big> <tmpdir> [MiB per peer, for big]\n");
+                    "message_paths|fork|own_handler|io_uring|mremap|big> <tmpdir> [MiB per peer, for big]\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -409,6 +424,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(s, "own_handler")) own_handler(send, recv);
   else if (!strcmp(s, "big") && argc > 3) big(argv[3]);
   else if (!strcmp(s, "io_uring")) io_uring(send, recv);
+  else if (!strcmp(s, "mremap")) grow_mapping(send);
   else {
     if (rank == 0) fprintf(stderr, "unknown scenario %s\n", s);
     MPI_Abort(MPI_COMM_WORLD, 2);

@@ -3,12 +3,7 @@
  * receive buffer right after the call returns (while a replaying library may still have it in
  * flight).
  *
- *   soak <seed> <calls> <tmpdir> [--mremap]
- *
- * --mremap: A_REALLOC also grows private mmap'd buffers with mremap(MREMAP_MAYMOVE).  Off by
- * default: under libtnbc.so that fails with EFAULT once a call has published pages into the
- * mapping (publishing splits it into several kernel mappings; mremap takes one), where plain
- * MPICH succeeds -- a known library bug, not a soak failure to rediscover on every run.
+ *   soak <seed> <calls> <tmpdir>
  *
  * Choices every rank must agree on come from one generator seeded with <seed>: the collective
  * (Alltoall, Alltoallv, Bcast, Barrier), the communicator (world, a dup, two splits, a fresh dup
@@ -75,7 +70,6 @@ static const char* const action_names[] = {"forward", "backward", "pages", "scri
                                            "free", "realloc", "mprotect", "fork", "signal", "thread"};
 
 static int rank, size;
-static int g_mremap; /* --mremap */
 static const char* tmpdir;
 static uint64_t g_shared_rng, g_local_rng;
 
@@ -450,7 +444,7 @@ static enum action pick_action(enum mem m, int defer_ok) {
                   : r < 80 ? A_REALLOC : r < 86 ? A_MPROTECT : r < 89 ? A_FORK : r < 94 ? A_SIGNAL : A_THREAD;
     if (a == A_DEFER && !defer_ok) continue;
     if (m == M_STACK && (a == A_DEFER || a == A_FREE || a == A_REALLOC || a == A_MPROTECT)) continue;
-    if (a == A_REALLOC && m != M_HEAP && m != M_ALIGNED && !(m == M_MMAP && g_mremap)) continue;
+    if (a == A_REALLOC && m != M_HEAP && m != M_ALIGNED && m != M_MMAP) continue;
     if (a == A_MPROTECT && m == M_HEAP) continue;
     return a;
   }
@@ -570,11 +564,10 @@ static int one_call_on_stack(struct call* c) {
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "--mremap"))) {
-    fprintf(stderr, "usage: soak <seed> <calls> <tmpdir> [--mremap]\n");
+  if (argc != 4) {
+    fprintf(stderr, "usage: soak <seed> <calls> <tmpdir>\n");
     return 2;
   }
-  g_mremap = argc == 5;
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

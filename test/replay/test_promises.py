@@ -34,6 +34,7 @@ SCENARIOS = {
     "fork": "early",
     "own_handler": "early",
     "io_uring": "io_uring",
+    "mremap": "early",
 }
 
 

@@ -12,8 +12,6 @@ with new seeds until its time is up.
   TNBC_SOAK_CLUSTER  0: one node only, even as root (the emulated nodes busy with another job)
   TNBC_SOAK_SEED     first batch's seed (default: from the clock; printed, with each failing
                      batch's command line)
-  TNBC_SOAK_MREMAP   1: also mremap() mmap'd receive buffers (soak --mremap; fails under
-                     libtnbc.so with EFAULT, a known bug, docs/long-tests.md)
 
 It ends with one line per place, "soak <place>: N batches, C calls, K calls and B bytes checked per
 library, M mismatches, S s", the numbers docs/long-tests.md reports."""
@@ -60,7 +58,7 @@ class Place:
         self.seconds = 0.0
 
     def batch(self, seed, tmp):
-        args = [seed, self.calls, tmp] + (["--mremap"] if os.environ.get("TNBC_SOAK_MREMAP") == "1" else [])
+        args = [seed, self.calls, tmp]
         command = f"soak {seed} {self.calls} <tmpdir> on {RANKS} ranks ({self.name})"
         res = self.run(PROG, args=args, timeout=self.limit, check=False)
         plain = result_lines(res.stdout)
