@@ -31,6 +31,7 @@ import sys
 import tempfile
 
 import link_model
+import results_doc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(ROOT, "build")
@@ -281,14 +282,9 @@ def main():
         "Rerun: `sudo python3 bench/overlap.py` (after `tools/build`).",
         "",
     ]
-    if os.path.exists(args.out):  # the hand-written reading of an earlier run stays
-        with open(args.out, encoding="utf-8") as f:
-            old = f.read()
-        if "\n## Reading" in old:
-            lines += ["_The reading below was written for an earlier run; check it against the "
-                      "tables above._", "", old[old.index("\n## Reading") + 1:].rstrip("\n"), ""]
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+    # The reading written by hand under an earlier run stays.
+    results_doc.write_keeping_section(args.out, lines, "## Reading", "_The reading below was written for an earlier "
+                                      "run; check it against the tables above._")
     print(f"wrote {args.out}")
 
 
