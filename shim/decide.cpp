@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "log.hpp"
+#include "util/hash.hpp"
 #include "util/clock.hpp"
 
 namespace tnbc::shim::replay {
@@ -120,6 +121,38 @@ int ranks_on_node() {
   return std::max(1, static_cast<int>(std::count(g_world_on_node.begin(), g_world_on_node.end(), 1)));
 }
 
+namespace {
+
+/// What in `entry` decides which messages a call exchanges (0: no entry).
+std::uint64_t shape_hash(const priority::PlanEntry* entry) {
+  if (entry == nullptr) return 0;
+  const std::int64_t fields[] = {static_cast<std::int64_t>(entry->op), entry->segments,
+                                 static_cast<std::int64_t>(entry->tree.kind), entry->tree.chains,
+                                 entry->per_node ? 1 : 0};
+  std::uint64_t h = util::fnv(util::kFnvOffset, fields, sizeof fields);
+  // Per-node turns follow the order: it must be the same too.  (Without them the order only
+  // says when each rank posts its messages.)
+  if (entry->per_node) h = util::fnv(h, entry->order.data(), entry->order.size() * sizeof(entry->order[0]));
+  return h | 1;  // never 0, the hash of no entry
+}
+
+/// The key's first call with a plan: every rank's entry must shape the messages alike.
+void agree_shape(Key& key, MPI_Comm comm, const priority::PlanEntry* entry) {
+  const std::uint64_t h = shape_hash(entry);
+  std::uint64_t mine[2] = {h, ~h}, most[2] = {0, 0};
+  PMPI_Allreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, comm);
+  key.shape_agreed = true;
+  const bool same = most[0] == h && most[1] == ~h;  // max == min on every rank
+  key.shape = same ? entry : nullptr;
+  if (!same)
+    log::warn_rank0("plan: the ranks' entries for {} on communicator {} differ in segments, tree or "
+                    "per-node order (the call is made from different call sites): its calls use "
+                    "the default shape",
+                    key.op, key.comm_id);
+}
+
+}  // namespace
+
 Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry) {
   CommState& cs = comm_state(comm);
   const std::uint32_t cls = adapt::size_class(bytes);
@@ -135,9 +168,11 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
     PMPI_Comm_size(comm, &key->comm_size);
     key->one_node = cs.one_node;
   }
-  Decision d{adapt::Path::early, key, nullptr};
+  // Alltoallv's entries shape nothing (no per-node turns; ranks find them by their own sizes).
+  if (g_plan_loaded && !key->shape_agreed && op != priority::Op::alltoallv) agree_shape(*key, comm, entry);
+  Decision d{adapt::Path::early, key, nullptr, key->shape};
   if (!g_adapt) return d;
-  if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node"};
+  if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node", key->shape};
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = util::now_ns();
   if (key->last_entry_ns != 0) key->costs.add_interval(key->last_path, entered - key->last_entry_ns);

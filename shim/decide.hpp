@@ -28,6 +28,11 @@ struct Key {
   bool one_node = false;
   std::uint64_t last_entry_ns = 0;  // entry of the key's previous call (0: none yet)
   adapt::Path last_path = adapt::Path::blocking;
+  // The plan entry whose message shape (Bcast segments and tree, per-node turns in their order)
+  // every call of the key uses: this rank's entry at the key's first call if every rank's had
+  // the same shape, else none (the defaults).  Agreed once, at that first call.
+  bool shape_agreed = false;
+  const priority::PlanEntry* shape = nullptr;
 };
 
 /// The path of one call and the key it belongs to.  `why` names the reason of a blocking path
@@ -36,6 +41,8 @@ struct Decision {
   adapt::Path path = adapt::Path::early;
   Key* key = nullptr;
   const char* why = nullptr;
+  /// The plan entry that shapes this call's messages, the same in shape on every rank (Key::shape).
+  const priority::PlanEntry* shape = nullptr;
 };
 
 /// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP), creates the communicator attribute
@@ -52,7 +59,10 @@ int ranks_on_node();
 /// is collective over `comm` (one MPI_Allreduce of five doubles).  `bytes` must be the same
 /// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for
 /// the call, whose "return" is this rank's vote (ranks may find different entries: the votes
-/// are summed, and "blocking" from any rank wins).
+/// are summed, and "blocking" from any rank wins).  With a plan, the key's first call is also
+/// collective: the ranks agree on the shape its entries give the messages (Key::shape), since
+/// each rank finds its entry by its own call site and a program may call one collective from
+/// different places on different ranks.
 Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry);
 
 /// Counts the call just made on the decision's path.

@@ -292,9 +292,13 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   std::vector<int> scounts(static_cast<std::size_t>(size), sendcount), sdispls(static_cast<std::size_t>(size));
   std::vector<int> rcounts(static_cast<std::size_t>(size), recvcount), rdispls(static_cast<std::size_t>(size));
   for (int i = 0; i < size; ++i) sdispls[i] = i * sendcount, rdispls[i] = i * recvcount;
-  const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
+  // Per-node turns go in the order of the entry every rank agreed on (decide.hpp); without
+  // them the order of this call's own entry only says when this rank posts its messages.
+  const bool per_node = d.shape != nullptr && d.shape->per_node;
+  const priority::PlanEntry* ordered = per_node ? d.shape : entry;
+  const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
   return exchange(st, d, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
-                  rdispls.data(), recvtype, comm, true, order, entry && entry->per_node);
+                  rdispls.data(), recvtype, comm, true, order, per_node);
 }
 
 int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -367,19 +371,24 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   const std::size_t bytes = static_cast<std::size_t>(count) * ti.size;
   if (bytes == 0) return plain(st, "empty", blocking);
   if (bytes < rt.config().min_bytes) return plain(st, "small", blocking);
-  // Segment count and tree change the messages: they come from the plan (the same file and call
-  // site on every rank) or from the settings, never from anything rank-local.
+  if (bytes > INT_MAX) return plain(st, "large_block", blocking);
   const auto* entry = plan_entry(priority::Op::bcast, comm, bytes);
   if (entry) st.count_planned();
-  int size = 1;
-  PMPI_Comm_size(comm, &size);
-  const BcastShape shape = bcast_shape(rt.config(), entry, size, bytes);
-  const int segments = shape.segments, chains = shape.chains;
-  const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
-  if (bytes / static_cast<std::size_t>(segments) >= INT_MAX || bytes > INT_MAX)
-    return plain(st, "large_block", blocking);
   const Decision d = decide(comm, priority::Op::bcast, bytes, entry);
   if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
+  // Segment count and tree change the messages: they come from the plan entry every rank agreed
+  // on (decide.hpp) or from the settings, never from anything rank-local.
+  int size = 1;
+  PMPI_Comm_size(comm, &size);
+  const BcastShape shape = bcast_shape(rt.config(), d.shape, size, bytes);
+  const int segments = shape.segments, chains = shape.chains;
+  // The segment order may be this call's own (it only says when segments are posted), if it
+  // orders as many segments as there are.
+  const priority::PlanEntry* ordered =
+      entry && entry->order.size() == static_cast<std::size_t>(segments) ? entry : d.shape;
+  const std::vector<int> order = ordered && ordered->order.size() == static_cast<std::size_t>(segments)
+                                     ? as_ints(ordered->order)
+                                     : std::vector<int>{};
 
   auto [lo, len] = span_of(buffer, 0, static_cast<std::size_t>(count), ti);
   Engine::instance().complete_overlapping(lo, len);

@@ -75,6 +75,8 @@ TEST_CASE("a Bcast site gets the model's segment count and tree", "[planner]") {
   CHECK(sp.entry->tree == TreeShape{});
   CHECK(sp.entry->order == std::vector<std::uint32_t>{4, 3, 2, 1, 0});
   CHECK_FALSE(sp.entry->per_node);
+  // Looked up by the whole buffer (8 traced pieces of 4 KiB), as replay looks it up.
+  CHECK(sp.entry->size_class == size_class(8 * 4096));
 }
 
 TEST_CASE("sites a plan cannot hold are skipped with a reason", "[planner]") {

@@ -10,11 +10,14 @@ program that fits under `ulimit -v` with plain MPICH fits with libtnbc.so too.""
 import os
 import re
 import resource
+import subprocess
 import tempfile
 
 from tnbc_testlib import BUILD, Suite, expect, mpirun, read_json
 
 PROG = os.path.join(BUILD, "test", "mpi", "promises")
+SITES = os.path.join(BUILD, "test", "mpi", "rank_sites")
+ORDER = os.path.join(BUILD, "tools", "tnbc-order")
 RANKS = 4
 ROUNDS = 4  # promises.c's ROUNDS
 # Force the early path (no per-call decision) and let 64 KiB blocks take it.
@@ -97,6 +100,36 @@ def main():
         expect(got.returncode == 0, f"exit {got.returncode} under ulimit -v {limit // 1024}: {got.stderr[-1500:]}")
         expect(result_lines(got.stdout) == plain, f"differs from plain MPICH: {result_lines(got.stdout)[:6]}")
     s.check("under an address-space limit plain MPICH fits in, libtnbc.so fits too", address_space_limit)
+
+    def rank_dependent_sites():
+        # The root calls MPI_Bcast from another place than the others: traced, only the others'
+        # site gets an entry; its segment count (made to differ from the default) must not give
+        # the root and the others different messages.
+        plain = result_lines(mpirun(SITES, RANKS, timeout=60).stdout)
+        trace_dir = os.path.join(tmp, "trace_sites")
+        mpirun(SITES, RANKS, preload="tnbc_trace", env={"TNBC_TRACE_DIR": trace_dir, "TNBC_MIN_BYTES": "4K"},
+               timeout=60)
+        plan_path = os.path.join(tmp, "sites.plan")
+        subprocess.run([ORDER, "plan", trace_dir, "-o", plan_path], check=True, capture_output=True, timeout=30)
+        text = open(plan_path, encoding="utf-8").read()
+        expect(text.count("\nsite ") == 1 and " bcast " in text, f"expected one bcast entry:\n{text}")
+        # Edited by hand (so without its checksum): two segments, whatever the model chose.
+        lines = text.split("\n")
+        lines[0] = lines[0].split(" checksum=")[0]
+        text = re.sub(r"  segments \d+\n", "  segments 2\n", re.sub(r"  order [0-9 ]+\n", "  order 0 1\n", "\n".join(lines)))
+        with open(plan_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        prefix = os.path.join(tmp, "stats_sites")
+        res = mpirun(SITES, RANKS, preload="tnbc", timeout=60,
+                     env={**REPLAY, "TNBC_PLAN": plan_path, "TNBC_STATS": prefix})
+        got = result_lines(res.stdout)
+        expect(got == plain, f"differs from plain MPICH: {sorted(set(got) ^ set(plain))[:6]}")
+        expect("differ in segments" in res.stderr, f"no message about the entries: {res.stderr[-800:]}")
+        planned = [read_json(f"{prefix}.{r}.json")["bcast"]["planned"] for r in range(RANKS)]
+        expect(planned[0] == 0 and all(p > 0 for p in planned[1:]),
+               f"the others must have found their entry and the root none: {planned}")
+    s.check("a Bcast called from different call sites on different ranks: one shape for all, same bytes",
+            rank_dependent_sites)
 
     for scenario in ("own_handler", "fork"):
         def traced(scenario=scenario):
