@@ -31,6 +31,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
 namespace tnbc::fuzz {
 
+/// One change at the byte level, the part of every target's mutations they share: flip a bit,
+/// insert a few random bytes, delete a range, or cut the input short.
+inline void mutate_bytes(std::string& s, std::mt19937_64& rng) {
+  auto pick = [&](std::size_t n) { return n == 0 ? 0 : static_cast<std::size_t>(rng() % n); };
+  switch (rng() % 4) {
+    case 0:
+      if (!s.empty()) s[pick(s.size())] ^= static_cast<char>(1u << (rng() % 8));
+      break;
+    case 1:
+      s.insert(pick(s.size() + 1), std::string(1 + pick(8), static_cast<char>(rng() & 0xff)));
+      break;
+    case 2:
+      s.erase(pick(s.size() + 1), 1 + pick(16));
+      break;
+    default:
+      s.resize(pick(s.size() + 1));
+      break;
+  }
+}
+
 /// Largest corpus or crash file the driver reads (libFuzzer's inputs are far smaller).
 inline constexpr std::uint64_t kMaxInputBytes = 64ull << 20;
 /// Longest time one input may take (the parsers bound every loop by the input's size).
