@@ -37,8 +37,9 @@ static const char* tmpdir;
  * becomes __read_chk. */
 static unsigned char g_recv[MAX_RANKS * BLOCK] __attribute__((aligned(4096)));
 
+/* Never 0, so that the received bytes also read as one long string (printf scenario). */
 static unsigned char pattern(int from, int to, int round, size_t k) {
-  return (unsigned char)(from * 131 + to * 31 + round * 7 + k * 13 + (k >> 9));
+  return (unsigned char)(1 + (from * 131 + to * 31 + round * 7 + k * 13 + (k >> 9)) % 255);
 }
 
 static void fill_send(unsigned char* send, int round) {
@@ -271,6 +272,22 @@ static void message_paths(unsigned char* send, unsigned char* recv, unsigned cha
   }
 }
 
+/* The buffer printed as one long string right after the call (more than the stream's buffer:
+ * the C library writes it from the caller's memory by its own internal write). */
+static void print_string(unsigned char* send, unsigned char* recv, unsigned char* check) {
+  const size_t n = (size_t)size * BLOCK;
+  for (int round = 0; round < ROUNDS; ++round) {
+    alltoall(send, recv, round);
+    FILE* f = fopen(path_of("printf"), "w+");
+    if (f == NULL) die("fopen");
+    int printed = fprintf(f, "%.*s", (int)n, (const char*)recv);
+    fflush(f);
+    read_back(fileno(f), check, n);
+    fclose(f);
+    report("printf", round, "file", check, n, printed == (int)n && correct(check, round));
+  }
+}
+
 /* fork() right after the call: parent and child both read the buffer. */
 static void fork_after(unsigned char* send, unsigned char* recv) {
   const size_t n = (size_t)size * BLOCK;
@@ -396,7 +413,7 @@ static void big(const char* mib_text) {
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: promises <shared_file|shm_twice|win_shared|mprotect|read_chk|write_paths|"
-                    "message_paths|fork|own_handler|io_uring|mremap|big> <tmpdir> [MiB per peer, for big]\n");
+                    "message_paths|fork|own_handler|io_uring|mremap|printf|big> <tmpdir> [MiB per peer, for big]\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -425,6 +442,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(s, "big") && argc > 3) big(argv[3]);
   else if (!strcmp(s, "io_uring")) io_uring(send, recv);
   else if (!strcmp(s, "mremap")) grow_mapping(send);
+  else if (!strcmp(s, "printf")) print_string(send, recv, check);
   else {
     if (rank == 0) fprintf(stderr, "unknown scenario %s\n", s);
     MPI_Abort(MPI_COMM_WORLD, 2);

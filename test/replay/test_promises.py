@@ -38,6 +38,7 @@ SCENARIOS = {
     "own_handler": "early",
     "io_uring": "io_uring",
     "mremap": "early",
+    "printf": "early",
 }
 
 
