@@ -111,10 +111,8 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded) {
   g_policy.warmup_calls = static_cast<std::uint32_t>(cfg.adapt_warmup);
   g_one_node = cfg.adapt == config::Adapt::on;
   g_plan_loaded = plan_loaded;
-  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) != MPI_SUCCESS)
-    return false;
-  learn_node();
-  return true;
+  learn_node();  // collective: before anything that may fail on this rank alone
+  return PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) == MPI_SUCCESS;
 }
 
 int ranks_on_node() {

@@ -47,8 +47,8 @@ struct Decision {
 
 /// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP), creates the communicator attribute
 /// that holds each communicator's keys and learns which ranks share this node (collective over
-/// MPI_COMM_WORLD).  plan_loaded: the first call of each key asks every rank's plan.  False if
-/// MPI cannot create the attribute.
+/// MPI_COMM_WORLD, so every rank calls it).  plan_loaded: the first call of each key asks every
+/// rank's plan.  False if MPI cannot create the attribute.
 bool start_decisions(const config::Config& cfg, bool plan_loaded);
 
 /// Ranks of MPI_COMM_WORLD on this rank's node (at least 1).

@@ -8,6 +8,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include "trace/callsite.hpp"
 #include "util/clock.hpp"
 #include "util/file.hpp"
@@ -219,29 +221,42 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
 }  // namespace
 
 bool start(Runtime& rt) {
+  // Every rank comes here (the settings agree), and whether the engine runs must be the same on
+  // all of them: a rank running the plain collectives while the others run the engine's would
+  // leave them waiting.  So the collective steps run on every rank, and what may fail on one
+  // rank alone is agreed on at the end.
   int provided = MPI_THREAD_SINGLE;
   PMPI_Query_thread(&provided);
-  if (provided < MPI_THREAD_MULTIPLE) {
-    log::warn_rank0("MPI gave thread level {} (the engine needs MPI_THREAD_MULTIPLE): collectives "
-                    "run blocking", provided);
-    return false;
-  }
+  std::optional<std::string> err;
+  if (provided < MPI_THREAD_MULTIPLE)
+    err = fmt::format("MPI gave thread level {}, the engine needs MPI_THREAD_MULTIPLE", provided);
   EngineOptions o;
   o.progress_sleep_us = static_cast<unsigned>(rt.config().progress_sleep_us);
   o.progress_max_sleep_us = static_cast<unsigned>(rt.config().progress_max_sleep_us);
   load_plan(rt.config().plan);
-  if (!start_decisions(rt.config(), g_plan.has_value())) {
-    log::warn_rank0("cannot create a communicator attribute: collectives run blocking");
-    return false;
-  }
+  if (!start_decisions(rt.config(), g_plan.has_value()) && !err) err = "cannot create a communicator attribute";
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
   o.max_memory_bytes = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
   log::debug("engine memory for calls in flight: at most {} bytes", o.max_memory_bytes);
   // libucm patches munmap & co. so that our interposers never see them: take its events too.
-  subscribe_memory_events();
-  if (auto err = Engine::instance().start(o)) {
-    log::warn_rank0("engine not started ({}): collectives run blocking", *err);
+  if (!err) subscribe_memory_events();
+  bool started = false;
+  if (!err) {
+    err = Engine::instance().start(o);
+    started = !err;
+  }
+  int world_rank = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  // {started here, rank 0 started}: the minimum says whether all started and whether rank 0 did.
+  int status[2] = {started ? 1 : 0, world_rank != 0 || started ? 1 : 0};
+  PMPI_Allreduce(MPI_IN_PLACE, status, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!status[0]) {
+    if (started) Engine::instance().stop();
+    // One message: rank 0's reason, or, when rank 0 could start, the reason of each rank that
+    // could not (a fault of that process, not of the job).
+    if (err && (world_rank == 0 || status[1]))
+      log::warn("engine not started ({}): collectives run blocking on every rank", *err);
     return false;
   }
   g_running = true;
