@@ -3,15 +3,12 @@
 #include <array>
 #include <type_traits>
 #include <charconv>
-#include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "barrier/algorithms.hpp"
 #include "barrier/segment.hpp"  // kMaxLocalSize
+#include "util/file.hpp"
 #include "util/hash.hpp"
 
 namespace tnbc::config {
@@ -298,18 +295,11 @@ std::uint64_t agreement_digest(const Setting& s, const Config& cfg) {
   // Agree::content: the file's bytes, read as they come (never held whole).  Anything but a
   // readable regular file is no file, as the readers of these settings treat it.
   if (value.empty()) return 0;
-  const int fd = open(value.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return 0;
-  struct stat st {};
+  util::InputFile file(value, UINT64_MAX);
   std::uint64_t h = util::kFnvOffset;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) h = 0;
-  char buf[65536];
-  for (ssize_t n = 0; h != 0 && (n = read(fd, buf, sizeof buf)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    h = n < 0 ? 0 : util::fnv(h, buf, static_cast<std::size_t>(n));
-  }
-  close(fd);
-  return h;
+  for (std::string chunk; file.read(1 << 16, chunk) && !chunk.empty(); chunk.clear())
+    h = util::fnv(h, chunk.data(), chunk.size());
+  return file.error().empty() ? h : 0;
 }
 
 std::optional<bool> parse_bool(std::string_view t, std::string* error) {

@@ -129,6 +129,12 @@ void* move_by_copy(void* old, size_t old_n, size_t new_n, int flags, void* targe
   return moved;
 }
 
+/// mremap's `result`, or, when it refused a move with EFAULT, the move redone by copy.
+void* redo_refused_move(void* result, void* old, size_t old_n, size_t new_n, int flags, void* target) {
+  if (result != MAP_FAILED || errno != EFAULT || (flags & MREMAP_MAYMOVE) == 0) return result;
+  return move_by_copy(old, old_n, new_n, flags, target);
+}
+
 // The parts of libucm's API we use (ucm/api/ucm.h), declared here so that nothing links libucm.
 constexpr int kUcmEventMremap = 1 << 2;       // UCM_EVENT_MREMAP
 constexpr int kUcmEventVmMapped = 1 << 16;    // UCM_EVENT_VM_MAPPED: callbacks run after
@@ -159,10 +165,8 @@ void on_ucm_event(int type, void* event, void*) {
 // address: only a move the kernel may place is redone.)
 void on_ucm_mremap(int, void* event, void*) {
   auto* e = static_cast<UcmMremapEvent*>(event);
-  if (e == nullptr || e->result != MAP_FAILED || errno != EFAULT || (e->flags & MREMAP_MAYMOVE) == 0 ||
-      (e->flags & MREMAP_FIXED) != 0)
-    return;
-  e->result = move_by_copy(e->address, e->old_size, e->new_size, e->flags, nullptr);
+  if (e == nullptr || (e->flags & MREMAP_FIXED) != 0) return;
+  e->result = redo_refused_move(e->result, e->address, e->old_size, e->new_size, e->flags, nullptr);
   if (e->result != MAP_FAILED) mapping::forget(e->result, e->new_size);
 }
 
@@ -170,7 +174,7 @@ void on_ucm_mremap(int, void* event, void*) {
 // must not inherit the mapping cache's lock taken.
 void fork_prepare() {
   if (g_in_flight.load(std::memory_order_acquire) != 0 && !nested_in_mpi()) drain_in_flight();
-  if (guarded() && !nested_in_mpi()) everything();
+  if (guarded()) everything();
   mapping::before_fork();
 }
 void fork_done() { mapping::after_fork(); }
@@ -257,7 +261,7 @@ TNBC_EXPORT void* mremap(void* old, size_t old_n, size_t new_n, int flags, ...) 
   }
   mapping::forget(old, old_n);
   void* r = next(real, "mremap")(old, old_n, new_n, flags, target);
-  if (r == MAP_FAILED && errno == EFAULT && (flags & MREMAP_MAYMOVE) != 0) r = move_by_copy(old, old_n, new_n, flags, target);
+  r = redo_refused_move(r, old, old_n, new_n, flags, target);
   if (r != MAP_FAILED) mapping::forget(r, new_n);
   return r;
 }
@@ -325,11 +329,12 @@ TNBC_EXPORT long syscall(long number, ...) {
   if (guarded()) {
     switch (number) {
       case SYS_read: case SYS_write: case SYS_pread64: case SYS_pwrite64: case SYS_getdents64:
-      case SYS_recvfrom: case SYS_sendto:
+      case SYS_recvfrom: case SYS_sendto: case SYS_readlink: case SYS_mq_timedsend:
+      case SYS_mq_timedreceive:
         io(ptr(1), len(2));
         break;
       case SYS_readv: case SYS_writev: case SYS_preadv: case SYS_pwritev: case SYS_preadv2:
-      case SYS_pwritev2: case SYS_vmsplice:
+      case SYS_pwritev2: case SYS_vmsplice: case SYS_process_vm_readv: case SYS_process_vm_writev:
         io_iov(iov(1), static_cast<int>(a[2]));
         break;
       case SYS_recvmsg: case SYS_sendmsg:
@@ -338,23 +343,14 @@ TNBC_EXPORT long syscall(long number, ...) {
       case SYS_recvmmsg: case SYS_sendmmsg:
         io_mmsg(reinterpret_cast<const struct mmsghdr*>(a[1]), static_cast<unsigned int>(a[2]));
         break;
-      case SYS_process_vm_readv: case SYS_process_vm_writev:
-        io_iov(iov(1), static_cast<int>(a[2]));
-        break;
       case SYS_getrandom:
         io(ptr(0), len(1));
-        break;
-      case SYS_readlink:
-        io(ptr(1), len(2));
         break;
       case SYS_readlinkat:
         io(ptr(2), len(3));
         break;
       case SYS_msgsnd: case SYS_msgrcv:
         io(ptr(1), len(2) + sizeof(long));
-        break;
-      case SYS_mq_timedsend: case SYS_mq_timedreceive:
-        io(ptr(1), len(2));
         break;
       case SYS_splice: case SYS_copy_file_range:
         io(ptr(1), sizeof(loff_t));

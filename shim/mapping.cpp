@@ -26,12 +26,15 @@ Range g_locks[kLockRanges];
 bool g_all_locked = false;  // mlockall, or more locked ranges than kLockRanges
 std::atomic<std::uint64_t> g_generation{0};
 
-struct Locked {
-  Locked() {
-    while (g_lock.test_and_set(std::memory_order_acquire)) {
-    }
+void lock() {
+  while (g_lock.test_and_set(std::memory_order_acquire)) {
   }
-  ~Locked() { g_lock.clear(std::memory_order_release); }
+}
+void unlock() { g_lock.clear(std::memory_order_release); }
+
+struct Locked {
+  Locked() { lock(); }
+  ~Locked() { unlock(); }
 };
 
 /// The whole of /proc/self/maps ("" if it cannot be read).
@@ -179,11 +182,7 @@ void unlocked_all() {
   for (Range& r : g_locks) r = Range{};
 }
 
-void before_fork() {
-  while (g_lock.test_and_set(std::memory_order_acquire)) {
-  }
-}
-
-void after_fork() { g_lock.clear(std::memory_order_release); }
+void before_fork() { lock(); }
+void after_fork() { unlock(); }
 
 }  // namespace tnbc::shim::mapping

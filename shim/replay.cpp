@@ -37,7 +37,7 @@ trace::CallSiteTable g_sites;
 /// TNBC_MAX_MEMORY=auto: a quarter of this rank's share of the node's memory, or of what the
 /// address-space or data limit (ulimit -v / -d) leaves free now, whichever is smaller.
 std::size_t auto_memory_bound() {
-  const auto ranks_here = static_cast<std::uint64_t>(std::max(1, ranks_on_node()));
+  const auto ranks_here = static_cast<std::uint64_t>(ranks_on_node());
   const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
   std::uint64_t room = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * page / ranks_here;
   std::uint64_t mapped = 0;  // this process's virtual size now (first field of statm, in pages)
@@ -88,7 +88,15 @@ std::vector<int> as_ints(const std::vector<std::uint32_t>& order) {
 
 using datatype::span_of;
 using datatype::TypeInfo;
-TypeInfo type_info(MPI_Datatype t) { return datatype::info(t); }
+
+/// Why this rank must receive [p, p + n) in place rather than return early, or nullptr: the
+/// kernel may use it behind our back (io_uring), or its pages must stay where they are (shared,
+/// locked, hugetlb or device memory: mapping.hpp).  The fallback reason of the statistics.
+const char* receive_in_place(const void* p, std::size_t n) {
+  if (io_uring_in_use()) return "io_uring";
+  if (n != 0 && !mapping::replaceable(p, n)) return "mapping";
+  return nullptr;
+}
 
 /// The blocking call, after completing what is in flight (its buffers may be guarded, and MPI
 /// must never meet a guarded page while it holds its own locks).
@@ -133,7 +141,7 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
   int size = 0;
   PMPI_Comm_size(comm, &size);
   const auto n = static_cast<std::size_t>(size);
-  const TypeInfo sti = type_info(sendtype), rti = type_info(recvtype);
+  const TypeInfo sti = datatype::info(sendtype), rti = datatype::info(recvtype);
   std::vector<std::size_t> sb(n), sd(n), rb(n), rd(n);
   std::vector<char> send_stage, recv_stage;
   const void* sptr = sendbuf;
@@ -153,14 +161,9 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
     rhi = std::max(rhi, reinterpret_cast<std::uintptr_t>(p) + len);
   }
   const char* why_direct = !allow_early ? "small" : nullptr;
-  // Shared, locked, hugetlb or device memory: its pages must stay where they are (mapping.hpp).
-  if (allow_early && rhi > rlo && !mapping::replaceable(reinterpret_cast<void*>(rlo), rhi - rlo)) {
-    allow_early = false;
-    why_direct = "mapping";
-  }
-  if (allow_early && io_uring_in_use()) {  // the kernel may read the buffer behind our back
-    allow_early = false;
-    why_direct = "io_uring";
+  if (allow_early && rhi > rlo) {
+    why_direct = receive_in_place(reinterpret_cast<void*>(rlo), rhi - rlo);
+    allow_early = why_direct == nullptr;
   }
   if (rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) rd[i] = static_cast<std::size_t>(rdispls[i]) * rti.size;
@@ -382,7 +385,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   if (const char* why = shared_exclusion(buffer, comm)) return plain(st, why, blocking);
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
-  const TypeInfo ti = type_info(datatype);
+  const TypeInfo ti = datatype::info(datatype);
   const std::size_t bytes = static_cast<std::size_t>(count) * ti.size;
   if (bytes == 0) return plain(st, "empty", blocking);
   if (bytes < rt.config().min_bytes) return plain(st, "small", blocking);
@@ -398,24 +401,22 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   const BcastShape shape = bcast_shape(rt.config(), d.shape, size, bytes);
   const int segments = shape.segments, chains = shape.chains;
   // The segment order may be this call's own (it only says when segments are posted), if it
-  // orders as many segments as there are.
-  const priority::PlanEntry* ordered =
-      entry && entry->order.size() == static_cast<std::size_t>(segments) ? entry : d.shape;
-  const std::vector<int> order = ordered && ordered->order.size() == static_cast<std::size_t>(segments)
-                                     ? as_ints(ordered->order)
-                                     : std::vector<int>{};
+  // orders as many segments as there are, else the agreed entry's.
+  auto orders_all = [&](const priority::PlanEntry* e) {
+    return e != nullptr && e->order.size() == static_cast<std::size_t>(segments);
+  };
+  const priority::PlanEntry* ordered = orders_all(entry) ? entry : orders_all(d.shape) ? d.shape : nullptr;
+  const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
 
   auto [lo, len] = span_of(buffer, 0, static_cast<std::size_t>(count), ti);
   Engine::instance().complete_overlapping(lo, len);
   bool early = false;
-  // Shared, locked, hugetlb or device memory receives in place (mapping.hpp).
-  const bool uring = rank != root && io_uring_in_use();
-  const bool in_place = rank != root && (uring || !mapping::replaceable(lo, len));
-  const char* why_direct = !ti.contiguous ? "datatype" : uring ? "io_uring" : in_place ? "mapping" : "no_full_page";
+  const char* in_place = rank != root ? receive_in_place(lo, len) : nullptr;
+  const char* why_direct = !ti.contiguous ? "datatype" : in_place ? in_place : "no_full_page";
   d.key->costs.early_calls.fetch_add(1, std::memory_order_relaxed);
   if (ti.contiguous) {
     const Engine::Result r =
-        Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, !in_place, &d.key->costs);
+        Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, in_place == nullptr, &d.key->costs);
     early = r.early;
     if (r.why != nullptr) why_direct = r.why;
   } else {
