@@ -40,32 +40,32 @@ KeyState::KeyState(const Policy& policy, bool decide_first) : policy_(policy) {
   }
 }
 
-void KeyState::rebase(Path p, const Costs& costs) {
+void KeyState::rebase(Path p, const Intervals& iv) {
   if (p == Path::early) {
-    base_early_n_ = load(costs.early_intervals);
-    base_early_ns_ = load(costs.early_interval_ns);
+    base_early_n_ = load(iv.early_intervals);
+    base_early_ns_ = load(iv.early_interval_ns);
   } else {
-    base_blocking_n_ = load(costs.blocking_intervals);
-    base_blocking_ns_ = load(costs.blocking_interval_ns);
+    base_blocking_n_ = load(iv.blocking_intervals);
+    base_blocking_ns_ = load(iv.blocking_interval_ns);
   }
 }
 
-void KeyState::begin_warmup(const Costs* costs) {
+void KeyState::begin_warmup(const Intervals* iv) {
   // Blocking first, for warmup_calls: a program that makes a key's call only a few times never
   // pays for a probe of the engine (adapt.hpp).
-  begin_segment(Path::blocking, std::max(policy_.warmup_calls, policy_.probe_calls), false, costs);
+  begin_segment(Path::blocking, std::max(policy_.warmup_calls, policy_.probe_calls), false, iv);
   probing_ = true;
 }
 
-void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Costs* costs) {
+void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Intervals* iv) {
   path_ = p;
   segment_start_ = calls_;
   segment_end_ = calls_ + std::max<std::uint64_t>(length, 1);
   decide_at_end_ = decide_at_end;
-  if (costs) rebase(p, *costs);  // no costs: a new key, whose counters start at 0
+  if (iv) rebase(p, *iv);  // no intervals: a new key, whose counters start at 0
 }
 
-void KeyState::advance(const Costs& costs) {
+void KeyState::advance(const Intervals& iv) {
   ++calls_;
   // A run (and the warm-up) is measured over its last calls only, next to the probe that
   // follows it: a program whose phase changed during a long run is compared as it is now, and
@@ -74,19 +74,19 @@ void KeyState::advance(const Costs& costs) {
   const std::uint64_t window = 2 * static_cast<std::uint64_t>(policy_.probe_calls);
   if (!decide_at_end_ && segment_end_ - segment_start_ > window &&
       calls_ == segment_end_ - window + 1)
-    rebase(path_, costs);
+    rebase(path_, iv);
   if (calls_ != segment_end_ || decide_at_end_) return;
   // End of the first probe or of a run on the chosen path: probe the other path, then decide.
-  begin_segment(path_ == Path::early ? Path::blocking : Path::early, policy_.probe_calls, true, &costs);
+  begin_segment(path_ == Path::early ? Path::blocking : Path::early, policy_.probe_calls, true, &iv);
   probing_ = true;
 }
 
-Vote KeyState::measure(const Costs& costs) {
-  const std::uint64_t ec = load(costs.early_intervals) - base_early_n_;
-  const std::uint64_t bc = load(costs.blocking_intervals) - base_blocking_n_;
-  if (ec > 0) mean_early_ = static_cast<double>(load(costs.early_interval_ns) - base_early_ns_) / static_cast<double>(ec);
+Vote KeyState::measure(const Intervals& iv) {
+  const std::uint64_t ec = load(iv.early_intervals) - base_early_n_;
+  const std::uint64_t bc = load(iv.blocking_intervals) - base_blocking_n_;
+  if (ec > 0) mean_early_ = static_cast<double>(load(iv.early_interval_ns) - base_early_ns_) / static_cast<double>(ec);
   if (bc > 0)
-    mean_blocking_ = static_cast<double>(load(costs.blocking_interval_ns) - base_blocking_ns_) / static_cast<double>(bc);
+    mean_blocking_ = static_cast<double>(load(iv.blocking_interval_ns) - base_blocking_ns_) / static_cast<double>(bc);
   Vote v;
   // A rank that has not measured both paths (it cannot happen on the schedule above, but a
   // measurement may be empty) abstains rather than vote with a zero.
@@ -98,7 +98,7 @@ Vote KeyState::measure(const Costs& costs) {
   return v;
 }
 
-Path KeyState::decide(const Vote& summed, const Costs& costs) {
+Path KeyState::decide(const Vote& summed, const Intervals& iv) {
   if (summed.force_blocking > 0 || summed.force_early > 0) {
     const Path forced = summed.force_blocking > 0 ? Path::blocking : Path::early;
     if (decisions_ > 0 && forced != chosen_) ++switches_;
@@ -106,13 +106,13 @@ Path KeyState::decide(const Vote& summed, const Costs& costs) {
     chosen_ = forced;
     probing_ = false;
     forced_ = true;
-    begin_segment(forced, policy_.max_run, true, &costs);
+    begin_segment(forced, policy_.max_run, true, &iv);
     return forced;
   }
   forced_ = false;
   if (calls_ == 0 && summed.ranks_measured <= 0) {
     // The first call asked the plan, which has nothing to say here: measure.
-    begin_warmup(&costs);
+    begin_warmup(&iv);
     return path_;
   }
   Path next = Path::blocking;  // nobody measured: the path that cannot lose
@@ -131,7 +131,7 @@ Path KeyState::decide(const Vote& summed, const Costs& costs) {
   ++decisions_;
   chosen_ = next;
   probing_ = false;
-  begin_segment(next, run_, false, &costs);
+  begin_segment(next, run_, false, &iv);
   return next;
 }
 

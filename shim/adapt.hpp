@@ -49,15 +49,26 @@ namespace tnbc::shim::adapt {
 
 enum class Path : std::uint8_t { blocking, early };
 
-/// What the calls of one key cost.  Written by any thread (the caller, the progress thread, a
-/// fault handler: plain atomics, async-signal-safe), read at decision points.  Never freed while
-/// the library runs: operations in flight and guard slots point here.
-struct Costs {
-  // What the decisions compare: time from a call's entry to the next call's entry, by the
-  // path of the first of the two.
+/// What the decision compares, per key: the time from a call's entry to the next call's entry
+/// of the same key, by the path of the first of the two.  Written by the calling thread.
+struct Intervals {
   std::atomic<std::uint64_t> early_intervals{0}, early_interval_ns{0};
   std::atomic<std::uint64_t> blocking_intervals{0}, blocking_interval_ns{0};
-  // What the statistics show besides.
+
+  /// Records the interval that ended now, from a call made on `p`.
+  void add_interval(Path p, std::uint64_t ns) {
+    auto& n = p == Path::early ? early_intervals : blocking_intervals;
+    auto& t = p == Path::early ? early_interval_ns : blocking_interval_ns;
+    t.fetch_add(ns, std::memory_order_relaxed);
+    n.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+/// What calls cost the program, kept per call site of a key for the statistics (decide.hpp).
+/// Written by any thread (the caller, the progress thread, a fault handler: plain atomics,
+/// async-signal-safe).  Never freed while the library runs: operations in flight and guard
+/// slots point here.
+struct Costs {
   std::atomic<std::uint64_t> early_calls{0};      ///< calls that went to the engine
   std::atomic<std::uint64_t> init_ns{0};          ///< inside those calls, before returning:
   std::atomic<std::uint64_t> setup_ns{0};         ///<   send copy allocated, mirror mapped, pages protected
@@ -68,14 +79,12 @@ struct Costs {
   std::atomic<std::uint64_t> progress_cpu_ns{0};  ///< progress thread CPU for them
   std::atomic<std::uint64_t> blocking_calls{0};   ///< calls that ran the plain blocking call
   std::atomic<std::uint64_t> blocking_ns{0};      ///< inside those calls
+  /// Bytes this rank received from other ranks of its node and of other nodes (both paths).
+  std::atomic<std::uint64_t> intra_node_bytes{0}, inter_node_bytes{0};
 
   void add_wait(std::uint64_t ns) { wait_ns.fetch_add(ns, std::memory_order_relaxed); }
-  /// Records the interval that ended now, from a call made on `p`.
-  void add_interval(Path p, std::uint64_t ns) {
-    auto& n = p == Path::early ? early_intervals : blocking_intervals;
-    auto& t = p == Path::early ? early_interval_ns : blocking_interval_ns;
-    t.fetch_add(ns, std::memory_order_relaxed);
-    n.fetch_add(1, std::memory_order_relaxed);
+  void add_received(bool same_node, std::uint64_t bytes) {
+    (same_node ? intra_node_bytes : inter_node_bytes).fetch_add(bytes, std::memory_order_relaxed);
   }
 };
 
@@ -118,14 +127,14 @@ class KeyState {
   /// communicator, decide(), then use path().
   bool decision_due() const { return calls_ == segment_end_; }
   /// This rank's vote: the mean interval of each path since its latest segment began.
-  Vote measure(const Costs& costs);
+  Vote measure(const Intervals& intervals);
   /// Applies the summed votes; returns the path from now on.  A plan's vote wins over the
   /// measurements ("blocking" over "early"): that path runs max_run calls, without probes,
   /// then the next decision asks again.  With no vote at all at the first decision point, the
   /// probes begin.
-  Path decide(const Vote& summed, const Costs& costs);
+  Path decide(const Vote& summed, const Intervals& intervals);
   /// Counts one call made on path().
-  void advance(const Costs& costs);
+  void advance(const Intervals& intervals);
 
   /// Statistics and tests.
   std::uint64_t calls() const { return calls_; }
@@ -141,9 +150,9 @@ class KeyState {
   double last_early_ns() const { return mean_early_; }
 
  private:
-  void begin_warmup(const Costs* costs);
-  void begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Costs* costs);
-  void rebase(Path p, const Costs& costs);
+  void begin_warmup(const Intervals* intervals);
+  void begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Intervals* intervals);
+  void rebase(Path p, const Intervals& intervals);
 
   Policy policy_;
   Path path_ = Path::early;

@@ -12,6 +12,7 @@
 
 #include "log.hpp"
 #include "util/hash.hpp"
+#include "util/json.hpp"
 #include "util/clock.hpp"
 
 namespace tnbc::shim::replay {
@@ -32,6 +33,7 @@ bool g_one_node = true;   // ... and a communicator on one node runs blocking wi
 struct CommState {
   std::uint64_t id = 0;
   bool one_node = false;
+  std::vector<char> peer_on_node;  // per rank of the communicator: shares this rank's node
   std::map<std::uint32_t, Key*> keys;  // (operation << 8 | size class) -> key
 };
 int g_comm_keyval = MPI_KEYVAL_INVALID;
@@ -75,18 +77,18 @@ void learn_node() {
   PMPI_Comm_free(&node);
 }
 
-/// True when every rank of `comm` shares this rank's node.  Local (no message), and the same
-/// answer on every rank of `comm`: if all of them share one rank's node, they share each
-/// other's.
-bool on_one_node(MPI_Comm comm) {
-  if (g_world_group == MPI_GROUP_NULL) return false;
+/// Per rank of `comm`: 1 if it shares this rank's node.  Local (no message).
+std::vector<char> peers_on_node(MPI_Comm comm) {
   MPI_Group g = MPI_GROUP_NULL;
   PMPI_Comm_group(comm, &g);
   const std::vector<int> in_world = world_ranks(g);
   PMPI_Group_free(&g);
-  return std::all_of(in_world.begin(), in_world.end(), [](int r) {
-    return r >= 0 && static_cast<std::size_t>(r) < g_world_on_node.size() && g_world_on_node[static_cast<std::size_t>(r)];
-  });
+  std::vector<char> out(in_world.size(), 0);
+  for (std::size_t i = 0; i < in_world.size(); ++i) {
+    const int r = in_world[i];
+    out[i] = r >= 0 && static_cast<std::size_t>(r) < g_world_on_node.size() && g_world_on_node[static_cast<std::size_t>(r)];
+  }
+  return out;
 }
 
 CommState& comm_state(MPI_Comm comm) {
@@ -95,7 +97,13 @@ CommState& comm_state(MPI_Comm comm) {
   PMPI_Comm_get_attr(comm, g_comm_keyval, &value, &flag);
   if (flag) return *static_cast<CommState*>(value);
   auto* cs = new CommState;
-  cs->one_node = on_one_node(comm);
+  // Every rank of `comm` on this rank's node: the same answer on every rank of `comm` (if all
+  // of them share one rank's node, they share each other's).  Without the world group (no
+  // node communicator) every communicator counts as spanning nodes, and is measured.
+  if (g_world_group != MPI_GROUP_NULL) {
+    cs->peer_on_node = peers_on_node(comm);
+    cs->one_node = std::all_of(cs->peer_on_node.begin(), cs->peer_on_node.end(), [](char c) { return c != 0; });
+  }
   {
     std::lock_guard lock(g_keys_mutex);
     cs->id = g_next_comm_id++;
@@ -151,7 +159,22 @@ void agree_shape(Key& key, MPI_Comm comm, const priority::PlanEntry* entry) {
 
 }  // namespace
 
-Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry) {
+namespace {
+
+/// The key's costs for call site `site` (added on its first call from there).
+adapt::Costs& site_costs(Key& key, std::int64_t site) {
+  for (SiteCosts& s : key.sites)
+    if (s.site == site) return s.costs;
+  std::lock_guard lock(g_keys_mutex);  // keys_json may be reading
+  SiteCosts& s = key.sites.emplace_back();
+  s.site = site;
+  return s.costs;
+}
+
+}  // namespace
+
+Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
+                std::int64_t site) {
   CommState& cs = comm_state(comm);
   const std::uint32_t cls = adapt::size_class(bytes);
   const std::uint32_t id = static_cast<std::uint32_t>(op) << 8 | cls;
@@ -165,25 +188,26 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
     key->comm_id = cs.id;
     PMPI_Comm_size(comm, &key->comm_size);
     key->one_node = cs.one_node;
+    key->peer_on_node = cs.peer_on_node;
   }
   // Alltoallv's entries shape nothing (no per-node turns; ranks find them by their own sizes).
   if (g_plan_loaded && !key->shape_agreed && op != priority::Op::alltoallv) agree_shape(*key, comm, entry);
-  Decision d{adapt::Path::early, key, nullptr, key->shape};
+  Decision d{adapt::Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
   if (!g_adapt) return d;
-  if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node", key->shape};
+  if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node", key->shape, d.costs};
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = util::now_ns();
-  if (key->last_entry_ns != 0) key->costs.add_interval(key->last_path, entered - key->last_entry_ns);
+  if (key->last_entry_ns != 0) key->intervals.add_interval(key->last_path, entered - key->last_entry_ns);
   key->last_entry_ns = entered;
   if (key->state.decision_due()) {
     double mine[adapt::Vote::kFields], sum[adapt::Vote::kFields];
-    adapt::Vote vote = key->state.measure(key->costs);
+    adapt::Vote vote = key->state.measure(key->intervals);
     if (entry && entry->ret == priority::Return::blocking) vote.force_blocking = 1;
     if (entry && entry->ret == priority::Return::early) vote.force_early = 1;
     vote.to_array(mine);
     PMPI_Allreduce(mine, sum, adapt::Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
     const auto summed = adapt::Vote::from_array(sum);
-    const adapt::Path p = key->state.decide(summed, key->costs);
+    const adapt::Path p = key->state.decide(summed, key->intervals);
     log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
                "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
                key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
@@ -197,38 +221,68 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
 }
 
 void done(const Decision& d) {
-  if (g_adapt && d.key != nullptr && !one_node_rule(*d.key)) d.key->state.advance(d.key->costs);
+  if (g_adapt && d.key != nullptr && !one_node_rule(*d.key)) d.key->state.advance(d.key->intervals);
 }
 
 
 
-std::string keys_json() {
+namespace {
+
+/// The costs of a key's calls from one site, or summed over its sites.
+struct Totals {
+  std::uint64_t early_calls = 0, init_ns = 0, setup_ns = 0, send_copy_ns = 0, inside_wait_ns = 0,
+                publish_ns = 0, wait_ns = 0, progress_cpu_ns = 0, blocking_calls = 0, blocking_ns = 0,
+                intra_node_bytes = 0, inter_node_bytes = 0;
+  void add(const adapt::Costs& c) {
+    early_calls += c.early_calls.load(), init_ns += c.init_ns.load(), setup_ns += c.setup_ns.load();
+    send_copy_ns += c.send_copy_ns.load(), inside_wait_ns += c.inside_wait_ns.load();
+    publish_ns += c.publish_ns.load(), wait_ns += c.wait_ns.load(), progress_cpu_ns += c.progress_cpu_ns.load();
+    blocking_calls += c.blocking_calls.load(), blocking_ns += c.blocking_ns.load();
+    intra_node_bytes += c.intra_node_bytes.load(), inter_node_bytes += c.inter_node_bytes.load();
+  }
+  /// The JSON fields (no braces) of docs/config.md's "keys" entries.
+  std::string fields() const {
+    auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    return fmt::format(
+        R"("early_calls":{},"blocking_calls":{},"init_us":{:.3f},"setup_us":{:.3f},"send_copy_us":{:.3f},)"
+        R"("inside_wait_us":{:.3f},"publish_us":{:.3f},"wait_us":{:.3f},"progress_cpu_us":{:.3f},)"
+        R"("blocking_us":{:.3f},"intra_node_bytes":{},"inter_node_bytes":{})",
+        early_calls, blocking_calls, us(init_ns), us(setup_ns), us(send_copy_ns), us(inside_wait_ns),
+        us(publish_ns), us(wait_ns), us(progress_cpu_ns), us(blocking_ns), intra_node_bytes, inter_node_bytes);
+  }
+};
+
+}  // namespace
+
+std::string keys_json(const std::function<std::string(std::int64_t)>& site_name) {
   std::lock_guard lock(g_keys_mutex);
   std::string out = fmt::format(R"({{"enabled":{},"keys":[)", g_adapt ? "true" : "false");
   bool first = true;
   for (const Key& k : g_keys) {
-    const auto& c = k.costs;
-    auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    const auto& iv = k.intervals;
     auto mean_us = [](std::uint64_t ns, std::uint64_t n) { return n ? static_cast<double>(ns) / 1000.0 / n : 0.0; };
     const char* path = g_adapt && one_node_rule(k) ? "blocking"
                        : !g_adapt || !k.state.decided() ? "undecided"
                        : k.state.chosen() == adapt::Path::early ? "early" : "blocking";
+    Totals all;
+    std::string sites;
+    for (const SiteCosts& s : k.sites) {
+      Totals one;
+      one.add(s.costs);
+      all.add(s.costs);
+      sites += fmt::format(R"({}{{"site":"{}",{}}})", sites.empty() ? "" : ",",
+                           util::json_escape(s.site >= 0 ? site_name(s.site) : std::string()), one.fields());
+    }
     out += fmt::format(
         R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
-        R"("decisions":{},"switches":{},"early_calls":{},"blocking_calls":{},"init_us":{:.3f},)"
-        R"("setup_us":{:.3f},"send_copy_us":{:.3f},"inside_wait_us":{:.3f},"publish_us":{:.3f},)"
-        R"("wait_us":{:.3f},"progress_cpu_us":{:.3f},"blocking_us":{:.3f},)"
-        R"("early_interval_us":{:.3f},"blocking_interval_us":{:.3f}}})",
+        R"("decisions":{},"switches":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},"sites":[{}]}})",
         first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
-        k.state.decisions(), k.state.switches(), c.early_calls.load(), c.blocking_calls.load(), us(c.init_ns.load()),
-        us(c.setup_ns.load()), us(c.send_copy_ns.load()), us(c.inside_wait_ns.load()), us(c.publish_ns.load()),
-        us(c.wait_ns.load()), us(c.progress_cpu_ns.load()), us(c.blocking_ns.load()),
-        mean_us(c.early_interval_ns.load(), c.early_intervals.load()),
-        mean_us(c.blocking_interval_ns.load(), c.blocking_intervals.load()));
+        k.state.decisions(), k.state.switches(), all.fields(),
+        mean_us(iv.early_interval_ns.load(), iv.early_intervals.load()),
+        mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites);
     first = false;
   }
   return out + "]}";
 }
-
 
 }  // namespace tnbc::shim::replay

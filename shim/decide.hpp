@@ -7,8 +7,11 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "adapt.hpp"
 #include "config.hpp"
@@ -16,11 +19,23 @@
 
 namespace tnbc::shim::replay {
 
+/// What the calls of one key made from one call site cost (the statistics' breakdown).
+struct SiteCosts {
+  std::int64_t site = -1;  ///< index in replay.cpp's call-site table; -1: not captured
+  adapt::Costs costs;
+};
+
 /// One (communicator, operation, size class): its decision state and what its calls cost.
 struct Key {
   Key(const adapt::Policy& p, bool decide_first) : state(p, decide_first) {}
   adapt::KeyState state;
-  adapt::Costs costs;
+  adapt::Intervals intervals;  ///< what the decision compares
+  /// Costs per call site (one entry, site -1, when call sites are not captured).  A deque:
+  /// operations in flight point into it while it grows.  Only the thread calling the key's
+  /// collective adds to it (MPI forbids concurrent collectives on one communicator).
+  std::deque<SiteCosts> sites;
+  /// Per rank of the communicator: 1 if it shares this rank's node.
+  std::vector<char> peer_on_node;
   std::string_view op;
   std::uint32_t size_class = 0;
   std::uint64_t comm_id = 0;
@@ -43,6 +58,8 @@ struct Decision {
   const char* why = nullptr;
   /// The plan entry that shapes this call's messages, the same in shape on every rank (Key::shape).
   const priority::PlanEntry* shape = nullptr;
+  /// Where this call's costs go: the key's entry for the call site.
+  adapt::Costs* costs = nullptr;
 };
 
 /// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP), creates the communicator attribute
@@ -63,12 +80,22 @@ int ranks_on_node();
 /// collective: the ranks agree on the shape its entries give the messages (Key::shape), since
 /// each rank finds its entry by its own call site and a program may call one collective from
 /// different places on different ranks.
-Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry);
+/// `site`: the call site (-1: not captured), whose costs the call's are.
+Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
+                std::int64_t site);
+
+/// Counts `bytes` received from rank `from` of the decision's communicator (a rank's own bytes
+/// are not counted).
+inline void count_received(const Decision& d, int self, int from, std::uint64_t bytes) {
+  if (from == self || bytes == 0 || from < 0 || static_cast<std::size_t>(from) >= d.key->peer_on_node.size()) return;
+  d.costs->add_received(d.key->peer_on_node[static_cast<std::size_t>(from)] != 0, bytes);
+}
 
 /// Counts the call just made on the decision's path.
 void done(const Decision& d);
 
-/// The statistics of every key, as the "keys" array of docs/config.md.
-std::string keys_json();
+/// The statistics of every key, as the "keys" array of docs/config.md; `site_name` spells a
+/// call site's index as plans do.
+std::string keys_json(const std::function<std::string(std::int64_t)>& site_name);
 
 }  // namespace tnbc::shim::replay

@@ -30,9 +30,16 @@ namespace {
 
 bool g_running = false;
 
-// The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site.
+// The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site and to
+// break the statistics down by call site (TNBC_STATS).
 std::optional<priority::Plan> g_plan;
 trace::CallSiteTable g_sites;
+bool g_site_stats = false;  // TNBC_STATS is set: capture every call's site
+
+/// This call's site (an index of g_sites), or -1 when neither a plan nor the statistics need
+/// it (capturing the stack costs microseconds).  Must be called on the application's call
+/// chain, from the collective's handler.
+std::int64_t call_site() { return g_plan || g_site_stats ? static_cast<std::int64_t>(g_sites.capture()) : -1; }
 
 /// TNBC_MAX_MEMORY=auto: a quarter of this rank's share of the node's memory, or of what the
 /// address-space or data limit (ulimit -v / -d) leaves free now, whichever is smaller.
@@ -71,13 +78,12 @@ void load_plan(const std::string& path) {
   log::info_rank0("plan {} loaded: {} call sites", path, g_plan->entries.size());
 }
 
-/// The plan entry for this call (captures the caller's stack), or nullptr.  Must be called on
-/// the application's call chain, from the collective's handler.
-const priority::PlanEntry* plan_entry(priority::Op op, MPI_Comm comm, std::uint64_t message_bytes) {
-  if (!g_plan) return nullptr;
+/// The plan entry for this call from `site` (call_site()), or nullptr.
+const priority::PlanEntry* plan_entry(priority::Op op, MPI_Comm comm, std::uint64_t message_bytes, std::int64_t site) {
+  if (!g_plan || site < 0) return nullptr;
   int size = 0;
   PMPI_Comm_size(comm, &size);
-  const std::string key = g_sites.key(g_sites.capture());
+  const std::string key = g_sites.key(static_cast<std::uint32_t>(site));
   return g_plan->find(key, op, size, message_bytes);
 }
 
@@ -114,10 +120,10 @@ int plain(OpStats& st, const Decision& d, F&& call) {
   const int rc = plain(st, d.why, [&] {
     const std::uint64_t t0 = util::now_ns();
     const int r = call();
-    d.key->costs.blocking_ns.fetch_add(util::now_ns() - t0, std::memory_order_relaxed);
+    d.costs->blocking_ns.fetch_add(util::now_ns() - t0, std::memory_order_relaxed);
     return r;
   });
-  d.key->costs.blocking_calls.fetch_add(1, std::memory_order_relaxed);
+  d.costs->blocking_calls.fetch_add(1, std::memory_order_relaxed);
   done(d);
   return rc;
 }
@@ -202,9 +208,9 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
                               recvtype, comm);
       });
 
-  d.key->costs.early_calls.fetch_add(1, std::memory_order_relaxed);
+  d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
   const Engine::Result r = Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node,
-                                                       allow_early, &d.key->costs);
+                                                       allow_early, d.costs);
   const bool early = r.early;
   if (r.why != nullptr) why_direct = r.why;
   done(d);
@@ -237,6 +243,7 @@ bool start(Runtime& rt) {
   o.progress_sleep_us = static_cast<unsigned>(rt.config().progress_sleep_us);
   o.progress_max_sleep_us = static_cast<unsigned>(rt.config().progress_max_sleep_us);
   load_plan(rt.config().plan);
+  g_site_stats = !rt.config().stats_prefix.empty();
   if (!start_decisions(rt.config(), g_plan.has_value()) && !err) err = "cannot create a communicator attribute";
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
@@ -283,8 +290,10 @@ void stop(Runtime& rt) {
   rt.stats().turn_wait_ns = Engine::instance().turn_wait_ns();
   rt.stats().progress_cpu_ns = Engine::instance().progress_cpu_ns();
   rt.stats().progress_rounds = Engine::instance().progress_rounds();
+  rt.stats().progress_user_ns = Engine::instance().progress_user_ns();
+  rt.stats().progress_system_ns = Engine::instance().progress_system_ns();
   rt.stats().fence_wait_ns = Engine::instance().fence_wait_ns();
-  rt.stats().adapt_json = keys_json();
+  rt.stats().adapt_json = keys_json([](std::int64_t site) { return g_sites.key(static_cast<std::uint32_t>(site)); });
 }
 
 int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -303,9 +312,13 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   if (block * static_cast<std::size_t>(size) < rt.config().min_bytes) return plain(st, "small", blocking);
   if (block > INT_MAX || static_cast<long>(recvcount) * size > INT_MAX)
     return plain(st, "large_block", blocking);
-  const auto* entry = plan_entry(priority::Op::alltoall, comm, block);
-  const Decision d = decide(comm, priority::Op::alltoall, block * static_cast<std::size_t>(size), entry);
+  const std::int64_t site = call_site();
+  const auto* entry = plan_entry(priority::Op::alltoall, comm, block, site);
+  const Decision d = decide(comm, priority::Op::alltoall, block * static_cast<std::size_t>(size), entry, site);
   if (entry) st.count_planned();
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  for (int i = 0; i < size; ++i) count_received(d, rank, i, block);
   if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
   std::vector<int> scounts(static_cast<std::size_t>(size), sendcount), sdispls(static_cast<std::size_t>(size));
   std::vector<int> rcounts(static_cast<std::size_t>(size), recvcount), rdispls(static_cast<std::size_t>(size));
@@ -335,9 +348,14 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   PMPI_Type_size(recvtype, &tsize);
   std::size_t total = 0;
   for (int i = 0; i < size; ++i) total += static_cast<std::size_t>(recvcounts[i]) * static_cast<std::size_t>(tsize);
-  const auto* entry = plan_entry(priority::Op::alltoallv, comm, size > 0 ? total / static_cast<std::size_t>(size) : 0);
+  const std::int64_t site = call_site();
+  const auto* entry = plan_entry(priority::Op::alltoallv, comm, size > 0 ? total / static_cast<std::size_t>(size) : 0, site);
   // The key has no size (class 0, the same everywhere); the plan entry only votes.
-  const Decision d = decide(comm, priority::Op::alltoallv, 0, entry);
+  const Decision d = decide(comm, priority::Op::alltoallv, 0, entry, site);
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  for (int i = 0; i < size; ++i)
+    count_received(d, rank, i, static_cast<std::uint64_t>(recvcounts[i]) * static_cast<std::uint64_t>(tsize));
   if (entry) st.count_planned();
   if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
   const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
@@ -390,9 +408,12 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   if (bytes == 0) return plain(st, "empty", blocking);
   if (bytes < rt.config().min_bytes) return plain(st, "small", blocking);
   if (bytes > INT_MAX) return plain(st, "large_block", blocking);
-  const auto* entry = plan_entry(priority::Op::bcast, comm, bytes);
+  const std::int64_t site = call_site();
+  const auto* entry = plan_entry(priority::Op::bcast, comm, bytes, site);
   if (entry) st.count_planned();
-  const Decision d = decide(comm, priority::Op::bcast, bytes, entry);
+  const Decision d = decide(comm, priority::Op::bcast, bytes, entry, site);
+  // Whatever the tree, the data comes from the root: counted by where the root is.
+  count_received(d, rank, root, bytes);
   if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
   // Segment count and tree change the messages: they come from the plan entry every rank agreed
   // on (decide.hpp) or from the settings, never from anything rank-local.
@@ -413,17 +434,17 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   bool early = false;
   const char* in_place = rank != root ? receive_in_place(lo, len) : nullptr;
   const char* why_direct = !ti.contiguous ? "datatype" : in_place ? in_place : "no_full_page";
-  d.key->costs.early_calls.fetch_add(1, std::memory_order_relaxed);
+  d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
   if (ti.contiguous) {
     const Engine::Result r =
-        Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, in_place == nullptr, &d.key->costs);
+        Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, in_place == nullptr, d.costs);
     early = r.early;
     if (r.why != nullptr) why_direct = r.why;
   } else {
     std::vector<char> stage(bytes);
     int pos = 0;
     if (rank == root) PMPI_Pack(buffer, count, datatype, stage.data(), static_cast<int>(bytes), &pos, comm);
-    Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false, &d.key->costs);
+    Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false, d.costs);
     if (rank != root) PMPI_Unpack(stage.data(), static_cast<int>(bytes), &pos, buffer, count, datatype, comm);
   }
   done(d);

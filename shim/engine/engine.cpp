@@ -61,6 +61,8 @@ std::uint64_t Engine::gated_sends() const { return engine::g_gated_sends.load();
 std::uint64_t Engine::turn_wait_ns() const { return engine::g_turn_wait_ns.load(); }
 std::uint64_t Engine::progress_cpu_ns() const { return progress_->cpu_ns(); }
 std::uint64_t Engine::progress_rounds() const { return progress_->rounds(); }
+std::uint64_t Engine::progress_user_ns() const { return progress_->user_ns(); }
+std::uint64_t Engine::progress_system_ns() const { return progress_->system_ns(); }
 std::uint64_t Engine::fence_wait_ns() const { return progress_->fence_wait_ns(); }
 
 bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {

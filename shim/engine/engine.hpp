@@ -116,6 +116,9 @@ class Engine {
   /// CPU time of the progress thread (CLOCK_THREAD_CPUTIME_ID) and its rounds.
   std::uint64_t progress_cpu_ns() const;
   std::uint64_t progress_rounds() const;
+  /// The progress thread's CPU time in user space and in the kernel, once stopped.
+  std::uint64_t progress_user_ns() const;
+  std::uint64_t progress_system_ns() const;
   /// Time threads waited for the engine in fences (drain, complete_overlapping).
   std::uint64_t fence_wait_ns() const;
 

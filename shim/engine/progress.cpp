@@ -2,6 +2,7 @@
 #include "progress.hpp"
 
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <csignal>
@@ -88,6 +89,16 @@ void Progress::fence(Which which) {
     if (k != nullptr) k->add_wait(ns);
 }
 
+void Progress::record_rusage() {
+  struct rusage ru {};
+  if (getrusage(RUSAGE_THREAD, &ru) != 0) return;
+  auto ns = [](const timeval& tv) {
+    return static_cast<std::uint64_t>(tv.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(tv.tv_usec) * 1000ull;
+  };
+  user_ns_.store(ns(ru.ru_utime), std::memory_order_relaxed);
+  system_ns_.store(ns(ru.ru_stime), std::memory_order_relaxed);
+}
+
 void Progress::run() {
   std::vector<std::shared_ptr<Op>> active;
   const unsigned min_nap = sleep_us_;
@@ -105,7 +116,10 @@ void Progress::run() {
       std::unique_lock lock(mutex_);
       if (active.empty())
         work_cv_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
-      if (stopping_ && active.empty() && incoming_.empty()) return;
+      if (stopping_ && active.empty() && incoming_.empty()) {
+        record_rusage();
+        return;
+      }
       if (active.empty()) cpu_mark = util::thread_cpu_ns();  // idle time between ops is nobody's
       while (!incoming_.empty()) {
         active.push_back(std::move(incoming_.front()));

@@ -40,9 +40,14 @@ class Progress {
   std::uint64_t cpu_ns() const { return cpu_ns_.load(); }
   std::uint64_t rounds() const { return rounds_.load(); }
   std::uint64_t fence_wait_ns() const { return fence_wait_ns_.load(); }
+  /// The thread's CPU time in user space and in the kernel (getrusage, RUSAGE_THREAD), known
+  /// once it stopped: the kernel's share is mostly the network stack's work for the transfers.
+  std::uint64_t user_ns() const { return user_ns_.load(); }
+  std::uint64_t system_ns() const { return system_ns_.load(); }
 
  private:
   void run();
+  void record_rusage();
   bool progress(Op& op);
   void post(Op& op, std::size_t i);
   void step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready);
@@ -53,7 +58,7 @@ class Progress {
 
   unsigned sleep_us_ = 20, max_sleep_us_ = 1000;
   std::size_t page_size_ = 4096;
-  std::atomic<std::uint64_t> cpu_ns_{0}, rounds_{0}, fence_wait_ns_{0};
+  std::atomic<std::uint64_t> cpu_ns_{0}, rounds_{0}, fence_wait_ns_{0}, user_ns_{0}, system_ns_{0};
   std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<std::shared_ptr<Op>> incoming_;

@@ -117,6 +117,23 @@ def main():
                 expect(k["early_calls"] >= 4 and k["blocking_calls"] >= 4 and k["decisions"] >= 2,
                        f"rank {r}: {k['op']} on communicator {k['comm']} did not switch: {k}")
 
+    def check_sites(prefix, ranks, cluster):
+        # Every key's costs are broken down by call site (TNBC_STATS captures them): the sites
+        # add up to the key, each is named in the program, and the bytes received are split by
+        # node: the world Alltoall receives one block from the rank's own node and two from the
+        # other on 2 nodes (all three from its own on one node).
+        for r in range(ranks):
+            for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
+                sites = k.get("sites", [])
+                expect(sites and all(x["site"].startswith("adapt_switch+0x") for x in sites),
+                       f"rank {r}: call sites not named: {k}")
+                for f in ("early_calls", "blocking_calls", "intra_node_bytes", "inter_node_bytes"):
+                    expect(sum(x[f] for x in sites) == k[f], f"rank {r}: sites do not add up to {f}: {k}")
+                if k["op"] == "alltoall" and k["comm_size"] == 4:
+                    intra, inter = k["intra_node_bytes"], k["inter_node_bytes"]
+                    want = inter == 2 * intra if cluster else inter == 0
+                    expect(intra > 0 and want, f"rank {r}: bytes by node {intra}/{inter} (cluster={cluster})")
+
     def switch_local():
         prefix = os.path.join(tmp, "switch")
         out = lines(mpirun(SWITCH, 4, preload="tnbc", args=[60], timeout=180,
@@ -124,6 +141,7 @@ def main():
         diff = sorted(set(out) ^ set(switch_ref.get("out", [])))
         expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
         check_switches(prefix, 4)
+        check_sites(prefix, 4, cluster=False)
     s.check("adapt_switch under plain MPICH, 4 ranks", switch_plain)
     s.check("TNBC_ADAPT=measure, 4 ranks: paths switch mid-run and back (world, dup, split, "
             "Alltoallv, Bcast; call sites differ by rank): identical bytes", switch_local)
@@ -296,6 +314,7 @@ def main():
                    f"rank {r}: not 32 blocking warm-up calls, then an early probe: {world}")
             # The split's halves {0, 2} and {1, 3} each span both nodes with block placement.
             expect(not any(k["one_node"] for k in keys), f"rank {r}: a key on one node: {keys}")
+        check_sites(prefix, 4, cluster=True)
 
     root = os.geteuid() == 0
     if root:

@@ -7,7 +7,7 @@
 
 #include "adapt.hpp"
 
-using tnbc::shim::adapt::Costs;
+using tnbc::shim::adapt::Intervals;
 using tnbc::shim::adapt::KeyState;
 using tnbc::shim::adapt::Path;
 using tnbc::shim::adapt::Policy;
@@ -20,7 +20,7 @@ namespace {
 struct Sim {
   Policy policy;
   KeyState key;
-  Costs costs;
+  Intervals iv;
   double early_ns, blocking_ns;
   int ranks = 4;
   std::vector<Path> paths;
@@ -30,17 +30,17 @@ struct Sim {
   std::optional<Path> pending;  // the path of the last call, whose interval ends at the next entry
 
   void call() {
-    if (pending) costs.add_interval(*pending, static_cast<std::uint64_t>(*pending == Path::early ? early_ns : blocking_ns));
+    if (pending) iv.add_interval(*pending, static_cast<std::uint64_t>(*pending == Path::early ? early_ns : blocking_ns));
     if (key.decision_due()) {
-      Vote v = key.measure(costs);
+      Vote v = key.measure(iv);
       Vote sum{v.ranks_measured * ranks, v.blocking_ns * ranks, v.early_ns * ranks};
-      key.decide(sum, costs);
+      key.decide(sum, iv);
     }
     const Path p = key.path();
     paths.push_back(p);
     // The interval after this call ends at the next call's entry: record it then.
     pending = p;
-    key.advance(costs);
+    key.advance(iv);
   }
   void calls(int n) {
     for (int i = 0; i < n; ++i) call();
@@ -174,7 +174,7 @@ TEST_CASE("a change of phase is followed: the path switches and the runs start s
 
 TEST_CASE("ranks that measured nothing abstain; nobody measured means blocking") {
   KeyState k(small());
-  Costs c;
+  Intervals c;
   for (int i = 0; i < 4; ++i) k.advance(c);  // calls counted, no costs recorded
   REQUIRE(k.decision_due());
   Vote v = k.measure(c);
@@ -203,7 +203,7 @@ TEST_CASE("with a plan the first call is a decision point; a forced path runs wi
   Policy p = small();
   SECTION("no plan vote at the first call: the probes begin") {
     KeyState k(p, true);
-    Costs c;
+    Intervals c;
     REQUIRE(k.decision_due());
     REQUIRE(k.decide(Vote{}, c) == Path::blocking);
     REQUIRE(k.probing());
@@ -212,7 +212,7 @@ TEST_CASE("with a plan the first call is a decision point; a forced path runs wi
   }
   SECTION("one rank's 'blocking' wins over measurements and over other ranks' 'early'") {
     KeyState k(p, true);
-    Costs c;
+    Intervals c;
     Vote v;
     v.force_blocking = 1;
     v.force_early = 3;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""tnbc-stats on statistics files written by hand: per-key means over the ranks, per-call costs,
-the table and --json, and clear errors for missing or foreign files."""
+"""tnbc-stats on statistics files written by hand: one row per call site of a key, means over the
+ranks, per-call costs and bytes, the table and --json, files without call sites (older
+versions), and clear errors for missing or foreign files."""
 
 import json
 import os
@@ -16,17 +17,29 @@ def run(*args):
     return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=30)
 
 
-def key(early_calls, blocking_calls, init_us, blocking_us, path="early", decisions=3, comm=0, op="alltoall"):
-    return {"comm": comm, "comm_size": 2, "op": op, "size_class": 21, "one_node": False, "path": path,
-            "decisions": decisions, "switches": 1, "early_calls": early_calls, "blocking_calls": blocking_calls,
-            "init_us": init_us, "wait_us": 2000.0, "progress_cpu_us": 4000.0, "blocking_us": blocking_us,
-            "early_interval_us": 10000.0, "blocking_interval_us": 12000.0,
-            "setup_us": init_us / 2, "send_copy_us": init_us / 4, "inside_wait_us": init_us / 4, "publish_us": 30.0}
+def costs(early_calls, blocking_calls, init_us, blocking_us, intra=0, inter=0):
+    return {"early_calls": early_calls, "blocking_calls": blocking_calls, "init_us": init_us,
+            "wait_us": 2000.0, "progress_cpu_us": 4000.0, "blocking_us": blocking_us,
+            "setup_us": init_us / 2, "send_copy_us": init_us / 4, "inside_wait_us": init_us / 4, "publish_us": 30.0,
+            "intra_node_bytes": intra, "inter_node_bytes": inter}
+
+
+def key(sites, path="early", decisions=3, comm=0, op="alltoall", with_sites=True):
+    """A key whose calls came from `sites` ({site: costs}); its own fields are their sums."""
+    total = {}
+    for c in sites.values():
+        for f, v in c.items():
+            total[f] = total.get(f, 0) + v
+    k = {"comm": comm, "comm_size": 2, "op": op, "size_class": 21, "one_node": False, "path": path,
+         "decisions": decisions, "switches": 1, "early_interval_us": 10000.0, "blocking_interval_us": 12000.0, **total}
+    if with_sites:
+        k["sites"] = [dict(c, site=name) for name, c in sites.items()]
+    return k
 
 
 def write(prefix, rank, keys):
     doc = {"rank": rank, "library": "tnbc", "version": "x", "faults": 3, "fault_wait_us": 1000.0,
-           "fence_wait_us": 500.0, "progress": {"cpu_us": 8000.0, "rounds": 10},
+           "fence_wait_us": 500.0, "progress": {"cpu_us": 8000.0, "rounds": 10, "user_us": 6000.0, "system_us": 2000.0},
            "adapt": {"enabled": True, "keys": keys}}
     with open(f"{prefix}.{rank}.json", "w", encoding="utf-8") as f:
         json.dump(doc, f)
@@ -37,31 +50,53 @@ def main():
     tmp = tempfile.mkdtemp(prefix="tnbc_stats_")
     prefix = os.path.join(tmp, "run")
     # Rank 0: 4 early calls, 2000 us inside in all; rank 1: 2 early calls, 4000 us.  Means over
-    # the ranks: 3 early calls, 3000 us inside -> 1 ms per early call.
-    write(prefix, 0, [key(4, 6, 2000.0, 6000.0), key(1, 9, 100.0, 900.0, path="blocking", op="bcast")])
-    write(prefix, 1, [key(2, 8, 4000.0, 8000.0), key(1, 9, 100.0, 900.0, path="blocking", op="bcast")])
+    # the ranks: 3 early calls, 3000 us inside -> 1 ms per early call.  A second call site of the
+    # same key (only on rank 0) makes a row of its own.  Bytes: 10 calls per rank, 1 MiB from
+    # this node and 3 MiB from others each.
+    a = "prog+0x10;libc.so.6+0x2724a"
+    b = "prog+0x20;libc.so.6+0x2724a"
+    mib = 1 << 20
+    write(prefix, 0, [key({a: costs(4, 6, 2000.0, 6000.0, 10 * mib, 30 * mib), b: costs(0, 5, 0.0, 500.0)}),
+                      key({"": costs(1, 9, 100.0, 900.0)}, path="blocking", op="bcast")])
+    write(prefix, 1, [key({a: costs(2, 8, 4000.0, 8000.0, 10 * mib, 30 * mib)}),
+                      key({"": costs(1, 9, 100.0, 900.0)}, path="blocking", op="bcast")])
 
     def as_json():
         r = run("--json", prefix)
         expect(r.returncode == 0, r.stderr)
         d = json.loads(r.stdout)
-        expect(d["ranks"] == 2 and len(d["keys"]) == 2, d)
-        a2a = next(k for k in d["keys"] if k["op"] == "alltoall")
-        expect(a2a["early_calls"] == 3 and a2a["blocking_calls"] == 7, a2a)
+        expect(d["ranks"] == 2 and len(d["rows"]) == 3, d)
+        a2a = next(k for k in d["rows"] if k["op"] == "alltoall" and k["site"] == a)
+        expect(a2a["ranks"] == 2 and a2a["early_calls"] == 3 and a2a["blocking_calls"] == 7, a2a)
         expect(abs(a2a["inside_ms"] - 1.0) < 1e-9, f"inside per early call: {a2a['inside_ms']}")
         expect(abs(a2a["setup_ms"] - 0.5) < 1e-9 and abs(a2a["send_copy_ms"] - 0.25) < 1e-9, a2a)
         expect(abs(a2a["blocking_ms"] - 1.0) < 1e-9, f"per blocking call: {a2a['blocking_ms']}")
         expect(a2a["early_interval_ms"] == 10.0 and a2a["blocking_interval_ms"] == 12.0, a2a)
-        expect(next(k for k in d["keys"] if k["op"] == "bcast")["path"] == "blocking", d)
-    s.check("--json: means over ranks, costs per call", as_json)
+        expect(a2a["intra_node_kib"] == 1024 and a2a["inter_node_kib"] == 3072, a2a)
+        other = next(k for k in d["rows"] if k["site"] == b)
+        expect(other["ranks"] == 1 and other["early_calls"] == 0 and other["blocking_calls"] == 5, other)
+        expect(abs(other["blocking_ms"] - 0.1) < 1e-9, other)
+        expect(next(k for k in d["rows"] if k["op"] == "bcast")["path"] == "blocking", d)
+    s.check("--json: a row per call site, means over ranks, costs and bytes per call", as_json)
 
     def as_table():
         r = run(prefix)
         expect(r.returncode == 0, r.stderr)
-        expect("2 ranks, tnbc" in r.stdout and "progress thread 8.0 ms CPU" in r.stdout, r.stdout)
+        expect("2 ranks, tnbc" in r.stdout and "progress thread 8.0 ms CPU (25% in the kernel)" in r.stdout, r.stdout)
         rows = [l for l in r.stdout.splitlines() if l.startswith("0 ")]
-        expect(len(rows) == 2 and any("alltoall" in l and "early" in l for l in rows), r.stdout)
-    s.check("table: one row per key", as_table)
+        expect(len(rows) == 3, r.stdout)
+        expect(any("prog+0x10 " in l and "early" in l and l.split()[-2:] == ["1024", "3072"] for l in rows), r.stdout)
+        expect(any("prog+0x20 " in l for l in rows) and any(" - " in l and "bcast" in l for l in rows), r.stdout)
+    s.check("table: one row per call site, innermost frame named", as_table)
+
+    def old_files():
+        old = os.path.join(tmp, "old")
+        write(old, 0, [key({"": costs(4, 6, 2000.0, 6000.0)}, with_sites=False)])
+        r = run("--json", old)
+        expect(r.returncode == 0, r.stderr)
+        rows = json.loads(r.stdout)["rows"]
+        expect(len(rows) == 1 and rows[0]["early_calls"] == 4 and rows[0]["site"] == "", rows)
+    s.check("statistics without call sites: the key is one row", old_files)
 
     def errors():
         r = run(os.path.join(tmp, "missing"))
