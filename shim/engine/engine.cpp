@@ -6,12 +6,14 @@
 
 #include <algorithm>
 
+#include "log.hpp"
 #include "util/clock.hpp"
 #include "node_turn.hpp"
 #include "op.hpp"
 #include "progress.hpp"
 #include "receive_mirror.hpp"
 #include "trace/replay_guard.hpp"
+#include "buffer_pool.hpp"
 #include "send_copy.hpp"
 #include "shadow.hpp"
 #include "waker.hpp"
@@ -36,6 +38,8 @@ Engine& Engine::instance() {
 std::optional<std::string> Engine::start(const EngineOptions& options) {
   options_ = options;
   page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  engine::BufferPool::instance().set_bound(options_.max_memory_bytes);
+  log::debug("engine: received pages are published by {}", engine::start_publishing());
   if (auto err = engine::start_shadows()) return err;
   if (auto err = trace::ReplayGuard::instance().install()) return err;
   trace::ReplayGuard::instance().set_wait_hooks(engine::waker_begin_wait, engine::waker_end_wait);
@@ -66,18 +70,18 @@ std::uint64_t Engine::progress_system_ns() const { return progress_->system_ns()
 std::uint64_t Engine::fence_wait_ns() const { return progress_->fence_wait_ns(); }
 
 bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {
-  const std::size_t need = (sendbuf != nullptr ? engine::send_copy_bytes(op) : 0) +
-                           (receives ? engine::receive_cover_bytes(op, page_size_) : 0);
-  auto fits = [&] {
-    return options_.max_memory_bytes == 0 ||
-           engine::g_held_bytes.load(std::memory_order_acquire) + need <= options_.max_memory_bytes;
-  };
-  if (!fits()) drain();  // what is in flight gives its memory back when it completes
-  if (!fits()) return false;
-  if (sendbuf != nullptr && !engine::prepare_send_side(op, sendbuf, true)) return false;
-  op.held_bytes = need;
-  engine::g_held_bytes.fetch_add(need, std::memory_order_acq_rel);
-  return true;
+  // The pool maps at most max_memory_bytes; what is in flight gives its buffers back when it
+  // completes, so a call that finds no room drains and tries once more.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt == 1) drain();
+    if (receives && !engine::reserve_mirror(op, page_size_)) continue;
+    if (sendbuf != nullptr && !engine::prepare_send_side(op, sendbuf, true)) {
+      op.recv.mirror_buf.reset();
+      continue;
+    }
+    return true;
+  }
+  return false;
 }
 
 Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {

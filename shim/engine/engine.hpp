@@ -9,9 +9,11 @@
 //
 // The progress thread posts every receive at once into the mirror and the sends in schedule
 // order (a bcast forward after its receive), tests them, and publishes each page as soon as
-// every step that writes or reads it completed: mremap moves the mirror page over the user page
-// (atomic: no thread can see half a page) and marks it published, which releases any thread
-// waiting in the fault handler.  When every step is done the operation is retired.
+// every step that writes or reads it completed: it writes the mirror page into the user page
+// while that is still inaccessible, then opens it (no thread can see half a page; where the
+// kernel refuses such writes, mremap moves the mirror page over instead) and marks it
+// published, which releases any thread waiting in the fault handler.  When every step is done
+// the operation is retired.
 //
 // No lock is held across an MPI call: the progress thread and the application call PMPI
 // concurrently (MPI_THREAD_MULTIPLE), so an application blocked in MPI cannot stop our progress.
@@ -20,8 +22,9 @@
 //   engine.cpp          this interface: start and stop; one call from its entry to its return
 //   shadow.*            shadow communicators, sequence numbers and tags, the node's turn window
 //   node_turn.*         per-node priority (the gate, passing the turn) and the send window
+//   buffer_pool.*       engine memory: send copies and mirrors, kept for reuse, bounded
 //   send_copy.*         the send side copied into engine memory
-//   receive_mirror.*    the mirror, guarded and edge pages, publishing (mremap), unmapping
+//   receive_mirror.*    the mirror, guarded and edge pages, publishing
 //   op.hpp              one collective in flight, built from the parts above
 //   progress.*          the progress thread, and callers' and fences' waits for it
 //   waker.*             the progress thread's nap and wake-up (futex)
@@ -130,8 +133,9 @@ class Engine {
   /// Runs `op` (steps set): copies the send side, sets up the receive side, hands it to the
   /// progress thread; returns once it may return early, or after it completed.
   Result run(std::shared_ptr<engine::Op> op, const void* sendbuf, bool allow_early);
-  /// Reserves the memory of an early return of `op` (within max_memory_bytes, after draining
-  /// what is in flight if need be) and allocates its send copy; false if it does not fit.
+  /// Takes the buffers of an early return of `op` from the pool (within max_memory_bytes, after
+  /// draining what is in flight if need be): its mirror and its send copy; false if they do
+  /// not fit.
   bool reserve(engine::Op& op, const void* sendbuf, bool receives);
 
   EngineOptions options_;

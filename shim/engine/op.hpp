@@ -47,15 +47,11 @@ struct Op {
   SendWindow window;
   // Where this call's costs go (adapt.hpp), or null.
   adapt::Costs* costs = nullptr;
-  // Send copy and mirror bytes counted in g_held_bytes (send_copy.hpp) for this op.
-  std::size_t held_bytes = 0;
 
+  // The send copy and the mirror go back to the pool (buffer_pool.hpp) when the op is destroyed.
   Op() = default;
   Op(const Op&) = delete;
   Op& operator=(const Op&) = delete;
-  ~Op() {
-    if (held_bytes != 0) g_held_bytes.fetch_sub(held_bytes, std::memory_order_acq_rel);
-  }
 };
 
 }  // namespace tnbc::shim::engine

@@ -2,11 +2,14 @@
 // (receive_mirror.hpp).
 #include "receive_mirror.hpp"
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <tuple>
 #include <utility>
@@ -19,6 +22,27 @@
 namespace tnbc::shim::engine {
 
 namespace {
+
+// /proc/self/mem, open for writing, or -1: publishing moves pages instead.  A fork()ed child
+// closes it: the file reaches the memory of the process that opened it, the parent's.
+int g_mem_fd = -1;
+bool g_force_mremap = false;  // unit tests
+
+void close_mem_in_child() {
+  if (g_mem_fd >= 0) ::close(g_mem_fd);
+  g_mem_fd = -1;
+}
+
+/// Writes [src, src + len) at `user` through /proc/self/mem; false unless every byte went.
+bool write_through_mem(const char* src, std::size_t len, std::uintptr_t user) {
+  while (len > 0) {
+    const long n = util::raw::syscall(SYS_pwrite64, g_mem_fd, src, len, static_cast<off_t>(user));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    src += n, user += static_cast<std::uintptr_t>(n), len -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
 
 /// The addresses [lo, hi) the op's recv and copy steps write (lo = UINTPTR_MAX, hi = 0: none).
 std::pair<std::uintptr_t, std::uintptr_t> receive_span(const Op& op) {
@@ -39,6 +63,43 @@ std::size_t receive_cover_bytes(const Op& op, std::size_t ps) {
   return hi > lo ? page_ceil(hi, ps) - page_floor(lo, ps) : 0;
 }
 
+const char* start_publishing() {
+  static const char* how = [] {
+    const int fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    if (fd < 0) return "mremap: cannot open /proc/self/mem";
+    // The check: a forced write into a page nobody may access, then read back.
+    const auto ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    void* p = util::raw::mmap(nullptr, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      return "mremap: cannot map a page to check";
+    }
+    const char probe[] = "tnbc";
+    g_mem_fd = fd;
+    bool ok = write_through_mem(probe, sizeof probe, reinterpret_cast<std::uintptr_t>(p));
+    ok = ok && util::raw::mprotect(p, ps, PROT_READ) == 0 && std::memcmp(p, probe, sizeof probe) == 0;
+    util::raw::munmap(p, ps);
+    if (!ok) {
+      ::close(fd);
+      g_mem_fd = -1;
+      return "mremap: the kernel refuses writes through /proc/self/mem";
+    }
+    pthread_atfork(nullptr, nullptr, close_mem_in_child);
+    return "write";
+  }();
+  return how;
+}
+
+bool publishing_by_write() { return g_mem_fd >= 0 && !g_force_mremap; }
+void force_mremap_publishing(bool on) { g_force_mremap = on; }
+
+bool reserve_mirror(Op& op, std::size_t ps) {
+  const std::size_t bytes = receive_cover_bytes(op, ps);
+  if (bytes == 0) return true;
+  op.recv.mirror_buf = PoolBuffer(BufferPool::instance().acquire(bytes));
+  return static_cast<bool>(op.recv.mirror_buf);
+}
+
 bool prepare_receive(Op& op, std::size_t ps) {
   const auto [lo, hi] = receive_span(op);
   if (hi <= lo) return false;
@@ -48,10 +109,10 @@ bool prepare_receive(Op& op, std::size_t ps) {
   ReceiveMirror& r = op.recv;
   r.cover_lo = page_floor(lo, ps);
   r.cover_hi = page_ceil(hi, ps);
-  void* m = util::raw::mmap(nullptr, r.cover_hi - r.cover_lo, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) return false;
-  r.mirror = static_cast<char*>(m);
+  if (!r.mirror_buf || r.mirror_buf.bytes() < r.cover_hi - r.cover_lo) return false;
+  // A buffer of an earlier call: every byte the user can see from it is either received now
+  // or copied from the user's page below, never left over.
+  r.mirror = r.mirror_buf.get();
   r.guard_lo = full_lo;
   r.guard_pages = (full_hi - full_lo) / ps;
   r.holders.assign(r.guard_pages, 0);
@@ -97,7 +158,6 @@ bool prepare_receive(Op& op, std::size_t ps) {
   r.slot = trace::ReplayGuard::instance().add(full_lo, full_hi, r.published.get(),
                                        op.costs ? &op.costs->wait_ns : nullptr);
   if (r.slot < 0) {
-    util::raw::munmap(r.mirror, r.cover_hi - r.cover_lo);
     r.mirror = nullptr;
     return false;
   }
@@ -139,16 +199,21 @@ void publish(Op& op, std::vector<std::size_t>& pages, std::size_t ps) {
     std::uintptr_t user = r.guard_lo + pages[a] * ps;
     std::size_t len = (b - a) * ps;
     char* src = r.mirror + (user - r.cover_lo);
-    // The raw system call: UCX's libucm patches libc's mremap with a four-argument version
-    // that drops the new address of MREMAP_FIXED (measured: it returns NULL and moves nothing).
-    auto res = reinterpret_cast<void*>(util::raw::syscall(SYS_mremap, src, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
-                                               reinterpret_cast<void*>(user)));
-    if (res == MAP_FAILED) {
-      // Cannot happen for ranges we mapped and protected ourselves; keep the data right anyway.
+    if (publishing_by_write() && write_through_mem(src, len, user)) {
+      // The bytes are in place while nobody can see them; now open the pages.
       util::raw::mprotect(reinterpret_cast<void*>(user), len, PROT_READ | PROT_WRITE);
-      std::memcpy(reinterpret_cast<void*>(user), src, len);
     } else {
-      for (std::size_t k = a; k < b; ++k) r.moved[pages[k]] = 1;
+      // The raw system call: UCX's libucm patches libc's mremap with a four-argument version
+      // that drops the new address of MREMAP_FIXED (measured: it returns NULL and moves nothing).
+      auto res = reinterpret_cast<void*>(util::raw::syscall(SYS_mremap, src, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+                                                 reinterpret_cast<void*>(user)));
+      if (res == MAP_FAILED) {
+        // Cannot happen for ranges we mapped and protected ourselves; keep the data right anyway.
+        util::raw::mprotect(reinterpret_cast<void*>(user), len, PROT_READ | PROT_WRITE);
+        std::memcpy(reinterpret_cast<void*>(user), src, len);
+      } else {
+        for (std::size_t k = a; k < b; ++k) r.moved[pages[k]] = 1;
+      }
     }
     for (std::size_t k = a; k < b; ++k) r.published[pages[k]].store(1, std::memory_order_release);
     a = b;
@@ -162,9 +227,11 @@ void retire(Op& op, std::size_t ps) {
     trace::ReplayGuard::instance().retire(r.slot, std::move(r.published));
     g_guarded_calls.fetch_sub(1, std::memory_order_acq_rel);
   }
-  if (r.mirror != nullptr) {
-    // Unmap exactly the mirror pages still ours: the ones moved to the user are gone, and their
-    // old addresses may already hold somebody else's mapping.
+  if (r.mirror != nullptr && std::find(r.moved.begin(), r.moved.end(), 1) != r.moved.end()) {
+    // A mirror publishing moved pages out of is used up: unmap exactly the pages still ours
+    // (the ones moved to the user are gone, and their old addresses may already hold somebody
+    // else's mapping), and the pool forgets it.  An intact mirror goes back to the pool when
+    // the op is destroyed.
     const std::size_t total = (r.cover_hi - r.cover_lo) / ps;
     const std::size_t first_full = (r.guard_lo - r.cover_lo) / ps;
     for (std::size_t pg = 0; pg < total;) {
@@ -180,6 +247,10 @@ void retire(Op& op, std::size_t ps) {
       util::raw::munmap(r.mirror + pg * ps, (end - pg) * ps);
       pg = end;
     }
+    // The pool's buffer may be longer than the cover: its tail is still ours too.
+    const std::size_t cover = r.cover_hi - r.cover_lo;
+    if (r.mirror_buf.bytes() > cover) util::raw::munmap(r.mirror + cover, r.mirror_buf.bytes() - cover);
+    r.mirror_buf.forget();
   }
   op.done.store(true, std::memory_order_release);
 }

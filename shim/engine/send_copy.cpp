@@ -10,8 +10,6 @@
 
 namespace tnbc::shim::engine {
 
-std::atomic<std::size_t> g_held_bytes{0};
-
 namespace {
 std::pair<std::size_t, std::size_t> send_span(const Op& op) {
   std::size_t lo = SIZE_MAX, hi = 0;
@@ -30,7 +28,7 @@ bool prepare_send_side(Op& op, const void* sendbuf, bool stage) {
   const auto [lo, hi] = send_span(op);
   op.send.base = static_cast<const char*>(sendbuf);
   if (stage && hi > lo) {
-    op.send.send_copy.reset(new (std::nothrow) char[hi - lo]);
+    op.send.send_copy = PoolBuffer(BufferPool::instance().acquire(hi - lo));
     if (!op.send.send_copy) return false;
     op.send.send_lo = lo;
     op.send.base = op.send.send_copy.get() - lo;

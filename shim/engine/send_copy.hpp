@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "buffer_pool.hpp"
+
 namespace tnbc::shim::engine {
 
 struct Op;
@@ -16,7 +18,7 @@ struct Op;
 /// the progress thread posts a send (or counts a local copy as done) only once it is marked,
 /// so the first sends leave while the rest is still being copied.
 struct SendCopy {
-  std::unique_ptr<char[]> send_copy;  // null: the sends read the caller's buffer (a call that waits)
+  PoolBuffer send_copy;  // none: the sends read the caller's buffer (a call that waits)
   std::size_t send_lo = 0;  // step offsets minus send_lo index send_copy
   const char* base = nullptr;  // the bytes of a send step at offset o are at base + o
   std::unique_ptr<std::atomic<std::uint8_t>[]> copied;  // per step; null: nothing to copy
@@ -28,15 +30,11 @@ struct SendCopy {
 /// Bytes of the send copy of `op` (the span of its send steps).
 std::size_t send_copy_bytes(const Op& op);
 
-/// Prepares the send side.  stage: allocates the copy (not filled yet: fill_send_side does that
-/// after the op is handed over); returns false, allocating nothing, when that memory is not
-/// there.  Not staged (a call that waits for its completion): the sends read `sendbuf` itself.
+/// Prepares the send side.  stage: takes the copy's buffer from the pool (not filled yet:
+/// fill_send_side does that after the op is handed over); returns false, taking nothing, when
+/// the pool has no room for it.  Not staged (a call that waits for its completion): the sends read `sendbuf` itself.
 /// A local copy step is never staged: the caller copies it straight into place.
 bool prepare_send_side(Op& op, const void* sendbuf, bool stage);
-
-/// Engine memory (send copies and receive mirrors) held by operations in flight; each Op gives
-/// its share back when it is destroyed.
-extern std::atomic<std::size_t> g_held_bytes;
 
 /// Copies the send side step by step, edge pieces first, then in schedule order, marking each
 /// step for the progress thread as soon as its bytes are in place (not staged: only the local

@@ -29,7 +29,7 @@ TEST_CASE("send copy: overlapping send ranges and a local copy, every step marke
               Step{Kind::copy, 3, 10, 80, 3}};
   op.steps[3].src_offset = 300;
   REQUIRE(engine::prepare_send_side(op, src.data(), true));
-  REQUIRE(op.send.send_copy != nullptr);
+  REQUIRE(op.send.send_copy.get() != nullptr);
   CHECK(op.send.send_lo == 0);
   CHECK(engine::send_copy_bytes(op) == 300);
   for (std::size_t i = 0; i < op.steps.size(); ++i) CHECK_FALSE(op.send.step_copied(i));
@@ -58,7 +58,7 @@ TEST_CASE("send copy: a call that waits sends from the caller's buffer and copie
   op.steps = {Step{Kind::send, 0, 0, 100, 0}, Step{Kind::copy, 1, 0, 50, 1}};
   op.steps[1].src_offset = 200;
   REQUIRE(engine::prepare_send_side(op, src.data(), false));
-  CHECK(op.send.send_copy == nullptr);
+  CHECK(op.send.send_copy.get() == nullptr);
   CHECK(op.send.base == src.data());
   engine::fill_send_side(op, src.data());
   CHECK(op.send.step_copied(0));
