@@ -11,11 +11,11 @@
 //
 //   W: the warm-up.  The first W calls of a key run blocking, and only their last 2P calls are
 //      measured (the first calls pay for connections and first touches).  A probe of the early
-//      path costs at worst about half a call each time (measured: a kernel that reads 8 MiB at
-//      once after the call, on two emulated nodes), so it comes only once the key has been
-//      called often enough to pay for it within the 3% a user must never lose: a program that
-//      makes a collective a few dozen times or less runs it as plain MPICH would.  A plan
-//      (`return early`) or TNBC_ADAPT_WARMUP makes shorter programs return early.
+//      path costs at worst about 6% of a call (measured: a kernel that reads 8 MiB at once
+//      after the call, on two emulated nodes; before the buffer pool it was half a call, and
+//      the warm-up was 32 calls), so the probes come after 6 calls: a program that makes a
+//      collective fewer than about 10 times runs it as plain MPICH would, and a plan
+//      (`return early`) makes it return early from the first call.
 //   A run R (the warm-up included) is measured over its last 2P calls only, next to the probe
 //   that follows it, so that a program whose phase changed during a long run is compared as it
 //   is now.
@@ -89,10 +89,11 @@ struct Costs {
 };
 
 struct Policy {
-  std::uint32_t warmup_calls = 32;  ///< blocking calls of a key before early is first tried
+  std::uint32_t warmup_calls = 6;   ///< blocking calls of a key before early is first tried
   std::uint32_t probe_calls = 2;    ///< calls per probe of a path
-  /// Calls on the chosen path before the first re-probe: with blocking chosen, a probe of early
-  /// every 32 calls costs at worst 2 x half a call in 34 (under 3%).
+  /// Calls on the chosen path before the first re-probe: a probe of the other path every 32
+  /// calls costs at worst 2 x 6% of a call in 34 (early probed) or 2 x what early saves
+  /// (blocking probed), well under 3%.
   std::uint32_t first_run = 32;
   std::uint32_t max_run = 1024;     ///< longest run between probes
   double enter_gain = 0.05;         ///< early must save this share of the blocking time to win

@@ -77,11 +77,11 @@ TEST_CASE("a key probes blocking, then early, then decides at the same call on e
   REQUIRE(s.paths.back() == Path::early);
 }
 
-TEST_CASE("defaults: the first 32 calls of a key run blocking; early is tried at call 32 and 33") {
+TEST_CASE("defaults: the first 6 calls of a key run blocking; early is tried at call 6 and 7") {
   Sim s(Policy{}, 100, 200);
-  s.calls(34);
-  REQUIRE(s.count(Path::blocking, 0, 32) == 32);
-  REQUIRE(s.count(Path::early, 32, 34) == 2);
+  s.calls(8);
+  REQUIRE(s.count(Path::blocking, 0, 6) == 6);
+  REQUIRE(s.count(Path::early, 6, 8) == 2);
   REQUIRE(s.key.decisions() == 0);
   REQUIRE(s.key.decision_due());
   s.call();
@@ -89,8 +89,13 @@ TEST_CASE("defaults: the first 32 calls of a key run blocking; early is tried at
   REQUIRE(s.key.chosen() == Path::early);
   // A program that makes a key's call fewer times than the warm-up never returns early.
   Sim short_run(Policy{}, 10, 200);
-  short_run.calls(32);
-  REQUIRE(short_run.count(Path::early, 0, 32) == 0);
+  short_run.calls(6);
+  REQUIRE(short_run.count(Path::early, 0, 6) == 0);
+  // Where early loses, the first decision (call 8) keeps blocking for a run of 32 calls.
+  Sim losing(Policy{}, 212, 200);
+  losing.calls(8 + 32);
+  REQUIRE(losing.key.chosen() == Path::blocking);
+  REQUIRE(losing.count(Path::early, 8, 8 + 32) == 0);
 }
 
 TEST_CASE("the warm-up is judged by its last calls: slow first calls do not make early look good") {

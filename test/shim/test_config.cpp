@@ -185,14 +185,14 @@ TEST_CASE("TNBC_ADAPT: on/off/measure and the boolean spellings; bad values keep
   CHECK(load_env({"TNBC_PROGRESS_MAX_SLEEP_US=250"}).config.progress_max_sleep_us == 250);
 }
 
-TEST_CASE("TNBC_ADAPT_WARMUP: calls before early is tried; bad values keep 32 and say so", "[config]") {
-  CHECK(load_env({}).config.adapt_warmup == 32);
+TEST_CASE("TNBC_ADAPT_WARMUP: calls before early is tried; bad values keep 6 and say so", "[config]") {
+  CHECK(load_env({}).config.adapt_warmup == 6);
   CHECK(load_env({"TNBC_ADAPT_WARMUP=0"}).config.adapt_warmup == 0);
   CHECK(load_env({"TNBC_ADAPT_WARMUP=500"}).config.adapt_warmup == 500);
   auto r = load_env({"TNBC_ADAPT_WARMUP=-1"});
   REQUIRE(r.messages.size() == 1);
-  CHECK(r.messages[0] == "TNBC_ADAPT_WARMUP=-1: expected an integer from 0 to 1000000; using the default (32)");
-  CHECK(r.config.adapt_warmup == 32);
+  CHECK(r.messages[0] == "TNBC_ADAPT_WARMUP=-1: expected an integer from 0 to 1000000; using the default (6)");
+  CHECK(r.config.adapt_warmup == 6);
 }
 
 namespace {
