@@ -2,10 +2,12 @@
 """Replay mode's overlap benchmark: the paper's five CURC/CRC scenarios (Table 1) and the case
 with nothing to overlap, on the emulated cluster (2 nodes x 2 ranks), 1 MiB Alltoall blocks.
 
-For every scenario four configurations run side by side in one session: plain MPICH
-(MPI_Alltoall), libtnbc.so without a plan, libtnbc.so with a plan (the benchmark reads blocks
-0..p-1; the plan, made from a traced run, says so and turns per-node priority on), and the
-hand-written MPI-3 version (MPI_Ialltoall, MPI_Wait before the first read).  Work after the collective is given in
+For every scenario five configurations run side by side in one session: plain MPICH
+(MPI_Alltoall), libtnbc.so without a plan (its defaults: the per-call decision), libtnbc.so's
+engine alone (TNBC_ADAPT=off: every call returns early), libtnbc.so with a plan (the benchmark
+reads blocks 0..p-1; the plan, keyed by the call sites of a traced run, says so, turns per-node
+priority on and says `return early`), and the hand-written MPI-3 version (MPI_Ialltoall,
+MPI_Wait before the first read).  Work after the collective is given in
 absolute microseconds derived from a plain run's Tcomm, so every configuration does the same
 work.  Overlap measured = total(plain) - total(config); the bound is formula (3) of the paper,
 min(Tcomm - Tinit, TCURC + TCRC) (with RCRC = D/TCRC, Tcomm*Rcomm/RCRC = TCRC), with the Tcomm of
@@ -68,10 +70,14 @@ def make_plan(args, work):
         raw = ";".join(f"{os.path.basename(f['module'])}+0x{f['offset']:x}" for f in site["frames"]) or "?"
         return "".join(chr(b) if 0x20 < b <= 0x7e and b != 0x23 else "_" for b in raw.encode())
     sites = sorted({(key(dump["callsites"][c["callsite"]]), c["comm_size"]) for c in dump["calls"]})
+    # `return early`: each run makes only --iters calls, fewer than the per-call decision's warm-up,
+    # so without it the plan's calls would all run blocking.  tnbc-order plan writes it where the
+    # trace shows the data read long after the call (scenarios a, d, e); the scenario with nothing
+    # to overlap keeps it here too, so that its row shows what returning early costs there.
     text = ["tnbc-plan 2", "# bench/overlap.py: blocks are read 0..p-1"]
     for site, p in sites:
         text += [f"site {site} alltoall comm={p} class=*",
-                 "  order " + " ".join(map(str, range(p))), "  per-node on", "end"]
+                 "  order " + " ".join(map(str, range(p))), "  per-node on", "  return early", "end"]
     text.append(f"end-of-plan {len(sites)}")
     path = os.path.join(work, "overlap.plan")
     with open(path, "w", encoding="utf-8") as f:
@@ -80,10 +86,12 @@ def make_plan(args, work):
 
 
 def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="block", block=None, iters=None,
-        sleep=False):
+        sleep=False, env=None):
     cmd = [CLUSTER, "run", "--ppn", str(PPN), "--placement", placement, "--timeout", "300"]
     if sleep:
         cmd += ["--env", "OVERLAP_SLEEP=1"]
+    for k, v in (env or {}).items():
+        cmd += ["--env", f"{k}={v}"]
     if preload:
         cmd += ["--preload", LIB]
     if plan:
@@ -142,8 +150,9 @@ def main():
         base = [run("blocking", False, 0, 0, args)["tcomm_us"] for _ in range(args.repeat)]
         tcomm = statistics.median(base)
         tables = []
-        CONFIGS = (("plain", "blocking", False, None), ("tnbc", "blocking", True, None),
-                   ("plan", "blocking", True, plan), ("mpi3", "mpi3", False, None))
+        CONFIGS = (("plain", "blocking", False, None, None), ("tnbc", "blocking", True, None, None),
+                   ("engine", "blocking", True, None, {"TNBC_ADAPT": "off"}),
+                   ("plan", "blocking", True, plan, None), ("mpi3", "mpi3", False, None, None))
         cases = [(pl, pa, False, SCENARIOS) for pl in placements for pa in parts_list]
         cases += [(pl, max(parts_list), True, [sc for sc in SCENARIOS if sc[0] in free_cores])
                   for pl in placements if free_cores]
@@ -152,15 +161,15 @@ def main():
             for name, desc, fc, fr in scenarios:
                 curc, crc = fc * tcomm, fr * tcomm
                 res = {}
-                for label, mode, pre, pl in CONFIGS:
-                    runs = [run(mode, pre, curc, crc, args, pl, parts, placement, sleep=sleep)
+                for label, mode, pre, pl, env in CONFIGS:
+                    runs = [run(mode, pre, curc, crc, args, pl, parts, placement, sleep=sleep, env=env)
                             for _ in range(args.repeat)]
                     res[label] = {
                         "total": statistics.median(r["total_us"] for r in runs),
                         "spread": max(r["total_us"] for r in runs) - min(r["total_us"] for r in runs),
                         "tinit": statistics.median(r["tinit_us"] for r in runs),
                     }
-                    print(f"{placement:<6} parts {parts:>2}{' sleep' if sleep else ''} {name:>4} {label:<5} total {res[label]['total']/1e3:8.1f} ms "
+                    print(f"{placement:<6} parts {parts:>2}{' sleep' if sleep else ''} {name:>4} {label:<6} total {res[label]['total']/1e3:8.1f} ms "
                           f"tinit {res[label]['tinit']/1e3:6.1f} ms", flush=True)
                 rows.append((name, desc, curc, crc, res))
             tables.append((placement, parts, sleep, rows))
@@ -168,10 +177,10 @@ def main():
         for block in none_blocks:
             iters = min(40, args.iters * max(1, args.block // block))  # small blocks: more iterations
             res = {}
-            for label, mode, pre, pl in CONFIGS:
-                runs = [run(mode, pre, 0, 0, args, pl, 1, "block", block, iters) for _ in range(args.repeat)]
+            for label, mode, pre, pl, env in CONFIGS:
+                runs = [run(mode, pre, 0, 0, args, pl, 1, "block", block, iters, env=env) for _ in range(args.repeat)]
                 res[label] = statistics.median(r["total_us"] for r in runs)
-                print(f"none block {block:>8} {label:<5} total {res[label]/1e3:8.1f} ms", flush=True)
+                print(f"none block {block:>8} {label:<6} total {res[label]/1e3:8.1f} ms", flush=True)
             sweep.append((block, iters, res))
     finally:
         subprocess.run([CLUSTER, "down"], check=False)
@@ -195,8 +204,15 @@ def main():
         "read waited), so that scheduler delays on this oversubscribed machine do not pile up "
         "once per share.",
         "",
-        "The plan (made from a traced run of the same benchmark) lists blocks 0..p-1 and has "
-        "per-node priority on.  Placement block puts ranks 0 and 1 on node 0 and 2 and 3 on node "
+        "*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
+        f"{args.iters} calls, fewer than the per-call decision's warm-up (6 blocking calls, "
+        "docs/replay.md, \"Deciding per call\"), so it runs them all as plain MPICH.  *engine "
+        "alone* is libtnbc.so with TNBC_ADAPT=off: every call returns early, in the default "
+        "order (what *tnbc, no plan* measured before the per-call decision).  "
+        "The plan (keyed by the call sites of a traced run of the same benchmark) lists blocks 0..p-1, has "
+        "per-node priority on and says `return early` (as `tnbc-order plan` writes where the "
+        "trace shows the data read long after the call; kept for the scenario with nothing to "
+        "overlap too, to show what returning early costs there).  Placement block puts ranks 0 and 1 on node 0 and 2 and 3 on node "
         "1: every rank then reads node 0's blocks first, and node 0's link carries them all.  "
         "Placement cyclic deals ranks out round robin (0 and 2 on node 0), the placement of the "
         "paper's per-node priority figure: the blocks read first come from both nodes.  "
@@ -228,12 +244,12 @@ def main():
                 "",
             ]
         lines += [
-            "| scenario | TCURC | TCRC | plain | tnbc, no plan | tnbc, plan | MPI-3 | no plan / plain | plan / plain | plan / MPI-3 | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound | link bound | overlap / link bound |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| scenario | TCURC | TCRC | plain | tnbc, no plan | engine alone | tnbc, plan | MPI-3 | no plan / plain | engine / plain | plan / plain | plan / MPI-3 | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound | link bound | overlap / link bound |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         nodes = link_model.node_of(NODES * PPN, NODES, placement)
         for name, desc, curc, crc, res in rows:
-            p, t, q, m = (res[k]["total"] for k in ("plain", "tnbc", "plan", "mpi3"))
+            p, t, e, q, m = (res[k]["total"] for k in ("plain", "tnbc", "engine", "plan", "mpi3"))
             tinit = res["plan"]["tinit"]
             # Tcomm of this row: plain MPICH's total minus the work (the work is fixed in time).
             row_tcomm = p - curc - crc
@@ -251,14 +267,16 @@ def main():
                 link_share = f"{overlap / reach:.0%}" if reach > 0 else "n/a"
             lines.append(
                 f"| {name}: {desc} | {curc/1e3:.0f} ms | {crc/1e3:.0f} ms | {p/1e3:.1f} ms | {t/1e3:.1f} ms "
-                f"| {q/1e3:.1f} ms | {m/1e3:.1f} ms | {t/p:.2f} | {q/p:.2f} | {q/m:.2f} | {row_tcomm/1e3:.1f} ms "
+                f"| {e/1e3:.1f} ms | {q/1e3:.1f} ms | {m/1e3:.1f} ms | {t/p:.2f} | {e/p:.2f} | {q/p:.2f} | {q/m:.2f} "
+                f"| {row_tcomm/1e3:.1f} ms "
                 f"| {tinit/row_tcomm:.0%} "
                 f"| {overlap/1e3:.1f} ms | {bound/1e3:.1f} ms | {share} | {link} | {link_share} |")
         lines += [
             "",
             "Spread (max - min of the runs, ms): " + "; ".join(
                 f"{name}: plain {r['plain']['spread']/1e3:.1f}, no plan {r['tnbc']['spread']/1e3:.1f}, "
-                f"plan {r['plan']['spread']/1e3:.1f}, mpi3 {r['mpi3']['spread']/1e3:.1f}"
+                f"engine {r['engine']['spread']/1e3:.1f}, plan {r['plan']['spread']/1e3:.1f}, "
+                f"mpi3 {r['mpi3']['spread']/1e3:.1f}"
                 for name, _, _, _, r in rows) + ".",
             "",
         ]
@@ -269,13 +287,14 @@ def main():
             "Data read at once (no work), placement block, median of the runs.  The goal for "
             "blocks of 64 KiB and more is at most 1.05 x plain MPICH.",
             "",
-            "| block | iterations | plain | tnbc, no plan | tnbc, plan | MPI-3 | no plan / plain | plan / plain | MPI-3 / plain |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| block | iterations | plain | tnbc, no plan | engine alone | tnbc, plan | MPI-3 | no plan / plain | engine / plain | plan / plain | MPI-3 / plain |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for block, iters, r in sweep:
             lines.append(
                 f"| {block // 1024} KiB | {iters} | {r['plain']/1e3:.1f} ms | {r['tnbc']/1e3:.1f} ms "
-                f"| {r['plan']/1e3:.1f} ms | {r['mpi3']/1e3:.1f} ms | {r['tnbc']/r['plain']:.2f} "
+                f"| {r['engine']/1e3:.1f} ms | {r['plan']/1e3:.1f} ms | {r['mpi3']/1e3:.1f} ms "
+                f"| {r['tnbc']/r['plain']:.2f} | {r['engine']/r['plain']:.2f} "
                 f"| {r['plan']/r['plain']:.2f} | {r['mpi3']/r['plain']:.2f} |")
         lines.append("")
     lines += [

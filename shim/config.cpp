@@ -226,9 +226,11 @@ constexpr std::array kSettings = {
             "per block).",
             kSize<&Config::chunk_bytes>},
     Setting{"TNBC_MAX_MEMORY", "size", "auto", Agree::no,
-            "libtnbc.so: the most memory the engine may hold for calls in flight (each early "
-            "return keeps a copy of its send side and a mirror of its receive pages until it "
-            "completes).  A call that would exceed it first waits for those in flight; a call "
+            "libtnbc.so: the most memory the engine may map for send copies and receive mirrors "
+            "(each early return keeps a copy of its send side and a mirror of its receive pages "
+            "until it completes; up to 6 buffers of finished calls are kept for reuse while "
+            "calls keep coming, and unmapped first).  A call that would exceed it first waits "
+            "for those in flight; a call "
             "that alone exceeds it receives in place and returns when done (fallback reason "
             "memory).  auto: a quarter of this rank's share of the node's memory, or of the "
             "address-space limit (ulimit -v) if that is smaller.  May differ between ranks: "

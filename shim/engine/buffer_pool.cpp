@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "util/clock.hpp"
 #include "util/raw.hpp"
 
 namespace tnbc::shim::engine {
@@ -62,6 +63,7 @@ BufferPool::Buffer BufferPool::acquire(std::size_t bytes) {
 
 void BufferPool::release(Buffer b) {
   if (b.p == nullptr) return;
+  b.kept_since_ns = util::now_ns();
   std::lock_guard lock(mutex_);
   kept_.push_back(b);
   // Too many kept: the smallest goes (the large ones cost the most to fault in again).
@@ -79,6 +81,13 @@ void BufferPool::forget(Buffer b) {
 void BufferPool::trim() {
   std::lock_guard lock(mutex_);
   while (!kept_.empty()) unmap_kept_locked(kept_.size() - 1);
+}
+
+void BufferPool::trim_idle(std::uint64_t idle_ns) {
+  const std::uint64_t now = util::now_ns();
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = kept_.size(); i-- > 0;)
+    if (now - kept_[i].kept_since_ns > idle_ns) unmap_kept_locked(i);
 }
 
 std::size_t BufferPool::mapped() const {

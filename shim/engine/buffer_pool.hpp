@@ -7,10 +7,11 @@
 //
 // The pool is also where TNBC_MAX_MEMORY holds: it never maps more than the bound, counting the
 // buffers in use and the ones kept; kept buffers are unmapped first when a new one would not
-// fit.
+// fit, and after a second without a call that takes one.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@ class BufferPool {
   struct Buffer {
     char* p = nullptr;
     std::size_t bytes = 0;  // the mapping's size (a whole number of pages)
+    std::uint64_t kept_since_ns = 0;  // when it was given back (kept buffers only)
   };
 
   /// Bound on what the pool maps, in use and kept (0: none).
@@ -40,6 +42,9 @@ class BufferPool {
   void forget(Buffer b);
   /// Unmaps every kept buffer.
   void trim();
+  /// Unmaps the kept buffers given back more than `idle_ns` ago (the progress thread calls it
+  /// while no operation is in flight).
+  void trim_idle(std::uint64_t idle_ns);
 
   std::size_t mapped() const;
   std::size_t kept() const;

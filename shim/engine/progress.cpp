@@ -5,9 +5,11 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 
 #include "util/clock.hpp"
+#include "buffer_pool.hpp"
 #include "fence.hpp"
 #include "waker.hpp"
 
@@ -99,6 +101,9 @@ void Progress::record_rusage() {
   system_ns_.store(ns(ru.ru_stime), std::memory_order_relaxed);
 }
 
+// Kept buffers idle this long are unmapped while no operation is in flight.
+constexpr unsigned kIdleTrimMs = 1000;
+
 void Progress::run() {
   std::vector<std::shared_ptr<Op>> active;
   const unsigned min_nap = sleep_us_;
@@ -114,8 +119,12 @@ void Progress::run() {
     const std::uint32_t seen = g_waker.word();
     {
       std::unique_lock lock(mutex_);
-      if (active.empty())
-        work_cv_.wait(lock, [&] { return stopping_ || !incoming_.empty(); });
+      // Idle: kept engine buffers that no call has taken for a while go back to the system, so
+      // a program that stopped calling collectives does not keep their memory.
+      while (active.empty() && !stopping_ && incoming_.empty())
+        if (!work_cv_.wait_for(lock, std::chrono::milliseconds(kIdleTrimMs / 2),
+                               [&] { return stopping_ || !incoming_.empty(); }))
+          BufferPool::instance().trim_idle(kIdleTrimMs * 1000000ull);
       if (stopping_ && active.empty() && incoming_.empty()) {
         record_rusage();
         return;

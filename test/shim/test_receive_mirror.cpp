@@ -234,6 +234,14 @@ TEST_CASE("buffer pool: reuse, the bound, kept buffers unmapped to make room", "
   CHECK(pool.kept() == BufferPool::kKeep);
   pool.trim();
   CHECK(pool.mapped() == base);
+  // Kept buffers idle longer than asked go back to the system; fresher ones stay.
+  pool.release(pool.acquire(kPage));
+  pool.trim_idle(60ull * 1000000000ull);
+  CHECK(pool.kept() == 1);
+  usleep(20000);
+  pool.trim_idle(10ull * 1000000ull);
+  CHECK(pool.kept() == 0);
+  CHECK(pool.mapped() == base);
 }
 
 TEST_CASE("receive mirror: a page nobody receives into is never guarded; retire unmaps unmoved pages only",
