@@ -1,5 +1,6 @@
 // The engine's buffers, kept for reuse (buffer_pool.hpp).
 #include "buffer_pool.hpp"
+#include "pages.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -12,10 +13,7 @@
 namespace tnbc::shim::engine {
 
 namespace {
-std::size_t page_round(std::size_t bytes) {
-  const auto ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return (bytes + ps - 1) / ps * ps;
-}
+bool smaller(const BufferPool::Buffer& a, const BufferPool::Buffer& b) { return a.bytes < b.bytes; }
 }  // namespace
 
 BufferPool& BufferPool::instance() {
@@ -36,7 +34,7 @@ void BufferPool::unmap_kept_locked(std::size_t index) {
 
 BufferPool::Buffer BufferPool::acquire(std::size_t bytes) {
   if (bytes == 0) return {};
-  const std::size_t want = page_round(bytes);
+  const std::size_t want = page_ceil(bytes, system_page_size());
   std::lock_guard lock(mutex_);
   // The smallest kept buffer that holds it, if it is not more than twice as large.
   std::size_t best = kept_.size();
@@ -50,9 +48,7 @@ BufferPool::Buffer BufferPool::acquire(std::size_t bytes) {
   }
   // Room for a new one: kept buffers go first, largest first.
   while (bound_ != 0 && mapped_ + want > bound_ && !kept_.empty())
-    unmap_kept_locked(static_cast<std::size_t>(std::max_element(kept_.begin(), kept_.end(), [](const Buffer& a, const Buffer& b) {
-                                                 return a.bytes < b.bytes;
-                                               }) - kept_.begin()));
+    unmap_kept_locked(static_cast<std::size_t>(std::max_element(kept_.begin(), kept_.end(), smaller) - kept_.begin()));
   if (bound_ != 0 && mapped_ + want > bound_) return {};
   // Populated: one system call faults every page in, instead of one trap per page later.
   void* m = util::raw::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -68,9 +64,7 @@ void BufferPool::release(Buffer b) {
   kept_.push_back(b);
   // Too many kept: the smallest goes (the large ones cost the most to fault in again).
   if (kept_.size() > kKeep)
-    unmap_kept_locked(static_cast<std::size_t>(std::min_element(kept_.begin(), kept_.end(), [](const Buffer& x, const Buffer& y) {
-                                                 return x.bytes < y.bytes;
-                                               }) - kept_.begin()));
+    unmap_kept_locked(static_cast<std::size_t>(std::min_element(kept_.begin(), kept_.end(), smaller) - kept_.begin()));
 }
 
 void BufferPool::forget(Buffer b) {

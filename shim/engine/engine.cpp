@@ -37,7 +37,7 @@ Engine& Engine::instance() {
 
 std::optional<std::string> Engine::start(const EngineOptions& options) {
   options_ = options;
-  page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  page_size_ = engine::system_page_size();
   engine::BufferPool::instance().set_bound(options_.max_memory_bytes);
   log::debug("engine: received pages are published by {}", engine::start_publishing());
   if (auto err = engine::start_shadows()) return err;

@@ -12,6 +12,7 @@
 
 #include "adapt.hpp"
 #include "node_turn.hpp"
+#include "pages.hpp"
 #include "receive_mirror.hpp"
 #include "schedule.hpp"
 #include "send_copy.hpp"
@@ -20,9 +21,6 @@ namespace tnbc::shim::engine {
 
 using schedule::Kind;
 using schedule::Step;
-
-inline std::uintptr_t page_floor(std::uintptr_t a, std::size_t ps) { return a & ~(ps - 1); }
-inline std::uintptr_t page_ceil(std::uintptr_t a, std::size_t ps) { return (a + ps - 1) & ~(ps - 1); }
 
 /// One collective in flight.  Built by the calling thread, then owned by the progress thread;
 /// afterwards the calling thread only fills the send copy (and the own block in the mirror),

@@ -68,7 +68,7 @@ const char* start_publishing() {
     const int fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
     if (fd < 0) return "mremap: cannot open /proc/self/mem";
     // The check: a forced write into a page nobody may access, then read back.
-    const auto ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const std::size_t ps = system_page_size();
     void* p = util::raw::mmap(nullptr, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
       ::close(fd);
