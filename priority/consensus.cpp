@@ -82,6 +82,18 @@ std::vector<std::size_t> order_from(const std::vector<double>& delay,
   return head;
 }
 
+// Step 2 from one rank's per-call values ([call][message]).
+RankSummary step2(const std::vector<std::vector<double>>& call_delay,
+                  const std::vector<std::vector<double>>& call_position, std::size_t n) {
+  RankSummary out{std::vector<double>(n), std::vector<double>(n)};
+  std::vector<double> scratch;
+  for (std::size_t i = 0; i < n; ++i) {
+    out.delay[i] = column_median(call_delay, i, scratch);
+    out.position[i] = column_median(call_position, i, scratch);
+  }
+  return out;
+}
+
 // Number of inversions of `seq` (pairs i < j with seq[i] > seq[j]), by merge sort.
 std::uint64_t count_inversions(std::vector<std::size_t>& seq) {
   std::vector<std::size_t> buffer(seq.size());
@@ -183,14 +195,41 @@ double concordance(std::span<const std::size_t> order, std::size_t order_tail,
   return std::max(0.0, tau);
 }
 
+RankSummary summarise_rank(std::span<const CallRecord> calls, std::size_t messages) {
+  Repairs repairs;  // what analyse() would warn about: a summary only leaves it out
+  std::vector<std::vector<double>> call_delay, call_position;
+  for (const CallRecord& call : calls) {
+    CallValues v = call_values(call, messages, repairs);
+    call_delay.push_back(std::move(v.delay));
+    call_position.push_back(std::move(v.position));
+  }
+  return step2(call_delay, call_position, messages);
+}
+
+Consensus consensus(std::span<const RankSummary> ranks, std::size_t messages) {
+  Consensus out{{}, 0, std::vector<double>(messages), std::vector<double>(messages)};
+  std::vector<std::vector<double>> delay, position;  // [rank][message]
+  for (const RankSummary& r : ranks) {
+    if (r.delay.size() != messages || r.position.size() != messages) continue;
+    delay.push_back(r.delay);
+    position.push_back(r.position);
+  }
+  std::vector<double> scratch;
+  for (std::size_t i = 0; i < messages; ++i) {
+    out.key[i] = column_median(delay, i, scratch);
+    out.position[i] = column_median(position, i, scratch);
+  }
+  out.order = order_from(out.key, out.position, out.ordered);
+  return out;
+}
+
 SiteAnalysis analyse(const CallSite& site, const ConsensusOptions& options) {
   const std::size_t n = site.messages;
   SiteAnalysis out;
   out.messages.resize(n);
   Repairs repairs;
-  std::vector<double> scratch;
 
-  std::vector<std::vector<double>> rank_delay, rank_position;  // [rank][message]
+  std::vector<RankSummary> summaries;  // [rank]
   std::vector<double> tcomm, first_touch, interval;
   std::vector<std::vector<double>> pooled(n);  // touched delays per message
 
@@ -227,31 +266,23 @@ SiteAnalysis analyse(const CallSite& site, const ConsensusOptions& options) {
       if (touched >= 2) interval.push_back((last - first) / static_cast<double>(touched - 1));
     }
     // Step 2: the rank's own summary and order.
-    std::vector<double> delay(n), position(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      delay[i] = column_median(call_delay, i, scratch);
-      position[i] = column_median(call_position, i, scratch);
-    }
+    RankSummary summary = step2(call_delay, call_position, n);
     RankAgreement agreement;
     agreement.rank = rank.rank;
-    agreement.order = order_from(delay, position, agreement.ordered);
+    agreement.order = order_from(summary.delay, summary.position, agreement.ordered);
     out.ranks.push_back(std::move(agreement));
-    rank_delay.push_back(std::move(delay));
-    rank_position.push_back(std::move(position));
+    summaries.push_back(std::move(summary));
   }
 
   // Step 3: consensus keys; step 4: order.
-  std::vector<double> key(n), position(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    key[i] = column_median(rank_delay, i, scratch);
-    position[i] = column_median(rank_position, i, scratch);
-  }
-  out.order = order_from(key, position, out.ordered);
+  const Consensus agreed = consensus(summaries, n);
+  out.order = agreed.order;
+  out.ordered = agreed.ordered;
 
   for (std::size_t i = 0; i < n; ++i) {
     MessageStats& m = out.messages[i];
-    m.key_us = key[i];
-    m.median_position = position[i];
+    m.key_us = agreed.key[i];
+    m.median_position = agreed.position[i];
     m.min_us = quantile(pooled[i], 0.0);
     m.q1_us = quantile(pooled[i], 0.25);
     m.median_us = quantile(pooled[i], 0.5);

@@ -92,6 +92,27 @@ struct SiteAnalysis {
 /// get concordance 1.0 and the identity order.
 SiteAnalysis analyse(const CallSite& site, const ConsensusOptions& options = {});
 
+/// Step 2 of one rank, per sub-message: the median over its calls of the first-touch delay
+/// (+inf untouched) and of the position (n untouched); NaN where no call observed it.
+struct RankSummary {
+  std::vector<double> delay;
+  std::vector<double> position;
+};
+/// Steps 1 and 2 over one rank's calls (calls of the wrong length are padded or cut, silently).
+RankSummary summarise_rank(std::span<const CallRecord> calls, std::size_t messages);
+
+/// Steps 3 and 4: the consensus key, median position and order of `messages` sub-messages.
+struct Consensus {
+  std::vector<std::size_t> order;  ///< a permutation of 0..messages-1, first read first
+  std::size_t ordered = 0;         ///< length of the evidence-ordered head
+  std::vector<double> key;         ///< per sub-message: median over ranks of their delays
+  std::vector<double> position;    ///< per sub-message: median over ranks of their positions
+};
+/// From the ranks' summaries (each rank one vote; summaries of another length are left out).
+/// analyse() orders with the same two functions: replay mode's online learning
+/// (shim/learn.hpp) gathers summaries from every rank and calls consensus() itself.
+Consensus consensus(std::span<const RankSummary> ranks, std::size_t messages);
+
 /// Kendall-style concordance in [0, 1] of `order` with `reference` (both permutations of
 /// 0..n-1).  `order_tail` / `reference_tail` are how many trailing entries of each are an
 /// unordered tail.  Pairs lying both in the same tail are skipped; over the other pairs with C

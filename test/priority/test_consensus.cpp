@@ -246,3 +246,55 @@ TEST_CASE("inconsistent input is repaired and reported, never fatal", "[consensu
   CHECK(empty.agreement == 1.0);
   CHECK(empty.verdict == Verdict::unread);
 }
+
+TEST_CASE("summaries gathered from the ranks give analyse()'s order (the learning path)", "[consensus]") {
+  // Random sites: ranks reading in random orders, some sub-messages untouched or unobserved,
+  // ranks with no call.  Replay mode's learning summarises each rank alone and runs consensus()
+  // on the gathered summaries; tnbc-order runs analyse() on the whole site.  Same order.
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    const std::size_t n = 1 + rng() % 12;
+    const std::size_t ranks = 1 + rng() % 6;
+    std::vector<std::vector<CallRecord>> per_rank(ranks);
+    for (auto& calls : per_rank) {
+      const std::size_t count = rng() % 5;
+      for (std::size_t c = 0; c < count; ++c) {
+        CallRecord rec;
+        rec.tcomm_us = 50;
+        for (std::size_t i = 0; i < n; ++i) {
+          const unsigned kind = rng() % 8;
+          rec.touches.push_back(kind == 0   ? FirstTouch::untouched()
+                                : kind == 1 ? FirstTouch::unobserved()
+                                            : FirstTouch::at(static_cast<double>(rng() % 1000)));
+        }
+        calls.push_back(rec);
+      }
+    }
+    const CallSite s = site(n, per_rank);
+    const SiteAnalysis a = analyse(s);
+    std::vector<RankSummary> summaries;
+    for (const RankRecord& r : s.ranks) summaries.push_back(summarise_rank(r.calls, n));
+    const Consensus c = consensus(summaries, n);
+    INFO("round " << round << ", " << n << " sub-messages, " << ranks << " ranks");
+    CHECK(c.order == a.order);
+    CHECK(c.ordered == a.ordered);
+    for (std::size_t i = 0; i < n; ++i) {
+      CHECK((std::isnan(c.key[i]) ? std::isnan(a.messages[i].key_us) : c.key[i] == a.messages[i].key_us));
+    }
+  }
+}
+
+TEST_CASE("consensus() of one rank's summary is that rank's own order", "[consensus]") {
+  const Order read = {3, 0, 2, 1};
+  const CallSite s = site(4, {{call(reading(read)), call(reading(read, 20, 5))}});
+  const RankSummary one = summarise_rank(s.ranks[0].calls, 4);
+  const Consensus c = consensus(std::span(&one, 1), 4);
+  CHECK(c.order == read);
+  CHECK(c.ordered == 4);
+  CHECK(c.order == analyse(s).ranks[0].order);
+  // A summary of another length says nothing.
+  const RankSummary wrong = summarise_rank(s.ranks[0].calls, 3);
+  const Consensus none = consensus(std::span(&wrong, 1), 4);
+  CHECK(none.ordered == 0);
+  CHECK(none.order == Order({0, 1, 2, 3}));
+}
