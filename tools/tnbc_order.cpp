@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
@@ -49,6 +50,8 @@ constexpr std::string_view kUsage =
     "  export --chrome DIR -o FILE      Chrome trace-event JSON (Perfetto, chrome://tracing)\n"
     "  plot DIR [--callsite ID] -o FILE\n"
     "                                   SVG chart of first-touch delays per sub-message\n"
+    "  check FILE                       read a plan (tnbc-order plan, TNBC_PLAN_OUT) as libtnbc.so\n"
+    "                                   does and print its entries\n"
     "  config [--markdown]              print every TNBC_* setting with its type, default and meaning\n"
     "\n"
     "DIR is a trace folder written by libtnbc_trace.so (one <rank>.tnbct per rank).\n"
@@ -66,6 +69,15 @@ constexpr std::string_view kConfigUsage =
     "\n"
     "Print the TNBC_* environment variables read by libtnbc.so and libtnbc_trace.so at\n"
     "MPI initialisation.  --markdown prints the table as docs/config.md has it.\n";
+
+constexpr std::string_view kCheckUsage =
+    "usage: tnbc-order check FILE\n"
+    "\n"
+    "Read a plan file -- written by `tnbc-order plan`, or learned by libtnbc.so and written\n"
+    "at MPI_Finalize with TNBC_PLAN_OUT -- with the parser libtnbc.so uses for TNBC_PLAN, and\n"
+    "print one line per entry: call site, operation, communicator size, size class, order\n"
+    "(first to complete first), Bcast segments and tree, per-node priority, return, agreement.\n"
+    "Exit 2, naming the line, when libtnbc.so would refuse it.\n";
 
 constexpr std::string_view kShowUsage =
     "usage: tnbc-order show DIR [--json] [--partial]\n"
@@ -473,6 +485,34 @@ int cmd_config(const std::vector<std::string_view>& args) {
   return kExitOk;
 }
 
+// ---- check ------------------------------------------------------------------------------
+
+int cmd_check(const std::vector<std::string_view>& argv) {
+  if (argv.size() == 1 && is_help(argv[0])) return std::fputs(kCheckUsage.data(), stdout), kExitOk;
+  if (argv.size() != 1 || argv[0].starts_with("-")) return usage_error("check: give one plan file", kCheckUsage);
+  const std::string path(argv[0]);
+  std::string text;
+  if (auto err = tnbc::util::read_file(path, pr::kMaxPlanBytes, text)) return input_error(*err);
+  auto parsed = pr::parse_plan(text);
+  if (auto* e = std::get_if<pr::PlanError>(&parsed)) return input_error(path + ": " + e->to_string());
+  const pr::Plan& plan = std::get<pr::Plan>(parsed);
+  std::string out = fmt::format("{}: {} entries, accepted by libtnbc.so\n", path, plan.entries.size());
+  for (const pr::PlanEntry& e : plan.entries) {
+    out += fmt::format("{} {} comm={} class={} order={}", e.site, pr::to_string(e.op),
+                       e.comm_size ? std::to_string(e.comm_size) : "*",
+                       e.size_class >= 0 ? std::to_string(e.size_class) : "*", fmt::join(e.order, ","));
+    if (e.op == pr::Op::bcast)
+      out += fmt::format(" segments={} tree={}", e.segments,
+                         e.tree.kind == pr::TreeKind::chains ? fmt::format("chains:{}", e.tree.chains) : "binomial");
+    if (e.per_node) out += " per-node";
+    if (e.ret != pr::Return::measure) out += fmt::format(" return={}", pr::to_string(e.ret));
+    if (e.agreement) out += fmt::format(" agreement={:.2f}", *e.agreement);
+    out += "\n";
+  }
+  if (auto e = write_atomically("-", out)) return input_error(*e);
+  return kExitOk;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -490,6 +530,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "config") return cmd_config(rest);
   if (cmd == "show") return cmd_show(rest);
+  if (cmd == "check") return cmd_check(rest);
   if (cmd == "plan") return cmd_plan(rest);
   if (cmd == "export") return cmd_export(rest);
   if (cmd == "plot") return cmd_plot(rest);

@@ -19,11 +19,11 @@ def main():
 
     def help_text():
         for args in (["--help"], ["-h"], ["config", "--help"], ["show", "--help"], ["plan", "-h"],
-                     ["export", "--help"], ["plot", "--help"]):
+                     ["export", "--help"], ["plot", "--help"], ["check", "--help"]):
             r = run(*args)
             expect(r.returncode == 0 and r.stdout.startswith("usage: tnbc-order"), f"{args}: {r}")
         r = run("--help")
-        for cmd in ("show", "plan", "export", "plot", "config", "exit codes: 0 ok, 1 findings"):
+        for cmd in ("show", "plan", "export", "plot", "check", "config", "exit codes: 0 ok, 1 findings"):
             expect(cmd in r.stdout, f"{cmd!r} missing from --help")
     s.check("--help on the tool and its commands", help_text)
 
@@ -42,10 +42,30 @@ def main():
                           (["plan", "d", "-o"], "plan: -o needs a file name"),
                           (["export", "d", "-o", "x"], "export: no format given (--chrome)"),
                           (["plot", "d", "-o", "x", "--callsite"], "plot: --callsite needs an id"),
-                          (["show", "/nonexistent/tnbc"], "/nonexistent/tnbc: no such directory")):
+                          (["show", "/nonexistent/tnbc"], "/nonexistent/tnbc: no such directory"),
+                          (["check"], "check: give one plan file"),
+                          (["check", "a", "b"], "check: give one plan file")):
             r = run(*args)
             expect(r.returncode == 2 and msg in r.stderr, f"{args}: exit {r.returncode} {r.stderr!r}")
     s.check("usage errors exit 2 with a message", usage_errors)
+
+    def check_plans():
+        d = tempfile.mkdtemp(prefix="tnbc_cli_check_")
+        good = os.path.join(d, "good.plan")
+        with open(good, "w") as f:
+            f.write("tnbc-plan 2\n\nsite app+0x10 alltoall comm=4 class=16\n  order 3 2 1 0\n  per-node off\n"
+                    "  return early\nend\n\nend-of-plan 1\n")
+        r = run("check", good)
+        expect(r.returncode == 0 and "1 entries, accepted" in r.stdout
+               and "app+0x10 alltoall comm=4 class=16 order=3,2,1,0 return=early" in r.stdout, str(r))
+        bad = os.path.join(d, "bad.plan")
+        with open(bad, "w") as f:
+            f.write("tnbc-plan 2\n\nsite app+0x10 alltoall comm=4 class=16\n  order 3 2 2 0\nend\n\nend-of-plan 1\n")
+        r = run("check", bad)
+        expect(r.returncode == 2 and "bad.plan: line" in r.stderr, str(r))
+        r = run("check", os.path.join(d, "missing.plan"))
+        expect(r.returncode == 2 and "missing.plan" in r.stderr, str(r))
+    s.check("check: a plan libtnbc.so accepts is printed, one it refuses exits 2 naming the line", check_plans)
 
     def special_files():
         # Each would block or mislead a reader that opens, reads or stats naively: a FIFO named
