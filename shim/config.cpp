@@ -206,6 +206,18 @@ constexpr std::array kSettings = {
             "6% of a call when the program has nothing to overlap (measured on 2 emulated "
             "nodes); a short program is better served by a plan.",
             kInt<&Config::adapt_warmup, 0, 1000000>},
+    Setting{"TNBC_LEARN", "bool", "1", Agree::value,
+            "libtnbc.so: learn each call site's first-touch order while the program runs and "
+            "use it as the per-message priorities of its early calls, where no plan entry "
+            "gives one (docs/replay.md, \"Learning the order\").  Needs TNBC_ADAPT on or "
+            "measure: the order is observed in the blocking calls of the warm-up and the "
+            "probes.  0 turns it off (experiments, comparisons).",
+            kBool<&Config::learn>},
+    Setting{"TNBC_PLAN_OUT", "path", "", Agree::no,
+            "libtnbc.so: at MPI_Finalize, rank 0 writes the orders learned so far (TNBC_LEARN) "
+            "to this file in the plan format (`tnbc-order` prints it, TNBC_PLAN reads it "
+            "back).  May differ between ranks: only rank 0's value is used.",
+            kText<&Config::plan_out>},
     Setting{"TNBC_PROGRESS_SLEEP_US", "int", "20", Agree::no,
             "libtnbc.so: the progress thread's first nap after a round that moved nothing "
             "(microseconds, 0..10000); each further idle round doubles it up to "

@@ -189,6 +189,7 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
     PMPI_Comm_size(comm, &key->comm_size);
     key->one_node = cs.one_node;
     key->peer_on_node = cs.peer_on_node;
+    learn::add_key(key->learning, op, key->comm_size);
   }
   // Alltoallv's entries shape nothing (no per-node turns; ranks find them by their own sizes).
   if (g_plan_loaded && !key->shape_agreed && op != priority::Op::alltoallv) agree_shape(*key, comm, entry);
@@ -214,9 +215,15 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
                summed.ranks_measured, p == adapt::Path::early ? "early" : "blocking");
   }
   d.path = key->state.path();
+  // Entering the early path (every rank at the same call): what the blocking calls before it
+  // observed becomes the order of its calls.
+  if (d.path == adapt::Path::early && key->last_path == adapt::Path::blocking)
+    learn::learn_point(key->learning, comm, key->state.calls());
   key->last_path = d.path;
-  if (d.path == adapt::Path::blocking)
+  if (d.path == adapt::Path::blocking) {
     d.why = key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
+    d.observe = learn::designate(key->learning, key->state.calls(), key->state.probing());
+  }
   return d;
 }
 
@@ -275,11 +282,12 @@ std::string keys_json(const std::function<std::string(std::int64_t)>& site_name)
     }
     out += fmt::format(
         R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
-        R"("decisions":{},"switches":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},"sites":[{}]}})",
+        R"("decisions":{},"switches":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},"sites":[{}],)"
+        R"("learning":{}}})",
         first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
         k.state.decisions(), k.state.switches(), all.fields(),
         mean_us(iv.early_interval_ns.load(), iv.early_intervals.load()),
-        mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites);
+        mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites, learn::json(k.learning));
     first = false;
   }
   return out + "]}";

@@ -15,6 +15,7 @@
 
 #include "adapt.hpp"
 #include "config.hpp"
+#include "learn.hpp"
 #include "priority/plan.hpp"
 
 namespace tnbc::shim::replay {
@@ -30,6 +31,7 @@ struct Key {
   Key(const adapt::Policy& p, bool decide_first) : state(p, decide_first) {}
   adapt::KeyState state;
   adapt::Intervals intervals;  ///< what the decision compares
+  learn::KeyLearning learning;  ///< the read orders learned for its call sites (learn.hpp)
   /// Costs per call site (one entry, site -1, when call sites are not captured).  A deque:
   /// operations in flight point into it while it grows.  Only the thread calling the key's
   /// collective adds to it (MPI forbids concurrent collectives on one communicator).
@@ -60,6 +62,8 @@ struct Decision {
   const priority::PlanEntry* shape = nullptr;
   /// Where this call's costs go: the key's entry for the call site.
   adapt::Costs* costs = nullptr;
+  /// A blocking call designated for observation (learn.hpp): watch its receive buffer.
+  bool observe = false;
 };
 
 /// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP), creates the communicator attribute
@@ -73,7 +77,8 @@ int ranks_on_node();
 
 /// Decides the path of this call.  Called by every rank of `comm` for the same collective,
 /// after the checks every rank shares and before anything rank-local: at a decision point it
-/// is collective over `comm` (one MPI_Allreduce of five doubles).  `bytes` must be the same
+/// is collective over `comm` (one MPI_Allreduce of five doubles); so is a call that enters the
+/// early path after blocking calls were observed (the learn point of learn.hpp).  `bytes` must be the same
 /// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for
 /// the call, whose "return" is this rank's vote (ranks may find different entries: the votes
 /// are summed, and "blocking" from any rank wins).  With a plan, the key's first call is also

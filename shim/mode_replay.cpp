@@ -20,7 +20,7 @@
 namespace tnbc::shim {
 namespace {
 
-void drain_engine() { Engine::instance().drain(); }
+void drain_engine() { replay::drain(); }
 
 /// Runs `call`; an exception becomes the communicator's error handler and an MPI error code.
 template <typename F>
@@ -78,8 +78,8 @@ class ReplayMode final : public Mode {
     return reported("MPI_Bcast", comm, [&] { return replay::bcast(runtime(), buffer, count, datatype, root, comm); });
   }
   int barrier(MPI_Comm comm) override { return shim::barrier(comm); }
-  void release_range(const void* p, std::size_t n, ReleaseReason) override {
-    replay::release_range(p, n);
+  void release_range(const void* p, std::size_t n, ReleaseReason why) override {
+    replay::release_range(p, n, why == ReleaseReason::io);
   }
 };
 

@@ -17,6 +17,7 @@
 #include "decide.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
+#include "learn.hpp"
 #include "log.hpp"
 #include "mapping.hpp"
 #include "priority/cost_model.hpp"
@@ -39,7 +40,43 @@ bool g_site_stats = false;  // TNBC_STATS is set: capture every call's site
 /// This call's site (an index of g_sites), or -1 when neither a plan nor the statistics need
 /// it (capturing the stack costs microseconds).  Must be called on the application's call
 /// chain, from the collective's handler.
-std::int64_t call_site() { return g_plan || g_site_stats ? static_cast<std::int64_t>(g_sites.capture()) : -1; }
+std::int64_t call_site() {
+  return g_plan || g_site_stats || learn::wants_sites() ? static_cast<std::int64_t>(g_sites.capture()) : -1;
+}
+
+/// The learning of this call's site (learn.hpp), or nullptr.
+learn::SiteLearning* learning_site(const Decision& d, std::int64_t site) {
+  return site >= 0 && learn::enabled() ? learn::site_of(d.key->learning, site, g_sites.key(static_cast<std::uint32_t>(site)))
+                                       : nullptr;
+}
+
+/// Before a collective uses a buffer that an observed call may still guard: opens it (`touch`:
+/// MPI reads it, which counts as the program's first touch; else it is overwritten).
+/// `elements` of `type` from `p`; nothing when nothing is guarded.
+void release_guarded(const void* p, std::size_t elements, MPI_Datatype type, bool touch) {
+  if (!learn::guarded() || p == nullptr || p == MPI_IN_PLACE || elements == 0) return;
+  const datatype::TypeInfo ti = datatype::info(type);
+  if (!ti.valid) return learn::drain();  // cannot tell where it lies: open everything
+  learn::release(p, elements * std::max<std::size_t>(datatype::reach(ti), 1), touch);
+}
+
+/// A designated blocking call of `ls` returned: watch the blocks of its receive buffer
+/// (contiguous receive types only, as trace mode watches them).
+void observe_blocks(const Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
+                    const int displs[], int size, MPI_Datatype recvtype, std::uint64_t tcomm_ns) {
+  if (!d.observe || ls == nullptr) return;
+  const datatype::TypeInfo ti = datatype::info(recvtype);
+  if (!ti.valid || !ti.contiguous || ti.lb != 0) return;
+  std::vector<trace::SubRange> subs(static_cast<std::size_t>(size));
+  std::uint64_t bytes = 0;
+  for (int i = 0; i < size; ++i) {
+    if (counts[i] < 0 || displs[i] < 0) return;
+    subs[static_cast<std::size_t>(i)] = {static_cast<std::size_t>(displs[i]) * ti.size,
+                                         static_cast<std::size_t>(counts[i]) * ti.size};
+    bytes += subs[static_cast<std::size_t>(i)].length;
+  }
+  learn::observe(d.key->learning, *ls, recvbuf, subs, tcomm_ns, size > 0 ? bytes / static_cast<std::uint64_t>(size) : 0);
+}
 
 /// TNBC_MAX_MEMORY=auto: a quarter of this rank's share of the node's memory, or of what the
 /// address-space or data limit (ulimit -v / -d) leaves free now, whichever is smaller.
@@ -270,6 +307,7 @@ bool start(Runtime& rt) {
     return false;
   }
   g_running = true;
+  learn::start(rt.config());
   // Per-node priority needs a node communicator and a shared-memory window per communicator:
   // collective and slow (tens of ms).  For MPI_COMM_WORLD set them up here, not inside the
   // application's first timed collective.  Every rank reads the same plan, so all come here.
@@ -281,6 +319,7 @@ bool start(Runtime& rt) {
 
 void stop(Runtime& rt) {
   if (!g_running) return;
+  learn::stop();
   Engine::instance().stop();
   g_running = false;
   rt.stats().faults = trace::ReplayGuard::instance().faults();
@@ -302,10 +341,15 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   auto blocking = [&] {
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   };
-  // Decided from facts every rank shares; Alltoall's message size is the same everywhere.
-  if (const char* why = shared_exclusion(sendbuf, comm)) return plain(st, why, blocking);
   int size = 0, tsize = 0;
   PMPI_Comm_size(comm, &size);
+  if (learn::guarded()) {
+    const auto ranks = static_cast<std::size_t>(std::max(size, 0));
+    release_guarded(sendbuf, ranks * static_cast<std::size_t>(std::max(sendcount, 0)), sendtype, true);
+    release_guarded(recvbuf, ranks * static_cast<std::size_t>(std::max(recvcount, 0)), recvtype, false);
+  }
+  // Decided from facts every rank shares; Alltoall's message size is the same everywhere.
+  if (const char* why = shared_exclusion(sendbuf, comm)) return plain(st, why, blocking);
   PMPI_Type_size(recvtype, &tsize);
   const std::size_t block = static_cast<std::size_t>(recvcount) * static_cast<std::size_t>(tsize);
   if (block == 0) return plain(st, "empty", blocking);
@@ -315,18 +359,26 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   const std::int64_t site = call_site();
   const auto* entry = plan_entry(priority::Op::alltoall, comm, block, site);
   const Decision d = decide(comm, priority::Op::alltoall, block * static_cast<std::size_t>(size), entry, site);
+  learn::SiteLearning* ls = learning_site(d, site);
   if (entry) st.count_planned();
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
   for (int i = 0; i < size; ++i) count_received(d, rank, i, block);
-  if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
   std::vector<int> scounts(static_cast<std::size_t>(size), sendcount), sdispls(static_cast<std::size_t>(size));
   std::vector<int> rcounts(static_cast<std::size_t>(size), recvcount), rdispls(static_cast<std::size_t>(size));
   for (int i = 0; i < size; ++i) sdispls[i] = i * sendcount, rdispls[i] = i * recvcount;
+  if (d.path == adapt::Path::blocking) {
+    const std::uint64_t t0 = util::now_ns();
+    const int rc = plain(st, d, blocking);
+    if (rc == MPI_SUCCESS)
+      observe_blocks(d, ls, recvbuf, rcounts.data(), rdispls.data(), size, recvtype, util::now_ns() - t0);
+    return rc;
+  }
   // Per-node turns go in the order of the entry every rank agreed on (decide.hpp); without
-  // them the order of this call's own entry only says when this rank posts its messages.
+  // them the order of this call's own entry, or else the order learned for its site, only
+  // says when this rank posts its messages.
   const bool per_node = d.shape != nullptr && d.shape->per_node;
-  const priority::PlanEntry* ordered = per_node ? d.shape : entry;
+  const priority::PlanEntry* ordered = per_node ? d.shape : entry ? entry : learn::learned(ls);
   const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
   return exchange(st, d, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
                   rdispls.data(), recvtype, comm, true, order, per_node);
@@ -340,11 +392,23 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
     return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                           recvtype, comm);
   };
-  if (const char* why = shared_exclusion(sendbuf, comm)) return plain(st, why, blocking);
   int size = 0, tsize = 0;
+  PMPI_Comm_size(comm, &size);
+  if (learn::guarded()) {
+    // Upper bounds of what each buffer spans, in elements.
+    std::size_t send_span = 0, recv_span = 0;
+    for (int i = 0; i < size; ++i) {
+      send_span = std::max<std::size_t>(send_span, static_cast<std::size_t>(std::max(sdispls[i], 0)) +
+                                                       static_cast<std::size_t>(std::max(sendcounts[i], 0)));
+      recv_span = std::max<std::size_t>(recv_span, static_cast<std::size_t>(std::max(rdispls[i], 0)) +
+                                                       static_cast<std::size_t>(std::max(recvcounts[i], 0)));
+    }
+    release_guarded(sendbuf, send_span, sendtype, true);
+    release_guarded(recvbuf, recv_span, recvtype, false);
+  }
+  if (const char* why = shared_exclusion(sendbuf, comm)) return plain(st, why, blocking);
   // Sizes differ between ranks: every rank runs the engine's exchange, and only the local size
   // decides whether this rank returns early.
-  PMPI_Comm_size(comm, &size);
   PMPI_Type_size(recvtype, &tsize);
   std::size_t total = 0;
   for (int i = 0; i < size; ++i) total += static_cast<std::size_t>(recvcounts[i]) * static_cast<std::size_t>(tsize);
@@ -352,13 +416,20 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   const auto* entry = plan_entry(priority::Op::alltoallv, comm, size > 0 ? total / static_cast<std::size_t>(size) : 0, site);
   // The key has no size (class 0, the same everywhere); the plan entry only votes.
   const Decision d = decide(comm, priority::Op::alltoallv, 0, entry, site);
+  learn::SiteLearning* ls = learning_site(d, site);
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
   for (int i = 0; i < size; ++i)
     count_received(d, rank, i, static_cast<std::uint64_t>(recvcounts[i]) * static_cast<std::uint64_t>(tsize));
   if (entry) st.count_planned();
-  if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
-  const std::vector<int> order = entry ? as_ints(entry->order) : std::vector<int>{};
+  if (d.path == adapt::Path::blocking) {
+    const std::uint64_t t0 = util::now_ns();
+    const int rc = plain(st, d, blocking);
+    if (rc == MPI_SUCCESS) observe_blocks(d, ls, recvbuf, recvcounts, rdispls, size, recvtype, util::now_ns() - t0);
+    return rc;
+  }
+  const priority::PlanEntry* ordered = entry ? entry : learn::learned(ls);
+  const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
   // No per-node priority for Alltoallv: the plan entry is found by this rank's own receive size,
   // so ranks of one node can disagree on it, and a rank that does not take part in its node's
   // turns stops the ranks after it for good (measured: IS-like class S hung).  The order alone
@@ -400,6 +471,11 @@ BcastShape bcast_shape(const config::Config& cfg, const priority::PlanEntry* ent
 int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
   OpStats& st = rt.stats().bcast;
   auto blocking = [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); };
+  if (learn::guarded()) {
+    int me = 0;
+    PMPI_Comm_rank(comm, &me);
+    release_guarded(buffer, static_cast<std::size_t>(std::max(count, 0)), datatype, me == root);
+  }
   if (const char* why = shared_exclusion(buffer, comm)) return plain(st, why, blocking);
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
@@ -453,8 +529,16 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   return MPI_SUCCESS;
 }
 
-void release_range(const void* p, std::size_t n) {
-  if (g_running) trace::ReplayGuard::instance().wait_range(p, n);
+void release_range(const void* p, std::size_t n, bool touch) {
+  if (!g_running) return;
+  trace::ReplayGuard::instance().wait_range(p, n);
+  if (p == nullptr && n == SIZE_MAX) learn::drain();
+  else learn::release(p, n, touch);
+}
+
+void drain() {
+  Engine::instance().drain();
+  learn::drain();
 }
 
 }  // namespace tnbc::shim::replay

@@ -27,7 +27,13 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
               MPI_Datatype recvtype, MPI_Comm comm);
 int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
 
-/// Completes in-flight operations overlapping [p, p + n) (interposed system calls, free, …).
-void release_range(const void* p, std::size_t n);
+/// Completes in-flight operations overlapping [p, p + n) (interposed system calls, free, …)
+/// and opens what an observed call guards there (`touch`: the bytes are being read).
+/// (nullptr, SIZE_MAX): everything.
+void release_range(const void* p, std::size_t n, bool touch);
+
+/// The fence of every MPI call that may touch user memory: completes every operation in
+/// flight and opens every page an observed call guards.
+void drain();
 
 }  // namespace tnbc::shim::replay

@@ -1,0 +1,143 @@
+// One run, no trace step: replay mode learns each call site's first-touch order while the
+// program runs and hands it to the engine as per-message priorities (docs/replay.md, "Learning
+// the order").
+//
+//   observe:  some blocking calls of a key (its warm-up, its blocking probes, 1 in
+//             kBlockingRunEvery of a blocking run) are watched as trace mode watches every
+//             call: after the blocking call returns, the receive buffer's whole pages are
+//             protected and the first touch of each sub-message is stamped (trace/page_guard.hpp:
+//             one fault per sub-message, TSC stamps).  The same path on every rank, so every
+//             rank counts the same "designated" calls, whether or not its own protection worked.
+//   learn:    when a key enters the early path (decide.hpp: every rank at the same call) and
+//             calls were designated since the last learn point, every rank summarises the
+//             calls of each of its call sites observed since then (the latest kWindow;
+//             priority::summarise_rank,
+//             step 2 of docs/ordering.md), the ranks gather the summaries (one MPI_Allgather of
+//             2 doubles per sub-message and rank per site, independent of the number of calls)
+//             and every rank applies priority::consensus -- the rule `tnbc-order plan` applies to
+//             a trace, from the same code -- to the same data: the same order everywhere.
+//   apply:    from the next call, a call site without a plan entry of its own gets the learned
+//             order (TNBC_PLAN wins for its sites).  Orders change between calls, never inside
+//             one; an operation in flight keeps the order it started with.
+//   hysteresis: the first order is adopted at once; a later one replaces it only when two
+//             learn points in a row find an order whose concordance with the current one is
+//             below kKeepConcordance and which agree with each other.
+//
+// Call sites are told apart by a hash of their plan key (module + offset chain), the same on
+// every rank of an SPMD program; a key learns at most kMaxSites sites.  TNBC_LEARN=0 turns
+// learning off; TNBC_PLAN_OUT writes what was learned as a plan at MPI_Finalize (rank 0).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "priority/observations.hpp"
+#include "priority/plan.hpp"
+#include "trace/page_guard.hpp"
+
+namespace tnbc::shim::learn {
+
+inline constexpr std::size_t kWindow = 8;            ///< observed calls per site and rank, at most
+inline constexpr std::size_t kMaxSites = 8;          ///< sites learned per key
+inline constexpr int kMaxRanks = 256;                ///< larger communicators do not learn
+/// 1 in this many calls of a blocking run.  Prime: a program that cycles through a few call
+/// sites of one key (two sites alternating, say) gets each of them observed.
+inline constexpr std::uint64_t kBlockingRunEvery = 13;
+inline constexpr double kKeepConcordance = 0.9;      ///< an order this close to the current is the same
+
+/// What one call site of one key learned (and this rank's own observations of it).
+struct SiteLearning {
+  std::uint64_t hash = 0;    ///< of the site's plan key: the same on every rank
+  std::int64_t site = -1;    ///< this rank's index in the call-site table (-1: seen only in a gather)
+  std::string key;           ///< its plan key (empty: seen only in a gather)
+  std::size_t messages = 0;  ///< sub-messages per call
+  std::uint64_t message_bytes = 0;
+  std::deque<priority::CallRecord> samples;  ///< this rank's calls observed since the last learn point
+  /// Every order adopted, oldest first: never freed, calls in flight may point at one.
+  std::deque<priority::PlanEntry> entries;
+  const priority::PlanEntry* current = nullptr;
+  std::size_t current_ordered = 0;     ///< length of current's evidence-ordered head
+  std::vector<std::size_t> candidate;  ///< an order seen once that differs from current
+  std::size_t candidate_ordered = 0;
+  std::uint64_t learned_at_call = 0;   ///< key call at which current was adopted
+  std::uint64_t observed = 0;          ///< this rank's calls observed here, in all
+  std::uint64_t changes = 0;           ///< orders replaced after the first
+  double agreement = 1.0;              ///< mean concordance of the ranks with current
+};
+
+/// The learning of one key (decide.hpp's Key holds one).
+struct KeyLearning {
+  priority::Op op = priority::Op::alltoall;
+  int comm_size = 0;
+  std::deque<SiteLearning> sites;
+  std::uint64_t designated = 0;          ///< calls designated for observation (same on every rank)
+  std::uint64_t designated_learned = 0;  ///< ... up to the last learn point
+  std::uint64_t points = 0;              ///< learn points held
+  // Costs (this rank): observed calls, time protecting them, time in learn points on this
+  // rank's own work (settling the observations, summaries, consensus) and in their two
+  // MPI_Allgathers (which includes waiting for the ranks that come later).
+  std::uint64_t observed = 0, protect_ns = 0, learn_ns = 0, gather_ns = 0;
+};
+
+/// Applies TNBC_LEARN (learning also needs TNBC_ADAPT on or measure) and TNBC_PLAN_OUT and
+/// installs the page guard.  Rank-local; returns whether learning is on (the same on every rank
+/// unless the guard could not be installed here: that rank observes nothing and still takes
+/// part in every learn point).
+bool start(const config::Config& cfg);
+/// Opens every guarded page and uninstalls the guard; writes TNBC_PLAN_OUT on rank 0 of
+/// MPI_COMM_WORLD.
+void stop();
+/// Learning is on (the keys designate calls and hold learn points).
+bool enabled();
+/// Whether call sites must be captured for learning.
+bool wants_sites();
+
+/// Registers a key's learning (once, when the key is made).
+void add_key(KeyLearning& k, priority::Op op, int comm_size);
+
+/// The site entry of `site` (index in the call-site table, `key` its plan key), made on first use;
+/// nullptr when it cannot be learned (no site, or kMaxSites already).
+SiteLearning* site_of(KeyLearning& k, std::int64_t site, const std::string& key);
+
+/// Whether the blocking call that is the key's `call`-th is designated for observation: the
+/// warm-up and probes of the blocking path (`probing`), 1 in kBlockingRunEvery of a blocking
+/// run.  The same on every rank; counts it.
+bool designate(KeyLearning& k, std::uint64_t call, bool probing);
+
+/// True while some page is guarded (one atomic load).
+bool guarded();
+
+/// The learned entry for this call from `s`, or nullptr.
+inline const priority::PlanEntry* learned(const SiteLearning* s) { return s ? s->current : nullptr; }
+
+/// A designated blocking call just returned: protect `subs` of `recvbuf` and watch them.
+/// `tcomm_ns`: how long the call took.  Rank-local; never fails (a call that cannot be
+/// protected is simply not observed).
+void observe(KeyLearning& k, SiteLearning& s, void* recvbuf, std::span<const trace::SubRange> subs,
+             std::uint64_t tcomm_ns, std::uint64_t message_bytes);
+
+/// Before a collective uses [p, p + n) (a buffer it reads, `touch`, or overwrites): opens the
+/// guarded pages there.  Async-signal-safe, cheap when nothing is guarded.
+void release(const void* p, std::size_t n, bool touch);
+/// A fence (an MPI call that may touch any memory): opens everything, sub-messages not read
+/// yet become unobserved.
+void drain();
+
+/// The key enters the early path: collective over `comm` when calls were designated since the
+/// last learn point (the same on every rank).  `call`: the key's call count.
+void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call);
+
+/// The "learning" object of a key in the statistics (docs/config.md).
+std::string json(const KeyLearning& k);
+
+/// The hash of a plan key (what SiteLearning::hash holds).
+std::uint64_t site_hash(const std::string& key);
+
+}  // namespace tnbc::shim::learn

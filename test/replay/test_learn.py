@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Replay mode learns read orders while the program runs (shim/learn.hpp).
+
+test/mpi/learn_order reads its blocks in known orders at two call sites of one key, one of
+which changes its order halfway.  Under libtnbc.so (TNBC_ADAPT=measure, so that one node
+learns too) the bytes must equal plain MPICH's; the statistics must show both sites learned,
+site_fixed in reverse order; the plan written with TNBC_PLAN_OUT must give site_fixed the order
+`tnbc-order plan` derives from a trace of the same program, and read back through TNBC_PLAN it
+must change nothing in the bytes.  The differential programs (replay_diff: stack buffers,
+write(), free(), threads; adapt_switch: ranks calling from different sites) must print what
+plain MPICH prints while learning is on; TNBC_LEARN=0 must learn nothing."""
+
+import json
+import os
+import subprocess
+import tempfile
+
+from tnbc_testlib import BUILD, Suite, expect, mpirun, read_json
+
+PROG = os.path.join(BUILD, "test", "mpi", "learn_order")
+DIFF = os.path.join(BUILD, "test", "mpi", "replay_diff")
+SWITCH = os.path.join(BUILD, "test", "mpi", "adapt_switch")
+TOOL = os.path.join(BUILD, "tools", "tnbc-order")
+PLAN_DUMP = os.path.join(BUILD, "test", "tools", "plan_dump")
+P = 4
+ITERS = 60
+LEARN = {"TNBC_ADAPT": "measure", "TNBC_MIN_BYTES": "4K"}
+
+
+def lines(text):
+    return sorted(l for l in text.splitlines() if l and l[0].isdigit())
+
+
+def plan_entries(path):
+    d = subprocess.run([PLAN_DUMP, path], capture_output=True, text=True, timeout=30)
+    expect(d.returncode == 0, f"plan_dump {path}: {d.stderr}")
+    return [json.loads(l) for l in d.stdout.splitlines()]
+
+
+def learned_sites(prefix, rank):
+    """{innermost-site key: learning entry} of the alltoall keys of one rank's statistics."""
+    d = read_json(f"{prefix}.{rank}.json")
+    out = {}
+    for k in d["adapt"]["keys"]:
+        if k["op"] != "alltoall":
+            continue
+        for s in k["learning"]["sites"]:
+            out[s["site"]] = (k["learning"], s)
+    return out
+
+
+def main():
+    s = Suite("learn")
+    tmp = tempfile.mkdtemp(prefix="tnbc_learn_")
+    ref = {}
+    reverse = list(range(P - 1, -1, -1))
+
+    def plain():
+        ref["out"] = lines(mpirun(PROG, P, args=[ITERS], timeout=120).stdout)
+        expect(len(ref["out"]) == 2 * P * ITERS, f"{len(ref['out'])} lines")
+    s.check("plain MPICH: learn_order", plain)
+
+    def learned():
+        prefix = os.path.join(tmp, "learn")
+        plan = os.path.join(tmp, "learned.plan")
+        out = lines(mpirun(PROG, P, preload="tnbc", args=[ITERS], timeout=120,
+                           env={**LEARN, "TNBC_STATS": prefix, "TNBC_PLAN_OUT": plan}).stdout)
+        expect(out == ref.get("out"), f"differs from plain MPICH: {sorted(set(out) ^ set(ref.get('out', [])))[:6]}")
+        orders = []
+        for r in range(P):
+            sites = learned_sites(prefix, r)
+            expect(len(sites) == 2, f"rank {r}: learned sites {list(sites)}")
+            for key, (k, site) in sites.items():
+                expect(k["points"] >= 1 and k["observed"] >= 4, f"rank {r}: {k}")
+                expect(site["learned"] and site["observed"] >= 2, f"rank {r}: {site}")
+                orders.append(tuple(site["order"]))
+        # Every rank learned the same orders (one consensus), and one site reads in reverse.
+        expect(len(set(orders)) <= 2 and tuple(reverse) in orders, f"learned orders {orders}")
+        st = subprocess.run([os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                          "tools", "tnbc-stats"), prefix], capture_output=True, text=True, timeout=60)
+        expect(st.returncode == 0 and st.stdout.count(" @") >= 2 and ",".join(map(str, reverse)) + " @" in st.stdout,
+               f"tnbc-stats does not show the learned orders: {st.stdout}{st.stderr}")
+        entries = plan_entries(plan)
+        expect(len(entries) == 2, f"learned plan: {entries}")
+        ref["learned_plan"] = plan
+        ref["learned"] = {e["site"]: e["order"] for e in entries}
+        fixed = [site for site, order in ref["learned"].items() if order == reverse]
+        expect(len(fixed) >= 1, f"no site learned the reverse order: {ref['learned']}")
+    s.check("libtnbc.so learns both sites: identical bytes, the same orders on every rank, "
+            "TNBC_PLAN_OUT written", learned)
+
+    def same_as_trace():
+        trace = os.path.join(tmp, "trace")
+        mpirun(PROG, P, preload="tnbc_trace", args=[12], timeout=120, env={"TNBC_TRACE_DIR": trace})
+        out = os.path.join(tmp, "traced.plan")
+        r = subprocess.run([TOOL, "plan", trace, "-o", out], capture_output=True, text=True, timeout=60)
+        expect(r.returncode == 0, f"tnbc-order plan: {r.stderr}")
+        traced = {e["site"]: e["order"] for e in plan_entries(out)}
+        learned = ref.get("learned", {})
+        expect(set(traced) == set(learned), f"sites: traced {sorted(traced)}, learned {sorted(learned)}")
+        # 12 traced iterations all lie before the phase change: both sites in the orders of
+        # the first half; site_fixed is the one whose order never changes.
+        same = [site for site in traced if traced[site] == learned[site]]
+        expect(len(same) >= 1 and any(traced[site] == reverse for site in same),
+               f"traced {traced}, learned {learned}")
+    s.check("the learned plan gives site_fixed the order tnbc-order plan derives from a trace", same_as_trace)
+
+    def plan_back():
+        out = lines(mpirun(PROG, P, preload="tnbc", args=[ITERS], timeout=120,
+                           env={**LEARN, "TNBC_PLAN": ref.get("learned_plan", "")}).stdout)
+        expect(out == ref.get("out"), "differs from plain MPICH with the learned plan")
+        r = subprocess.run([TOOL, "check", ref.get("learned_plan", "")], capture_output=True, text=True, timeout=60)
+        expect(r.returncode == 0 and "accepted by libtnbc.so" in r.stdout, f"tnbc-order check: {r.stdout} {r.stderr}")
+        for site, order in ref.get("learned", {}).items():
+            expect(f"{site} alltoall comm={P}" in r.stdout and "order=" + ",".join(map(str, order)) in r.stdout,
+                   f"tnbc-order check does not print {site}: {r.stdout}")
+    s.check("the learned plan read back with TNBC_PLAN: identical bytes; tnbc-order check prints it", plan_back)
+
+    def phase_change():
+        # Long enough that the new order of site_phase wins over its window of old samples.
+        iters = 400
+        a = lines(mpirun(PROG, P, args=[iters, 40], timeout=180).stdout)
+        prefix = os.path.join(tmp, "phase")
+        b = lines(mpirun(PROG, P, preload="tnbc", args=[iters, 40], timeout=180,
+                         env={**LEARN, "TNBC_STATS": prefix}).stdout)
+        expect(a == b, f"differs from plain MPICH: {sorted(set(a) ^ set(b))[:6]}")
+        for r in range(P):
+            for key, (k, site) in learned_sites(prefix, r).items():
+                expect(site["order"] == reverse, f"rank {r}: {key} ends with order {site['order']}: {site}")
+    s.check("a read order that changes mid-run: identical bytes, the new order learned", phase_change)
+
+    def differential():
+        d_ref = lines(mpirun(DIFF, P, args=[tmp], timeout=120).stdout)
+        d = lines(mpirun(DIFF, P, preload="tnbc", args=[tmp], timeout=180,
+                         env={**LEARN, "TNBC_ADAPT_WARMUP": "2"}).stdout)
+        expect(d == d_ref, f"replay_diff differs: {sorted(set(d) ^ set(d_ref))[:6]}")
+        prefix = os.path.join(tmp, "switch")
+        a = lines(mpirun(SWITCH, P, args=[60], timeout=120).stdout)
+        b = lines(mpirun(SWITCH, P, preload="tnbc", args=[60], timeout=180,
+                         env={**LEARN, "TNBC_ADAPT_WARMUP": "2", "TNBC_STATS": prefix}).stdout)
+        expect(a == b, f"adapt_switch differs: {sorted(set(a) ^ set(b))[:6]}")
+        observed = sum(k["learning"]["observed"] for k in read_json(f"{prefix}.0.json")["adapt"]["keys"])
+        expect(observed > 0, "adapt_switch: nothing observed, so nothing was tested")
+    s.check("replay_diff and adapt_switch while learning: identical bytes", differential)
+
+    def off():
+        prefix = os.path.join(tmp, "off")
+        plan = os.path.join(tmp, "off.plan")
+        r = mpirun(PROG, P, preload="tnbc", args=[20], timeout=120,
+                   env={**LEARN, "TNBC_LEARN": "0", "TNBC_STATS": prefix, "TNBC_PLAN_OUT": plan})
+        expect(lines(r.stdout) == lines(mpirun(PROG, P, args=[20], timeout=120).stdout), "differs")
+        for rank in range(P):
+            for key, (k, site) in learned_sites(prefix, rank).items():
+                expect(False, f"rank {rank} learned with TNBC_LEARN=0: {site}")
+            keys = read_json(f"{prefix}.{rank}.json")["adapt"]["keys"]
+            expect(all(k["learning"]["observed"] == 0 for k in keys), "observed with TNBC_LEARN=0")
+        expect(not os.path.exists(plan), "TNBC_PLAN_OUT written with learning off")
+        expect("TNBC_PLAN_OUT" in r.stderr, f"no message about TNBC_PLAN_OUT: {r.stderr}")
+    s.check("TNBC_LEARN=0: nothing observed, no plan written, and it says so", off)
+
+    return s.finish()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
