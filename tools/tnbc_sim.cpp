@@ -48,6 +48,8 @@ constexpr std::string_view kUsage =
     "  --op alltoall         the collective (only alltoall so far)\n"
     "  --bytes B             bytes per rank and destination (default 1048576)\n"
     "  --chunk-bytes B       the engine's body chunks (default: TNBC_CHUNK_BYTES' default)\n"
+    "  --connection-depth D  the engine's messages to one peer in flight at once (default 2:\n"
+    "                        the next one's handshake overlaps the transfer before it)\n"
     "\n"
     "application (bench/overlap.c):\n"
     "  --scenario S          a..e or none (default none: the data read at once)\n"
@@ -84,6 +86,7 @@ struct Args {
   Scenario scenario = *find_scenario("none");
   std::optional<double> work_ms;
   int parts = 1;
+  int depth = SimOptions{}.connection_depth;
   std::vector<std::string> cfg;
   bool json = false;
 };
@@ -112,6 +115,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--op" && v == "alltoall") continue;
       else if (opt == "--bytes") a.bytes = parse_number<std::size_t>(opt, v);
       else if (opt == "--chunk-bytes") a.chunk_bytes = parse_number<std::size_t>(opt, v);
+      else if (opt == "--connection-depth") a.depth = parse_number<int>(opt, v);
       else if (opt == "--scenario" && find_scenario(v)) a.scenario = *find_scenario(v);
       else if (opt == "--work-ms") a.work_ms = parse_number<double>(opt, v);
       else if (opt == "--parts") a.parts = parse_number<int>(opt, v);
@@ -124,6 +128,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.spec.nodes < 1 || a.spec.ppn < 1) return "--nodes and --ppn: at least 1";
   if (a.bytes == 0) return "--bytes: at least 1";
   if (a.parts < 1) return "--parts: at least 1";
+  if (a.depth < 1) return "--connection-depth: at least 1";
   if (a.work_ms && *a.work_ms < 0) return "--work-ms: not negative";
   return std::nullopt;
 }
@@ -146,6 +151,7 @@ int main(int argc, char** argv) {
   SimOptions opt;
   opt.block = a.bytes;
   opt.chunk_bytes = a.chunk_bytes;
+  opt.connection_depth = a.depth;
   opt.cfg = a.cfg;
   const SimResult res = simulate(a.spec, opt);
 
@@ -174,13 +180,13 @@ int main(int argc, char** argv) {
   if (a.json) {
     fmt::print(
         "{{\"nodes\": {}, \"ppn\": {}, \"placement\": \"{}\", \"link_bytes_per_s\": {}, \"latency_s\": {}, "
-        "\"mem_bytes_per_s\": {}, \"op\": \"alltoall\", \"bytes\": {}, \"chunk_bytes\": {}, "
+        "\"mem_bytes_per_s\": {}, \"op\": \"alltoall\", \"bytes\": {}, \"chunk_bytes\": {}, \"connection_depth\": {}, "
         "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
         "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
         "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": null, "
         "\"link_bound_ms\": {:.3f}}}\n",
         a.spec.nodes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.spec.link_Bps, a.spec.latency_s,
-        a.spec.mem_Bps, a.bytes, a.chunk_bytes, a.scenario.name, a.parts, ms(sizing), ms(work.curc),
+        a.spec.mem_Bps, a.bytes, a.chunk_bytes, a.depth, a.scenario.name, a.parts, ms(sizing), ms(work.curc),
         ms(work.crc), res.plain_algorithm, ms(tcomm), ms(plain), ms(tinit), ms(tnbc_exchange), ms(tnbc),
         ms(bound));
     return 0;

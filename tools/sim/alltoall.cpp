@@ -137,20 +137,20 @@ void tnbc_call(World& w, int rank, RankRun& out) {
   for (std::size_t i : fill) copied[i] = t += static_cast<double>(steps[i].bytes) / w.spec.mem_Bps;
   out.ret = t;  // for now: when the send side is copied; finish_tnbc adds the edge receives
 
-  // Per destination, the sends waiting behind the one in flight (one connection per peer).
+  // Per destination, the sends waiting behind those in flight (one connection per peer).
   std::vector<Msg> msgs(n);
   std::vector<std::vector<std::size_t>> queue(static_cast<std::size_t>(p));
   std::vector<std::size_t> head(static_cast<std::size_t>(p), 0);
-  std::vector<char> busy(static_cast<std::size_t>(p), 0);
+  std::vector<int> busy(static_cast<std::size_t>(p), 0);
   auto post = [&](int peer) {
     const auto d = static_cast<std::size_t>(peer);
-    if (busy[d] || head[d] == queue[d].size()) return;
+    if (busy[d] >= w.opt.connection_depth || head[d] == queue[d].size()) return;
     const std::size_t i = queue[d][head[d]++];
     msgs[i] = {rank, steps[i].piece};
     s4u::Mailbox* box = (steps[i].edge ? w.edge_boxes : w.body_boxes)[d];
     active.push_back(box->put_async(&msgs[i], steps[i].bytes));
     active_step.push_back(i);
-    busy[d] = 1;
+    ++busy[d];
   };
 
   std::size_t cursor = 0;
@@ -189,7 +189,7 @@ void tnbc_call(World& w, int rank, RankRun& out) {
     const Step& s = steps[i];
     out.step_done[i] = now();
     w.arrived[static_cast<std::size_t>(s.peer)][key(rank, s.piece)] = now();
-    busy[static_cast<std::size_t>(s.peer)] = 0;
+    --busy[static_cast<std::size_t>(s.peer)];
     post(s.peer);
   }
   s4u::Comm::wait_all(body_gets);

@@ -49,6 +49,11 @@ struct RankRun {
 struct SimOptions {
   std::size_t block = 1 << 20;  ///< bytes per rank and destination
   std::size_t chunk_bytes = 0;  ///< the engine's body chunks (tools pass TNBC_CHUNK_BYTES' default)
+  /// Messages to one destination in flight at once.  1: each waits for the one before (a
+  /// connection delivers in order) and pays the route's latency alone; 2: the next one's
+  /// latency (UCX's rendezvous handshake) overlaps the transfer of the one before, as on a
+  /// connection that streams, at the price of the two sharing the bandwidth while both move.
+  int connection_depth = 2;
   bool plain = true;            ///< simulate plain MPICH
   bool tnbc = true;             ///< simulate the engine without a plan
   std::vector<std::string> cfg; ///< SimGrid settings ("network/model:CM02"), as --cfg takes them
