@@ -1,0 +1,143 @@
+// tnbc-sim's model (tools/sim/) on platforms small enough to work out by hand.  SimGrid runs one
+// engine per process, so every case tagged [sim-*] runs in a process of its own
+// (test/sim/meson.build passes the tag); the [pure] cases need no simulation.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "shim/config.hpp"
+#include "shim/engine/schedule.hpp"
+#include "sim/alltoall.hpp"
+#include "sim/reader.hpp"
+
+using namespace tnbc::sim;
+namespace schedule = tnbc::shim::schedule;
+
+namespace {
+
+// SimGrid's plain max-min model: no latency or bandwidth factors, no reverse traffic for TCP's
+// acknowledgements, so that a message of S bytes over links of bandwidth B and latencies L1, L2
+// takes exactly L1 + L2 + S / B.
+const std::vector<std::string> kExact{"network/model:CM02", "network/crosstraffic:0"};
+
+double elapsed(const RankRun& r, double RankRun::*field) { return r.*field - r.entry; }
+
+}  // namespace
+
+TEST_CASE("one link each way, two ranks, one message each", "[sim-one-link]") {
+  // 2 nodes x 1 rank; each node's link 1 MB/s each way, 1 ms to the switch; memory 1 GB/s.
+  // Plain MPICH, 1 MB blocks, pairwise exchange: the own block copied (1e6 / 1e9 = 1 ms), then
+  // one round, rank 0 -> 1 and 1 -> 0 at once on opposite halves of the links (no sharing):
+  // latency 1 ms + 1 ms, then 1e6 / 1e6 = 1 s.  Total 1.003 s on both ranks.
+  PlatformSpec spec{.nodes = 2, .ppn = 1, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
+  SimOptions opt{.block = 1000000, .chunk_bytes = 0, .tnbc = false, .cfg = kExact};
+  const SimResult res = simulate(spec, opt);
+  REQUIRE(res.plain_algorithm == "pairwise");
+  REQUIRE(res.plain.size() == 2);
+  for (const RankRun& r : res.plain) CHECK(elapsed(r, &RankRun::ret) == Approx(1.003).epsilon(1e-6));
+}
+
+TEST_CASE("one link each way under SimGrid's default model: its documented factors", "[sim-one-link-lv08]") {
+  // The same exchange under LV08, SimGrid's default TCP model, with its factors as documented:
+  // latency x 13.01, bandwidth x 0.97 (TCP's reverse traffic off: it would take a share of each
+  // link that this case cannot work out by hand).  1 ms + 13.01 x 2 ms + 1e6 / (0.97 x 1e6) s
+  // = 0.001 + 0.02602 + 1.0309278 = 1.0579478 s.
+  PlatformSpec spec{.nodes = 2, .ppn = 1, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
+  SimOptions opt{.block = 1000000, .chunk_bytes = 0, .tnbc = false, .cfg = {"network/crosstraffic:0"}};
+  const SimResult res = simulate(spec, opt);
+  for (const RankRun& r : res.plain) CHECK(elapsed(r, &RankRun::ret) == Approx(1.0579478).epsilon(1e-5));
+}
+
+TEST_CASE("two nodes, two ranks each: the node's ranks share its link", "[sim-two-nodes]") {
+  // 2 nodes x 2 ranks (block placement), links 1 MB/s each way and 1 ms; memory 1 GB/s (1 us);
+  // 1 MB blocks.  Plain MPICH, pairwise exchange on 4 ranks (a power of two: partner rank ^ i):
+  //   own copy                         1e6 / 1e9                        = 0.001 s
+  //   round 1: 0<->1, 2<->3 in a node  two flows share the memory link: 2e6 / 1e9 + 1 us = 0.002001 s
+  //   rounds 2, 3: 0<->2 1<->3, then 0<->3 1<->2: two flows share each node's UP half:
+  //                                    2 x (2e6 / 1e6 + 1 ms + 1 ms)    = 4.004 s
+  //   total                                                             = 4.007001 s
+  PlatformSpec spec{.nodes = 2, .ppn = 2, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
+  SimOptions opt{.block = 1000000, .chunk_bytes = tnbc::config::Config{}.chunk_bytes, .cfg = kExact};
+  const SimResult res = simulate(spec, opt);
+  for (const RankRun& r : res.plain) CHECK(elapsed(r, &RankRun::ret) == Approx(4.007001).epsilon(1e-6));
+  // The engine: each node sends 2 ranks x 2 remote blocks = 4 MB through its UP half, 4 s at
+  // least.  Its messages overlap each other's latency (two in flight per peer), so it ends
+  // within a few latencies (1 ms each way) and copies (1 ms) of that; and the call returns once
+  // its heads and tails (4 KiB each) are in, long before.
+  for (const RankRun& r : res.tnbc) {
+    CHECK(elapsed(r, &RankRun::done) >= 4.0);
+    CHECK(elapsed(r, &RankRun::done) <= 4.02);
+    CHECK(elapsed(r, &RankRun::ret) < 0.05);
+  }
+}
+
+TEST_CASE("the simulated ranks run the step lists shim/engine/schedule builds", "[sim-steps]") {
+  // The same call as replay.cpp hands the engine for MPI_Alltoall (block i at i * block on both
+  // sides, no plan, TNBC_CHUNK_BYTES' default chunks): every field of every step equal, and
+  // every step completed.
+  PlatformSpec spec{.nodes = 2, .ppn = 2};
+  const std::size_t block = 1 << 20, chunk = tnbc::config::Config{}.chunk_bytes;
+  SimOptions opt{.block = block, .chunk_bytes = chunk, .plain = false, .cfg = {}};
+  const SimResult res = simulate(spec, opt);
+  const int p = spec.ranks();
+  REQUIRE(res.tnbc.size() == static_cast<std::size_t>(p));
+  std::vector<std::size_t> bytes(4, block), displs{0, block, 2 * block, 3 * block};
+  for (int r = 0; r < p; ++r) {
+    const RankRun& run = res.tnbc[static_cast<std::size_t>(r)];
+    const auto want = schedule::alltoallv(r, p, bytes, displs, bytes, displs, {}, {chunk}).steps;
+    REQUIRE(run.steps.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      const schedule::Step &a = run.steps[i], &b = want[i];
+      CHECK(a.kind == b.kind);
+      CHECK(a.peer == b.peer);
+      CHECK(a.offset == b.offset);
+      CHECK(a.bytes == b.bytes);
+      CHECK(a.sub == b.sub);
+      CHECK(a.piece == b.piece);
+      CHECK(a.edge == b.edge);
+      CHECK(a.after == b.after);
+      CHECK(a.src_offset == b.src_offset);
+      CHECK(run.step_done[i] >= run.entry);
+    }
+  }
+}
+
+TEST_CASE("alltoall_steps: the engine's builder with replay.cpp's arguments", "[pure]") {
+  for (int p : {1, 2, 5})
+    for (std::size_t block : {std::size_t{100}, std::size_t{1} << 20})
+      for (int r = 0; r < p; ++r) {
+        std::vector<std::size_t> bytes(static_cast<std::size_t>(p), block), displs;
+        for (int i = 0; i < p; ++i) displs.push_back(static_cast<std::size_t>(i) * block);
+        const std::vector<int> order{p - 1};
+        const auto a = alltoall_steps(r, p, block, order, 65536).steps;
+        const auto b = schedule::alltoallv(r, p, bytes, displs, bytes, displs, order, {65536}).steps;
+        REQUIRE(a.size() == b.size());
+        for (std::size_t i = 0; i < a.size(); ++i) {
+          CHECK(a[i].peer == b[i].peer);
+          CHECK(a[i].offset == b[i].offset);
+          CHECK(a[i].bytes == b[i].bytes);
+          CHECK(a[i].piece == b[i].piece);
+        }
+      }
+}
+
+TEST_CASE("reader_total: bench/overlap.c's deadlines, by hand", "[pure]") {
+  // Return at 1 s, TCURC 2 s, TCRC 4 s over 2 blocks of 100 bytes read whole (2 s each).
+  // Block 0 is there at 0: read at 3, its work ends at 5.  Block 1 comes at 10: the read waits
+  // 5 s, so its work ends 2 s after the data came: 12.
+  const Work work{2, 4, 1};
+  auto ready = [](std::size_t lo, std::size_t) { return lo < 100 ? 0.0 : 10.0; };
+  CHECK(reader_total(1, work, 2, 100, ready) == Approx(12));
+  // Everything there at return: return + TCURC + TCRC.
+  CHECK(reader_total(1, work, 2, 100, [](std::size_t, std::size_t) { return 0.0; }) == Approx(7));
+}
+
+TEST_CASE("link_bound: bench/link_model.py's bound, by hand", "[pure]") {
+  // 2 nodes x 1 rank, links of 1 byte/s, blocks of 10 bytes.  Nothing to do: each link carries
+  // one block, 10 s.  With TCRC 20 s (10 s per block): block 0 is needed at 0 and is 10 s
+  // late; block 1 is needed at 10 and is on time: 20 + 10 = 30 s.
+  CHECK(link_bound({0, 1}, 1.0, 10, Work{0, 0, 1}, 0) == Approx(10));
+  CHECK(link_bound({0, 1}, 1.0, 10, Work{0, 20, 1}, 0) == Approx(30));
+  // Both ranks on one node: no link to cross.
+  CHECK(link_bound({0, 0}, 1.0, 10, Work{0, 20, 1}, 0) == Approx(20));
+}

@@ -1,0 +1,292 @@
+#include "alltoall.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+
+namespace tnbc::sim {
+
+namespace s4u = simgrid::s4u;
+using schedule::Kind;
+using schedule::Step;
+
+schedule::Schedule alltoall_steps(int rank, int size, std::size_t block, std::span<const int> order,
+                                  std::size_t chunk_bytes) {
+  const auto n = static_cast<std::size_t>(size);
+  std::vector<std::size_t> bytes(n, block), displs(n);
+  for (std::size_t i = 0; i < n; ++i) displs[i] = i * block;
+  return schedule::alltoallv(rank, size, bytes, displs, bytes, displs, order, {chunk_bytes});
+}
+
+std::string plain_algorithm(std::size_t block, int /*size*/) {
+  return block >= 32768 ? "pairwise" : "scattered";
+}
+
+namespace {
+
+// What an engine message carries for the simulation: who sent it and which piece it is (the
+// part of the tag that tells a rank's messages to one peer apart).
+struct Msg {
+  int src;
+  int piece;
+};
+
+std::uint64_t key(int src, int piece) {
+  return (static_cast<std::uint64_t>(src) << 8) | static_cast<unsigned>(piece & 0xff);
+}
+
+struct World {
+  PlatformSpec spec;
+  SimOptions opt;
+  std::vector<s4u::Host*> hosts;
+  std::vector<s4u::Mailbox*> pair_boxes;            // plain MPICH: [src * p + dst], made when first used
+  std::vector<s4u::Mailbox*> edge_boxes, body_boxes;  // the engine's messages, per receiver
+  s4u::BarrierPtr barrier;
+  SimResult result;
+  // The engine's messages: per receiver, when each (source, piece) arrived, written by the
+  // sender when its send completed (a send and its receive end together).
+  std::vector<std::unordered_map<std::uint64_t, double>> arrived;
+
+  int p() const { return spec.ranks(); }
+  s4u::Mailbox* pair_box(int src, int dst) {
+    s4u::Mailbox*& m = pair_boxes[static_cast<std::size_t>(src) * static_cast<std::size_t>(p()) + static_cast<std::size_t>(dst)];
+    if (m == nullptr) m = s4u::Mailbox::by_name(std::to_string(src) + ">" + std::to_string(dst));
+    return m;
+  }
+};
+
+double now() { return s4u::Engine::get_clock(); }
+
+// Plain MPICH's MPI_Alltoall (MPIR_Alltoall_intra_pairwise and _scattered): the own block
+// copied locally first, then the exchange with blocking waits.
+void plain_call(World& w, int rank, RankRun& out) {
+  static char token;  // the payload: the simulation reads nothing from plain messages
+  const int p = w.p();
+  const auto block = static_cast<std::uint64_t>(w.opt.block);
+  out.entry = now();
+  s4u::this_actor::sleep_for(static_cast<double>(block) / w.spec.mem_Bps);
+  if (plain_algorithm(w.opt.block, p) == "pairwise") {
+    // Round i: MPI_Sendrecv with rank ^ i on a power of two, else to rank + i from rank - i.
+    const bool pof2 = (p & (p - 1)) == 0;
+    for (int i = 1; i < p; ++i) {
+      const int src = pof2 ? rank ^ i : (rank - i + p) % p;
+      const int dst = pof2 ? rank ^ i : (rank + i) % p;
+      void* got = nullptr;
+      s4u::CommPtr recv = w.pair_box(src, rank)->get_async<void>(&got);
+      s4u::CommPtr send = w.pair_box(rank, dst)->put_async(&token, block);
+      recv->wait();
+      send->wait();
+    }
+  } else {
+    // 32 receives and 32 sends at a time (MPIR_CVAR_ALLTOALL_THROTTLE), the own block among them.
+    constexpr int kThrottle = 32;
+    for (int ii = 0; ii < p; ii += kThrottle) {
+      const int ss = std::min(p - ii, kThrottle);
+      std::vector<s4u::CommPtr> comms;
+      std::vector<void*> got(static_cast<std::size_t>(ss));
+      for (int i = 0; i < ss; ++i)
+        comms.push_back(w.pair_box((rank + ii + i) % p, rank)->get_async<void>(&got[static_cast<std::size_t>(i)]));
+      for (int i = 0; i < ss; ++i)
+        comms.push_back(w.pair_box(rank, (rank - ii - i + p) % p)->put_async(&token, block));
+      s4u::Comm::wait_all(comms);
+    }
+  }
+  out.ret = out.done = now();
+}
+
+// The engine's MPI_Alltoall, posted as progress.cpp posts it.  Receive times are filled in after
+// the simulation (finish_tnbc), once every sender has recorded its sends.
+void tnbc_call(World& w, int rank, RankRun& out) {
+  const int p = w.p();
+  out.steps = alltoall_steps(rank, p, w.opt.block, {}, w.opt.chunk_bytes).steps;
+  const std::vector<Step>& steps = out.steps;
+  const std::size_t n = steps.size();
+  out.step_done.assign(n, -1);
+  out.entry = now();
+
+  // Every receive at once.  They are all posted before any message can arrive, so which
+  // receive a message meets does not change when it flows; heads and tails get a mailbox of
+  // their own only so that this rank can wait for them alone.
+  std::vector<Msg*> slots(n, nullptr);
+  std::vector<s4u::CommPtr> body_gets;
+  std::vector<s4u::CommPtr> active;  // in flight: sends, and receives of heads and tails
+  std::vector<std::size_t> active_step;
+  constexpr std::size_t kEdgeRecv = SIZE_MAX;
+  std::size_t edges_left = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (steps[i].kind != Kind::recv) continue;
+    if (steps[i].edge) {
+      active.push_back(w.edge_boxes[static_cast<std::size_t>(rank)]->get_async<Msg>(&slots[i]));
+      active_step.push_back(kEdgeRecv);
+      ++edges_left;
+    } else {
+      body_gets.push_back(w.body_boxes[static_cast<std::size_t>(rank)]->get_async<Msg>(&slots[i]));
+    }
+  }
+
+  // The caller copies the send side at memory speed, edge pieces first, then in schedule order
+  // (send_copy.cpp: fill_send_side); a send may be posted once its bytes are in place.
+  std::vector<std::size_t> fill;
+  for (int edge = 1; edge >= 0; --edge)
+    for (std::size_t i = 0; i < n; ++i)
+      if (steps[i].edge == (edge == 1) && steps[i].kind != Kind::recv) fill.push_back(i);
+  std::vector<double> copied(n, out.entry);
+  double t = out.entry;
+  for (std::size_t i : fill) copied[i] = t += static_cast<double>(steps[i].bytes) / w.spec.mem_Bps;
+  out.ret = t;  // for now: when the send side is copied; finish_tnbc adds the edge receives
+
+  // Per destination, the sends waiting behind those in flight (one connection per peer).
+  std::vector<Msg> msgs(n);
+  std::vector<std::vector<std::size_t>> queue(static_cast<std::size_t>(p));
+  std::vector<std::size_t> head(static_cast<std::size_t>(p), 0);
+  std::vector<int> busy(static_cast<std::size_t>(p), 0);
+  auto post = [&](int peer) {
+    const auto d = static_cast<std::size_t>(peer);
+    if (busy[d] >= w.opt.connection_depth || head[d] == queue[d].size()) return;
+    const std::size_t i = queue[d][head[d]++];
+    msgs[i] = {rank, steps[i].piece};
+    s4u::Mailbox* box = (steps[i].edge ? w.edge_boxes : w.body_boxes)[d];
+    active.push_back(box->put_async(&msgs[i], steps[i].bytes));
+    active_step.push_back(i);
+    ++busy[d];
+  };
+
+  std::size_t cursor = 0;
+  while (cursor < fill.size() || active.size() > 0) {
+    const double t_now = now();
+    for (; cursor < fill.size(); ++cursor) {
+      const std::size_t i = fill[cursor];
+      const Step& s = steps[i];
+      if (copied[i] > t_now) break;
+      // Bodies after the heads and tails (receive_mirror.hpp: held_for_edges).
+      if (s.kind == Kind::send && !s.edge && edges_left > 0) break;
+      if (s.kind == Kind::copy) {
+        out.step_done[i] = copied[i];
+        continue;
+      }
+      queue[static_cast<std::size_t>(s.peer)].push_back(i);
+      post(s.peer);
+    }
+    const double timeout = cursor < fill.size() && copied[fill[cursor]] > t_now ? copied[fill[cursor]] - t_now : -1;
+    if (active.empty()) {
+      if (timeout <= 0) break;  // cannot happen: a held send means heads or tails in flight
+      s4u::this_actor::sleep_for(timeout);
+      continue;
+    }
+    const ssize_t k = s4u::Comm::wait_any_for(active, timeout);
+    if (k < 0) continue;  // the next send's bytes are copied
+    const std::size_t i = active_step[static_cast<std::size_t>(k)];
+    active[static_cast<std::size_t>(k)] = active.back();
+    active.pop_back();
+    active_step[static_cast<std::size_t>(k)] = active_step.back();
+    active_step.pop_back();
+    if (i == kEdgeRecv) {
+      --edges_left;
+      continue;
+    }
+    const Step& s = steps[i];
+    out.step_done[i] = now();
+    w.arrived[static_cast<std::size_t>(s.peer)][key(rank, s.piece)] = now();
+    --busy[static_cast<std::size_t>(s.peer)];
+    post(s.peer);
+  }
+  s4u::Comm::wait_all(body_gets);
+}
+
+// After the simulation: each receive step's time from its sender's record, the return and the end.
+void finish_tnbc(World& w, int rank, RankRun& out) {
+  const auto& got = w.arrived[static_cast<std::size_t>(rank)];
+  double done = out.entry;
+  for (std::size_t i = 0; i < out.steps.size(); ++i) {
+    const Step& s = out.steps[i];
+    if (s.kind == Kind::recv) out.step_done[i] = got.at(key(s.peer, s.piece));
+    done = std::max(done, out.step_done[i]);
+  }
+  out.done = done;
+  out.ret = return_time(out, static_cast<std::size_t>(w.p()) * w.opt.block, out.ret);
+}
+
+}  // namespace
+
+SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
+  std::vector<std::string> args{"tnbc-sim", "--log=root.thresh:warning"};
+  for (const std::string& c : options.cfg) args.push_back("--cfg=" + c);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(args.size());
+  s4u::Engine engine(&argc, argv.data());
+
+  World w;
+  w.spec = spec;
+  w.opt = options;
+  w.hosts = build_platform(spec);
+  const int p = spec.ranks();
+  const auto np = static_cast<std::size_t>(p);
+  w.pair_boxes.assign(np * np, nullptr);
+  for (int r = 0; r < p; ++r) {
+    w.edge_boxes.push_back(s4u::Mailbox::by_name("edges>" + std::to_string(r)));
+    w.body_boxes.push_back(s4u::Mailbox::by_name("bodies>" + std::to_string(r)));
+  }
+  w.arrived.resize(np);
+  w.barrier = s4u::Barrier::create(static_cast<unsigned>(p));
+  w.result.plain_algorithm = plain_algorithm(options.block, p);
+  if (options.plain) w.result.plain.resize(np);
+  if (options.tnbc) w.result.tnbc.resize(np);
+  for (int r = 0; r < p; ++r)
+    s4u::Actor::create("rank" + std::to_string(r), w.hosts[static_cast<std::size_t>(node_of(spec, r))], [&w, r] {
+      const auto i = static_cast<std::size_t>(r);
+      // One call after the other, each from a barrier: the network is idle when it begins.
+      w.barrier->wait();
+      if (w.opt.plain) plain_call(w, r, w.result.plain[i]);
+      w.barrier->wait();
+      if (w.opt.tnbc) tnbc_call(w, r, w.result.tnbc[i]);
+    });
+  engine.run();
+  if (options.tnbc)
+    for (int r = 0; r < p; ++r) finish_tnbc(w, r, w.result.tnbc[static_cast<std::size_t>(r)]);
+  return std::move(w.result);
+}
+
+namespace {
+
+// The receive buffer's bytes [lo, hi) as addresses relative to the start of its first page.
+std::pair<std::size_t, std::size_t> span_of(std::size_t offset, std::size_t bytes) {
+  return {kBufferPageOffset + offset, kBufferPageOffset + offset + bytes};
+}
+
+}  // namespace
+
+std::vector<double> page_ready(const RankRun& run, std::size_t total_bytes) {
+  const std::size_t hi = span_of(0, total_bytes).second;
+  const std::size_t pages = (hi + kPageBytes - 1) / kPageBytes;
+  std::vector<double> ready(pages, run.ret);
+  for (std::size_t i = 0; i < run.steps.size(); ++i) {
+    const Step& s = run.steps[i];
+    if (s.kind == Kind::send || s.bytes == 0) continue;
+    const auto [b, e] = span_of(s.offset, s.bytes);
+    for (std::size_t pg = b / kPageBytes; pg * kPageBytes < e; ++pg) ready[pg] = std::max(ready[pg], run.step_done[i]);
+  }
+  // The partial first and last pages are copied into place before the call returns.
+  ready.front() = run.ret;
+  if (hi % kPageBytes != 0) ready.back() = run.ret;
+  return ready;
+}
+
+double return_time(const RankRun& run, std::size_t total_bytes, double copied) {
+  const auto [lo, hi] = span_of(0, total_bytes);
+  const std::size_t full_lo = (lo + kPageBytes - 1) / kPageBytes * kPageBytes;
+  const std::size_t full_hi = hi / kPageBytes * kPageBytes;
+  double t = copied;
+  for (std::size_t i = 0; i < run.steps.size(); ++i) {
+    const Step& s = run.steps[i];
+    if (s.kind == Kind::send || s.bytes == 0) continue;
+    const auto [b, e] = span_of(s.offset, s.bytes);
+    if (b < full_lo || e > full_hi) t = std::max(t, run.step_done[i]);
+  }
+  return t;
+}
+
+}  // namespace tnbc::sim

@@ -1,0 +1,87 @@
+// One MPI_Alltoall simulated on SimGrid, twice: as plain MPICH runs it and as the replay engine
+// runs it, one actor per rank, every message a SimGrid communication.
+//
+// The engine's side runs the step lists of shim/engine/schedule.hpp, built by the engine's own
+// builder with the arguments Engine::alltoallv gets for an MPI_Alltoall, and posts them as the
+// progress thread does (shim/engine/progress.cpp): every receive at once; the send side copied
+// by the caller at memory speed, edge pieces first, each send posted once its bytes are copied;
+// body sends only after all of this rank's heads and tails arrived; the call returns when the
+// sub-messages on the partial first and last page of the receive buffer are in and the send side
+// is copied.  Messages to one destination leave one after the other in schedule order (MPICH
+// keeps one connection per peer, and a connection delivers in order); messages to different
+// destinations share the links as SimGrid's flow model says.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "platform.hpp"
+#include "shim/engine/schedule.hpp"
+
+namespace tnbc::sim {
+
+namespace schedule = tnbc::shim::schedule;
+
+/// The step list rank `rank` of `size` runs for an MPI_Alltoall of `block` bytes per rank:
+/// shim/engine/schedule.hpp's builder with the counts and displacements replay.cpp passes
+/// (block i at i * block on both sides).  `order`: a plan's read order, empty = none.
+schedule::Schedule alltoall_steps(int rank, int size, std::size_t block, std::span<const int> order,
+                                    std::size_t chunk_bytes);
+
+/// MPICH's algorithm for MPI_Alltoall of `block` bytes per rank on `size` ranks, by its default
+/// thresholds (MPIR_CVAR_ALLTOALL_SHORT_MSG_SIZE 256, MPIR_CVAR_ALLTOALL_MEDIUM_MSG_SIZE
+/// 32768): "pairwise" exchange (blocks of 32768 bytes and more), "scattered" (all isend/irecv,
+/// 32 at a time) below.  Bruck's algorithm, which MPICH picks for blocks up to 256 bytes on 8
+/// ranks or more, is not modelled: "scattered" stands in for it.
+std::string plain_algorithm(std::size_t block, int size);
+
+/// What one rank did in one simulated call (seconds of simulated time).
+struct RankRun {
+  double entry = 0;      ///< the call began
+  double ret = 0;        ///< the call returned
+  double done = 0;       ///< the last of its messages (either way) completed
+  std::vector<schedule::Step> steps;  ///< the engine's steps (tnbc only)
+  std::vector<double> step_done;        ///< when each step completed (tnbc only)
+};
+
+struct SimOptions {
+  std::size_t block = 1 << 20;  ///< bytes per rank and destination
+  std::size_t chunk_bytes = 0;  ///< the engine's body chunks (tools pass TNBC_CHUNK_BYTES' default)
+  /// Messages to one destination in flight at once.  1: each waits for the one before (a
+  /// connection delivers in order) and pays the route's latency alone; 2: the next one's
+  /// latency (UCX's rendezvous handshake) overlaps the transfer of the one before, as on a
+  /// connection that streams, at the price of the two sharing the bandwidth while both move.
+  int connection_depth = 2;
+  bool plain = true;            ///< simulate plain MPICH
+  bool tnbc = true;             ///< simulate the engine without a plan
+  std::vector<std::string> cfg; ///< SimGrid settings ("network/model:CM02"), as --cfg takes them
+};
+
+struct SimResult {
+  std::string plain_algorithm;
+  std::vector<RankRun> plain, tnbc;  ///< per rank; empty when not simulated
+};
+
+/// Builds the platform and runs the calls, one after the other with a barrier between them
+/// (the network is idle when each begins).  SimGrid allows one engine per process: call this
+/// once.
+SimResult simulate(const PlatformSpec& spec, const SimOptions& options);
+
+/// The offset of a receive buffer within its first page: glibc's malloc hands out large blocks
+/// 16 bytes into a fresh mapping, so the first and last pages of the buffer are partial.
+inline constexpr std::size_t kBufferPageOffset = 16;
+inline constexpr std::size_t kPageBytes = 4096;
+
+/// When each page of a rank's receive buffer is published (the engine makes a page readable
+/// once every step writing it completed); the partial first and last pages when the call
+/// returned.  Page k holds buffer bytes [k * kPageBytes - kBufferPageOffset, ...).
+std::vector<double> page_ready(const RankRun& run, std::size_t total_bytes);
+
+/// When the call may return: the send side copied and every receive step that touches the
+/// partial first or last page done (engine.cpp: wait_edges).  `copied` is when the caller
+/// finished copying the send side.
+double return_time(const RankRun& run, std::size_t total_bytes, double copied);
+
+}  // namespace tnbc::sim

@@ -1,0 +1,50 @@
+// The simulated cluster of tnbc-sim: nodes on one flat switch, built in code for SimGrid.
+//
+// Each node is one SimGrid host and its ranks are actors on it.  A node reaches the switch
+// through one full-duplex link (a SimGrid split-duplex link: sending uses its UP half,
+// receiving its DOWN half), so a message between nodes crosses the sender's UP half and the
+// receiver's DOWN half, like the emulated cluster's links shaped in both directions
+// (docs/cluster.md).  A message within a node crosses the node's loopback link, whose
+// bandwidth is the memory bandwidth of MPICH's shared-memory copies and which all ranks of
+// the node share.  How flows share a link, and what latency and bandwidth a TCP flow really
+// gets, is SimGrid's network model (the default LV08, or what --cfg sets).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace simgrid::s4u {
+class Host;
+}
+
+namespace tnbc::sim {
+
+struct PlatformSpec {
+  int nodes = 2;
+  int ppn = 2;                ///< ranks per node
+  double link_Bps = 25e6;     ///< each direction of a node's link, bytes/s (200 Mbit/s)
+  double latency_s = 25e-6;   ///< a node's link, one way (node to switch)
+  /// Intra-node copies, bytes/s: about half of the 17 GB/s a 64 MiB memcpy reaches on the
+  /// 2-core machine the benchmarks run on, since MPICH's shared-memory path copies each byte
+  /// twice (into a shared cell, out of it).
+  double mem_Bps = 8e9;
+  bool cyclic = false;        ///< placement: rank r on node r mod nodes (else block)
+  int ranks() const { return nodes * ppn; }
+};
+
+/// The node of `rank`: block (ranks 0..ppn-1 on node 0, ...) or cyclic, as
+/// `tnbc-cluster run --placement` deals them.
+int node_of(const PlatformSpec& spec, int rank);
+
+/// The hosts of the nodes, in node order, after building the platform into the running
+/// SimGrid engine (which must exist and have no platform yet).
+std::vector<simgrid::s4u::Host*> build_platform(const PlatformSpec& spec);
+
+/// A rate in tc's syntax ("200mbit", "1gbit", "25mbps", "500kbit") in bytes/s, as
+/// bench/link_model.py's parse_rate; a time ("25us", "1ms", "0.5s") in seconds.  Both throw
+/// std::invalid_argument on anything else.
+double parse_rate(std::string_view text);
+double parse_time(std::string_view text);
+
+}  // namespace tnbc::sim

@@ -1,0 +1,206 @@
+// tnbc-sim: predicts plain MPICH's and libtnbc.so's time for one MPI_Alltoall and the work after
+// it, on a simulated cluster (SimGrid), from the step lists the replay engine builds.
+//
+// Exit codes: 0 ok, 2 bad usage.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shim/config.hpp"
+#include "sim/alltoall.hpp"
+#include "sim/platform.hpp"
+#include "sim/reader.hpp"
+
+namespace {
+
+using namespace tnbc::sim;
+
+constexpr std::string_view kUsage =
+    "usage: tnbc-sim [--nodes N] [--ppn P] [--link RATE] [--latency T] [--mem-bw RATE]\n"
+    "                [--placement block|cyclic] [--op alltoall] [--bytes B] [--chunk-bytes B]\n"
+    "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N] [--cfg KEY:VALUE]\n"
+    "                [--json]\n"
+    "\n"
+    "Predict the time of one MPI_Alltoall and the work after it (bench/overlap.c's scenarios),\n"
+    "under plain MPICH and under libtnbc.so without a plan, on a simulated cluster: N nodes on\n"
+    "one switch, each with a full-duplex link, P ranks per node.  The simulation (SimGrid's\n"
+    "flow model) runs, one actor per rank, the step lists the replay engine builds; docs/scale.md\n"
+    "says what it models and what not.\n"
+    "\n"
+    "platform:\n"
+    "  --nodes N             nodes (default 2)\n"
+    "  --ppn P               ranks per node (default 2)\n"
+    "  --link RATE           each direction of a node's link, tc syntax (default 200mbit)\n"
+    "  --latency T           a node's link to the switch, one way (default 25us)\n"
+    "  --mem-bw RATE         copies within a node (default 8gbps: 8 GB/s)\n"
+    "  --placement block|cyclic\n"
+    "                        ranks 0..P-1 on node 0 (block, default) or rank r on node r mod N\n"
+    "  --cfg KEY:VALUE       a SimGrid setting, e.g. network/model:CM02 (repeatable)\n"
+    "\n"
+    "call:\n"
+    "  --op alltoall         the collective (only alltoall so far)\n"
+    "  --bytes B             bytes per rank and destination (default 1048576)\n"
+    "  --chunk-bytes B       the engine's body chunks (default: TNBC_CHUNK_BYTES' default)\n"
+    "  --connection-depth D  the engine's messages to one peer in flight at once (default 2:\n"
+    "                        the next one's handshake overlaps the transfer before it)\n"
+    "\n"
+    "application (bench/overlap.c):\n"
+    "  --scenario S          a..e or none (default none: the data read at once)\n"
+    "  --work-ms W           the Tcomm the scenario's work is a fraction of (default: the\n"
+    "                        predicted plain MPICH exchange)\n"
+    "  --parts N             each block read in N parts (default 1)\n"
+    "\n"
+    "output:\n"
+    "  --json                one JSON object: plain_ms, tnbc_ms, tnbc_plan_ms (null: plans are\n"
+    "                        not simulated yet), link_bound_ms and what they came from\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "exit codes: 0 ok, 2 bad usage\n";
+
+int usage_error(std::string_view msg) {
+  std::fprintf(stderr, "tnbc-sim: %.*s\n\n%.*s", static_cast<int>(msg.size()), msg.data(),
+               static_cast<int>(kUsage.size()), kUsage.data());
+  return 2;
+}
+
+template <typename T>
+T parse_number(std::string_view opt, std::string_view text) {
+  T v{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw std::invalid_argument(fmt::format("{}: not a number: '{}'", opt, text));
+  return v;
+}
+
+struct Args {
+  PlatformSpec spec;
+  std::size_t bytes = 1 << 20;
+  std::size_t chunk_bytes = tnbc::config::Config{}.chunk_bytes;
+  Scenario scenario = *find_scenario("none");
+  std::optional<double> work_ms;
+  int parts = 1;
+  int depth = SimOptions{}.connection_depth;
+  std::vector<std::string> cfg;
+  bool json = false;
+};
+
+// Parses argv into `a`; returns an error message, or nullopt.  --help prints and exits.
+std::optional<std::string> parse(int argc, char** argv, Args& a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view opt = argv[i];
+    if (opt == "-h" || opt == "--help") {
+      std::fwrite(kUsage.data(), 1, kUsage.size(), stdout);
+      std::exit(0);
+    }
+    if (opt == "--json") {
+      a.json = true;
+      continue;
+    }
+    if (i + 1 >= argc) return fmt::format("{}: unknown option, or its value is missing", opt);
+    const std::string_view v = argv[++i];
+    try {
+      if (opt == "--nodes") a.spec.nodes = parse_number<int>(opt, v);
+      else if (opt == "--ppn") a.spec.ppn = parse_number<int>(opt, v);
+      else if (opt == "--link") a.spec.link_Bps = parse_rate(v);
+      else if (opt == "--latency") a.spec.latency_s = parse_time(v);
+      else if (opt == "--mem-bw") a.spec.mem_Bps = parse_rate(v);
+      else if (opt == "--placement" && (v == "block" || v == "cyclic")) a.spec.cyclic = v == "cyclic";
+      else if (opt == "--op" && v == "alltoall") continue;
+      else if (opt == "--bytes") a.bytes = parse_number<std::size_t>(opt, v);
+      else if (opt == "--chunk-bytes") a.chunk_bytes = parse_number<std::size_t>(opt, v);
+      else if (opt == "--connection-depth") a.depth = parse_number<int>(opt, v);
+      else if (opt == "--scenario" && find_scenario(v)) a.scenario = *find_scenario(v);
+      else if (opt == "--work-ms") a.work_ms = parse_number<double>(opt, v);
+      else if (opt == "--parts") a.parts = parse_number<int>(opt, v);
+      else if (opt == "--cfg") a.cfg.emplace_back(v);
+      else return fmt::format("{} {}: unknown option or value", opt, v);
+    } catch (const std::invalid_argument& e) {
+      return fmt::format("{}: {}", opt, e.what());
+    }
+  }
+  if (a.spec.nodes < 1 || a.spec.ppn < 1) return "--nodes and --ppn: at least 1";
+  if (a.bytes == 0) return "--bytes: at least 1";
+  if (a.parts < 1) return "--parts: at least 1";
+  if (a.depth < 1) return "--connection-depth: at least 1";
+  if (a.work_ms && *a.work_ms < 0) return "--work-ms: not negative";
+  return std::nullopt;
+}
+
+// The slowest rank decides, as in bench/overlap.c.
+double slowest(const std::vector<RankRun>& runs, double RankRun::*field) {
+  double t = 0;
+  for (const RankRun& r : runs) t = std::max(t, r.*field - r.entry);
+  return t;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (auto err = parse(argc, argv, a)) return usage_error(*err);
+  const int p = a.spec.ranks();
+  const std::size_t total = static_cast<std::size_t>(p) * a.bytes;
+
+  SimOptions opt;
+  opt.block = a.bytes;
+  opt.chunk_bytes = a.chunk_bytes;
+  opt.connection_depth = a.depth;
+  opt.cfg = a.cfg;
+  const SimResult res = simulate(a.spec, opt);
+
+  const double tcomm = slowest(res.plain, &RankRun::ret);
+  const double sizing = a.work_ms ? *a.work_ms * 1e-3 : tcomm;
+  const Work work{a.scenario.curc * sizing, a.scenario.crc * sizing, a.parts};
+  double plain = 0, tnbc = 0;
+  for (const RankRun& r : res.plain)
+    plain = std::max(plain, reader_total(r.ret - r.entry, work, p, a.bytes, [&](std::size_t, std::size_t) { return r.ret - r.entry; }));
+  for (const RankRun& r : res.tnbc) {
+    const std::vector<double> ready = page_ready(r, total);
+    auto when = [&](std::size_t lo, std::size_t hi) {
+      double t = 0;
+      for (std::size_t pg = (lo + kBufferPageOffset) / kPageBytes; pg * kPageBytes < hi + kBufferPageOffset; ++pg)
+        t = std::max(t, ready[pg] - r.entry);
+      return t;
+    };
+    tnbc = std::max(tnbc, reader_total(r.ret - r.entry, work, p, a.bytes, when));
+  }
+  std::vector<int> nodes;
+  for (int r = 0; r < p; ++r) nodes.push_back(node_of(a.spec, r));
+  const double bound = link_bound(nodes, a.spec.link_Bps, a.bytes, work, 0);
+  const double tinit = slowest(res.tnbc, &RankRun::ret), tnbc_exchange = slowest(res.tnbc, &RankRun::done);
+
+  const auto ms = [](double s) { return s * 1e3; };
+  if (a.json) {
+    fmt::print(
+        "{{\"nodes\": {}, \"ppn\": {}, \"placement\": \"{}\", \"link_bytes_per_s\": {}, \"latency_s\": {}, "
+        "\"mem_bytes_per_s\": {}, \"op\": \"alltoall\", \"bytes\": {}, \"chunk_bytes\": {}, \"connection_depth\": {}, "
+        "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
+        "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
+        "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": null, "
+        "\"link_bound_ms\": {:.3f}}}\n",
+        a.spec.nodes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.spec.link_Bps, a.spec.latency_s,
+        a.spec.mem_Bps, a.bytes, a.chunk_bytes, a.depth, a.scenario.name, a.parts, ms(sizing), ms(work.curc),
+        ms(work.crc), res.plain_algorithm, ms(tcomm), ms(plain), ms(tinit), ms(tnbc_exchange), ms(tnbc),
+        ms(bound));
+    return 0;
+  }
+  fmt::print("{} nodes x {} ranks ({} placement), links {:.1f} MB/s each way, latency {:g} us, memory {:.1f} GB/s\n",
+             a.spec.nodes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.spec.link_Bps / 1e6,
+             a.spec.latency_s * 1e6, a.spec.mem_Bps / 1e9);
+  fmt::print("MPI_Alltoall of {} bytes per block; scenario {} ({}): TCURC {:.1f} ms, TCRC {:.1f} ms, {} part(s) per block\n\n",
+             a.bytes, a.scenario.name, a.scenario.what, ms(work.curc), ms(work.crc), a.parts);
+  fmt::print("| configuration | total | exchange | call returns |\n|---|---|---|---|\n");
+  fmt::print("| plain MPICH ({} exchange) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", res.plain_algorithm,
+             ms(plain), ms(tcomm), ms(tcomm));
+  fmt::print("| tnbc, no plan | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", ms(tnbc), ms(tnbc_exchange), ms(tinit));
+  fmt::print("| tnbc, plan | not simulated yet | | |\n");
+  fmt::print("| link bound (any schedule) | {:.1f} ms | | |\n", ms(bound));
+  return 0;
+}
