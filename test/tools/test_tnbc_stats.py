@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tnbc-stats on statistics files written by hand: one row per call site of a key, means over the
-ranks, per-call costs and bytes, the table and --json, files without call sites (older
-versions), and clear errors for missing or foreign files."""
+ranks, per-call costs and bytes, the order learned for a site, the table and --json, files
+without call sites (older versions), and clear errors for missing or foreign files."""
 
 import json
 import os
@@ -56,8 +56,16 @@ def main():
     a = "prog+0x10;libc.so.6+0x2724a"
     b = "prog+0x20;libc.so.6+0x2724a"
     mib = 1 << 20
-    write(prefix, 0, [key({a: costs(4, 6, 2000.0, 6000.0, 10 * mib, 30 * mib), b: costs(0, 5, 0.0, 500.0)}),
-                      key({"": costs(1, 9, 100.0, 900.0)}, path="blocking", op="bcast")])
+    # Site a's order was learned (the same on every rank; written into rank 0's file only, as a
+    # file of a rank that never called from a may lack it).
+    learned = {"points": 2, "designated": 8, "observed": 8, "protect_us": 100.0, "learn_us": 10.0, "gather_us": 50.0,
+               "sites": [{"site": a, "learned": True, "at_call": 6, "changes": 1, "agreement": 0.75,
+                          "observed": 8, "order": [1, 0]},
+                         {"site": b, "learned": False, "at_call": 0, "changes": 0, "agreement": 1.0,
+                          "observed": 0, "order": []}]}
+    k0 = key({a: costs(4, 6, 2000.0, 6000.0, 10 * mib, 30 * mib), b: costs(0, 5, 0.0, 500.0)})
+    k0["learning"] = learned
+    write(prefix, 0, [k0, key({"": costs(1, 9, 100.0, 900.0)}, path="blocking", op="bcast")])
     write(prefix, 1, [key({a: costs(2, 8, 4000.0, 8000.0, 10 * mib, 30 * mib)}),
                       key({"": costs(1, 9, 100.0, 900.0)}, path="blocking", op="bcast")])
 
@@ -76,6 +84,9 @@ def main():
         other = next(k for k in d["rows"] if k["site"] == b)
         expect(other["ranks"] == 1 and other["early_calls"] == 0 and other["blocking_calls"] == 5, other)
         expect(abs(other["blocking_ms"] - 0.1) < 1e-9, other)
+        expect(a2a["learned_order"] == [1, 0] and a2a["learned_at_call"] == 6 and a2a["learned_changes"] == 1
+               and a2a["learned_agreement"] == 0.75, a2a)
+        expect(other["learned_order"] is None, f"site b learned nothing: {other}")
         expect(next(k for k in d["rows"] if k["op"] == "bcast")["path"] == "blocking", d)
     s.check("--json: a row per call site, means over ranks, costs and bytes per call", as_json)
 
@@ -85,7 +96,9 @@ def main():
         expect("2 ranks, tnbc" in r.stdout and "progress thread 8.0 ms CPU (25% in the kernel)" in r.stdout, r.stdout)
         rows = [l for l in r.stdout.splitlines() if l.startswith("0 ")]
         expect(len(rows) == 3, r.stdout)
-        expect(any("prog+0x10 " in l and "early" in l and l.split()[-2:] == ["1024", "3072"] for l in rows), r.stdout)
+        expect(any("prog+0x10 " in l and "early" in l and l.split()[-6:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75"]
+                   for l in rows), r.stdout)
+        expect(any("prog+0x20 " in l and l.split()[-1] == "-" for l in rows), r.stdout)
         expect(any("prog+0x20 " in l for l in rows) and any(" - " in l and "bcast" in l for l in rows), r.stdout)
     s.check("table: one row per call site, innermost frame named", as_table)
 
