@@ -124,9 +124,18 @@ def main():
                     help="scenarios (comma-separated) measured once more with work that sleeps "
                          "instead of spinning, in every placement with the largest --parts: the "
                          "cores are then free for the progress threads (default b,c; empty: skip)")
+    ap.add_argument("--scenarios", default=",".join(sc[0] for sc in SCENARIOS),
+                    help="scenarios to measure, comma-separated (default: all)")
+    ap.add_argument("--learn", action="store_true",
+                    help="add the configuration libtnbc.so with TNBC_LEARN=0 (nolearn), to show what "
+                         "learning the read order (docs/replay.md, \"Learning the order\") gains or costs; "
+                         "runs must be longer than the warm-up (--iters 20 or more)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "replay-overlap.md"))
     args = ap.parse_args()
     placements = args.placement.split(",")
+    chosen = args.scenarios.split(",")
+    if any(x not in [sc[0] for sc in SCENARIOS] for x in chosen):
+        ap.error(f"--scenarios: scenario names ({', '.join(sc[0] for sc in SCENARIOS)}), not {args.scenarios!r}")
     if any(p not in ("block", "cyclic") for p in placements):
         ap.error(f"--placement: block and/or cyclic, not {args.placement!r}")
     parts_list = [int(x) for x in args.parts.split(",")]
@@ -153,7 +162,10 @@ def main():
         CONFIGS = (("plain", "blocking", False, None, None), ("tnbc", "blocking", True, None, None),
                    ("engine", "blocking", True, None, {"TNBC_ADAPT": "off"}),
                    ("plan", "blocking", True, plan, None), ("mpi3", "mpi3", False, None, None))
-        cases = [(pl, pa, False, SCENARIOS) for pl in placements for pa in parts_list]
+        if args.learn:
+            CONFIGS = CONFIGS[:2] + (("nolearn", "blocking", True, None, {"TNBC_LEARN": "0"}),) + CONFIGS[2:]
+        scenarios_all = [sc for sc in SCENARIOS if sc[0] in chosen]
+        cases = [(pl, pa, False, scenarios_all) for pl in placements for pa in parts_list]
         cases += [(pl, max(parts_list), True, [sc for sc in SCENARIOS if sc[0] in free_cores])
                   for pl in placements if free_cores]
         for placement, parts, sleep, scenarios in cases:
@@ -204,9 +216,15 @@ def main():
         "read waited), so that scheduler delays on this oversubscribed machine do not pile up "
         "once per share.",
         "",
-        "*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
-        f"{args.iters} calls, fewer than the per-call decision's warm-up (6 blocking calls, "
-        "docs/replay.md, \"Deciding per call\"), so it runs them all as plain MPICH.  *engine "
+        ("*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
+         f"{args.iters} calls, fewer than the per-call decision's warm-up (6 blocking calls, "
+         "docs/replay.md, \"Deciding per call\"), so it runs them all as plain MPICH.  "
+         if args.iters <= 8 else
+         "*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
+         f"{args.iters} calls, the first 6 blocking (the per-call decision's warm-up, docs/replay.md, "
+         "\"Deciding per call\"; the read order is learned from them, \"Learning the order\"), "
+         "then 2 early, then the cheaper path.  ") +
+        "*engine "
         "alone* is libtnbc.so with TNBC_ADAPT=off: every call returns early, in the default "
         "order (what *tnbc, no plan* measured before the per-call decision).  "
         "The plan (keyed by the call sites of a traced run of the same benchmark) lists blocks 0..p-1, has "
@@ -271,6 +289,20 @@ def main():
                 f"| {row_tcomm/1e3:.1f} ms "
                 f"| {tinit/row_tcomm:.0%} "
                 f"| {overlap/1e3:.1f} ms | {bound/1e3:.1f} ms | {share} | {link} | {link_share} |")
+        if args.learn:
+            lines += [
+                "",
+                "Learning the read order: *no plan* (learning on, the default) against the same "
+                "with `TNBC_LEARN=0`, and the share of the plan's gain over plain MPICH that "
+                "*no plan* reaches (warm-up calls included).",
+                "",
+                "| scenario | no plan | no plan, TNBC_LEARN=0 | learning on / off | plan's gain reached without a plan |",
+                "|---|---|---|---|---|",
+            ]
+            for name, desc, curc, crc, res in rows:
+                p, t, nl, q = (res[k]["total"] for k in ("plain", "tnbc", "nolearn", "plan"))
+                reached = f"{(p - t) / (p - q):.0%}" if p - q > 0 else "n/a (the plan gains nothing)"
+                lines.append(f"| {name} | {t/1e3:.1f} ms | {nl/1e3:.1f} ms | {t/nl:.2f} | {reached} |")
         lines += [
             "",
             "Spread (max - min of the runs, ms): " + "; ".join(
