@@ -73,6 +73,7 @@ int ReplayGuard::add(std::uintptr_t begin, std::uintptr_t end, std::atomic<std::
   if (pick < 0) return -1;
   Slot& s = slots_[pick];
   s.wait_sink.store(wait_sink, std::memory_order_relaxed);
+  s.serial.store(++next_serial_, std::memory_order_relaxed);
   s.state.store(state, std::memory_order_relaxed);
   s.begin.store(begin, std::memory_order_relaxed);
   s.end.store(end, std::memory_order_release);
@@ -137,18 +138,26 @@ bool ReplayGuard::wait_page(std::uintptr_t addr, bool fault) {
   }
   if (!fault) return false;  // retired slots hold published pages: nothing to wait for
   // A fault on a retired slot raced with the publication of its page: retry the access.  One
-  // that keeps coming back on the same address is not such a race (the memory changed hands).
+  // that keeps coming back on the same address of the same collective is not such a race (the
+  // memory changed hands).  The collective is the newest retired one covering the address: a
+  // program that reads the same buffer after every call may lose that race at the same address
+  // in many calls, each time once, and must not be counted as repeating (older retired slots of
+  // the same buffer stay until reused, so the first one found would be the same for 64 calls).
   static thread_local std::uintptr_t last_addr __attribute__((tls_model("initial-exec"))) = 0;
+  static thread_local std::uint64_t last_serial __attribute__((tls_model("initial-exec"))) = 0;
   static thread_local int repeats __attribute__((tls_model("initial-exec"))) = 0;
+  std::uint64_t newest = 0;
   for (auto& s : slots_) {
     if (!s.retired.load(std::memory_order_acquire)) continue;
     if (addr < s.begin.load(std::memory_order_acquire) || addr >= s.end.load(std::memory_order_acquire))
       continue;
-    repeats = addr == last_addr ? repeats + 1 : 1;
-    last_addr = addr;
-    return repeats <= 3;
+    newest = std::max(newest, s.serial.load(std::memory_order_acquire));
   }
-  return false;
+  if (newest == 0) return false;
+  repeats = addr == last_addr && newest == last_serial ? repeats + 1 : 1;
+  last_addr = addr;
+  last_serial = newest;
+  return repeats <= 3;
 }
 
 }  // namespace tnbc::trace

@@ -21,8 +21,9 @@
 // just before it was published and reach the handler only after the collective finished.  The
 // handler must then recognise the address and return so the access is retried.  A retired slot
 // (and its state array, which the guard takes over) stays until add() needs the slot again.  A
-// fault that repeats on the same address of a retired slot is not ours (the memory changed
-// hands) and is chained after a few retries.
+// fault that repeats on the same address of the same retired collective (the newest retired slot
+// covering it) is not ours (the memory changed hands) and is chained after a few retries.  Late
+// faults on that address in later collectives on the same buffer are new races, counted anew.
 #pragma once
 
 #include <atomic>
@@ -84,6 +85,7 @@ class ReplayGuard {
     std::atomic<std::atomic<std::uint64_t>*> wait_sink{nullptr};
     std::atomic<int> readers{0};
     std::atomic<bool> retired{false};
+    std::atomic<std::uint64_t> serial{0};  // the collective's number, from add(): newer is larger
     std::unique_ptr<std::atomic<std::uint8_t>[]> owned;  // writers only, under mutex_
   };
   void clear(Slot& s);  // under mutex_
@@ -91,6 +93,7 @@ class ReplayGuard {
   Slot slots_[kSlots];
   std::mutex mutex_;  // add() and retire(); never taken by the handler
   int next_victim_ = 0;
+  std::uint64_t next_serial_ = 0;  // under mutex_
   std::atomic<std::uint64_t> faults_{0}, fault_wait_ns_{0};
   std::atomic<void (*)()> wait_begin_{nullptr}, wait_end_{nullptr};
   std::size_t page_size_ = 4096;
