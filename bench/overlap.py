@@ -127,7 +127,7 @@ def main():
     ap.add_argument("--scenarios", default=",".join(sc[0] for sc in SCENARIOS),
                     help="scenarios to measure, comma-separated (default: all)")
     ap.add_argument("--learn", action="store_true",
-                    help="add the configuration libtnbc.so with TNBC_LEARN=0 (nolearn), to show what "
+                    help="add the configuration libtnbc.so with TNBC_LEARN=1 (learn), to show what "
                          "learning the read order (docs/replay.md, \"Learning the order\") gains or costs; "
                          "runs must be longer than the warm-up (--iters 20 or more)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "replay-overlap.md"))
@@ -163,7 +163,7 @@ def main():
                    ("engine", "blocking", True, None, {"TNBC_ADAPT": "off"}),
                    ("plan", "blocking", True, plan, None), ("mpi3", "mpi3", False, None, None))
         if args.learn:
-            CONFIGS = CONFIGS[:2] + (("nolearn", "blocking", True, None, {"TNBC_LEARN": "0"}),) + CONFIGS[2:]
+            CONFIGS = CONFIGS[:2] + (("learn", "blocking", True, None, {"TNBC_LEARN": "1"}),) + CONFIGS[2:]
         scenarios_all = [sc for sc in SCENARIOS if sc[0] in chosen]
         cases = [(pl, pa, False, scenarios_all) for pl in placements for pa in parts_list]
         cases += [(pl, max(parts_list), True, [sc for sc in SCENARIOS if sc[0] in free_cores])
@@ -222,7 +222,7 @@ def main():
          if args.iters <= 8 else
          "*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
          f"{args.iters} calls, the first 6 blocking (the per-call decision's warm-up, docs/replay.md, "
-         "\"Deciding per call\"; the read order is learned from them, \"Learning the order\"), "
+         "\"Deciding per call\"), "
          "then 2 early, then the cheaper path.  ") +
         "*engine "
         "alone* is libtnbc.so with TNBC_ADAPT=off: every call returns early, in the default "
@@ -292,15 +292,15 @@ def main():
         if args.learn:
             lines += [
                 "",
-                "Learning the read order: *no plan* (learning on, the default) against the same "
-                "with `TNBC_LEARN=0`, and the share of the plan's gain over plain MPICH that "
-                "*no plan* reaches (warm-up calls included).",
+                "Learning the read order: no plan with `TNBC_LEARN=1` against *no plan* (learning "
+                "off, the default), and the share of the plan's gain over plain MPICH that "
+                "learning reaches without a plan (warm-up calls included).",
                 "",
-                "| scenario | no plan | no plan, TNBC_LEARN=0 | learning on / off | plan's gain reached without a plan |",
+                "| scenario | no plan, TNBC_LEARN=1 | no plan | learning on / off | plan's gain reached without a plan |",
                 "|---|---|---|---|---|",
             ]
             for name, desc, curc, crc, res in rows:
-                p, t, nl, q = (res[k]["total"] for k in ("plain", "tnbc", "nolearn", "plan"))
+                p, nl, t, q = (res[k]["total"] for k in ("plain", "tnbc", "learn", "plan"))
                 reached = f"{(p - t) / (p - q):.0%}" if p - q > 0 else "n/a (the plan gains nothing)"
                 lines.append(f"| {name} | {t/1e3:.1f} ms | {nl/1e3:.1f} ms | {t/nl:.2f} | {reached} |")
         lines += [

@@ -206,12 +206,13 @@ constexpr std::array kSettings = {
             "6% of a call when the program has nothing to overlap (measured on 2 emulated "
             "nodes); a short program is better served by a plan.",
             kInt<&Config::adapt_warmup, 0, 1000000>},
-    Setting{"TNBC_LEARN", "bool", "1", Agree::value,
-            "libtnbc.so: learn each call site's first-touch order while the program runs and "
-            "use it as the per-message priorities of its early calls, where no plan entry "
+    Setting{"TNBC_LEARN", "bool", "0", Agree::value,
+            "libtnbc.so: 1 learns each call site's first-touch order while the program runs "
+            "and uses it as the per-message priorities of its early calls, where no plan entry "
             "gives one (docs/replay.md, \"Learning the order\").  Needs TNBC_ADAPT on or "
             "measure: the order is observed in the blocking calls of the warm-up and the "
-            "probes.  0 turns it off (experiments, comparisons).",
+            "probes.  Off by default: observing a call costs about what tracing it costs "
+            "(up to a fifth of a short kernel's run, docs/never-slower-kernels/results.md).",
             kBool<&Config::learn>},
     Setting{"TNBC_PLAN_OUT", "path", "", Agree::no,
             "libtnbc.so: at MPI_Finalize, rank 0 writes the orders learned so far (TNBC_LEARN) "

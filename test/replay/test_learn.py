@@ -24,7 +24,7 @@ TOOL = os.path.join(BUILD, "tools", "tnbc-order")
 PLAN_DUMP = os.path.join(BUILD, "test", "tools", "plan_dump")
 P = 4
 ITERS = 60
-LEARN = {"TNBC_ADAPT": "measure", "TNBC_MIN_BYTES": "4K"}
+LEARN = {"TNBC_ADAPT": "measure", "TNBC_MIN_BYTES": "4K", "TNBC_LEARN": "1"}
 
 
 def lines(text):
