@@ -15,6 +15,7 @@
 
 #include "shim/config.hpp"
 #include "sim/alltoall.hpp"
+#include "sim/fluid.hpp"
 #include "sim/platform.hpp"
 #include "sim/reader.hpp"
 
@@ -26,7 +27,7 @@ constexpr std::string_view kUsage =
     "usage: tnbc-sim [--nodes N] [--ppn P] [--link RATE] [--latency T] [--mem-bw RATE]\n"
     "                [--placement block|cyclic] [--op alltoall] [--bytes B] [--chunk-bytes B]\n"
     "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N] [--cfg KEY:VALUE]\n"
-    "                [--json]\n"
+    "                [--model simgrid|fluid|pairs] [--json]\n"
     "\n"
     "Predict the time of one MPI_Alltoall and the work after it (bench/overlap.c's scenarios),\n"
     "under plain MPICH and under libtnbc.so without a plan, on a simulated cluster: N nodes on\n"
@@ -42,7 +43,14 @@ constexpr std::string_view kUsage =
     "  --mem-bw RATE         copies within a node (default 8gbps: 8 GB/s)\n"
     "  --placement block|cyclic\n"
     "                        ranks 0..P-1 on node 0 (block, default) or rank r on node r mod N\n"
-    "  --cfg KEY:VALUE       a SimGrid setting, e.g. network/model:CM02 (repeatable)\n"
+    "  --cfg KEY:VALUE       a SimGrid setting, e.g. network/model:CM02 (repeatable; the fluid\n"
+    "                        models take network/model, crosstraffic, latency- and bandwidth-factor)\n"
+    "  --model M             how messages share the links (docs/scale.md, \"Models\"):\n"
+    "                        simgrid  one SimGrid flow per message (slow: 85 s at 128 ranks);\n"
+    "                        fluid    SimGrid's sharing rule, computed per pair of nodes: the same\n"
+    "                                 answers, re-solved at every message (default up to 512 ranks);\n"
+    "                        pairs    every busy pair of nodes weighs one in the sharing, its\n"
+    "                                 messages share its rate (default above 512 ranks)\n"
     "\n"
     "call:\n"
     "  --op alltoall         the collective (only alltoall so far)\n"
@@ -88,8 +96,12 @@ struct Args {
   int parts = 1;
   int depth = SimOptions{}.connection_depth;
   std::vector<std::string> cfg;
+  std::string model;  // empty: by the rank count
   bool json = false;
 };
+
+// Above this many ranks --model defaults to pairs (docs/scale.md, "Timings").
+constexpr int kFluidMaxRanks = 512;
 
 // Parses argv into `a`; returns an error message, or nullopt.  --help prints and exits.
 std::optional<std::string> parse(int argc, char** argv, Args& a) {
@@ -120,6 +132,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--work-ms") a.work_ms = parse_number<double>(opt, v);
       else if (opt == "--parts") a.parts = parse_number<int>(opt, v);
       else if (opt == "--cfg") a.cfg.emplace_back(v);
+      else if (opt == "--model" && (v == "simgrid" || v == "fluid" || v == "pairs")) a.model = v;
       else return fmt::format("{} {}: unknown option or value", opt, v);
     } catch (const std::invalid_argument& e) {
       return fmt::format("{}: {}", opt, e.what());
@@ -130,6 +143,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.parts < 1) return "--parts: at least 1";
   if (a.depth < 1) return "--connection-depth: at least 1";
   if (a.work_ms && *a.work_ms < 0) return "--work-ms: not negative";
+  if (a.model.empty()) a.model = a.spec.ranks() <= kFluidMaxRanks ? "fluid" : "pairs";
   return std::nullopt;
 }
 
@@ -153,15 +167,34 @@ int main(int argc, char** argv) {
   opt.chunk_bytes = a.chunk_bytes;
   opt.connection_depth = a.depth;
   opt.cfg = a.cfg;
-  const SimResult res = simulate(a.spec, opt);
+  FluidOptions fluid;
+  if (a.model != "simgrid") {
+    try {
+      fluid.apply_cfg(a.cfg);
+    } catch (const std::invalid_argument& e) {
+      return usage_error(e.what());
+    }
+    fluid.weights = a.model == "fluid" ? FluidOptions::Weights::per_message : FluidOptions::Weights::per_pair;
+  }
 
+  // The plain exchange sizes the work (unless --work-ms): simulate it first.
+  SimOptions plain_opt = opt;
+  plain_opt.tnbc = false;
+  SimOptions tnbc_opt = opt;
+  tnbc_opt.plain = false;
+  SimResult res;
+  if (a.model == "simgrid") {
+    res = simulate(a.spec, opt);  // SimGrid allows one engine per process: both calls in one run
+  } else {
+    res = simulate_fluid(a.spec, plain_opt, fluid);
+  }
   const double tcomm = slowest(res.plain, &RankRun::ret);
   const double sizing = a.work_ms ? *a.work_ms * 1e-3 : tcomm;
   const Work work{a.scenario.curc * sizing, a.scenario.crc * sizing, a.parts};
   double plain = 0, tnbc = 0;
   for (const RankRun& r : res.plain)
     plain = std::max(plain, reader_total(r.ret - r.entry, work, p, a.bytes, [&](std::size_t, std::size_t) { return r.ret - r.entry; }));
-  for (const RankRun& r : res.tnbc) {
+  auto tnbc_total = [&](int, const RankRun& r) {
     const std::vector<double> ready = page_ready(r, total);
     auto when = [&](std::size_t lo, std::size_t hi) {
       double t = 0;
@@ -170,6 +203,11 @@ int main(int argc, char** argv) {
       return t;
     };
     tnbc = std::max(tnbc, reader_total(r.ret - r.entry, work, p, a.bytes, when));
+  };
+  if (a.model == "simgrid") {
+    for (int r = 0; r < p; ++r) tnbc_total(r, res.tnbc[static_cast<std::size_t>(r)]);
+  } else {
+    res.tnbc = simulate_fluid(a.spec, tnbc_opt, fluid, tnbc_total).tnbc;
   }
   std::vector<int> nodes;
   for (int r = 0; r < p; ++r) nodes.push_back(node_of(a.spec, r));
@@ -180,13 +218,13 @@ int main(int argc, char** argv) {
   if (a.json) {
     fmt::print(
         "{{\"nodes\": {}, \"ppn\": {}, \"placement\": \"{}\", \"link_bytes_per_s\": {}, \"latency_s\": {}, "
-        "\"mem_bytes_per_s\": {}, \"op\": \"alltoall\", \"bytes\": {}, \"chunk_bytes\": {}, \"connection_depth\": {}, "
+        "\"mem_bytes_per_s\": {}, \"model\": \"{}\", \"op\": \"alltoall\", \"bytes\": {}, \"chunk_bytes\": {}, \"connection_depth\": {}, "
         "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
         "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
         "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": null, "
         "\"link_bound_ms\": {:.3f}}}\n",
         a.spec.nodes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.spec.link_Bps, a.spec.latency_s,
-        a.spec.mem_Bps, a.bytes, a.chunk_bytes, a.depth, a.scenario.name, a.parts, ms(sizing), ms(work.curc),
+        a.spec.mem_Bps, a.model, a.bytes, a.chunk_bytes, a.depth, a.scenario.name, a.parts, ms(sizing), ms(work.curc),
         ms(work.crc), res.plain_algorithm, ms(tcomm), ms(plain), ms(tinit), ms(tnbc_exchange), ms(tnbc),
         ms(bound));
     return 0;
@@ -194,6 +232,9 @@ int main(int argc, char** argv) {
   fmt::print("{} nodes x {} ranks ({} placement), links {:.1f} MB/s each way, latency {:g} us, memory {:.1f} GB/s\n",
              a.spec.nodes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.spec.link_Bps / 1e6,
              a.spec.latency_s * 1e6, a.spec.mem_Bps / 1e9);
+  fmt::print("model: {}\n", a.model == "simgrid" ? "one SimGrid flow per message"
+                               : a.model == "fluid" ? "SimGrid's sharing per pair of nodes (fluid)"
+                                                    : "busy pairs of nodes share links equally (pairs)");
   fmt::print("MPI_Alltoall of {} bytes per block; scenario {} ({}): TCURC {:.1f} ms, TCRC {:.1f} ms, {} part(s) per block\n\n",
              a.bytes, a.scenario.name, a.scenario.what, ms(work.curc), ms(work.crc), a.parts);
   fmt::print("| configuration | total | exchange | call returns |\n|---|---|---|---|\n");

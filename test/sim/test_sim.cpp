@@ -8,6 +8,7 @@
 #include "shim/config.hpp"
 #include "shim/engine/schedule.hpp"
 #include "sim/alltoall.hpp"
+#include "sim/fluid.hpp"
 #include "sim/reader.hpp"
 
 using namespace tnbc::sim;
@@ -140,4 +141,108 @@ TEST_CASE("link_bound: bench/link_model.py's bound, by hand", "[pure]") {
   CHECK(link_bound({0, 1}, 1.0, 10, Work{0, 20, 1}, 0) == Approx(30));
   // Both ranks on one node: no link to cross.
   CHECK(link_bound({0, 0}, 1.0, 10, Work{0, 20, 1}, 0) == Approx(20));
+}
+
+namespace {
+
+FluidOptions fluid_with(const std::vector<std::string>& cfg, FluidOptions::Weights w) {
+  FluidOptions f;
+  f.apply_cfg(cfg);
+  f.weights = w;
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("the fluid model on the hand-worked platforms: the same answers", "[pure]") {
+  for (auto w : {FluidOptions::Weights::per_message, FluidOptions::Weights::per_pair}) {
+    // "one link each way" above: 1 ms copy + 2 x 1 ms latency + 1 s = 1.003 s.
+    PlatformSpec one{.nodes = 2, .ppn = 1, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
+    SimOptions opt{.block = 1000000, .chunk_bytes = 0, .tnbc = false, .cfg = {}};
+    for (const RankRun& r : simulate_fluid(one, opt, fluid_with(kExact, w)).plain)
+      CHECK(elapsed(r, &RankRun::ret) == Approx(1.003).epsilon(1e-9));
+    // Under LV08's factors: 1 ms + 13.01 x 2 ms + 1e6 / (0.97 x 1e6) s.
+    for (const RankRun& r : simulate_fluid(one, opt, fluid_with({"network/crosstraffic:0"}, w)).plain)
+      CHECK(elapsed(r, &RankRun::ret) == Approx(1.0579478).epsilon(1e-6));
+    // "two nodes, two ranks each": 4.007001 s for plain MPICH; the engine's bounds.
+    PlatformSpec two{.nodes = 2, .ppn = 2, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
+    SimOptions both{.block = 1000000, .chunk_bytes = tnbc::config::Config{}.chunk_bytes, .cfg = {}};
+    const SimResult res = simulate_fluid(two, both, fluid_with(kExact, w));
+    for (const RankRun& r : res.plain) CHECK(elapsed(r, &RankRun::ret) == Approx(4.007001).epsilon(1e-9));
+    for (const RankRun& r : res.tnbc) {
+      CHECK(elapsed(r, &RankRun::done) >= 4.0);
+      CHECK(elapsed(r, &RankRun::done) <= 4.02);
+      CHECK(elapsed(r, &RankRun::ret) < 0.05);
+    }
+  }
+}
+
+TEST_CASE("the fluid model runs the step lists shim/engine/schedule builds", "[pure]") {
+  PlatformSpec spec{.nodes = 3, .ppn = 2, .cyclic = true};
+  const std::size_t block = 100000, chunk = 16384;
+  SimOptions opt{.block = block, .chunk_bytes = chunk, .plain = false, .cfg = {}};
+  const int p = spec.ranks();
+  std::vector<std::size_t> bytes(static_cast<std::size_t>(p), block), displs;
+  for (int i = 0; i < p; ++i) displs.push_back(static_cast<std::size_t>(i) * block);
+  int visited = 0;
+  const SimResult res = simulate_fluid(spec, opt, FluidOptions{}, [&](int r, const RankRun& run) {
+    ++visited;
+    const auto want = schedule::alltoallv(r, p, bytes, displs, bytes, displs, {}, {chunk}).steps;
+    REQUIRE(run.steps.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      CHECK(run.steps[i].kind == want[i].kind);
+      CHECK(run.steps[i].peer == want[i].peer);
+      CHECK(run.steps[i].offset == want[i].offset);
+      CHECK(run.steps[i].bytes == want[i].bytes);
+      CHECK(run.steps[i].piece == want[i].piece);
+      CHECK(run.steps[i].edge == want[i].edge);
+      CHECK(run.step_done[i] >= run.entry);
+      CHECK(run.step_done[i] <= run.done);
+    }
+  });
+  CHECK(visited == p);
+  // Not kept unless asked: 4096 ranks' steps would not fit in memory.
+  for (const RankRun& r : res.tnbc) CHECK(r.steps.empty());
+}
+
+TEST_CASE("the fluid model and SimGrid: the same time for every step", "[sim-fluid-agree]") {
+  // 3 nodes x 2 ranks dealt cyclically, SimGrid's default model (LV08, cross-traffic on): each
+  // link is shared by the flows of two pairs of nodes and the reverse flows of two more, so the
+  // max-min sharing is not trivial.  The fluid model computes SimGrid's rule per pair of nodes:
+  // every step's time agrees to a nanosecond.
+  PlatformSpec spec{.nodes = 3, .ppn = 2, .link_Bps = 25e6, .latency_s = 25e-6, .cyclic = true};
+  SimOptions opt{.block = 100000, .chunk_bytes = 16384, .cfg = {}};
+  const SimResult sg = simulate(spec, opt);
+  for (auto w : {FluidOptions::Weights::per_message, FluidOptions::Weights::per_pair}) {
+    const SimResult fl = simulate_fluid(spec, opt, fluid_with({}, w), {}, true);
+    // per_pair weighs every busy pair of nodes as one flow: here the pairs sharing a link carry
+    // equally many messages only most of the time, so it may differ a little.
+    const double tol = w == FluidOptions::Weights::per_message ? 1e-9 : 0.02;
+    REQUIRE(fl.plain.size() == sg.plain.size());
+    for (std::size_t r = 0; r < sg.plain.size(); ++r)
+      CHECK(elapsed(fl.plain[r], &RankRun::ret) == Approx(elapsed(sg.plain[r], &RankRun::ret)).epsilon(tol));
+    REQUIRE(fl.tnbc.size() == sg.tnbc.size());
+    for (std::size_t r = 0; r < sg.tnbc.size(); ++r) {
+      const RankRun &a = fl.tnbc[r], &b = sg.tnbc[r];
+      CHECK(elapsed(a, &RankRun::ret) == Approx(elapsed(b, &RankRun::ret)).epsilon(tol));
+      CHECK(elapsed(a, &RankRun::done) == Approx(elapsed(b, &RankRun::done)).epsilon(tol));
+      REQUIRE(a.step_done.size() == b.step_done.size());
+      if (w == FluidOptions::Weights::per_message)
+        for (std::size_t i = 0; i < a.step_done.size(); ++i)
+          CHECK(a.step_done[i] - a.entry == Approx(b.step_done[i] - b.entry).epsilon(1e-9).margin(1e-9));
+    }
+  }
+}
+
+TEST_CASE("FluidOptions::apply_cfg: SimGrid's settings, and no other", "[pure]") {
+  FluidOptions f;
+  f.apply_cfg({"network/crosstraffic:0", "network/model:CM02"});
+  CHECK(f.latency_factor == 1);
+  CHECK(f.bandwidth_factor == 1);
+  CHECK_FALSE(f.crosstraffic);
+  f.apply_cfg({"network/latency-factor:2", "network/model:LV08"});  // the model first, whatever the order
+  CHECK(f.latency_factor == 2);
+  CHECK(f.bandwidth_factor == 0.97);
+  CHECK_THROWS_AS(f.apply_cfg({"network/TCP-gamma:1000"}), std::invalid_argument);
+  CHECK_THROWS_AS(f.apply_cfg({"network/model:IB"}), std::invalid_argument);
 }

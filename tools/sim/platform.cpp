@@ -26,10 +26,9 @@ std::vector<s4u::Host*> build_platform(const PlatformSpec& spec) {
     // Host to the switch on the UP half; symmetrical: from the switch to the host on DOWN.
     zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
                     {s4u::LinkInRoute(link, s4u::LinkInRoute::Direction::UP)}, true);
-    // A copy within the node: shared memory, no network.  Its latency stands for the
-    // handshake of MPICH's shared-memory cells, well below the network's.
+    // A copy within the node: shared memory, no network.
     s4u::Link* memory = zone->create_link(name + "-memory", spec.mem_Bps);
-    memory->set_latency(1e-6)->seal();
+    memory->set_latency(kMemoryLatency)->seal();
     zone->add_route(host->get_netpoint(), host->get_netpoint(), nullptr, nullptr,
                     {s4u::LinkInRoute(memory)}, false);
     host->seal();

@@ -33,6 +33,10 @@ struct PlatformSpec {
   int ranks() const { return nodes * ppn; }
 };
 
+/// The latency of a node's memory link (a copy within the node): it stands for the handshake of
+/// MPICH's shared-memory cells, well below the network's.
+inline constexpr double kMemoryLatency = 1e-6;
+
 /// The node of `rank`: block (ranks 0..ppn-1 on node 0, ...) or cyclic, as
 /// `tnbc-cluster run --placement` deals them.
 int node_of(const PlatformSpec& spec, int rank);

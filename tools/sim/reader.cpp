@@ -61,9 +61,12 @@ double link_bound(const std::vector<int>& node_of, double rate, std::size_t bloc
     // (need time, reader, block, part) of every part that crosses n's outgoing link, sent
     // earliest-need-first (Jackson's rule minimises the largest lateness on the link).
     std::vector<std::tuple<double, int, int, int>> units;
+    std::vector<int> here;  // the ranks on node n
+    for (int b = 0; b < p; ++b)
+      if (node_of[static_cast<std::size_t>(b)] == n) here.push_back(b);
     for (int r = 0; r < p; ++r)
-      for (int b = 0; b < p; ++b)
-        if (node_of[static_cast<std::size_t>(r)] != n && node_of[static_cast<std::size_t>(b)] == n)
+      if (node_of[static_cast<std::size_t>(r)] != n)
+        for (int b : here)
           for (int q = 0; q < parts; ++q) units.emplace_back(start + (b * parts + q) * w, r, b, q);
     std::sort(units.begin(), units.end());
     double sent = 0;

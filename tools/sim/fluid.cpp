@@ -1,0 +1,529 @@
+#include "fluid.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+#include <tuple>
+#include <utility>
+
+namespace tnbc::sim {
+
+using schedule::Kind;
+using schedule::Step;
+
+void FluidOptions::apply_cfg(const std::vector<std::string>& cfg) {
+  // The model first (it sets the factors' defaults), then the settings that override them.
+  for (int pass = 0; pass < 2; ++pass)
+    for (const std::string& c : cfg) {
+      const std::size_t colon = c.find(':');
+      if (colon == std::string::npos) throw std::invalid_argument("--cfg " + c + ": not KEY:VALUE");
+      const std::string key = c.substr(0, colon), value = c.substr(colon + 1);
+      const bool model = key == "network/model";
+      if (model != (pass == 0)) continue;
+      if (model && value == "LV08") {
+        latency_factor = 13.01;
+        bandwidth_factor = 0.97;
+      } else if (model && value == "CM02") {
+        latency_factor = 1;
+        bandwidth_factor = 1;
+      } else if (key == "network/crosstraffic" && (value == "0" || value == "no" || value == "false")) {
+        crosstraffic = false;
+      } else if (key == "network/crosstraffic" && (value == "1" || value == "yes" || value == "true")) {
+        crosstraffic = true;
+      } else if (key == "network/latency-factor") {
+        latency_factor = std::stod(value);
+      } else if (key == "network/bandwidth-factor") {
+        bandwidth_factor = std::stod(value);
+      } else {
+        throw std::invalid_argument("--cfg " + c + ": not a setting the fluid model follows (--model simgrid takes any)");
+      }
+    }
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kCross = 0.05;  // SimGrid's reverse flow for TCP's acknowledgements
+
+// A min-heap of times keyed by a small index, with changes in place (a pair's next end moves at
+// every re-solve: stale entries would pile up).
+class IndexedHeap {
+ public:
+  explicit IndexedHeap(std::size_t n) : pos_(n, kNone) {}
+  bool empty() const { return heap_.empty(); }
+  double top_time() const { return heap_.front().first; }
+  std::uint32_t top() const { return heap_.front().second; }
+  void set(std::uint32_t i, double t) {
+    std::size_t at = pos_[i];
+    if (at == kNone) {
+      at = heap_.size();
+      heap_.emplace_back(t, i);
+      pos_[i] = at;
+    } else {
+      heap_[at].first = t;
+    }
+    up(down(at));
+  }
+  void erase(std::uint32_t i) {
+    const std::size_t at = pos_[i];
+    if (at == kNone) return;
+    swap(at, heap_.size() - 1);
+    heap_.pop_back();
+    pos_[i] = kNone;
+    if (at < heap_.size()) up(down(at));
+  }
+
+ private:
+  static constexpr std::size_t kNone = SIZE_MAX;
+  void swap(std::size_t a, std::size_t b) {
+    std::swap(heap_[a], heap_[b]);
+    pos_[heap_[a].second] = a;
+    pos_[heap_[b].second] = b;
+  }
+  std::size_t up(std::size_t at) {
+    while (at > 0 && heap_[(at - 1) / 2].first > heap_[at].first) {
+      swap(at, (at - 1) / 2);
+      at = (at - 1) / 2;
+    }
+    return at;
+  }
+  std::size_t down(std::size_t at) {
+    for (;;) {
+      std::size_t m = at;
+      for (std::size_t c = 2 * at + 1; c <= 2 * at + 2 && c < heap_.size(); ++c)
+        if (heap_[c].first < heap_[m].first) m = c;
+      if (m == at) return at;
+      swap(at, m);
+      at = m;
+    }
+  }
+  std::vector<std::pair<double, std::uint32_t>> heap_;
+  std::vector<std::size_t> pos_;
+};
+
+// Messages between nodes, as flows shared per pair of nodes (see fluid.hpp).
+class Network {
+ public:
+  Network(const PlatformSpec& spec, const FluidOptions& f)
+      : n_(spec.nodes), f_(f), ends_(static_cast<std::size_t>(spec.nodes) * static_cast<std::size_t>(spec.nodes)) {
+    const auto nn = static_cast<std::size_t>(n_);
+    pairs_.resize(nn * nn);
+    cap_.assign(3 * nn, 0);
+    for (std::size_t a = 0; a < nn; ++a) {
+      cap_[a] = spec.link_Bps;           // UP half of node a's link
+      cap_[nn + a] = spec.link_Bps;      // DOWN half
+      cap_[2 * nn + a] = spec.mem_Bps;   // memory link
+    }
+    lat_inter_ = 2 * spec.latency_s * f.latency_factor;
+    lat_intra_ = kMemoryLatency * f.latency_factor;
+  }
+
+  // A message of `bytes` from node a to node b, posted at `now`: it pays its latency, then moves.
+  void post(int a, int b, std::uint64_t bytes, std::uint64_t msg, double now) {
+    const auto pair = static_cast<std::uint32_t>(a * n_ + b);
+    (a == b ? wait_intra_ : wait_inter_).push_back({now + (a == b ? lat_intra_ : lat_inter_), pair, bytes, msg});
+  }
+
+  // The time of the next thing that happens in the network (kInf: nothing moves).
+  double next_time() {
+    if (dirty_) solve();
+    double t = ends_.empty() ? kInf : ends_.top_time();
+    if (!wait_inter_.empty()) t = std::min(t, wait_inter_.front().t);
+    if (!wait_intra_.empty()) t = std::min(t, wait_intra_.front().t);
+    return t;
+  }
+
+  // Handles the next thing at `now` (= next_time()); messages that arrived go to `deliver`.
+  template <typename Deliver>
+  void step(double now, Deliver&& deliver) {
+    now_ = now;
+    for (std::deque<Waiting>* q : {&wait_inter_, &wait_intra_})
+      if (!q->empty() && q->front().t <= now) {
+        const Waiting w = q->front();
+        q->pop_front();
+        if (w.bytes == 0) {
+          deliver(w.msg, now);
+          return;
+        }
+        Pair& p = pairs_[w.pair];
+        advance(p);
+        p.heap.emplace_back(p.v + static_cast<double>(w.bytes), w.msg);
+        std::push_heap(p.heap.begin(), p.heap.end(), std::greater<>());
+        if (++p.k == 1 || f_.weights == FluidOptions::Weights::per_message) dirty_ = true;
+        reschedule(w.pair);
+        return;
+      }
+    const std::uint32_t pair = ends_.top();
+    Pair& p = pairs_[pair];
+    advance(p);
+    // The message this end was computed for, and every other one done by now (to a
+    // picosecond: messages that started together end together).
+    for (bool first = true; !p.heap.empty(); first = false) {
+      const double left = p.heap.front().first - p.v;
+      if (!first && left > 0 && left * p.k / p.rate > 1e-12) break;
+      const std::uint64_t msg = p.heap.front().second;
+      std::pop_heap(p.heap.begin(), p.heap.end(), std::greater<>());
+      p.heap.pop_back();
+      --p.k;
+      if (p.k == 0 || f_.weights == FluidOptions::Weights::per_message) dirty_ = true;
+      deliver(msg, now);
+    }
+    if (p.k == 0) p.v = 0;
+    reschedule(pair);
+  }
+
+  std::size_t solves() const { return solves_; }
+
+ private:
+  struct Waiting {
+    double t;
+    std::uint32_t pair;
+    std::uint64_t bytes;
+    std::uint64_t msg;
+  };
+  struct Pair {
+    double rate = 0;  // bytes/s the pair's messages move at together
+    double v = 0;     // bytes each of its messages has moved since the clock started
+    double t_last = 0;
+    std::uint32_t k = 0;  // messages moving
+    std::vector<std::pair<double, std::uint64_t>> heap;  // (v at which it is done, message), min first
+  };
+
+  void advance(Pair& p) {
+    if (p.k > 0 && p.rate > 0) p.v += (now_ - p.t_last) * p.rate / p.k;
+    p.t_last = now_;
+  }
+
+  void reschedule(std::uint32_t i) {
+    Pair& p = pairs_[i];
+    if (p.k == 0 || p.rate <= 0) {
+      ends_.erase(i);
+      return;
+    }
+    const double t = p.t_last + std::max(0.0, p.heap.front().first - p.v) * p.k / p.rate;
+    ends_.set(i, std::max(t, now_));
+  }
+
+  // Max-min sharing of the links among the pairs that move data (SimGrid's lmm::System, for
+  // this platform): repeatedly the link with the least share per unit of weight fixes the
+  // rate of every pair crossing it.
+  void solve() {
+    dirty_ = false;
+    ++solves_;
+    const int n = n_;
+    const auto nn = static_cast<std::size_t>(n);
+    const bool per_msg = f_.weights == FluidOptions::Weights::per_message;
+    auto weight = [&](const Pair& p) { return per_msg ? static_cast<double>(p.k) : (p.k > 0 ? 1.0 : 0.0); };
+    rem_ = cap_;
+    sumw_.assign(3 * nn, 0);
+    cnt_.assign(3 * nn, 0);
+    value_.assign(pairs_.size(), -1);
+    const double cross = f_.crosstraffic ? kCross : 0;
+    // The links pair (a, b) crosses, with its use of each per unit of rate.
+    auto links = [&](int a, int b, auto&& fn) {
+      const auto ua = static_cast<std::size_t>(a), ub = static_cast<std::size_t>(b);
+      if (a == b) {
+        fn(2 * nn + ua, 1 + cross);
+        return;
+      }
+      fn(ua, 1.0);
+      fn(nn + ub, 1.0);
+      if (cross > 0) {
+        fn(ub, cross);
+        fn(nn + ua, cross);
+      }
+    };
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b) {
+        const Pair& p = pairs_[static_cast<std::size_t>(a * n + b)];
+        if (p.k == 0) continue;
+        const double w = weight(p);
+        links(a, b, [&](std::size_t c, double use) {
+          sumw_[c] += use * w;
+          ++cnt_[c];
+        });
+      }
+    for (;;) {
+      std::size_t best = SIZE_MAX;
+      double share = kInf;
+      for (std::size_t c = 0; c < 3 * nn; ++c)
+        if (cnt_[c] > 0 && sumw_[c] > 0) {
+          const double s = std::max(0.0, rem_[c]) / sumw_[c];
+          if (s < share) share = s, best = c;
+        }
+      if (best == SIZE_MAX) break;
+      // The pairs crossing link `best` that are not fixed yet.
+      auto fix = [&](int a, int b) {
+        const auto i = static_cast<std::size_t>(a * n + b);
+        const Pair& p = pairs_[i];
+        if (p.k == 0 || value_[i] >= 0) return;
+        const double w = weight(p);
+        value_[i] = share * w;
+        links(a, b, [&](std::size_t c, double use) {
+          rem_[c] -= use * value_[i];
+          sumw_[c] -= use * w;
+          --cnt_[c];
+        });
+      };
+      const int x = static_cast<int>(best % nn);
+      if (best >= 2 * nn) {
+        fix(x, x);
+      } else {
+        for (int y = 0; y < n; ++y)
+          if (y != x) {
+            fix(x, y);
+            fix(y, x);
+          }
+      }
+      cnt_[best] = 0;
+    }
+    for (std::size_t i = 0; i < pairs_.size(); ++i) {
+      Pair& p = pairs_[i];
+      const double rate = p.k == 0 ? 0 : f_.bandwidth_factor * value_[i];
+      if (rate == p.rate) continue;
+      advance(p);
+      p.rate = rate;
+      reschedule(static_cast<std::uint32_t>(i));
+    }
+  }
+
+  int n_;
+  FluidOptions f_;
+  double lat_inter_ = 0, lat_intra_ = 0, now_ = 0;
+  std::vector<Pair> pairs_;
+  std::vector<double> cap_, rem_, sumw_, value_;
+  std::vector<int> cnt_;
+  std::deque<Waiting> wait_inter_, wait_intra_;
+  IndexedHeap ends_;  // per pair: when its next message is done
+  bool dirty_ = false;
+  std::size_t solves_ = 0;
+};
+
+// A timer per rank, earliest first.
+using Timers = std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>>;
+
+// Runs the network and the timers until nothing is left.
+template <typename OnTimer, typename Deliver>
+void run(Network& net, Timers& timers, OnTimer&& on_timer, Deliver&& deliver) {
+  for (;;) {
+    const double tn = net.next_time();
+    const double tt = timers.empty() ? kInf : timers.top().first;
+    if (tn == kInf && tt == kInf) return;
+    if (tt <= tn) {
+      const auto [t, r] = timers.top();
+      timers.pop();
+      on_timer(r, t);
+    } else {
+      net.step(tn, deliver);
+    }
+  }
+}
+
+// Plain MPICH (alltoall.cpp: plain_call), as phases: a pairwise round or a scattered batch.  A
+// message of phase j starts once both its sender and its receiver are in phase j.
+void plain_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOptions& f, SimResult& res) {
+  const int p = spec.ranks();
+  Network net(spec, f);
+  Timers timers;
+  const bool pairwise = plain_algorithm(opt.block, p) == "pairwise";
+  const bool pof2 = (p & (p - 1)) == 0;
+  constexpr int kThrottle = 32;
+  const int phases = pairwise ? p - 1 : (p + kThrottle - 1) / kThrottle;
+  std::vector<int> phase(static_cast<std::size_t>(p), -1), pending(static_cast<std::size_t>(p), 0);
+  res.plain.assign(static_cast<std::size_t>(p), RankRun{});
+  // Phase j of rank r: its sends and receives.
+  auto sends = [&](int r, int j, auto&& fn) {
+    if (pairwise) {
+      const int i = j + 1;
+      fn(pof2 ? r ^ i : (r + i) % p);
+    } else {
+      const int ii = j * kThrottle, ss = std::min(p - ii, kThrottle);
+      for (int i = 0; i < ss; ++i) fn((r - ii - i + 2 * p) % p);
+    }
+  };
+  auto recvs = [&](int r, int j, auto&& fn) {
+    if (pairwise) {
+      const int i = j + 1;
+      fn(pof2 ? r ^ i : (r - i + p) % p);
+    } else {
+      const int ii = j * kThrottle, ss = std::min(p - ii, kThrottle);
+      for (int i = 0; i < ss; ++i) fn((r + ii + i) % p);
+    }
+  };
+  auto start = [&](int s, int d, double now) {
+    net.post(node_of(spec, s), node_of(spec, d), opt.block,
+             (static_cast<std::uint64_t>(s) << 32) | static_cast<std::uint32_t>(d), now);
+  };
+  auto enter = [&](int r, int j, double now) {
+    const auto ri = static_cast<std::size_t>(r);
+    phase[ri] = j;
+    if (j == phases) {
+      res.plain[ri].ret = res.plain[ri].done = now;
+      return;
+    }
+    int n = 0;
+    sends(r, j, [&](int d) {
+      ++n;
+      if (phase[static_cast<std::size_t>(d)] == j) start(r, d, now);
+    });
+    recvs(r, j, [&](int s) {
+      ++n;
+      if (s != r && phase[static_cast<std::size_t>(s)] == j) start(s, r, now);
+    });
+    pending[ri] = n;
+  };
+  // The own block is copied first.
+  for (int r = 0; r < p; ++r) timers.push({static_cast<double>(opt.block) / spec.mem_Bps, r});
+  run(
+      net, timers, [&](int r, double now) { enter(r, 0, now); },
+      [&](std::uint64_t msg, double now) {
+        const int s = static_cast<int>(msg >> 32), d = static_cast<int>(msg & 0xffffffffu);
+        --pending[static_cast<std::size_t>(s)];
+        --pending[static_cast<std::size_t>(d)];
+        for (int r : {s, d})
+          if (pending[static_cast<std::size_t>(r)] == 0 && phase[static_cast<std::size_t>(r)] < phases) {
+            pending[static_cast<std::size_t>(r)] = -1;  // entered once, even when s == d
+            enter(r, phase[static_cast<std::size_t>(r)] + 1, now);
+          }
+      });
+}
+
+// The engine (alltoall.cpp: tnbc_call): every receive posted at once; the send side copied at
+// memory speed, edge pieces first; a send posted once copied, bodies only after all of the
+// rank's heads and tails arrived; at most connection_depth messages per destination in flight.
+struct Send {
+  std::int32_t peer;
+  std::uint32_t bytes;
+  std::uint8_t piece;
+  bool copy;
+  bool edge;
+  std::int32_t next;  // the next send to the same peer in fill order, or -1
+};
+
+struct EngineRank {
+  std::vector<Send> fill;     // sends and the own copy, in the order the caller copies them
+  std::vector<std::int32_t> head;  // per peer: the next send not posted yet, or -1
+  std::vector<std::uint8_t> busy;  // per peer: messages in flight
+  std::size_t cursor = 0;
+  double copy_t = 0, copy_end = 0, copy_step = 0;
+  int edges_left = 0;
+};
+
+void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOptions& f, SimResult& res,
+                const RankVisitor& visitor, bool keep_steps) {
+  const int p = spec.ranks();
+  const auto np = static_cast<std::size_t>(p);
+  // Pieces per block: the same for every block of an Alltoall.
+  std::size_t pieces = 1;
+  for (const Step& s : alltoall_steps(0, p, opt.block, {}, opt.chunk_bytes).steps)
+    pieces = std::max(pieces, static_cast<std::size_t>(s.piece) + 1);
+  std::vector<EngineRank> ranks(np);
+  // arrived[r][src * pieces + piece]: when rank r's receive of that piece completed.
+  std::vector<std::vector<double>> arrived(np);
+  for (int r = 0; r < p; ++r) {
+    EngineRank& e = ranks[static_cast<std::size_t>(r)];
+    const std::vector<Step> steps = alltoall_steps(r, p, opt.block, {}, opt.chunk_bytes).steps;
+    for (int edge = 1; edge >= 0; --edge)
+      for (const Step& s : steps)
+        if (s.edge == (edge == 1) && s.kind != Kind::recv)
+          e.fill.push_back({s.peer, static_cast<std::uint32_t>(s.bytes), static_cast<std::uint8_t>(s.piece),
+                            s.kind == Kind::copy, s.edge, -1});
+    for (const Step& s : steps) e.edges_left += s.kind == Kind::recv && s.edge;
+    e.head.assign(np, -1);
+    e.busy.assign(np, 0);
+    for (std::size_t i = e.fill.size(); i-- > 0;) {
+      Send& s = e.fill[i];
+      e.copy_end += static_cast<double>(s.bytes) / spec.mem_Bps;
+      if (s.copy) continue;
+      s.next = e.head[static_cast<std::size_t>(s.peer)];
+      e.head[static_cast<std::size_t>(s.peer)] = static_cast<std::int32_t>(i);
+    }
+    arrived[static_cast<std::size_t>(r)].assign(np * pieces, 0);
+  }
+
+  Network net(spec, f);
+  Timers timers;
+  const auto depth = static_cast<std::uint8_t>(std::min(opt.connection_depth, 255));
+  auto post = [&](int r, std::int32_t pos, double now) {
+    EngineRank& e = ranks[static_cast<std::size_t>(r)];
+    const Send& s = e.fill[static_cast<std::size_t>(pos)];
+    e.head[static_cast<std::size_t>(s.peer)] = s.next;
+    ++e.busy[static_cast<std::size_t>(s.peer)];
+    net.post(node_of(spec, r), node_of(spec, s.peer), s.bytes,
+             (static_cast<std::uint64_t>(r) << 32) | static_cast<std::uint32_t>(pos), now);
+  };
+  auto advance = [&](int r, double now) {
+    EngineRank& e = ranks[static_cast<std::size_t>(r)];
+    while (e.cursor < e.fill.size()) {
+      const Send& s = e.fill[e.cursor];
+      const double copied = e.copy_t + static_cast<double>(s.bytes) / spec.mem_Bps;
+      if (copied > now) {
+        timers.push({copied, r});
+        return;
+      }
+      if (!s.copy && !s.edge && e.edges_left > 0) return;  // bodies after the heads and tails
+      e.copy_t = copied;
+      const auto pos = static_cast<std::int32_t>(e.cursor++);
+      if (s.copy) {
+        e.copy_step = copied;
+        continue;
+      }
+      if (e.head[static_cast<std::size_t>(s.peer)] == pos && e.busy[static_cast<std::size_t>(s.peer)] < depth)
+        post(r, pos, now);
+    }
+  };
+  for (int r = 0; r < p; ++r) advance(r, 0);
+  run(net, timers, advance, [&](std::uint64_t msg, double now) {
+    const int r = static_cast<int>(msg >> 32);
+    EngineRank& e = ranks[static_cast<std::size_t>(r)];
+    const Send& s = e.fill[msg & 0xffffffffu];
+    const auto d = static_cast<std::size_t>(s.peer);
+    arrived[d][static_cast<std::size_t>(r) * pieces + s.piece] = now;
+    --e.busy[d];
+    const std::int32_t next = e.head[d];
+    if (next >= 0 && static_cast<std::size_t>(next) < e.cursor) post(r, next, now);
+    if (s.edge && --ranks[d].edges_left == 0) advance(s.peer, now);
+  });
+
+  res.tnbc.assign(np, RankRun{});
+  const std::size_t total = np * opt.block;
+  for (int r = 0; r < p; ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    RankRun run;
+    run.entry = 0;
+    run.steps = alltoall_steps(r, p, opt.block, {}, opt.chunk_bytes).steps;
+    run.step_done.resize(run.steps.size());
+    for (std::size_t i = 0; i < run.steps.size(); ++i) {
+      const Step& s = run.steps[i];
+      const auto peer = static_cast<std::size_t>(s.peer), piece = static_cast<std::size_t>(s.piece);
+      run.step_done[i] = s.kind == Kind::copy   ? ranks[ri].copy_step
+                         : s.kind == Kind::recv ? arrived[ri][peer * pieces + piece]
+                                                : arrived[peer][ri * pieces + piece];
+      run.done = std::max(run.done, run.step_done[i]);
+    }
+    run.ret = return_time(run, total, ranks[ri].copy_end);
+    if (visitor) visitor(r, run);
+    if (!keep_steps) {  // (assigning {} would keep the capacity)
+      std::vector<Step>().swap(run.steps);
+      std::vector<double>().swap(run.step_done);
+    }
+    res.tnbc[ri] = std::move(run);
+  }
+}
+
+}  // namespace
+
+SimResult simulate_fluid(const PlatformSpec& spec, const SimOptions& options, const FluidOptions& fluid,
+                         const RankVisitor& tnbc_visitor, bool keep_steps) {
+  SimResult res;
+  res.plain_algorithm = plain_algorithm(options.block, spec.ranks());
+  if (options.plain) plain_fluid(spec, options, fluid, res);
+  if (options.tnbc) tnbc_fluid(spec, options, fluid, res, tnbc_visitor, keep_steps);
+  return res;
+}
+
+}  // namespace tnbc::sim
