@@ -269,14 +269,17 @@ class Network {
           --cnt_[c];
         });
       };
+      // UP half of x: the pairs from x, and the reverse flows of the pairs to x; DOWN half: the
+      // other way round.  Without cross-traffic a half carries only its own direction.
       const int x = static_cast<int>(best % nn);
+      const bool up = best < nn, both = cross > 0;
       if (best >= 2 * nn) {
         fix(x, x);
       } else {
         for (int y = 0; y < n; ++y)
           if (y != x) {
-            fix(x, y);
-            fix(y, x);
+            if (up || both) fix(x, y);
+            if (!up || both) fix(y, x);
           }
       }
       cnt_[best] = 0;
