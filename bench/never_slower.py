@@ -107,6 +107,8 @@ class Bench:
     def launch(self, where, args, env, preload, timeout, ranks=NODES * PPN):
         """Runs curc ARGS on one node (mpiexec, `ranks` ranks) or on the emulated cluster, with
         `env` for every rank and libtnbc.so preloaded if asked; returns its standard output."""
+        if preload:
+            env = {**dict(kv.split("=", 1) for kv in self.a.set), **env}
         if where == "local":
             cmd = ["mpiexec", "-n", str(ranks), "-genv", "UCX_NET_DEVICES", "lo"]
             if preload:
@@ -306,7 +308,13 @@ def main():
                    help="measure only the blocking path's own cost per call (printed, not written)")
     p.add_argument("--waiting-only", action="store_true",
                    help="measure only the progress thread's CPU while a call waits (printed, not written)")
+    p.add_argument("--set", action="append", default=[], metavar="TNBC_NAME=VALUE",
+                   help="a setting for every run with libtnbc.so (repeatable), for experiments: "
+                        "e.g. --set TNBC_PROGRESS_MAX_SLEEP_US=4000")
     a = p.parse_args()
+    for kv in a.set:
+        if not kv.startswith("TNBC_") or "=" not in kv:
+            p.error(f"--set: TNBC_NAME=VALUE, not {kv!r}")
     if a.only != "local" and os.geteuid() != 0:
         sys.exit("never_slower: the cluster cases need root (network namespaces); use --only local")
     b = Bench(a)
