@@ -41,13 +41,13 @@ def mpiexec_command(nprocs, program, args=(), env=None, rank_env=None):
     assert rank_env is None or len(rank_env) == nprocs, "one environment per rank"
     sections = [(nprocs, {})] if rank_env is None else [(1, e) for e in rank_env]
     if MPI == "openmpi":
+        # Open MPI's -x reaches the ranks of its own section (app context) only: every section
+        # gets the common variables and its own.
         cmd = list(OPENMPI_MPIEXEC)
-        for k, v in (env or {}).items():
-            cmd += ["-x", f"{k}={v}"]
         for i, (n, section_env) in enumerate(sections):
             cmd += [":"] * (i > 0) + ["-n", str(n)]
-            if section_env:
-                cmd += ["env", *(f"{k}={v}" for k, v in section_env.items())]
+            for k, v in {**(env or {}), **section_env}.items():
+                cmd += ["-x", f"{k}={v}"]
             cmd += [program, *map(str, args)]
         return cmd
     cmd = ["mpiexec"]
