@@ -35,12 +35,15 @@ OPENMPI_MPIEXEC = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe",
                    "--mca", "pml", "ob1", "--mca", "btl", "self,vader", "--mca", "osc", "^ucx"]
 
 
-def mpiexec_command(nprocs, program, args=(), env=None, rank_env=None):
-    """The command that starts `program args` on nprocs local ranks under the build's MPI, with
-    the variables `env` in every rank and, if given, `rank_env[i]` in rank i only."""
+OTHER_MPI = "openmpi" if MPI == "mpich" else "mpich"
+
+
+def mpiexec_command(nprocs, program, args=(), env=None, rank_env=None, mpi=MPI):
+    """The command that starts `program args` on nprocs local ranks under the build's MPI (or
+    `mpi`), with the variables `env` in every rank and, if given, `rank_env[i]` in rank i only."""
     assert rank_env is None or len(rank_env) == nprocs, "one environment per rank"
     sections = [(nprocs, {})] if rank_env is None else [(1, e) for e in rank_env]
-    if MPI == "openmpi":
+    if mpi == "openmpi":
         # Open MPI's -x reaches the ranks of its own section (app context) only: every section
         # gets the common variables and its own.
         cmd = list(OPENMPI_MPIEXEC)
@@ -66,13 +69,14 @@ class Failure(Exception):
 
 
 def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=None, check=True,
-           rank_env=None):
+           rank_env=None, mpi=MPI):
     """Runs `mpiexec -n nprocs program args` locally; returns the CompletedProcess.
 
     preload: None (plain MPI), "tnbc" or "tnbc_trace".  env: extra variables for every rank.
     rank_env: a list of nprocs dicts, the extra variables of each rank (an MPMD launch,
     `-n 1 -env K V program args : ...`), for settings that differ between ranks.
-    Under Open MPI (TNBCTEST_MPI=openmpi) the same through mpirun.openmpi (mpiexec_command()).
+    Under Open MPI (TNBCTEST_MPI=openmpi) the same through mpirun.openmpi (mpiexec_command());
+    mpi: launch under the other MPI instead (OTHER_MPI), for a program built for it.
     """
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TNBC_")}
     # The test environment must not leak TNBC_* settings into the ranks: unknown-variable
@@ -83,7 +87,7 @@ def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=Non
     extra = {"UCX_NET_DEVICES": "lo", **(env or {})}
     if preload:
         extra["LD_PRELOAD"] = LIBS[preload]
-    cmd = mpiexec_command(nprocs, program, args, extra, rank_env)
+    cmd = mpiexec_command(nprocs, program, args, extra, rank_env, mpi)
     # mpiexec runs in a session of its own, so that a hang can be ended by killing exactly this
     # run: killing mpiexec makes its proxies end the ranks.  (Killing by program name would also
     # hit other people's runs of the same program on a shared machine.)
