@@ -17,6 +17,12 @@
 
 extern char** environ;
 
+/// Set before PMPI_Init when the process runs the other MPI: the generated MPI_x trampolines
+/// then jump straight to PMPI_x, arguments untouched (mpi_wrappers.cpp, tools/gen_wrappers.py).
+extern "C" {
+__attribute__((visibility("hidden"))) unsigned char tnbc_mpi_mismatch = 0;
+}
+
 namespace tnbc::shim {
 
 namespace {
@@ -82,6 +88,7 @@ bool Runtime::mpi_matches() {
   }
   const bool open_mpi = v.starts_with("Open MPI");
   mpi_matches_ = (open_mpi == kBuiltForOpenMpi) ? 1 : 0;
+  if (!mpi_matches_) tnbc_mpi_mismatch = 1;
   return mpi_matches_ == 1;
 }
 

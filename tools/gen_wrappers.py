@@ -182,6 +182,24 @@ def emit_cpp(entries):
         "",
         "// Deprecated functions (Open MPI marks MPI_Attr_get & co.) are wrapped like the others.",
         '#pragma GCC diagnostic ignored "-Wdeprecated-declarations"',
+        "",
+        "// Under the other MPI (runtime.cpp sets tnbc_mpi_mismatch before PMPI_Init) a wrapper must",
+        "// not touch its arguments: MPICH's handles are ints, Open MPI's pointers, and a wrapper",
+        "// compiled for ints would cut a pointer to 32 bits.  On x86-64 the exported MPI_x is a",
+        "// trampoline that jumps to PMPI_x with every register and the stack as the caller left them",
+        "// when the flag is set, else to the C++ wrapper tnbc_w_MPI_x.  Elsewhere MPI_x is the",
+        "// wrapper itself.  MPI_Init and MPI_Init_thread take no handle and find out.",
+        "#if defined(__x86_64__) && defined(__ELF__)",
+        'extern "C" __attribute__((visibility("hidden"))) unsigned char tnbc_mpi_mismatch;',
+        '#define TNBC_WRAPPER(name) __attribute__((visibility("hidden"), used)) tnbc_w_##name',
+        "#define TNBC_TRAMPOLINE(name) \\",
+        '  __asm__(".pushsection .text\\n\\t.globl " #name "\\n\\t.type " #name ", @function\\n\\t.p2align 4\\n" \\',
+        '          #name ":\\n\\tcmpb $0, tnbc_mpi_mismatch(%rip)\\n\\tjne P" #name "@PLT\\n\\tjmp tnbc_w_" #name \\',
+        '          "\\n\\t.size " #name ", .-" #name "\\n\\t.popsection");',
+        "#else",
+        '#define TNBC_WRAPPER(name) __attribute__((visibility("default"))) name',
+        "#define TNBC_TRAMPOLINE(name)",
+        "#endif",
         'extern "C" {',
     ]
     for func, cls, _ in entries:
@@ -190,7 +208,12 @@ def emit_cpp(entries):
         sig = func.signature()
         fwd = f"P{func.name}({func.call_args()})"
         out.append("")
-        out.append(f"__attribute__((visibility(\"default\"))) {sig} {{")
+        if func.name in ("MPI_Init", "MPI_Init_thread"):
+            out.append(f"__attribute__((visibility(\"default\"))) {sig} {{")
+        else:
+            decls = [d for d, _ in func.params] + (["..."] if func.variadic else [])
+            out.append(f"TNBC_TRAMPOLINE({func.name})")
+            out.append(f"{func.ret} TNBC_WRAPPER({func.name})({', '.join(decls) if decls else 'void'}) {{")
         if cls == "local":
             out.append(f"    return {fwd};")
         elif cls == "fence":
