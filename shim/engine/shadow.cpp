@@ -11,8 +11,17 @@ namespace {
 int g_keyval = MPI_KEYVAL_INVALID;
 int g_seq_mask = 0;  // sequence bits that fit in a tag next to the 8 segment bits
 
+bool g_stopped = false;  // after stop_shadows(): MPI may be finalising
+
 int delete_shadow(MPI_Comm, int, void* value, void*) {
   auto* s = static_cast<Shadow*>(value);
+  if (g_stopped) {
+    // Open MPI deletes the attributes of every communicator left, MPI_COMM_WORLD's included,
+    // late in MPI_Finalize, when its one-sided layer is gone (PMPI_Win_free would crash): the
+    // memory is freed, MPI is not called.
+    delete s;
+    return MPI_SUCCESS;
+  }
   if (s->turn_win != MPI_WIN_NULL) PMPI_Win_free(&s->turn_win);
   if (s->node_comm != MPI_COMM_NULL) PMPI_Comm_free(&s->node_comm);
   PMPI_Comm_free(&s->comm);
@@ -34,6 +43,17 @@ std::optional<std::string> start_shadows() {
   if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_shadow, &g_keyval, nullptr) != MPI_SUCCESS)
     return std::string("cannot create the communicator attribute");
   return std::nullopt;
+}
+
+void stop_shadows() {
+  if (g_keyval == MPI_KEYVAL_INVALID || g_stopped) return;
+  void* value = nullptr;
+  int flag = 0;
+  // Collective over MPI_COMM_WORLD's node communicator (its window): every rank is in
+  // MPI_Finalize.  Asked first: Open MPI reports deleting an attribute that is not there.
+  PMPI_Comm_get_attr(MPI_COMM_WORLD, g_keyval, &value, &flag);
+  if (flag) PMPI_Comm_delete_attr(MPI_COMM_WORLD, g_keyval);
+  g_stopped = true;
 }
 
 Shadow* shadow(MPI_Comm comm) {
