@@ -4,6 +4,9 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <string>
+
+#include "../log.hpp"
 
 namespace tnbc::shim::engine {
 namespace {
@@ -90,9 +93,34 @@ bool prepare_node(Shadow& sh) {
   for (int m : sh.node_members) sh.on_node[static_cast<std::size_t>(m)] = 1;
   void* base = nullptr;
   const MPI_Aint bytes = node_rank == 0 ? static_cast<MPI_Aint>(kTurnSlots * sizeof(std::uint64_t)) : 0;
-  if (PMPI_Win_allocate_shared(bytes, sizeof(std::uint64_t), MPI_INFO_NULL, sh.node_comm, &base,
-                               &sh.turn_win) != MPI_SUCCESS)
+  // The window may fail where the MPI's one-sided layer cannot make one (Open MPI with a
+  // one-sided component that has no shared windows): then per-node turns are off on every
+  // rank of the communicator, agreed, since a rank gated on node members that never take
+  // their turn would wait forever.  The error returns here instead of ending the job.
+  PMPI_Comm_set_errhandler(sh.node_comm, MPI_ERRORS_RETURN);
+  const int rc = PMPI_Win_allocate_shared(bytes, sizeof(std::uint64_t), MPI_INFO_NULL, sh.node_comm,
+                                          &base, &sh.turn_win);
+  int node_ok = rc == MPI_SUCCESS ? 1 : 0, all_ok = 0;
+  PMPI_Allreduce(MPI_IN_PLACE, &node_ok, 1, MPI_INT, MPI_MIN, sh.node_comm);
+  PMPI_Allreduce(&node_ok, &all_ok, 1, MPI_INT, MPI_MIN, sh.comm);
+  if (!all_ok) {
+    // Freed where the whole node has it (Win_free is collective over the node); a window
+    // made on some ranks of a node only is left to MPI_Finalize.
+    if (node_ok) PMPI_Win_free(&sh.turn_win);
+    sh.turn_win = MPI_WIN_NULL;
+    if (rank == 0) {
+      std::string why = "on another node";
+      if (rc != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        PMPI_Error_string(rc, text, &len);
+        why = std::string(text, static_cast<std::size_t>(len));
+      }
+      log::warn("per-node priority off: MPI_Win_allocate_shared failed ({}); calls run with "
+                "per-message priorities only", why);
+    }
     return false;
+  }
   MPI_Aint qsize = 0;
   int disp = 0;
   PMPI_Win_shared_query(sh.turn_win, 0, &qsize, &disp, &base);
