@@ -151,7 +151,11 @@ def main():
             mine = [l for l in left.splitlines() if f"/{PREFIX}-slurm/" in l]
             expect(not mine, f"daemons left: {mine}")
             expect(not os.path.exists(f"/etc/netns/{PREFIX}-n0/hosts"), "hosts file of node 0 left")
-        s.check("slurm down twice: no daemon, no file left", down)
+            for args, msg in ((["bogus"], "slurm: unknown command 'bogus'"),
+                              (["env"], f"Slurm is not running on cluster '{PREFIX}'")):
+                res = slurm(*args, check=False)
+                expect(res.returncode == 2 and msg in res.stderr, f"slurm {args}: exit {res.returncode}, {res.stderr!r}")
+        s.check("slurm down twice: no daemon, no file left; bad use: exit 2 with a message", down)
     finally:
         cluster("down", cluster_opts=OPTS, check=False)
     s.finish()
