@@ -107,6 +107,8 @@ class Bench:
     def launch(self, where, args, env, preload, timeout, ranks=NODES * PPN):
         """Runs curc ARGS on one node (mpiexec, `ranks` ranks) or on the emulated cluster, with
         `env` for every rank and libtnbc.so preloaded if asked; returns its standard output."""
+        if preload:
+            env = {**dict(kv.split("=", 1) for kv in self.a.set), **env}
         if where == "local":
             cmd = ["mpiexec", "-n", str(ranks), "-genv", "UCX_NET_DEVICES", "lo"]
             if preload:
@@ -184,27 +186,31 @@ class Bench:
             run([self.cluster, "--rate", a.rate, "up"], 120, self.env)
         try:
             for where in wheres:
-                cpu = {}
-                for s_ms in (0, skew):
-                    tag = f"idle_{where}_{s_ms}"
-                    prefix = os.path.join(self.work, tag)
-                    env = {"TNBC_ADAPT": "off", "TNBC_STATS": prefix, "CURC_SKEW_MS": str(s_ms)}
-                    args = [self.prog, str(1 << 16), str(iters), "blocking", str(int(work_ms * loops_per_ms))]
-                    self.launch(where, args, env, True, 120)
-                    with open(f"{prefix}.0.json", encoding="utf-8") as f:
-                        cpu[s_ms] = json.load(f)["progress"]["cpu_us"]
+                # Rounds interleave the two runs; each round gives one share, the median is reported.
+                cpu = {0: [], skew: []}
+                for rnd in range(a.rounds):
+                    for s_ms in (0, skew):
+                        tag = f"idle_{where}_{s_ms}_{rnd}"
+                        prefix = os.path.join(self.work, tag)
+                        env = {"TNBC_ADAPT": "off", "TNBC_STATS": prefix, "CURC_SKEW_MS": str(s_ms)}
+                        args = [self.prog, str(1 << 16), str(iters), "blocking", str(int(work_ms * loops_per_ms))]
+                        self.launch(where, args, env, True, 120)
+                        with open(f"{prefix}.0.json", encoding="utf-8") as f:
+                            cpu[s_ms].append(json.load(f)["progress"]["cpu_us"])
                 waited_us = (iters + 1) * skew * 1e3
-                share = max(cpu[skew] - cpu[0], 0) / waited_us
+                shares = [max(late - on_time, 0) / waited_us for on_time, late in zip(cpu[0], cpu[skew])]
                 where_s = "1 node x 4" if where == "local" else f"{NODES} nodes x {PPN}, {a.rate}"
-                rows.append(f"| {where_s} | {cpu[0] / (iters + 1) / 1e3:.2f} ms | {cpu[skew] / (iters + 1) / 1e3:.2f} ms "
-                            f"| {100 * share:.1f}% |")
+                rows.append(f"| {where_s} | {statistics.median(cpu[0]) / (iters + 1) / 1e3:.2f} ms "
+                            f"| {statistics.median(cpu[skew]) / (iters + 1) / 1e3:.2f} ms "
+                            f"| {100 * statistics.median(shares):.1f}% ({100 * min(shares):.1f}-{100 * max(shares):.1f}%) |")
         finally:
             if "cluster" in wheres:
                 subprocess.run([self.cluster, "down"], capture_output=True, env=self.env)
         return ("\nWaiting: rank 0's progress-thread CPU per call (64 KiB blocks, `TNBC_ADAPT=off`, "
                 f"{work_ms} ms of work after each call), with the other ranks on time and with them {skew} ms late "
                 "(`CURC_SKEW_MS`); the difference over the waiting time is the thread's share of a core "
-                "while a call is in flight with nothing to move.\n\n"
+                f"while a call is in flight with nothing to move; medians of {a.rounds} rounds (the share's "
+                "range in brackets).\n\n"
                 "| cluster | CPU per call, on time | CPU per call, 50 ms late | share of a core while waiting |\n"
                 "|---|---|---|---|\n" + "\n".join(rows) + "\n")
 
@@ -306,7 +312,13 @@ def main():
                    help="measure only the blocking path's own cost per call (printed, not written)")
     p.add_argument("--waiting-only", action="store_true",
                    help="measure only the progress thread's CPU while a call waits (printed, not written)")
+    p.add_argument("--set", action="append", default=[], metavar="TNBC_NAME=VALUE",
+                   help="a setting for every run with libtnbc.so (repeatable), for experiments: "
+                        "e.g. --set TNBC_PROGRESS_MAX_SLEEP_US=4000")
     a = p.parse_args()
+    for kv in a.set:
+        if not kv.startswith("TNBC_") or "=" not in kv:
+            p.error(f"--set: TNBC_NAME=VALUE, not {kv!r}")
     if a.only != "local" and os.geteuid() != 0:
         sys.exit("never_slower: the cluster cases need root (network namespaces); use --only local")
     b = Bench(a)

@@ -9,7 +9,8 @@ reads blocks 0..p-1; the plan, keyed by the call sites of a traced run, says so,
 priority on and says `return early`), and the hand-written MPI-3 version (MPI_Ialltoall,
 MPI_Wait before the first read).  Work after the collective is given in
 absolute microseconds derived from a plain run's Tcomm, so every configuration does the same
-work.  Overlap measured = total(plain) - total(config); the bound is formula (3) of the paper,
+work; the timed runs skip the program's own Tcomm loop (OVERLAP_SKIP_TCOMM), so the library sees
+one call site, the timed one.  Overlap measured = total(plain) - total(config); the bound is formula (3) of the paper,
 min(Tcomm - Tinit, TCURC + TCRC) (with RCRC = D/TCRC, Tcomm*Rcomm/RCRC = TCRC), with the Tcomm of
 plain MPICH measured in the same row.  Each scenario runs with the blocks read whole and read in
 16 parts (--parts), and with two rank placements (--placement): block (ranks 0,1 on node 0) and
@@ -36,12 +37,27 @@ import link_model
 import results_doc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPI = "mpich"  # --mpi: the build, libraries and launcher used (use_mpi)
 BUILD = os.path.join(ROOT, "build")
 CLUSTER = os.path.join(BUILD, "tools", "tnbc-cluster")
 PROG = os.path.join(BUILD, "bench", "overlap")
 LIB = os.path.join(BUILD, "shim", "libtnbc.so")
 TRACE_LIB = os.path.join(BUILD, "shim", "libtnbc_trace.so")
 DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
+
+
+def use_mpi(mpi):
+    """Open MPI: the build in build-openmpi/ (meson -Dmpi=openmpi), its libraries and
+    `tnbc-cluster run --mpi openmpi`."""
+    global MPI, BUILD, CLUSTER, PROG, LIB, TRACE_LIB, DUMP
+    MPI = mpi
+    suffix = "" if mpi == "mpich" else "-" + mpi
+    BUILD = os.path.join(ROOT, "build" + suffix)
+    CLUSTER = os.path.join(BUILD, "tools", "tnbc-cluster")
+    PROG = os.path.join(BUILD, "bench", "overlap")
+    LIB = os.path.join(BUILD, "shim", f"libtnbc{suffix}.so")
+    TRACE_LIB = os.path.join(BUILD, "shim", f"libtnbc_trace{suffix}.so")
+    DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
 NODES, PPN = 2, 2  # the emulated cluster: nodes, and ranks per node
 
 # (name, what the paper's Table 1 row is, TCURC/Tcomm, TCRC/Tcomm), fractions from the paper's
@@ -60,7 +76,7 @@ def make_plan(args, work):
     """Traces the benchmark once and writes a plan: blocks read 0..p-1, per-node priority on.
     (The call-site keys come from the trace, as `tnbc-order plan` would take them.)"""
     trace_dir = os.path.join(work, "trace")
-    subprocess.run([CLUSTER, "run", "--ppn", str(PPN), "--timeout", "300", "--preload", TRACE_LIB,
+    subprocess.run([CLUSTER, "run", "--mpi", MPI, "--ppn", str(PPN), "--timeout", "300", "--preload", TRACE_LIB,
                     "--env", f"TNBC_TRACE_DIR={trace_dir}", "--", PROG, str(args.block), "2",
                     "blocking", "0", "0"], check=True, capture_output=True, timeout=400)
     dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], check=True,
@@ -86,8 +102,13 @@ def make_plan(args, work):
 
 
 def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="block", block=None, iters=None,
-        sleep=False, env=None):
-    cmd = [CLUSTER, "run", "--ppn", str(PPN), "--placement", placement, "--timeout", "300"]
+        sleep=False, env=None, timed=True):
+    cmd = [CLUSTER, "run", "--mpi", MPI, "--ppn", str(PPN), "--placement", placement, "--timeout", "300"]
+    if timed:
+        # Only the Tcomm runs use the Tcomm loop (another call site, data read at once); the
+        # timed runs skip it, so the program is the timed loop alone, one call site, as the
+        # library's per-call decision and learning should see it.
+        cmd += ["--env", "OVERLAP_SKIP_TCOMM=1"]
     if sleep:
         cmd += ["--env", "OVERLAP_SLEEP=1"]
     for k, v in (env or {}).items():
@@ -130,8 +151,19 @@ def main():
                     help="add the configuration libtnbc.so with TNBC_LEARN=1 (learn), to show what "
                          "learning the read order (docs/replay.md, \"Learning the order\") gains or costs; "
                          "runs must be longer than the warm-up (--iters 20 or more)")
-    ap.add_argument("--out", default=os.path.join(ROOT, "docs", "replay-overlap.md"))
+    ap.add_argument("--mpi", choices=("mpich", "openmpi"), default="mpich",
+                    help="the MPI to measure: mpich (build/, the default) or openmpi (build-openmpi/, "
+                         "meson -Dmpi=openmpi, launched with mpirun.openmpi)")
+    ap.add_argument("--out", help="the page written (default docs/replay-overlap.md, "
+                                  "docs/replay-overlap-openmpi.md with --mpi openmpi)")
     args = ap.parse_args()
+    use_mpi(args.mpi)
+    if not args.out:
+        name = "replay-overlap.md" if args.mpi == "mpich" else f"replay-overlap-{args.mpi}.md"
+        args.out = os.path.join(ROOT, "docs", name)
+    for path in (CLUSTER, PROG, LIB):
+        if not os.path.exists(path):
+            sys.exit(f"overlap.py: missing {path} (build {BUILD} first)")
     placements = args.placement.split(",")
     chosen = args.scenarios.split(",")
     if any(x not in [sc[0] for sc in SCENARIOS] for x in chosen):
@@ -156,7 +188,7 @@ def main():
     subprocess.run([CLUSTER, "--nodes", str(NODES), "--rate", args.rate, "up"], check=True)
     try:
         plan = make_plan(args, tempfile.mkdtemp(prefix="tnbc_overlap_"))
-        base = [run("blocking", False, 0, 0, args)["tcomm_us"] for _ in range(args.repeat)]
+        base = [run("blocking", False, 0, 0, args, timed=False)["tcomm_us"] for _ in range(args.repeat)]
         tcomm = statistics.median(base)
         tables = []
         CONFIGS = (("plain", "blocking", False, None, None), ("tnbc", "blocking", True, None, None),
@@ -180,6 +212,7 @@ def main():
                         "total": statistics.median(r["total_us"] for r in runs),
                         "spread": max(r["total_us"] for r in runs) - min(r["total_us"] for r in runs),
                         "tinit": statistics.median(r["tinit_us"] for r in runs),
+                        "mean": statistics.median(r["mean_us"] for r in runs),
                     }
                     print(f"{placement:<6} parts {parts:>2}{' sleep' if sleep else ''} {name:>4} {label:<6} total {res[label]['total']/1e3:8.1f} ms "
                           f"tinit {res[label]['tinit']/1e3:6.1f} ms", flush=True)
@@ -294,15 +327,18 @@ def main():
                 "",
                 "Learning the read order: no plan with `TNBC_LEARN=1` against *no plan* (learning "
                 "off, the default), and the share of the plan's gain over plain MPICH that "
-                "learning reaches without a plan (warm-up calls included).",
+                "learning reaches without a plan.  Times here are the mean per iteration of "
+                f"{args.iters} (every call counts: the warm-up calls and probes of the per-call "
+                "decision, which the medians above leave out), median of the runs.",
                 "",
-                "| scenario | no plan, TNBC_LEARN=1 | no plan | learning on / off | plan's gain reached without a plan |",
-                "|---|---|---|---|---|",
+                "| scenario | plain | plan | no plan, TNBC_LEARN=1 | no plan | learning on / off | plan's gain reached without a plan |",
+                "|---|---|---|---|---|---|---|",
             ]
             for name, desc, curc, crc, res in rows:
-                p, nl, t, q = (res[k]["total"] for k in ("plain", "tnbc", "learn", "plan"))
+                p, nl, t, q = (res[k]["mean"] for k in ("plain", "tnbc", "learn", "plan"))
                 reached = f"{(p - t) / (p - q):.0%}" if p - q > 0 else "n/a (the plan gains nothing)"
-                lines.append(f"| {name} | {t/1e3:.1f} ms | {nl/1e3:.1f} ms | {t/nl:.2f} | {reached} |")
+                lines.append(f"| {name} | {p/1e3:.1f} ms | {q/1e3:.1f} ms | {t/1e3:.1f} ms | {nl/1e3:.1f} ms "
+                             f"| {t/nl:.2f} | {reached} |")
         lines += [
             "",
             "Spread (max - min of the runs, ms): " + "; ".join(
@@ -330,9 +366,20 @@ def main():
                 f"| {r['plan']/r['plain']:.2f} | {r['mpi3']/r['plain']:.2f} |")
         lines.append("")
     lines += [
-        "Rerun: `sudo python3 bench/overlap.py` (after `tools/build`).",
+        "Rerun: `sudo python3 bench/overlap.py` (after `tools/build`)." if MPI == "mpich" else
+        "Rerun: `sudo python3 bench/overlap.py --mpi openmpi` (after `meson setup build-openmpi "
+        "-Dmpi=openmpi && meson compile -C build-openmpi`).",
         "",
     ]
+    if MPI == "openmpi":
+        # The same page for Open MPI 4.1: its launcher, transports and no progress thread of its own.
+        lines = [l.replace("plain MPICH", "plain Open MPI").replace("Plain MPICH", "Plain Open MPI")
+                 for l in lines]
+        lines[0] += " (Open MPI)"
+        lines[1:1] = ["", "Under Open MPI 4.1 (`tnbc-cluster run --mpi openmpi`: ob1 over tcp between "
+                      "nodes, vader within one; docs/cluster.md), with `libtnbc-openmpi.so`.  Its MPI-3 "
+                      "version has no progress thread of its own: `MPI_Ialltoall` moves data only "
+                      "inside MPI calls, here the final `MPI_Wait`."]
     # The reading written by hand under an earlier run stays.
     results_doc.write_keeping_section(args.out, lines, "## Reading", "_The reading below was written for an earlier "
                                       "run; check it against the tables above._")

@@ -247,7 +247,7 @@ void observe(KeyLearning& k, SiteLearning& s, void* recvbuf, std::span<const tra
   std::string err;
   const trace::GuardedCall* call = nullptr;
   try {
-    call = g_guard->protect(g_next_index++, recvbuf, subs, &err);
+    call = g_guard->protect(g_next_index++, recvbuf, subs, &err, kSampledPages);
   } catch (...) {
     return;  // out of memory: this call is not observed
   }

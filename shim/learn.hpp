@@ -4,7 +4,7 @@
 //
 //   observe:  some blocking calls of a key (its warm-up, its blocking probes, 1 in
 //             kBlockingRunEvery of a blocking run) are watched as trace mode watches every
-//             call: after the blocking call returns, the receive buffer's whole pages are
+//             call: after the blocking call returns, kSampledPages pages of each sub-message are
 //             protected and the first touch of each sub-message is stamped (trace/page_guard.hpp:
 //             one fault per sub-message, TSC stamps).  The same path on every rank, so every
 //             rank counts the same "designated" calls, whether or not its own protection worked.
@@ -51,6 +51,13 @@ inline constexpr int kMaxRanks = 256;                ///< larger communicators d
 /// sites of one key (two sites alternating, say) gets each of them observed.
 inline constexpr std::uint64_t kBlockingRunEvery = 13;
 inline constexpr double kKeepConcordance = 0.9;      ///< an order this close to the current is the same
+/// Pages protected per sub-message of an observed call: its first and last whole page
+/// (trace/page_guard.hpp, sampled).  Protecting and opening then cost two pages per
+/// sub-message, not its length, and the pages stay writable without a fault each (a page
+/// opened by mprotect takes one more fault at its first write); neighbouring sub-messages'
+/// pages are protected with one call.  A sub-message read from either end is seen at its first
+/// touch (bench/trace_cost and docs/trace-cost.md measure both ways).
+inline constexpr std::size_t kSampledPages = 2;
 
 /// What one call site of one key learned (and this rank's own observations of it).
 struct SiteLearning {

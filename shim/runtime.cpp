@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string_view>
 #include <vector>
 #include <unistd.h>
@@ -15,6 +16,12 @@
 #include "version.hpp"
 
 extern char** environ;
+
+/// Set before PMPI_Init when the process runs the other MPI: the generated MPI_x trampolines
+/// then jump straight to PMPI_x, arguments untouched (mpi_wrappers.cpp, tools/gen_wrappers.py).
+extern "C" {
+__attribute__((visibility("hidden"))) unsigned char tnbc_mpi_mismatch = 0;
+}
 
 namespace tnbc::shim {
 
@@ -41,22 +48,72 @@ std::vector<std::string_view> differing_settings(const config::Config& cfg) {
   return differ;
 }
 
+/// The MPI this library was built against, as its version string starts.
+#ifdef OMPI_MAJOR_VERSION
+constexpr bool kBuiltForOpenMpi = true;
+constexpr std::string_view kBuiltFor = "Open MPI";
+#else
+constexpr bool kBuiltForOpenMpi = false;
+constexpr std::string_view kBuiltFor = "MPICH";
+#endif
+
+/// The world rank the launcher gave this process, before MPI can be asked (hydra: PMI_RANK;
+/// Open MPI: OMPI_COMM_WORLD_RANK; PMIx, Slurm), or -1.
+int launcher_rank() {
+  for (const char* name : {"PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    const char* v = std::getenv(name);
+    if (v && *v) return std::atoi(v);
+  }
+  return -1;
+}
+
 }  // namespace
+
+bool Runtime::mpi_matches() {
+  if (mpi_matches_ >= 0) return mpi_matches_ == 1;
+  // Larger than either MPI's MPI_MAX_LIBRARY_VERSION_STRING (MPICH 8192, Open MPI 256): the
+  // running MPI may be the other one.
+  static char version[16384];
+  int len = 0;
+  if (PMPI_Get_library_version(version, &len) != MPI_SUCCESS) len = 0;
+  std::string_view v(version, static_cast<std::size_t>(std::clamp(len, 0, static_cast<int>(sizeof version - 1))));
+  v = v.substr(0, std::min(v.find('\n'), v.size()));
+  // "MPICH Version:\t4.0.2" reads as "MPICH Version: 4.0.2".
+  for (char c : v.substr(0, 120)) {
+    if (c == '\t' || c == ' ') {
+      if (!running_mpi_.empty() && running_mpi_.back() != ' ') running_mpi_ += ' ';
+    } else {
+      running_mpi_ += c;
+    }
+  }
+  const bool open_mpi = v.starts_with("Open MPI");
+  mpi_matches_ = (open_mpi == kBuiltForOpenMpi) ? 1 : 0;
+  if (!mpi_matches_) tnbc_mpi_mismatch = 1;
+  return mpi_matches_ == 1;
+}
 
 Runtime& runtime() {
   static Runtime instance;
   return instance;
 }
 
-int Runtime::thread_level_for(int required) const {
+int Runtime::thread_level_for(int required) {
   // Reading the table here is pure (no output); start() reads it again and reports problems.
-  if (config::load(environ).config.disable) return required;
+  if (!mpi_matches() || config::load(environ).config.disable) return required;
   return std::max(required, mode().thread_level());
 }
 
 void Runtime::start() {
   if (started_) return;
   started_ = true;
+  if (!mpi_matches()) {
+    // Nothing here may touch a handle: this library's MPI_COMM_WORLD is not the running MPI's.
+    log::set_rank(launcher_rank());
+    log::warn_rank0("{} {} is built for {} but runs under {}; every call passes straight to MPI "
+                    "(preload the library built for this MPI)", mode().library(), kVersion, kBuiltFor,
+                    running_mpi_.empty() ? "another MPI" : running_mpi_);
+    return;
+  }
   PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank_);
   PMPI_Comm_size(MPI_COMM_WORLD, &world_size_);
   log::set_rank(world_rank_);

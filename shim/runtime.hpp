@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <string>
 
 #include "config.hpp"
 #include "stats.hpp"
@@ -12,7 +13,7 @@ class Runtime {
  public:
   /// Before PMPI_Init(_thread): the thread level to ask MPI for when the application asks for
   /// `required` (the mode's need, unless TNBC_DISABLE=1).
-  int thread_level_for(int required) const;
+  int thread_level_for(int required);
 
   /// After a successful PMPI_Init(_thread): reads the configuration once, reports unknown
   /// settings and bad values (rank 0), checks collectively that the settings which must agree
@@ -22,6 +23,12 @@ class Runtime {
   /// At MPI_Finalize, before PMPI_Finalize: completes in-flight work, stops the mode and writes
   /// the statistics file.  Safe to call when start() was never called.
   void stop();
+
+  /// Whether the MPI this process runs (the one PMPI_* calls reach) is the one the library was
+  /// built for (MPICH and its ABI family, or Open MPI): asked once, before PMPI_Init, with
+  /// PMPI_Get_library_version, which takes no handle.  When not, the library passes every call
+  /// through and start() says so once (docs/design.md, "Open MPI").
+  bool mpi_matches();
 
   /// True between start() and stop() unless disabled: the intercepted calls act.
   bool active() const { return active_.load(std::memory_order_acquire); }
@@ -39,6 +46,8 @@ class Runtime {
   int world_rank_ = -1;
   int world_size_ = 0;
   bool started_ = false;
+  int mpi_matches_ = -1;   // -1: not asked yet
+  std::string running_mpi_;  // the first line of the running MPI's version string
   std::atomic<bool> active_{false};
   std::atomic<bool> stopping_{false};
 };

@@ -4,6 +4,7 @@ Every run has a timeout: a broken collective hangs rather than fails, and a hang
 failure.  Paths come from the environment meson sets (see test/meson.build):
   TNBCTEST_BUILD_ROOT   the build directory
   TNBCTEST_SOURCE_ROOT  the source directory
+  TNBCTEST_MPI          the MPI the build is for (meson's -Dmpi): mpich (the default) or openmpi
 """
 
 import json
@@ -17,10 +18,49 @@ SOURCE = os.environ.get("TNBCTEST_SOURCE_ROOT", "")
 # Every node barrier algorithm of libtnbc.so (TNBC_BARRIER_ALGO), as barrier/barrier.cpp names them.
 BARRIER_ALGOS = ["central_counter", "flat_tree", "gather_release", "combining_tree",
                  "combining_tree_atomic", "mcs", "tournament", "dissemination"]
+# The MPI of the build: its libraries' names, how mpirun() launches ranks and which launcher
+# the emulated cluster (cluster_run(): `tnbc-cluster run --mpi`) uses.
+MPI = os.environ.get("TNBCTEST_MPI", "mpich")
+assert MPI in ("mpich", "openmpi"), f"TNBCTEST_MPI={MPI}: expected mpich or openmpi"
+_SUFFIX = "" if MPI == "mpich" else "-" + MPI
 LIBS = {
-    "tnbc": os.path.join(BUILD, "shim", "libtnbc.so"),
-    "tnbc_trace": os.path.join(BUILD, "shim", "libtnbc_trace.so"),
+    "tnbc": os.path.join(BUILD, "shim", f"libtnbc{_SUFFIX}.so"),
+    "tnbc_trace": os.path.join(BUILD, "shim", f"libtnbc_trace{_SUFFIX}.so"),
 }
+# Open MPI's launcher on one node: as root it needs --allow-run-as-root, with more ranks than
+# cores --oversubscribe; the shared-memory and self transports over ob1 keep UCX (and its
+# memory hooks) out of the ranks, as MPICH's runs keep to loopback (docs/design.md, "Open MPI").
+OPENMPI_MPIEXEC = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe",
+                   "--mca", "pml", "ob1", "--mca", "btl", "self,vader", "--mca", "osc", "^ucx"]
+
+
+OTHER_MPI = "openmpi" if MPI == "mpich" else "mpich"
+
+
+def mpiexec_command(nprocs, program, args=(), env=None, rank_env=None, mpi=MPI):
+    """The command that starts `program args` on nprocs local ranks under the build's MPI (or
+    `mpi`), with the variables `env` in every rank and, if given, `rank_env[i]` in rank i only."""
+    assert rank_env is None or len(rank_env) == nprocs, "one environment per rank"
+    sections = [(nprocs, {})] if rank_env is None else [(1, e) for e in rank_env]
+    if mpi == "openmpi":
+        # Open MPI's -x reaches the ranks of its own section (app context) only: every section
+        # gets the common variables and its own.
+        cmd = list(OPENMPI_MPIEXEC)
+        for i, (n, section_env) in enumerate(sections):
+            cmd += [":"] * (i > 0) + ["-n", str(n)]
+            for k, v in {**(env or {}), **section_env}.items():
+                cmd += ["-x", f"{k}={v}"]
+            cmd += [program, *map(str, args)]
+        return cmd
+    cmd = ["mpiexec"]
+    for k, v in (env or {}).items():
+        cmd += ["-genv", k, v]
+    for i, (n, section_env) in enumerate(sections):
+        cmd += [":"] * (i > 0) + ["-n", str(n)]
+        for k, v in section_env.items():
+            cmd += ["-env", k, v]
+        cmd += [program, *map(str, args)]
+    return cmd
 
 
 class Failure(Exception):
@@ -28,14 +68,15 @@ class Failure(Exception):
 
 
 def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=None, check=True,
-           rank_env=None):
+           rank_env=None, mpi=MPI):
     """Runs `mpiexec -n nprocs program args` locally; returns the CompletedProcess.
 
-    preload: None (plain MPICH), "tnbc" or "tnbc_trace".  env: extra variables for every rank.
+    preload: None (plain MPI), "tnbc" or "tnbc_trace".  env: extra variables for every rank.
     rank_env: a list of nprocs dicts, the extra variables of each rank (an MPMD launch,
     `-n 1 -env K V program args : ...`), for settings that differ between ranks.
+    Under Open MPI (TNBCTEST_MPI=openmpi) the same through mpirun.openmpi (mpiexec_command());
+    mpi: launch under the other MPI instead (OTHER_MPI), for a program built for it.
     """
-    cmd = ["mpiexec"]
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TNBC_")}
     # The test environment must not leak TNBC_* settings into the ranks: unknown-variable
     # warnings are part of what the tests check.  Pass them with -genv instead.
@@ -45,15 +86,7 @@ def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=Non
     extra = {"UCX_NET_DEVICES": "lo", **(env or {})}
     if preload:
         extra["LD_PRELOAD"] = LIBS[preload]
-    for k, v in extra.items():
-        cmd += ["-genv", k, v]
-    assert rank_env is None or len(rank_env) == nprocs, "one environment per rank"
-    sections = [(nprocs, {})] if rank_env is None else [(1, e) for e in rank_env]
-    for i, (n, section_env) in enumerate(sections):
-        cmd += [":"] * (i > 0) + ["-n", str(n)]
-        for k, v in section_env.items():
-            cmd += ["-env", k, v]
-        cmd += [program, *map(str, args)]
+    cmd = mpiexec_command(nprocs, program, args, extra, rank_env, mpi)
     # mpiexec runs in a session of its own, so that a hang can be ended by killing exactly this
     # run: killing mpiexec makes its proxies end the ranks.  (Killing by program name would also
     # hit other people's runs of the same program on a shared machine.)
@@ -132,7 +165,7 @@ def cluster_run(program, args=(), ppn=2, preload=None, env=None, timeout=60, clu
                 placement="block"):
     """Runs an MPI program across the emulated nodes (created and removed around the run unless
     already up); returns the CompletedProcess."""
-    run = ["run", "--ppn", ppn, "--placement", placement, "--timeout", timeout]
+    run = ["run", "--ppn", ppn, "--placement", placement, "--timeout", timeout, "--mpi", MPI]
     if preload:
         run += ["--preload", LIBS[preload]]
     for k, v in (env or {}).items():

@@ -123,8 +123,21 @@ void PageGuard::open_sub(GuardedCall& call, std::uint32_t i, Release how, std::u
   }
   if (s.pbegin >= s.pend) return;
   // Open first, then mark: a page marked open is open, so a thread that faulted on it while we
-  // were opening it finds it marked and simply retries its access.
-  util::raw::mprotect(reinterpret_cast<void*>(s.pbegin), s.pend - s.pbegin, PROT_READ | PROT_WRITE);
+  // were opening it finds it marked and simply retries its access.  Every page of the sub-message
+  // is protected unless the call was sampled: one mprotect per run of protected pages.
+  for (std::uintptr_t p = s.pbegin; p < s.pend;) {
+    auto closed = [&](std::uintptr_t q) {
+      return call.page_state_[(q - call.page0_) / page_size_].load(std::memory_order_acquire) == kProtected;
+    };
+    if (!closed(p)) {
+      p += page_size_;
+      continue;
+    }
+    std::uintptr_t q = p + page_size_;
+    while (q < s.pend && closed(q)) q += page_size_;
+    util::raw::mprotect(reinterpret_cast<void*>(p), q - p, PROT_READ | PROT_WRITE);
+    p = q;
+  }
   // Only the first and last page can be shared with other sub-messages; the pages between belong
   // to this one alone and are counted in one step.
   std::uint32_t interior = 0;
@@ -167,7 +180,7 @@ void PageGuard::page_opened(GuardedCall& call, std::size_t idx) {
 }
 
 GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const SubRange> subs,
-                                std::string* error) {
+                                std::string* error, std::size_t pages_per_sub) {
   const std::size_t ps = page_size_;
   const auto b = reinterpret_cast<std::uintptr_t>(base);
   std::unique_ptr<GuardedCall> call(new GuardedCall());
@@ -212,26 +225,39 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
         covered[(p - call->page0_) / ps] += to - from;
       }
     }
+    // Sampled: of each sub-message's full pages, only pages_per_sub spread evenly from its first
+    // to its last are protected (a page shared by two sub-messages stays if either keeps it).
+    std::vector<bool> keep(call->npages_, pages_per_sub == 0);
+    if (pages_per_sub > 0)
+      for (std::size_t i = 0; i < subs.size(); ++i) {
+        const auto& s = call->subs_[i];
+        if (s.begin == s.end) continue;
+        std::vector<std::size_t> full;
+        for (std::uintptr_t p = floor_page(s.begin, ps); p < s.end; p += ps)
+          if (covered[(p - call->page0_) / ps] == ps) full.push_back((p - call->page0_) / ps);
+        const std::size_t n = std::min(full.size(), pages_per_sub);
+        if (n == 1) keep[full[0]] = true;
+        for (std::size_t j = 0; n > 1 && j < n; ++j) keep[full[j * (full.size() - 1) / (n - 1)]] = true;
+      }
     for (std::size_t k = 0; k < call->npages_; ++k) {
-      bool full = covered[k] == ps;
-      call->page_state_[k].store(full ? kProtected : kNever, std::memory_order_relaxed);
-      call->protected_pages_ += full;
+      bool on = covered[k] == ps && keep[k];
+      call->page_state_[k].store(on ? kProtected : kNever, std::memory_order_relaxed);
+      call->protected_pages_ += on;
     }
     for (std::size_t i = 0; i < subs.size(); ++i) {
       auto& s = call->subs_[i];
       if (s.begin == s.end) continue;
-      auto state = [&](std::uintptr_t page) {
-        return call->page_state_[(page - call->page0_) / ps].load(std::memory_order_relaxed);
-      };
-      std::uintptr_t first = floor_page(s.begin, ps), last = floor_page(s.end - 1, ps);
-      s.pbegin = state(first) == kProtected ? first : first + ps;
-      s.pend = state(last) == kProtected ? last + ps : last;
-      if (s.pbegin < s.pend) {
+      // [pbegin, pend): from its first protected page to its last; `remaining` counts them.
+      std::uint32_t count = 0;
+      s.pbegin = s.pend = 0;
+      for (std::uintptr_t p = floor_page(s.begin, ps); p < s.end; p += ps) {
+        if (call->page_state_[(p - call->page0_) / ps].load(std::memory_order_relaxed) != kProtected) continue;
+        if (count++ == 0) s.pbegin = p;
+        s.pend = p + ps;
+      }
+      if (count > 0) {
         s.observable = true;
-        s.remaining.store(static_cast<std::uint32_t>((s.pend - s.pbegin) / ps),
-                          std::memory_order_relaxed);
-      } else {
-        s.pbegin = s.pend = 0;
+        s.remaining.store(count, std::memory_order_relaxed);
       }
     }
   }

@@ -125,8 +125,12 @@ class PageGuard {
   /// Protects the pages of `subs` (relative to `base`, pairwise disjoint) and returns the call,
   /// or nullptr and *error (nothing stays protected).  A call with no protectable page is
   /// registered too (every sub-message unobservable).  Not async-signal-safe (allocates, locks).
+  /// `pages_per_sub` > 0 samples: only that many of each sub-message's pages are protected, its
+  /// first and last and the rest spread evenly between them.  Protecting and opening then cost
+  /// that many pages per sub-message, not its length; a first touch is seen when the program
+  /// reaches one of them (at once for a sub-message read from either end).
   GuardedCall* protect(std::uint32_t index, void* base, std::span<const SubRange> subs,
-                       std::string* error);
+                       std::string* error, std::size_t pages_per_sub = 0);
 
   /// How release() treats the sub-messages it opens.
   enum class Release {

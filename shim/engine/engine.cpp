@@ -49,6 +49,7 @@ std::optional<std::string> Engine::start(const EngineOptions& options) {
 
 void Engine::stop() {
   progress_->stop();
+  engine::stop_shadows();
   trace::ReplayGuard::instance().uninstall();
 }
 

@@ -63,6 +63,11 @@ constexpr std::uint64_t kTurnStride = 1u << 16;
 /// caches a Shadow (at engine start).
 std::optional<std::string> start_shadows();
 
+/// At engine stop, in MPI_Finalize before PMPI_Finalize: frees MPI_COMM_WORLD's shadow (its
+/// communicators and window) while MPI still works; from then on a shadow deleted with its
+/// communicator only frees memory (Open MPI deletes every attribute left late in its finalize).
+void stop_shadows();
+
 /// `comm`'s Shadow, created (collective over `comm`: PMPI_Comm_dup) at its first collective.
 Shadow* shadow(MPI_Comm comm);
 

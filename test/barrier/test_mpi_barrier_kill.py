@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 
-from tnbc_testlib import BUILD, LIBS, Suite, expect, mpirun
+from tnbc_testlib import BUILD, LIBS, Suite, expect, mpiexec_command, mpirun
 
 CHECK = os.path.join(BUILD, "test", "mpi", "barrier_check")
 SHM = "/dev/shm"
@@ -97,8 +97,7 @@ def killed_run(rng, in_window):
     soon as a new segment name appears (the window is a few milliseconds: random moments seldom
     hit it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TNBC_")}
-    cmd = ["mpiexec", "-genv", "UCX_NET_DEVICES", "lo", "-genv", "LD_PRELOAD", LIBS["tnbc"],
-           "-n", str(RANKS), CHECK, "50"]
+    cmd = mpiexec_command(RANKS, CHECK, ["50"], {"UCX_NET_DEVICES": "lo", "LD_PRELOAD": LIBS["tnbc"]})
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                             start_new_session=True)
     deadline = time.monotonic() + rng.uniform(0.0, 1.0)

@@ -2,7 +2,9 @@
 """The application kernels (bench/ft, bench/is, class S, 4 ranks on one node) print the same
 checksum plain, under libtnbc.so and in their hand-written MPI-3 version, in natural and permuted
 read order; under libtnbc.so the engine really returned early (statistics), or the comparison
-proves nothing.  Also: tools/tnbc-bench --quick --dry-run lists its runs and exits 0."""
+proves nothing.  Also: tools/tnbc-bench --quick --dry-run lists its runs and exits 0.
+tools/tnbc-bench launches MPICH (mpiexec, the emulated cluster): an Open MPI build runs only
+the kernels' checks."""
 
 import os
 import re
@@ -10,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 
-from tnbc_testlib import BUILD, SOURCE, Suite, expect, mpirun, read_json
+from tnbc_testlib import BUILD, MPI, SOURCE, Suite, expect, mpirun, read_json
 
 KERNELS = {k: os.path.join(BUILD, "bench", k) for k in ("ft", "is")}
 # Every Alltoall(v) of class S moves >= 4 KiB per rank, so the engine handles them all but the
@@ -36,7 +38,7 @@ def main():
             r = result(mpirun(prog, 4, args=["--class", "S"], timeout=60).stdout)
             expect(r["verified"] == "yes", f"plain run not verified: {r}")
             ref.update(r)
-        s.check(f"{name}: plain MPICH, class S, verified", plain)
+        s.check(f"{name}: plain {MPI}, class S, verified", plain)
 
         for order, extra in (("natural", []), ("reverse", []), ("stride", ["--page-aligned"])):
             def replay(prog=prog, ref=ref, order=order, name=name, extra=extra):
@@ -70,7 +72,8 @@ def main():
         expect(res.returncode == 0, f"exit {res.returncode}: {res.stderr}")
         expect(re.search(r"tnbc-cluster .*run .*bench/ft", res.stdout), f"no ft run listed: {res.stdout}")
         expect("--mpi3" in res.stdout and "libtnbc.so" in res.stdout, f"configurations missing: {res.stdout}")
-    s.check("tools/tnbc-bench --quick --dry-run lists its runs", bench_dry_run)
+    if MPI == "mpich":
+        s.check("tools/tnbc-bench --quick --dry-run lists its runs", bench_dry_run)
 
     def bench_local():
         # A real run without the cluster (--rates local): no root needed, the report gets its
@@ -85,14 +88,16 @@ def main():
         expect("## 4 ranks on one node" in report, f"no one-node section: {report[:400]}")
         rows = [l for l in report.splitlines() if l.startswith("| ft | S |")]
         expect(len(rows) == 2 and all(l.rstrip().endswith("| same |") for l in rows), f"rows: {rows}")
-    s.check("tools/tnbc-bench --rates local runs the kernels on one node, checksums equal", bench_local)
+    if MPI == "mpich":
+        s.check("tools/tnbc-bench --rates local runs the kernels on one node, checksums equal", bench_local)
 
     def demo_dry_run():
         res = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "tnbc-bench"), "--demo", "--dry-run",
                               "--build", BUILD], capture_output=True, text=True, timeout=60)
         expect(res.returncode == 0, f"exit {res.returncode}: {res.stderr}")
         expect("TNBC_TRACE_DIR=" in res.stdout and "libtnbc.so" in res.stdout, f"demo steps missing: {res.stdout}")
-    s.check("tools/tnbc-bench --demo --dry-run lists its steps", demo_dry_run)
+    if MPI == "mpich":
+        s.check("tools/tnbc-bench --demo --dry-run lists its steps", demo_dry_run)
 
     def per_node_plans():
         # Regression: a per-node plan for IS's Alltoallv hung (ranks of a node disagreed on the
@@ -108,11 +113,16 @@ def main():
         node = [l for l in rows if "plan + per-node" in l]
         expect(len(node) == 2, f"expected a per-node row for ft and is: {rows}")
         expect(all("FAILED" not in l and l.rstrip().endswith("same |") for l in node), f"per-node runs: {node}")
-    root = os.geteuid() == 0
+    root = os.geteuid() == 0 and MPI == "mpich"
     if root:
         s.check("per-node plans for FT (Alltoall) and IS (Alltoallv) on 2 nodes: finish, same results",
                 per_node_plans)
-    s.finish(skipped=None if root else "the 2-node per-node plan check (it needs root for network namespaces)")
+    if MPI != "mpich":
+        # Not a partial run: tools/tnbc-bench's checks belong to the MPICH build.
+        print(f"     tools/tnbc-bench's checks run in the MPICH build (it launches MPICH), not under {MPI}",
+              flush=True)
+    s.finish(skipped=None if root or MPI != "mpich" else
+             "the 2-node per-node plan check (it needs root for network namespaces)")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import os
 import subprocess
 import tempfile
 
-from tnbc_testlib import BUILD, Suite, cluster_run, expect, mpirun, read_json
+from tnbc_testlib import BUILD, MPI, Suite, cluster_run, expect, mpirun, read_json
 
 PROG = os.path.join(BUILD, "test", "mpi", "replay_diff")
 ORDERS = os.path.join(BUILD, "test", "mpi", "trace_order")
@@ -253,6 +253,21 @@ def main():
         expect(all(gated[r] == 0 for r in first), f"the first rank of a node waited for its turn: {gated}")
         expect(all(gated[r] > 0 for r in second), f"the second rank of a node never waited: {gated}")
 
+    def no_shared_window():
+        # Open MPI's one-sided component for UCX makes no shared windows: the node's turn window
+        # fails, per-node turns are off everywhere (agreed), one message, identical bytes.
+        ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "nw")]).stdout)
+        prefix = os.path.join(tmp, "nowin")
+        res = cluster_run(ORDERS, args=[os.path.join(tmp, "nwc")], preload="tnbc",
+                          env=engine({"TNBC_PLAN": ref_plan.get("path", ""), "TNBC_STATS": prefix,
+                                      "OMPI_MCA_osc": "ucx"}), timeout=180)
+        expect(lines(res.stdout) == ref, f"differs from plain {MPI}: {sorted(set(lines(res.stdout)) ^ set(ref))[:6]}")
+        msgs = [l for l in res.stderr.splitlines() if "per-node priority off" in l]
+        expect(len(msgs) == 1 and msgs[0].startswith("tnbc[0]: per-node priority off: MPI_Win_allocate_shared failed"),
+               f"expected one message from rank 0: {res.stderr}")
+        gated = [read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)]
+        expect(gated == [0] * 4, f"sends gated without a turn window: {gated}")
+
     def bad_plan():
         path = os.path.join(tmp, "bad.plan")
         with open(path, "w") as f:
@@ -328,6 +343,9 @@ def main():
         # Nodes {0, 2} and {1, 3}: ranks 2 and 3 come first.
         s.check("the same with ranks dealt round robin (node members not consecutive)",
                 lambda: with_plan_on_cluster("cyclic", first=(2, 3), second=(0, 1)))
+        if MPI == "openmpi":
+            s.check("a per-node plan where the MPI makes no shared window: turns off, one message, "
+                    "identical bytes", no_shared_window)
     s.finish(skipped=None if root else "the 2-node checks (they need root for network namespaces)")
 
 

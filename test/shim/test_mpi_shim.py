@@ -6,10 +6,12 @@ import glob
 import os
 import tempfile
 
-from tnbc_testlib import BUILD, Suite, expect, mpirun, read_json
+from tnbc_testlib import BUILD, MPI, OTHER_MPI, Suite, expect, mpirun, read_json
 
 MIXED = os.path.join(BUILD, "test", "mpi", "mixed")
 MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
+MIXED_OTHER = os.path.join(BUILD, "test", "mpi", "mixed_other_mpi")  # mixed.c for the other MPI
+BUILT_FOR = {"mpich": "MPICH", "openmpi": "Open MPI"}
 STAT_KEYS = {"rank", "library", "version", "alltoall", "alltoallv", "bcast", "barrier", "faults",
              "fault_wait_us", "init_us"}
 
@@ -32,7 +34,7 @@ def main():
             def plain(prog=prog, n=n, ref=ref):
                 ref["out"] = lines(mpirun(prog, n, args=[os.path.join(tmp, "plain.io")], timeout=60))
                 expect(len(ref["out"]) >= 3 * n, f"too little output: {ref['out']}")
-            s.check(f"{label} program, {n} ranks, plain MPICH", plain)
+            s.check(f"{label} program, {n} ranks, plain {MPI}", plain)
             for lib in ("tnbc", "tnbc_trace"):
                 def same(prog=prog, n=n, lib=lib, ref=ref):
                     # cwd: libtnbc_trace.so writes its trace folder into the working directory.
@@ -59,7 +61,16 @@ def main():
                 expect(d["barrier"]["calls"] == 3, f"barrier: {d['barrier']}")
         s.check(f"{lib}: TNBC_STATS writes one JSON file per rank with the counted calls", stats)
 
-    if os.path.exists(MIXED_F):
+    if os.path.exists(MIXED_F) and MPI == "openmpi":
+        # Open MPI's Fortran bindings (libmpi_mpifh) call PMPI_* directly, MPI_Init included: a C
+        # PMPI library sees nothing of a Fortran program, which runs as without it (above).
+        def fortran_passes():
+            prefix = os.path.join(tmp, "stats_f")
+            res = mpirun(MIXED_F, 2, preload="tnbc", env={"TNBC_STATS": prefix})
+            expect(not glob.glob(prefix + "*"), "statistics written: the Fortran calls reached the library")
+            expect(not [l for l in res.stderr.splitlines() if l.startswith("tnbc[")], f"messages: {res.stderr}")
+        s.check("Fortran under Open MPI: its bindings call PMPI_*, the library stays out", fortran_passes)
+    elif os.path.exists(MIXED_F):
         def fortran_caught():
             prefix = os.path.join(tmp, "stats_f")
             mpirun(MIXED_F, 2, preload="tnbc", env={"TNBC_STATS": prefix})
@@ -67,6 +78,29 @@ def main():
             expect(d["alltoall"]["calls"] == 1 and d["bcast"]["calls"] == 1 and d["barrier"]["calls"] == 1,
                    f"Fortran collectives not caught: {d}")
         s.check("Fortran collectives reach the C wrappers", fortran_caught)
+
+    if os.path.exists(MIXED_OTHER):
+        other_ref = {}
+
+        def other_plain():
+            other_ref["out"] = lines(mpirun(MIXED_OTHER, 4, args=[os.path.join(tmp, "o.io")], mpi=OTHER_MPI))
+            expect(len(other_ref["out"]) >= 12, f"too little output: {other_ref['out']}")
+        s.check(f"C program for {OTHER_MPI}, 4 ranks, plain {OTHER_MPI}", other_plain)
+        for lib in ("tnbc", "tnbc_trace"):
+            def wrong_mpi(lib=lib):
+                # The library built for this build's MPI, preloaded under the other one: one
+                # message, from rank 0, and every call passes through (no statistics).
+                prefix = os.path.join(tmp, f"wrong_{lib}")
+                res = mpirun(MIXED_OTHER, 4, preload=lib, env={"TNBC_STATS": prefix}, mpi=OTHER_MPI,
+                             args=[os.path.join(tmp, f"w_{lib}.io")], cwd=tmp)
+                expect(lines(res) == other_ref.get("out"), f"output differs from plain {OTHER_MPI}")
+                msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[")]
+                expect(len(msgs) == 1 and msgs[0].startswith("tnbc[0]: ")
+                       and f"is built for {BUILT_FOR[MPI]} but runs under {BUILT_FOR[OTHER_MPI]}" in msgs[0]
+                       and "every call passes straight to MPI" in msgs[0], f"messages: {msgs}")
+                expect(not glob.glob(prefix + "*"), "statistics written under the wrong MPI")
+            s.check(f"{lib} built for {MPI} under {OTHER_MPI}: one message, passes through, same output",
+                    wrong_mpi)
 
     def disable():
         prefix = os.path.join(tmp, "stats_disabled")

@@ -34,17 +34,19 @@ def main():
                 "--out-cpp", cpp, "--out-hpp", hpp)
         expect(r.returncode == 0, r.stderr)
         code = open(cpp).read()
-        rank = code[code.index("int MPI_Comm_rank("):]
+        # Each exported MPI_x is a trampoline to its wrapper (to PMPI_x under the other MPI).
+        expect("TNBC_TRAMPOLINE(MPI_Comm_rank)\nint TNBC_WRAPPER(MPI_Comm_rank)(" in code, "no trampoline")
+        rank = code[code.index("int TNBC_WRAPPER(MPI_Comm_rank)("):]
         rank = rank[:rank.index("}")]
         expect("FenceScope" not in rank and "return PMPI_Comm_rank(comm, rank);" in rank, rank)
-        send = code[code.index("int MPI_Send("):]
+        send = code[code.index("int TNBC_WRAPPER(MPI_Send)("):]
         send = send[:send.index("}")]
         expect("tnbc::shim::FenceScope scope;" in send and "return PMPI_Send(" in send, send)
         expect("return tnbc::shim::custom::MPI_Bcast(buffer, count, datatype, root, comm);" in code, "custom")
-        expect("MPI_Status_f2f08(" not in code, "a skipped function was emitted")
-        expect("MPI_Info_c2f(" not in code, "a macro was emitted as a function")
+        expect("MPI_Status_f2f08" not in code, "a skipped function was emitted")
+        expect("MPI_Info_c2f" not in code, "a macro was emitted as a function")
         expect("int MPI_Bcast(void *buffer" in open(hpp).read(), "custom handler not declared")
-        expect("double MPI_Wtime(void)" in code and "MPI_Pcontrol(const int level, ...)" in code,
+        expect("double TNBC_WRAPPER(MPI_Wtime)(void)" in code and "TNBC_WRAPPER(MPI_Pcontrol)(const int level, ...)" in code,
                "void and variadic signatures")
     s.check("local, fence, custom and skip wrappers have their shapes", emitted_shapes)
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 
-from tnbc_testlib import BUILD, SOURCE, Suite, expect
+from tnbc_testlib import BUILD, MPI, SOURCE, Suite, expect
 
 ORDER = os.path.join(BUILD, "tools", "tnbc-order")
 
@@ -124,7 +124,10 @@ def main():
                     expect(roff(opt) in text[name], f"{name} lacks {opt} of `{' '.join(cmd[-1:])} --help`")
     s.check("each tool's page names every option of its --help", every_option)
 
-    module = inst(opts["datadir"], "tnbc", "modulefiles", "tnbc", version)
+    # An Open MPI build installs its module as <version>-openmpi, beside MPICH's, and names its
+    # libraries libtnbc-openmpi.so and libtnbc_trace-openmpi.so.
+    suffix = "" if MPI == "mpich" else "-" + MPI
+    module = inst(opts["datadir"], "tnbc", "modulefiles", "tnbc", version + suffix)
 
     def modulefile():
         expect(os.path.isfile(module), f"no module file at {module}")
@@ -137,8 +140,8 @@ def main():
         expect(os.access(dest + os.path.join(paths["PATH"], "tnbc-order"), os.X_OK), "PATH has no tnbc-order")
         expect(os.path.isfile(dest + os.path.join(paths["MANPATH"], "man7", "tnbc.7")), "MANPATH has no tnbc.7")
         libs = dict(re.findall(r"^setenv (\w+) +(\S+)$", mod, re.M))
-        expect(os.path.basename(libs.get("LIBTNBC", "")) == "libtnbc.so", f"LIBTNBC: {libs}")
-        expect(os.path.basename(libs.get("LIBTNBC_TRACE", "")) == "libtnbc_trace.so", f"LIBTNBC_TRACE: {libs}")
+        expect(os.path.basename(libs.get("LIBTNBC", "")) == f"libtnbc{suffix}.so", f"LIBTNBC: {libs}")
+        expect(os.path.basename(libs.get("LIBTNBC_TRACE", "")) == f"libtnbc_trace{suffix}.so", f"LIBTNBC_TRACE: {libs}")
         for var, path in libs.items():
             # Every TNBC_* variable a rank sees is read as a setting (and reported if unknown).
             expect(not var.startswith("TNBC_"), f"{var}: the libraries would report it as an unknown setting")

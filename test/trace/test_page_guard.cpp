@@ -89,6 +89,52 @@ TEST_CASE("PageGuard: the first touch of each sub-message is recorded once, in o
   CHECK(readable_in_child(buf.mem + 3 * kPage));
 }
 
+TEST_CASE("PageGuard: sampled, only first, last and evenly spread pages are protected", "[guard]") {
+  Pages buf(20);
+  PageGuard guard(fake_stamp);
+  REQUIRE_FALSE(guard.install());
+  // sub 0: pages 0-9 (sampled: 0, 3, 6, 9); sub 1: pages 10-11 (both); sub 2: page 12 and half
+  // of page 13, whose other half is sub 3's (page 13 is full, shared: sub 2 keeps it); sub 3: the
+  // rest of page 13 and pages 14-19 (sampled: 13, 15, 17, 19).
+  std::vector<SubRange> subs{{0, 10 * kPage}, {10 * kPage, 2 * kPage}, {12 * kPage, kPage + kPage / 2},
+                             {13 * kPage + kPage / 2, 6 * kPage + kPage / 2}};
+  std::string err;
+  GuardedCall* call = guard.protect(3, buf.mem, subs, &err, 4);
+  REQUIRE(call != nullptr);
+  CHECK(call->protected_pages() == 4 + 2 + 1 + 4);
+  CHECK_FALSE(readable_in_child(buf.mem));
+  CHECK_FALSE(readable_in_child(buf.mem + 3 * kPage));
+  CHECK(readable_in_child(buf.mem + 1 * kPage));  // not sampled: never protected
+  CHECK(readable_in_child(buf.mem + 5 * kPage));
+  CHECK_FALSE(readable_in_child(buf.mem + 9 * kPage));
+  CHECK_FALSE(readable_in_child(buf.mem + 13 * kPage));
+  CHECK(readable_in_child(buf.mem + 14 * kPage));
+  CHECK_FALSE(readable_in_child(buf.mem + 19 * kPage));
+  CHECK(readable_in_child(buf.mem + 18 * kPage));
+
+  (void)read_byte(buf.mem + 2 * kPage);  // an unsampled page of sub 0: nothing seen
+  CHECK(call->outcome(0) == Outcome::untouched);
+  (void)read_byte(buf.mem + 19 * kPage + 8);  // sub 3 read from its end: seen
+  CHECK(call->outcome(3) == Outcome::touched);
+  CHECK(readable_in_child(buf.mem + 15 * kPage));  // every sampled page of sub 3 is open
+  CHECK(readable_in_child(buf.mem + 13 * kPage));  // ... the shared one too
+  (void)read_byte(buf.mem + 6 * kPage);  // sub 0's third sample
+  CHECK(call->outcome(0) == Outcome::touched);
+  CHECK(readable_in_child(buf.mem));
+  CHECK(readable_in_child(buf.mem + 9 * kPage));
+  auto t3 = call->touch(3), t0 = call->touch(0);
+  REQUIRE(t3);
+  REQUIRE(t0);
+  CHECK(t3->seq < t0->seq);
+  CHECK(guard.any_guarded());  // subs 1 and 2
+  CHECK(call->outcome(2) == Outcome::untouched);  // it keeps page 12
+  (void)read_byte(buf.mem + 12 * kPage);
+  buf.mem[11 * kPage] = 1;
+  CHECK(call->outcome(1) == Outcome::touched);
+  CHECK(call->outcome(2) == Outcome::touched);
+  CHECK_FALSE(guard.any_guarded());
+}
+
 TEST_CASE("PageGuard: a page shared by two sub-messages is opened by the first touch", "[guard]") {
   Pages buf(4);
   PageGuard guard(fake_stamp);
