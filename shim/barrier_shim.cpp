@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "barrier.hpp"
+#include "comm_attr.hpp"
 #include "fence.hpp"
 #include "log.hpp"
 #include "min_numa_dist.hpp"
@@ -328,11 +329,7 @@ void barrier_start(Runtime& rt) {
 
 void barrier_stop(Runtime&) {
   if (g_state.keyval == MPI_KEYVAL_INVALID) return;
-  // Asked first: Open MPI reports deleting an attribute that is not there as an error.
-  void* value = nullptr;
-  int flag = 0;
-  PMPI_Comm_get_attr(MPI_COMM_WORLD, g_state.keyval, &value, &flag);
-  if (flag) PMPI_Comm_delete_attr(MPI_COMM_WORLD, g_state.keyval);
+  delete_attr_if_set(MPI_COMM_WORLD, g_state.keyval);
   g_state.stopped.store(true);
   PMPI_Comm_free_keyval(&g_state.keyval);
 }

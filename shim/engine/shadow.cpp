@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "../comm_attr.hpp"
 #include "../log.hpp"
 
 namespace tnbc::shim::engine {
@@ -50,12 +51,9 @@ std::optional<std::string> start_shadows() {
 
 void stop_shadows() {
   if (g_keyval == MPI_KEYVAL_INVALID || g_stopped) return;
-  void* value = nullptr;
-  int flag = 0;
   // Collective over MPI_COMM_WORLD's node communicator (its window): every rank is in
-  // MPI_Finalize.  Asked first: Open MPI reports deleting an attribute that is not there.
-  PMPI_Comm_get_attr(MPI_COMM_WORLD, g_keyval, &value, &flag);
-  if (flag) PMPI_Comm_delete_attr(MPI_COMM_WORLD, g_keyval);
+  // MPI_Finalize.
+  delete_attr_if_set(MPI_COMM_WORLD, g_keyval);
   g_stopped = true;
 }
 
