@@ -132,7 +132,10 @@ def parse_functions(texts):
 
 
 def read_table(path):
-    table = {}
+    """The table as {name: class}, and the names it marks "openmpi-only": declared as functions
+    by Open MPI's mpi.h, not by MPICH's (where they are macros), so an MPICH build does not find
+    them."""
+    table, openmpi_only = {}, set()
     with open(path, encoding="utf-8") as f:
         for lineno, raw in enumerate(f, 1):
             line = raw.split("#", 1)[0].rstrip()
@@ -146,22 +149,17 @@ def read_table(path):
             if fields[1] == "skip" and len(fields) < 3:
                 raise SystemExit(f"{path}:{lineno}: a 'skip' entry needs a reason")
             if len(fields) == 3 and fields[2].split()[0] == "openmpi-only":
-                OPENMPI_ONLY.add(fields[0])
+                openmpi_only.add(fields[0])
             table[fields[0]] = fields[1]
-    return table
+    return table, openmpi_only
 
 
-# Names the table marks "openmpi-only": declared as functions by Open MPI's mpi.h, not by
-# MPICH's (where they are macros), so an MPICH build does not find them.
-OPENMPI_ONLY = set()
-
-
-def classify(funcs, table, mpi="mpich"):
-    unknown = sorted(set(table) - set(funcs) - (OPENMPI_ONLY if mpi == "mpich" else set()))
+def classify(funcs, table, openmpi_only=frozenset(), mpi="mpich"):
     # The table is written against MPICH's mpi.h, which declares all but a few (marked
     # "openmpi-only") of what Open MPI 4.1's does and much more (MPIX_*, the large-count _c
     # variants): under Open MPI the names its mpi.h does not declare are left out; under MPICH a
     # name mpi.h does not declare is a mistake in the table.
+    unknown = sorted(set(table) - set(funcs) - set(openmpi_only))
     if unknown and mpi == "mpich":
         raise SystemExit("gen_wrappers: the table names functions mpi.h does not declare: " + ", ".join(unknown))
     result = []
@@ -257,7 +255,8 @@ def main():
     funcs = parse_functions(read_headers(args.mpi_h))
     if len(funcs) < 100:
         raise SystemExit(f"gen_wrappers: found only {len(funcs)} MPI functions in {args.mpi_h}; is it an MPI's mpi.h?")
-    entries = classify(funcs, read_table(args.table), args.mpi)
+    table, openmpi_only = read_table(args.table)
+    entries = classify(funcs, table, openmpi_only, args.mpi)
     if args.list:
         for func, cls, is_macro in entries:
             print(func.name, cls + (" (macro)" if is_macro else ""))
