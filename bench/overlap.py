@@ -136,6 +136,34 @@ def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="blo
             for k, v in (kv.split("=") for kv in m.group(0).split()[1:])}
 
 
+def learn_table(args, rows):
+    """The learning table of one placement and granularity: what TNBC_LEARN=1 reaches without a
+    plan, next to the plan, and what it costs against learning off."""
+    lines = [
+        "Learning the read order: no plan with `TNBC_LEARN=1` against *no plan* (learning "
+        "off, the default), and the share of the plan's gain over plain MPICH that "
+        "learning reaches without a plan.  Times here are the mean per iteration of "
+        f"{args.iters} (every call counts: the warm-up calls and probes of the per-call "
+        "decision), median of the runs.",
+        "",
+        "| scenario | plain | plan | no plan, TNBC_LEARN=1 | no plan | learning on / off | plan's gain reached without a plan |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, desc, curc, crc, res in rows:
+        p, nl, t, q = (res[k]["mean"] for k in ("plain", "tnbc", "learn", "plan"))
+        reached = f"{(p - t) / (p - q):.0%}" if p - q > 0 else "n/a (the plan gains nothing)"
+        lines.append(f"| {name} | {p/1e3:.1f} ms | {q/1e3:.1f} ms | {t/1e3:.1f} ms | {nl/1e3:.1f} ms "
+                     f"| {t/nl:.2f} | {reached} |")
+    lines += ["", "Each run's mean per iteration (ms), and what each learning run's world key ended "
+              "with (rank 0's statistics: its path, its per-node turns, and how many of its calls "
+              "took turns, did not, and ran blocking):", ""]
+    for name, desc, curc, crc, res in rows:
+        means = "; ".join(f"{k} " + ", ".join(f"{m/1e3:.1f}" for m in res[k]["means"])
+                          for k in ("plain", "tnbc", "learn", "plan") if k in res)
+        lines.append(f"- {name}: {means}.  Learning: " + "; ".join(res["learn"]["turns"]) + ".")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--block", type=int, default=1 << 20, help="Alltoall block bytes (default 1 MiB)")
@@ -161,12 +189,19 @@ def main():
                     help="add the configuration libtnbc.so with TNBC_LEARN=1 (learn), to show what "
                          "learning the read order (docs/replay.md, \"Learning the order\") gains or costs; "
                          "runs must be longer than the warm-up (--iters 20 or more)")
+    ap.add_argument("--learn-only", action="store_true",
+                    help="measure only what the learning goal compares (plain MPICH, libtnbc.so with no "
+                         "plan, with TNBC_LEARN=1, and with the plan) and write only the learning table, "
+                         "with the turns each learning run decided (docs/learn-overlap.md); no --none-blocks "
+                         "or --free-cores tables")
     ap.add_argument("--mpi", choices=("mpich", "openmpi"), default="mpich",
                     help="the MPI to measure: mpich (build/, the default) or openmpi (build-openmpi/, "
                          "meson -Dmpi=openmpi, launched with mpirun.openmpi)")
     ap.add_argument("--out", help="the page written (default docs/replay-overlap.md, "
                                   "docs/replay-overlap-openmpi.md with --mpi openmpi)")
     args = ap.parse_args()
+    if args.learn_only:
+        args.learn, args.none_blocks, args.free_cores = True, "", ""
     use_mpi(args.mpi)
     if not args.out:
         name = "replay-overlap.md" if args.mpi == "mpich" else f"replay-overlap-{args.mpi}.md"
@@ -210,6 +245,28 @@ def main():
             CONFIGS += (("mpi3a", "mpi3", False, None, {"MPIR_CVAR_ASYNC_PROGRESS": "1"}),)
         if args.learn:
             CONFIGS = CONFIGS[:2] + (("learn", "blocking", True, None, {"TNBC_LEARN": "1"}),) + CONFIGS[2:]
+        if args.learn_only:
+            CONFIGS = tuple(c for c in CONFIGS if c[0] in ("plain", "tnbc", "learn", "plan"))
+        stats_dir = tempfile.mkdtemp(prefix="tnbc_overlap_stats_")
+        stats_runs = [0]
+
+        def run_config(label, mode, pre, pl, env, *a, **kw):
+            """One run of a configuration; a learning run also reports the per-node turns and
+            the path its world key ended with (rank 0's statistics)."""
+            if label != "learn":
+                return run(mode, pre, *a, plan=pl, env=env, **kw)
+            stats_runs[0] += 1
+            prefix = os.path.join(stats_dir, f"learn{stats_runs[0]}")
+            r = run(mode, pre, *a, plan=pl, env={**env, "TNBC_STATS": prefix}, **kw)
+            try:
+                with open(f"{prefix}.0.json", encoding="utf-8") as f:
+                    keys = [k for k in json.load(f)["adapt"]["keys"] if k["op"] == "alltoall"]
+                t = keys[0]["turns"]
+                r["turns"] = (f"{keys[0]['path']}, turns {t['state']} ({t['on_calls']} calls on, "
+                              f"{t['off_calls']} off, {keys[0]['blocking_calls']} blocking)")
+            except (OSError, ValueError, KeyError, IndexError) as e:
+                r["turns"] = f"no statistics ({e})"
+            return r
         scenarios_all = [sc for sc in SCENARIOS if sc[0] in chosen]
         cases = [(pl, pa, False, scenarios_all) for pl in placements for pa in parts_list]
         cases += [(pl, max(parts_list), True, [sc for sc in SCENARIOS if sc[0] in free_cores])
@@ -220,13 +277,16 @@ def main():
                 curc, crc = fc * tcomm, fr * tcomm
                 res = {}
                 for label, mode, pre, pl, env in CONFIGS:
-                    runs = [run(mode, pre, curc, crc, args, pl, parts, placement, sleep=sleep, env=env)
+                    runs = [run_config(label, mode, pre, pl, env, curc, crc, args, parts=parts,
+                                       placement=placement, sleep=sleep)
                             for _ in range(args.repeat)]
                     res[label] = {
                         "total": statistics.median(r["total_us"] for r in runs),
                         "spread": max(r["total_us"] for r in runs) - min(r["total_us"] for r in runs),
                         "tinit": statistics.median(r["tinit_us"] for r in runs),
                         "mean": statistics.median(r["mean_us"] for r in runs),
+                        "means": [r["mean_us"] for r in runs],
+                        "turns": [r["turns"] for r in runs if "turns" in r],
                     }
                     print(f"{placement:<6} parts {parts:>2}{' sleep' if sleep else ''} {name:>4} {label:<6} total {res[label]['total']/1e3:8.1f} ms "
                           f"tinit {res[label]['tinit']/1e3:6.1f} ms", flush=True)
@@ -298,6 +358,22 @@ def main():
         "below 1 are faster than the reference.",
         "",
     ]
+    if args.learn_only:
+        lines = [
+            "# Replay mode: learning the read order and the per-node turns in one run",
+            "",
+            f"Measured {datetime.date.today()} by `bench/overlap.py --learn-only` on the emulated cluster: "
+            f"{NODES} nodes x {PPN} ranks, {args.rate} per node and direction, MPI_Alltoall of "
+            f"{args.block // 1024} KiB blocks, {args.repeat} runs of {args.iters} iterations per configuration "
+            "(the slowest rank counts).  Scenarios and work as in docs/replay-overlap.md (Tcomm, plain "
+            f"MPICH, exchange only = {tcomm/1e3:.1f} ms sizes the work).  *plan* is libtnbc.so with the plan "
+            "of a traced run (blocks 0..p-1, per-node priority on, `return early` from the first call); "
+            "*no plan* is libtnbc.so's default (the per-call decision: 6 blocking warm-up calls, then "
+            "probes); *TNBC_LEARN=1* is the default with learning on: the read order is observed in the "
+            "blocking calls, agreed at learn points, and becomes the per-message order and the per-node "
+            "turn order, whose use the per-call decision measures (docs/replay.md, \"Learning the order\").",
+            "",
+        ]
     for placement, parts, sleep, rows in tables:
         title = f"## Placement {placement}, blocks read in {parts} part{'s' if parts > 1 else ''}"
         if sleep:
@@ -311,6 +387,9 @@ def main():
                 "work the same way.",
                 "",
             ]
+        if args.learn_only:
+            lines += learn_table(args, rows) + [""]
+            continue
         lines += [
             "| scenario | TCURC | TCRC | plain | tnbc, no plan | engine alone | tnbc, plan | MPI-3 | MPI-3, async progress | no plan / plain | engine / plain | plan / plain | plan / MPI-3 | plan / MPI-3 async | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound | link bound | overlap / link bound |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -341,22 +420,7 @@ def main():
                 f"| {tinit/row_tcomm:.0%} "
                 f"| {overlap/1e3:.1f} ms | {bound/1e3:.1f} ms | {share} | {link} | {link_share} |")
         if args.learn:
-            lines += [
-                "",
-                "Learning the read order: no plan with `TNBC_LEARN=1` against *no plan* (learning "
-                "off, the default), and the share of the plan's gain over plain MPICH that "
-                "learning reaches without a plan.  Times here are the mean per iteration of "
-                f"{args.iters} (every call counts: the warm-up calls and probes of the per-call "
-                "decision, which the medians above leave out), median of the runs.",
-                "",
-                "| scenario | plain | plan | no plan, TNBC_LEARN=1 | no plan | learning on / off | plan's gain reached without a plan |",
-                "|---|---|---|---|---|---|---|",
-            ]
-            for name, desc, curc, crc, res in rows:
-                p, nl, t, q = (res[k]["mean"] for k in ("plain", "tnbc", "learn", "plan"))
-                reached = f"{(p - t) / (p - q):.0%}" if p - q > 0 else "n/a (the plan gains nothing)"
-                lines.append(f"| {name} | {p/1e3:.1f} ms | {q/1e3:.1f} ms | {t/1e3:.1f} ms | {nl/1e3:.1f} ms "
-                             f"| {t/nl:.2f} | {reached} |")
+            lines += [""] + learn_table(args, rows)
         lines += [
             "",
             "Spread (max - min of the runs, ms): " + "; ".join(
@@ -386,6 +450,7 @@ def main():
                 f"| {r['plan']/r['plain']:.2f} | {r['mpi3']/r['plain']:.2f} |")
         lines.append("")
     lines += [
+        f"Rerun: `sudo python3 bench/overlap.py {' '.join(sys.argv[1:])}` (after `tools/build`)." if args.learn_only else
         "Rerun: `sudo python3 bench/overlap.py` (after `tools/build`)." if MPI == "mpich" else
         "Rerun: `sudo python3 bench/overlap.py --mpi openmpi` (after `meson setup build-openmpi "
         "-Dmpi=openmpi && meson compile -C build-openmpi`).",

@@ -16,6 +16,9 @@ void Vote::to_array(double out[kFields]) const {
   out[2] = early_ns;
   out[3] = force_blocking;
   out[4] = force_early;
+  out[5] = turn_ranks;
+  out[6] = turns_on_ns;
+  out[7] = turns_off_ns;
 }
 
 Vote Vote::from_array(const double in[kFields]) {
@@ -25,6 +28,9 @@ Vote Vote::from_array(const double in[kFields]) {
   v.early_ns = in[2];
   v.force_blocking = in[3];
   v.force_early = in[4];
+  v.turn_ranks = in[5];
+  v.turns_on_ns = in[6];
+  v.turns_off_ns = in[7];
   return v;
 }
 
@@ -48,6 +54,54 @@ void KeyState::rebase(Path p, const Intervals& iv) {
     base_blocking_n_ = load(iv.blocking_intervals);
     base_blocking_ns_ = load(iv.blocking_interval_ns);
   }
+}
+
+void KeyState::rebase_turns(const Intervals& iv) {
+  base_on_n_ = load(iv.turns_on_intervals);
+  base_on_ns_ = load(iv.turns_on_ns);
+  base_off_n_ = load(iv.turns_off_intervals);
+  base_off_ns_ = load(iv.turns_off_ns);
+}
+
+namespace {
+
+/// Four calls that compare turns on and off: on, off, off, on (a drift over them cancels out).
+constexpr std::uint64_t kCompare = 4;
+bool compare_on(std::uint64_t i) { return i % kCompare == 0 || i % kCompare == kCompare - 1; }
+
+}  // namespace
+
+std::uint64_t KeyState::early_probe_length() const {
+  const std::uint64_t p = policy_.probe_calls;
+  // Undecided turns: the first call (not compared) and one round of the comparison.
+  return turns_allowed_ && !turns_decided() ? std::max<std::uint64_t>(p, 1 + kCompare) : p;
+}
+
+void KeyState::allow_turns() {
+  if (turns_allowed_) return;
+  turns_allowed_ = true;
+  // Allowed at the first call of an early probe: lengthen it to compare turns at once.
+  if (path_ == Path::early && decide_at_end_ && calls_ == segment_start_)
+    segment_end_ = std::max(segment_end_, segment_start_ + early_probe_length());
+}
+
+std::pair<bool, bool> KeyState::turn_plan(std::uint64_t j) const {
+  if (!turns_allowed_ || path_ != Path::early) return {false, false};
+  // The first call of a segment pays for the change of path (and a learn point): not compared.
+  // Undecided, it takes turns, so that a communicator's turn window is set up there.
+  if (j == 0) return {turns_decided() ? turns_chosen_ : true, false};
+  if (!turns_decided()) return {compare_on(j - 1), true};
+  const std::uint64_t trial = policy_.turn_trial_calls;
+  if (!decide_at_end_ && j <= trial && segment_end_ - segment_start_ > trial + 1) return {compare_on(j - 1), true};
+  return {turns_chosen_, true};
+}
+
+bool KeyState::turns_on() const { return turn_plan(calls_ - segment_start_).first; }
+
+Turns KeyState::turns_sample() const {
+  const auto [on, counted] = turn_plan(calls_ - segment_start_);
+  if (!counted) return Turns::none;
+  return on ? Turns::on : Turns::off;
 }
 
 void KeyState::begin_warmup(const Intervals* iv) {
@@ -77,7 +131,8 @@ void KeyState::advance(const Intervals& iv) {
     rebase(path_, iv);
   if (calls_ != segment_end_ || decide_at_end_) return;
   // End of the first probe or of a run on the chosen path: probe the other path, then decide.
-  begin_segment(path_ == Path::early ? Path::blocking : Path::early, policy_.probe_calls, true, &iv);
+  const Path next = path_ == Path::early ? Path::blocking : Path::early;
+  begin_segment(next, next == Path::early ? early_probe_length() : policy_.probe_calls, true, &iv);
   probing_ = true;
 }
 
@@ -95,6 +150,15 @@ Vote KeyState::measure(const Intervals& iv) {
     v.blocking_ns = mean_blocking_;
     v.early_ns = mean_early_;
   }
+  const std::uint64_t on = load(iv.turns_on_intervals) - base_on_n_;
+  const std::uint64_t off = load(iv.turns_off_intervals) - base_off_n_;
+  if (on > 0) mean_turns_on_ = static_cast<double>(load(iv.turns_on_ns) - base_on_ns_) / static_cast<double>(on);
+  if (off > 0) mean_turns_off_ = static_cast<double>(load(iv.turns_off_ns) - base_off_ns_) / static_cast<double>(off);
+  if (v.ranks_measured > 0 && on > 0 && off > 0) {
+    v.turn_ranks = 1;
+    v.turns_on_ns = mean_turns_on_;
+    v.turns_off_ns = mean_turns_off_;
+  }
   return v;
 }
 
@@ -107,6 +171,7 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
     probing_ = false;
     forced_ = true;
     begin_segment(forced, policy_.max_run, true, &iv);
+    rebase_turns(iv);
     return forced;
   }
   forced_ = false;
@@ -115,10 +180,22 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
     begin_warmup(&iv);
     return path_;
   }
+  // Turns first, when every rank that measured the paths compared them (the sums then run over
+  // the same ranks): early is then judged by the mean of the turns it will use.
+  double early_ns = summed.early_ns;
+  if (turns_allowed_ && summed.turn_ranks > 0 && summed.turn_ranks >= summed.ranks_measured) {
+    const double need = turns_decided() && turns_chosen_ ? policy_.keep_gain : policy_.enter_gain;
+    const bool on = summed.turns_on_ns < (1.0 - need) * summed.turns_off_ns;
+    if (turns_decided() && on != turns_chosen_) ++turn_switches_;
+    ++turn_decisions_;
+    turns_chosen_ = on;
+    early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
+    rebase_turns(iv);
+  }
   Path next = Path::blocking;  // nobody measured: the path that cannot lose
   if (summed.ranks_measured > 0) {
     const double need = (decisions_ > 0 && chosen_ == Path::early) ? policy_.keep_gain : policy_.enter_gain;
-    if (summed.early_ns < (1.0 - need) * summed.blocking_ns) next = Path::early;
+    if (early_ns < (1.0 - need) * summed.blocking_ns) next = Path::early;
   }
   if (decisions_ > 0) {
     if (next == chosen_) {

@@ -39,28 +39,43 @@
 // program pays for probing the losing path less and less often; a change of decision starts
 // again from `first_run`.
 //
+// Per-node turns (docs/replay.md, "Per-node priority") are decided the same way for a key that
+// has an agreed turn order (learned: learn.hpp) and spans nodes: its early calls compare turns
+// on and off and keep the cheaper (see KeyState::allow_turns).
+//
 // This file holds the policy only (no MPI): replay.cpp owns the reduction and the keys.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <utility>
 
 namespace tnbc::shim::adapt {
 
 enum class Path : std::uint8_t { blocking, early };
+
+/// Which per-node turns an early call's interval measures: none (not compared: the key has no
+/// turn order, or the call is the first of its run), on or off.
+enum class Turns : std::uint8_t { none, on, off };
 
 /// What the decision compares, per key: the time from a call's entry to the next call's entry
 /// of the same key, by the path of the first of the two.  Written by the calling thread.
 struct Intervals {
   std::atomic<std::uint64_t> early_intervals{0}, early_interval_ns{0};
   std::atomic<std::uint64_t> blocking_intervals{0}, blocking_interval_ns{0};
+  /// The early intervals again, by the per-node turns their call took (Turns::none: neither).
+  std::atomic<std::uint64_t> turns_on_intervals{0}, turns_on_ns{0};
+  std::atomic<std::uint64_t> turns_off_intervals{0}, turns_off_ns{0};
 
-  /// Records the interval that ended now, from a call made on `p`.
-  void add_interval(Path p, std::uint64_t ns) {
+  /// Records the interval that ended now, from a call made on `p` with per-node turns `turns`.
+  void add_interval(Path p, std::uint64_t ns, Turns turns = Turns::none) {
     auto& n = p == Path::early ? early_intervals : blocking_intervals;
     auto& t = p == Path::early ? early_interval_ns : blocking_interval_ns;
     t.fetch_add(ns, std::memory_order_relaxed);
     n.fetch_add(1, std::memory_order_relaxed);
+    if (p != Path::early || turns == Turns::none) return;
+    (turns == Turns::on ? turns_on_ns : turns_off_ns).fetch_add(ns, std::memory_order_relaxed);
+    (turns == Turns::on ? turns_on_intervals : turns_off_intervals).fetch_add(1, std::memory_order_relaxed);
   }
 };
 
@@ -98,17 +113,24 @@ struct Policy {
   std::uint32_t max_run = 1024;     ///< longest run between probes
   double enter_gain = 0.05;         ///< early must save this share of the blocking time to win
   double keep_gain = 0.0;           ///< early keeps winning while it saves more than this share
+  /// Early calls at the start of each run that compare per-node turns on and off once they are
+  /// decided (on, off, off, on: a drift over the four cancels out); every early call compares
+  /// them before.  The same enter_gain and keep_gain decide turns against no turns.
+  std::uint32_t turn_trial_calls = 4;
 };
 
 /// One rank's contribution to a decision, summed over the communicator.  Plain doubles so that
 /// the sum is one MPI_Allreduce of kFields doubles.
 struct Vote {
-  static constexpr int kFields = 5;
+  static constexpr int kFields = 8;
   double ranks_measured = 0;  ///< 1 if this rank measured both paths
   double blocking_ns = 0;     ///< mean interval after a blocking call on this rank
   double early_ns = 0;        ///< mean interval after an early call on this rank
   double force_blocking = 0;  ///< 1 if this rank's plan says "return blocking" for the call
   double force_early = 0;     ///< 1 if it says "return early"
+  double turn_ranks = 0;      ///< 1 if this rank measured early calls with turns on and off
+  double turns_on_ns = 0;     ///< mean interval after an early call with per-node turns
+  double turns_off_ns = 0;    ///< ... and without them
 
   void to_array(double out[kFields]) const;
   static Vote from_array(const double in[kFields]);
@@ -137,6 +159,27 @@ class KeyState {
   /// Counts one call made on path().
   void advance(const Intervals& intervals);
 
+  /// The key has an agreed per-node turn order from now on (called at the same call on every
+  /// rank, the first of an early segment).  Its early calls then compare turns on and off:
+  /// until turns are decided, each call after the first of a segment alternates on, off, off,
+  /// on (an early probe is lengthened to hold four such calls), and the first goes with turns;
+  /// once decided, the first turn_trial_calls after the first of each run do, the rest use the
+  /// decision.  A decision point decides turns from the summed means when every measuring rank
+  /// compared both, and then judges the early path by the mean of the turns it will use.
+  void allow_turns();
+  bool turns_allowed() const { return turns_allowed_; }
+  /// Whether the next call (on the early path) takes per-node turns, and what its interval
+  /// measures (Turns::none: not compared).
+  bool turns_on() const;
+  Turns turns_sample() const;
+  bool turns_decided() const { return turn_decisions_ > 0; }
+  bool turns_chosen() const { return turns_chosen_; }
+  std::uint64_t turn_decisions() const { return turn_decisions_; }
+  std::uint64_t turn_switches() const { return turn_switches_; }
+  /// The last mean costs with and without turns this rank measured (ns per call; 0: none yet).
+  double last_turns_on_ns() const { return mean_turns_on_; }
+  double last_turns_off_ns() const { return mean_turns_off_; }
+
   /// Statistics and tests.
   std::uint64_t calls() const { return calls_; }
   bool decided() const { return decisions_ > 0; }
@@ -154,6 +197,10 @@ class KeyState {
   void begin_warmup(const Intervals* intervals);
   void begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Intervals* intervals);
   void rebase(Path p, const Intervals& intervals);
+  void rebase_turns(const Intervals& intervals);
+  /// The turns of the call `j` calls into the current (early) segment, and whether it counts.
+  std::pair<bool, bool> turn_plan(std::uint64_t j) const;
+  std::uint64_t early_probe_length() const;
 
   Policy policy_;
   Path path_ = Path::early;
@@ -170,6 +217,12 @@ class KeyState {
   std::uint64_t base_blocking_n_ = 0, base_blocking_ns_ = 0;
   double mean_blocking_ = 0, mean_early_ = 0;
   std::uint64_t decisions_ = 0, switches_ = 0;
+  // Per-node turns: allowed once the key has a turn order; chosen after a decision; the
+  // counters of both kinds of early intervals at the last decision point.
+  bool turns_allowed_ = false, turns_chosen_ = false;
+  std::uint64_t turn_decisions_ = 0, turn_switches_ = 0;
+  std::uint64_t base_on_n_ = 0, base_on_ns_ = 0, base_off_n_ = 0, base_off_ns_ = 0;
+  double mean_turns_on_ = 0, mean_turns_off_ = 0;
 };
 
 /// The size class of a byte count (the same on every rank when the bytes are): its bit width.

@@ -214,6 +214,12 @@ constexpr std::array kSettings = {
             "probes.  Off by default: observing a call costs about what tracing it costs "
             "(up to a fifth of a short kernel's run, docs/never-slower-kernels/results.md).",
             kBool<&Config::learn>},
+    Setting{"TNBC_LEARN_PER_NODE", "bool", "1", Agree::value,
+            "libtnbc.so: with TNBC_LEARN=1, a communicator that spans nodes also decides per-node "
+            "priority from measurements: its early Alltoall calls take turns on each node in the "
+            "learned order, or not, as measured cheaper (docs/replay.md, \"Learning the "
+            "order\").  0 keeps learned calls to per-message priorities.",
+            kBool<&Config::learn_per_node>},
     Setting{"TNBC_PLAN_OUT", "path", "", Agree::no,
             "libtnbc.so: at MPI_Finalize, rank 0 writes the orders learned so far (TNBC_LEARN) "
             "to this file in the plan format (`tnbc-order` prints it, TNBC_PLAN reads it "

@@ -198,7 +198,8 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
   if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node", key->shape, d.costs};
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = util::now_ns();
-  if (key->last_entry_ns != 0) key->intervals.add_interval(key->last_path, entered - key->last_entry_ns);
+  if (key->last_entry_ns != 0)
+    key->intervals.add_interval(key->last_path, entered - key->last_entry_ns, key->last_turns);
   key->last_entry_ns = entered;
   if (key->state.decision_due()) {
     double mine[adapt::Vote::kFields], sum[adapt::Vote::kFields];
@@ -209,6 +210,7 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
     PMPI_Allreduce(mine, sum, adapt::Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
     const auto summed = adapt::Vote::from_array(sum);
     const adapt::Path p = key->state.decide(summed, key->intervals);
+    key->learning.turns_chosen = key->state.turns_decided() && key->state.turns_chosen();
     log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
                "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
                key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
@@ -217,9 +219,19 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
   d.path = key->state.path();
   // Entering the early path (every rank at the same call): what the blocking calls before it
   // observed becomes the order of its calls.
-  if (d.path == adapt::Path::early && key->last_path == adapt::Path::blocking)
+  if (d.path == adapt::Path::early && key->last_path == adapt::Path::blocking) {
     learn::learn_point(key->learning, comm, key->state.calls());
+    // A learned turn order for an Alltoall that spans nodes: from now on its early calls
+    // compare per-node turns on and off (Alltoallv's never take turns: replay.cpp).
+    if (key->learning.turns != nullptr && !key->one_node && op == priority::Op::alltoall) key->state.allow_turns();
+  }
   key->last_path = d.path;
+  key->last_turns = adapt::Turns::none;
+  if (d.path == adapt::Path::early && key->state.turns_allowed()) {
+    d.turns = key->state.turns_on();
+    d.turn_order = key->learning.turns;
+    key->last_turns = key->state.turns_sample();
+  }
   if (d.path == adapt::Path::blocking) {
     d.why = key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
     d.observe = learn::designate(key->learning, key->state.calls(), key->state.probing());
@@ -261,6 +273,25 @@ struct Totals {
 
 }  // namespace
 
+namespace {
+
+/// The "turns" object of a key in the statistics (docs/config.md): per-node turns decided by
+/// measurement (learned turn orders only).
+std::string turns_json(const Key& k) {
+  const auto& iv = k.intervals;
+  auto mean_us = [](std::uint64_t ns, std::uint64_t n) { return n ? static_cast<double>(ns) / 1000.0 / n : 0.0; };
+  const char* state = !k.state.turns_allowed() ? "none" : !k.state.turns_decided() ? "undecided"
+                      : k.state.turns_chosen()  ? "on" : "off";
+  return fmt::format(
+      R"({{"state":"{}","decisions":{},"switches":{},"on_calls":{},"off_calls":{},"on_interval_us":{:.3f},)"
+      R"("off_interval_us":{:.3f}}})",
+      state, k.state.turn_decisions(), k.state.turn_switches(), iv.turns_on_intervals.load(),
+      iv.turns_off_intervals.load(), mean_us(iv.turns_on_ns.load(), iv.turns_on_intervals.load()),
+      mean_us(iv.turns_off_ns.load(), iv.turns_off_intervals.load()));
+}
+
+}  // namespace
+
 std::string keys_json(const std::function<std::string(std::int64_t)>& site_name) {
   std::lock_guard lock(g_keys_mutex);
   std::string out = fmt::format(R"({{"enabled":{},"keys":[)", g_adapt ? "true" : "false");
@@ -283,11 +314,12 @@ std::string keys_json(const std::function<std::string(std::int64_t)>& site_name)
     out += fmt::format(
         R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
         R"("decisions":{},"switches":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},"sites":[{}],)"
-        R"("learning":{}}})",
+        R"("learning":{},"turns":{}}})",
         first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
         k.state.decisions(), k.state.switches(), all.fields(),
         mean_us(iv.early_interval_ns.load(), iv.early_intervals.load()),
-        mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites, learn::json(k.learning));
+        mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites, learn::json(k.learning),
+        turns_json(k));
     first = false;
   }
   return out + "]}";

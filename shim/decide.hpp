@@ -45,6 +45,7 @@ struct Key {
   bool one_node = false;
   std::uint64_t last_entry_ns = 0;  // entry of the key's previous call (0: none yet)
   adapt::Path last_path = adapt::Path::blocking;
+  adapt::Turns last_turns = adapt::Turns::none;  // what the previous call's interval compares
   // The plan entry whose message shape (Bcast segments and tree, per-node turns in their order)
   // every call of the key uses: this rank's entry at the key's first call if every rank's had
   // the same shape, else none (the defaults).  Agreed once, at that first call.
@@ -64,6 +65,10 @@ struct Decision {
   adapt::Costs* costs = nullptr;
   /// A blocking call designated for observation (learn.hpp): watch its receive buffer.
   bool observe = false;
+  /// An early call that takes per-node turns in `turn_order` (learned for the key and decided
+  /// by measurement, the same on every rank: adapt.hpp, KeyState::allow_turns).
+  bool turns = false;
+  const priority::PlanEntry* turn_order = nullptr;
 };
 
 /// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP), creates the communicator attribute

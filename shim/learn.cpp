@@ -27,6 +27,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr std::size_t kMaxPending = 64;
 
 bool g_enabled = false;
+bool g_turns = true;  // TNBC_LEARN_PER_NODE
 std::string g_plan_out;
 trace::TscClock g_clock;
 std::atomic<int> g_live{0};  // calls with protected pages (the guard's counter)
@@ -138,6 +139,7 @@ void update(const KeyLearning& k, SiteLearning& s, const priority::Consensus& c,
 
 bool start(const config::Config& cfg) {
   g_enabled = cfg.learn && cfg.adapt != config::Adapt::off;
+  g_turns = cfg.learn_per_node;
   g_plan_out = cfg.plan_out;
   if (!g_enabled) {
     if (!g_plan_out.empty())
@@ -170,6 +172,7 @@ void write_plan_out() {
         if (s.current == nullptr || s.key.empty()) continue;
         priority::PlanEntry e = *s.current;
         e.site = s.key;
+        e.per_node = k->turns_chosen && s.current == k->turns;
         e.agreement = s.agreement;
         // Alltoall keys hold one size class; Alltoallv's sizes differ by rank: any class.
         e.size_class = k->op == priority::Op::alltoall && s.message_bytes > 0 ? priority::size_class(s.message_bytes) : -1;
@@ -203,6 +206,7 @@ void stop() {
 
 bool enabled() { return g_enabled; }
 bool wants_sites() { return g_enabled; }
+bool learns_turns() { return g_enabled && g_turns; }
 
 void add_key(KeyLearning& k, priority::Op op, int comm_size) {
   k.op = op;
@@ -328,6 +332,8 @@ void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
 
   // The same consensus on every rank, from the same numbers.
   at = 0;
+  const priority::PlanEntry* turns = nullptr;  // the order of the site most ranks observed
+  std::size_t turns_seen = 0;
   for (const auto& [h, n] : sites) {
     std::vector<priority::RankSummary> ranks_seen;
     for (std::size_t r = 0; r < R; ++r) {
@@ -355,8 +361,10 @@ void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
         agree += priority::concordance(own.order, n - own.ordered, current, n - s->current_ordered);
       }
       s->agreement = ranks_seen.empty() ? 1.0 : agree / static_cast<double>(ranks_seen.size());
+      if (ranks_seen.size() > turns_seen) turns = s->current, turns_seen = ranks_seen.size();
     }
   }
+  if (turns != nullptr && g_turns) k.turns = turns;
   // The next learn point hears only what is observed from now on: a phase change shows at the
   // first point after it, and the hysteresis asks for a second one before the order changes.
   for (SiteLearning& s : k.sites) s.samples.clear();

@@ -19,6 +19,12 @@
 //   apply:    from the next call, a call site without a plan entry of its own gets the learned
 //             order (TNBC_PLAN wins for its sites).  Orders change between calls, never inside
 //             one; an operation in flight keeps the order it started with.
+//   turns:    at each learn point, the order of the site that most ranks observed (the same
+//             choice everywhere, from the same numbers) becomes the key's turn order: the order
+//             its early calls take per-node turns in when the key spans nodes and the per-call
+//             decision measured turns cheaper than none (adapt.hpp, KeyState::allow_turns).
+//             One order per key, not per site: every member of a node must take turns in the
+//             same order, and ranks may call one collective from different sites.
 //   hysteresis: the first order is adopted at once; a later one replaces it only when two
 //             learn points in a row find an order whose concordance with the current one is
 //             below kKeepConcordance and which agree with each other.
@@ -87,6 +93,10 @@ struct KeyLearning {
   std::uint64_t designated = 0;          ///< calls designated for observation (same on every rank)
   std::uint64_t designated_learned = 0;  ///< ... up to the last learn point
   std::uint64_t points = 0;              ///< learn points held
+  /// The order per-node turns follow (a site's current order, the same on every rank), or
+  /// nullptr before one is learned or with TNBC_LEARN_PER_NODE=0.
+  const priority::PlanEntry* turns = nullptr;
+  bool turns_chosen = false;  ///< the per-call decision measured turns cheaper (TNBC_PLAN_OUT says so)
   // Costs (this rank): observed calls, time protecting them, time in learn points on this
   // rank's own work (settling the observations, summaries, consensus) and in their two
   // MPI_Allgathers (which includes waiting for the ranks that come later).
@@ -105,6 +115,8 @@ void stop();
 bool enabled();
 /// Whether call sites must be captured for learning.
 bool wants_sites();
+/// Whether learned orders may become per-node turn orders (TNBC_LEARN_PER_NODE).
+bool learns_turns();
 
 /// Registers a key's learning (once, when the key is made).
 void add_key(KeyLearning& k, priority::Op op, int comm_size);

@@ -374,11 +374,16 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
       observe_blocks(d, ls, recvbuf, rcounts.data(), rdispls.data(), size, recvtype, util::now_ns() - t0);
     return rc;
   }
-  // Per-node turns go in the order of the entry every rank agreed on (decide.hpp); without
-  // them the order of this call's own entry, or else the order learned for its site, only
-  // says when this rank posts its messages.
-  const bool per_node = d.shape != nullptr && d.shape->per_node;
-  const priority::PlanEntry* ordered = per_node ? d.shape : entry ? entry : learn::learned(ls);
+  // Per-node turns go in an order every rank agreed on: the plan entry's (decide.hpp), else the
+  // order learned for the key when measurements chose turns; without them the order of this
+  // call's own entry, or else the order learned for its site, only says when this rank posts
+  // its messages.
+  const bool planned_turns = d.shape != nullptr && d.shape->per_node;
+  const bool per_node = planned_turns || d.turns;
+  const priority::PlanEntry* ordered = planned_turns ? d.shape
+                                       : d.turns     ? d.turn_order
+                                       : entry       ? entry
+                                                     : learn::learned(ls);
   const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
   return exchange(st, d, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
                   rdispls.data(), recvtype, comm, true, order, per_node);

@@ -6,7 +6,10 @@ which changes its order halfway.  Under libtnbc.so (TNBC_ADAPT=measure, so that 
 learns too) the bytes must equal plain MPICH's; the statistics must show both sites learned,
 site_fixed in reverse order; the plan written with TNBC_PLAN_OUT must give site_fixed the order
 `tnbc-order plan` derives from a trace of the same program, and read back through TNBC_PLAN it
-must change nothing in the bytes.  The differential programs (replay_diff: stack buffers,
+must change nothing in the bytes.  On 2 emulated nodes (root), the learned order must become the
+key's per-node turn order, its early calls must compare turns on and off (and ranks must wait
+for their turn), with identical bytes; TNBC_LEARN_PER_NODE=0 must take no turns.  The
+differential programs (replay_diff: stack buffers,
 write(), free(), threads; adapt_switch: ranks calling from different sites) must print what
 plain MPICH prints while learning is on; TNBC_LEARN=0 must learn nothing."""
 
@@ -15,7 +18,7 @@ import os
 import subprocess
 import tempfile
 
-from tnbc_testlib import BUILD, Suite, expect, mpirun, read_json
+from tnbc_testlib import BUILD, Suite, cluster_run, expect, mpirun, read_json
 
 PROG = os.path.join(BUILD, "test", "mpi", "learn_order")
 DIFF = os.path.join(BUILD, "test", "mpi", "replay_diff")
@@ -158,7 +161,40 @@ def main():
         expect("TNBC_PLAN_OUT" in r.stderr, f"no message about TNBC_PLAN_OUT: {r.stderr}")
     s.check("TNBC_LEARN=0: nothing observed, no plan written, and it says so", off)
 
-    return s.finish()
+    def turns_on_cluster(per_node):
+        # Cyclic placement: nodes {0, 2} and {1, 3}; the world key spans both, so its learned
+        # order becomes a turn order and its early calls compare turns on and off.
+        prefix = os.path.join(tmp, f"turns{per_node}")
+        out = lines(cluster_run(PROG, args=[ITERS], preload="tnbc", placement="cyclic", timeout=240,
+                                env={"TNBC_LEARN": "1", "TNBC_LEARN_PER_NODE": per_node,
+                                     "TNBC_STATS": prefix}).stdout)
+        expect(out == ref.get("out"), f"differs from plain MPICH: {sorted(set(out) ^ set(ref.get('out', [])))[:6]}")
+        states, gated = [], []
+        for r in range(P):
+            d = read_json(f"{prefix}.{r}.json")
+            world = [k for k in d["adapt"]["keys"] if k["op"] == "alltoall" and k["comm_size"] == P]
+            expect(len(world) == 1 and not world[0]["one_node"], f"rank {r}: keys {d['adapt']['keys']}")
+            t = world[0]["turns"]
+            states.append((t["state"], t["decisions"], t["switches"]))
+            gated.append(d["node_priority"]["gated_sends"])
+            if per_node == "1":
+                expect(t["state"] in ("on", "off") and t["decisions"] >= 1, f"rank {r}: turns not decided: {t}")
+                expect(t["on_calls"] >= 2 and t["off_calls"] >= 2, f"rank {r}: turns not compared: {t}")
+            else:
+                expect(t["state"] == "none" and t["on_calls"] == 0, f"rank {r}: turns with TNBC_LEARN_PER_NODE=0: {t}")
+        # One decision for all: the same state everywhere.
+        expect(len(set(states)) == 1, f"ranks decided turns differently: {states}")
+        if per_node == "1":
+            expect(any(g > 0 for g in gated), f"no rank ever waited for its turn: {gated}")
+        else:
+            expect(gated == [0] * P, f"sends gated with TNBC_LEARN_PER_NODE=0: {gated}")
+
+    if os.geteuid() == 0:
+        s.check("2 emulated nodes: the learned order becomes the turn order, turns on and off "
+                "compared and decided alike on every rank, identical bytes", lambda: turns_on_cluster("1"))
+        s.check("2 emulated nodes, TNBC_LEARN_PER_NODE=0: no turns, identical bytes",
+                lambda: turns_on_cluster("0"))
+    return s.finish(skipped=None if os.geteuid() == 0 else "the 2-node checks (they need root)")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ using tnbc::shim::adapt::Intervals;
 using tnbc::shim::adapt::KeyState;
 using tnbc::shim::adapt::Path;
 using tnbc::shim::adapt::Policy;
+using tnbc::shim::adapt::Turns;
 using tnbc::shim::adapt::Vote;
 
 namespace {
@@ -188,13 +189,18 @@ TEST_CASE("ranks that measured nothing abstain; nobody measured means blocking")
 }
 
 TEST_CASE("the vote travels as doubles and back") {
-  Vote v{1, 2.5, 3.5};
+  Vote v{1, 2.5, 3.5, 0, 1, 1, 4.5, 5.5};
   double a[Vote::kFields];
   v.to_array(a);
   Vote w = Vote::from_array(a);
   REQUIRE(w.ranks_measured == 1);
   REQUIRE(w.blocking_ns == 2.5);
   REQUIRE(w.early_ns == 3.5);
+  REQUIRE(w.force_blocking == 0);
+  REQUIRE(w.force_early == 1);
+  REQUIRE(w.turn_ranks == 1);
+  REQUIRE(w.turns_on_ns == 4.5);
+  REQUIRE(w.turns_off_ns == 5.5);
 }
 
 TEST_CASE("size classes: equal byte counts, equal classes; a doubling, the next class") {
@@ -257,4 +263,112 @@ TEST_CASE("a run is judged by its last calls: a phase change late in a run is se
   // The whole run [14,22) averages 250 (< 300: early would stay); its last 4 calls cost 400.
   REQUIRE(s.key.decisions() == 3);
   REQUIRE(s.key.chosen() == Path::blocking);
+}
+
+namespace {
+
+/// Sim with per-node turns: a key whose turn order is learned at its first early call (as
+/// decide.cpp allows turns after the learn point); early calls cost `on_ns` with turns and
+/// `early_ns` without.
+struct TurnSim {
+  Policy policy;
+  KeyState key;
+  Intervals iv;
+  double early_ns, blocking_ns, on_ns;
+  bool learns = true;
+  int ranks = 4;
+  std::vector<Path> paths;
+  std::vector<bool> turns;  // per call: took turns
+  std::optional<std::pair<Path, Turns>> pending;
+  double pending_ns = 0;
+  Path last = Path::blocking;
+
+  TurnSim(Policy p, double early, double blocking, double on)
+      : policy(p), key(p), early_ns(early), blocking_ns(blocking), on_ns(on) {}
+
+  void call() {
+    if (pending) iv.add_interval(pending->first, static_cast<std::uint64_t>(pending_ns), pending->second);
+    if (key.decision_due()) {
+      Vote v = key.measure(iv);
+      Vote sum{v.ranks_measured * ranks, v.blocking_ns * ranks, v.early_ns * ranks, 0, 0,
+               v.turn_ranks * ranks, v.turns_on_ns * ranks, v.turns_off_ns * ranks};
+      key.decide(sum, iv);
+    }
+    const Path p = key.path();
+    if (p == Path::early && last == Path::blocking && learns) key.allow_turns();
+    last = p;
+    const bool on = p == Path::early && key.turns_on();
+    paths.push_back(p);
+    turns.push_back(on);
+    pending = {p, p == Path::early ? key.turns_sample() : Turns::none};
+    pending_ns = p == Path::blocking ? blocking_ns : on ? on_ns : early_ns;
+    key.advance(iv);
+  }
+  void calls(int n) {
+    for (int i = 0; i < n; ++i) call();
+  }
+  int count_turns(std::size_t from, std::size_t to) const {
+    int n = 0;
+    for (std::size_t i = from; i < to && i < turns.size(); ++i) n += turns[i];
+    return n;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("turns: the first early probe compares turns on and off and keeps the cheaper") {
+  // Early without turns saves nothing (200 against 200); with turns it saves a quarter.
+  TurnSim s(Policy{}, 200, 200, 150);
+  s.calls(11);
+  // Warm-up 0..5 blocking; the probe is lengthened to 5 calls: on (not compared), on, off, off, on.
+  REQUIRE(s.paths[5] == Path::blocking);
+  for (int i = 6; i < 11; ++i) REQUIRE(s.paths[static_cast<std::size_t>(i)] == Path::early);
+  REQUIRE(s.turns == std::vector<bool>{false, false, false, false, false, false, true, true, false, false, true});
+  REQUIRE(s.key.decision_due());
+  s.call();
+  REQUIRE(s.key.turns_decided());
+  REQUIRE(s.key.turns_chosen());
+  // Early is judged with the turns it will use: it wins.
+  REQUIRE(s.key.chosen() == Path::early);
+  // Without a turn order, the same costs keep blocking.
+  TurnSim no(Policy{}, 200, 200, 150);
+  no.learns = false;
+  no.calls(40);
+  REQUIRE(no.key.chosen() == Path::blocking);
+  REQUIRE(no.count_turns(0, 40) == 0);
+}
+
+TEST_CASE("turns that cost more are turned off; each run still compares them in 4 calls") {
+  TurnSim s(Policy{}, 150, 200, 250);
+  s.calls(12);
+  REQUIRE(s.key.turns_decided());
+  REQUIRE(!s.key.turns_chosen());
+  REQUIRE(s.key.chosen() == Path::early);
+  // The run of 32 after the decision (calls 11..42): its first call and the 4 compared after it
+  // are on, off, off, on: 2 with turns.
+  s.calls(32);
+  REQUIRE(s.count_turns(11, 43) == 2);
+  REQUIRE((s.turns[12] && !s.turns[13] && !s.turns[14] && s.turns[15]));
+  s.calls(400);
+  REQUIRE(!s.key.turns_chosen());
+  REQUIRE(s.key.turn_switches() == 0);
+  REQUIRE(s.count_turns(11, s.turns.size()) < 2 * 10);
+}
+
+TEST_CASE("turns follow a change of phase, with the hysteresis of the path") {
+  TurnSim s(Policy{}, 200, 300, 150);
+  s.calls(100);
+  REQUIRE(s.key.turns_chosen());
+  REQUIRE(s.key.chosen() == Path::early);
+  // Turns now cost 10% more than none: turned off at a later decision point.
+  s.on_ns = 220;
+  s.calls(300);
+  REQUIRE(!s.key.turns_chosen());
+  REQUIRE(s.key.turn_switches() == 1);
+  // Within enter_gain (3% cheaper) turns are not turned on again.
+  s.on_ns = 194;
+  s.calls(300);
+  REQUIRE(!s.key.turns_chosen());
+  REQUIRE(s.key.turn_switches() == 1);
+  REQUIRE(s.key.chosen() == Path::early);
 }
