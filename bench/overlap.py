@@ -155,8 +155,8 @@ def learn_table(args, rows):
         lines.append(f"| {name} | {p/1e3:.1f} ms | {q/1e3:.1f} ms | {t/1e3:.1f} ms | {nl/1e3:.1f} ms "
                      f"| {t/nl:.2f} | {reached} |")
     lines += ["", "Each run's mean per iteration (ms), and what each learning run's world key ended "
-              "with (rank 0's statistics: its path, its per-node turns, and how many of its calls "
-              "took turns, did not, and ran blocking):", ""]
+              "with (rank 0's statistics: its path, its per-node turns, how many calls compared "
+              "turns on and off, and how many ran blocking):", ""]
     for name, desc, curc, crc, res in rows:
         means = "; ".join(f"{k} " + ", ".join(f"{m/1e3:.1f}" for m in res[k]["means"])
                           for k in ("plain", "tnbc", "learn", "plan") if k in res)
@@ -262,8 +262,8 @@ def main():
                 with open(f"{prefix}.0.json", encoding="utf-8") as f:
                     keys = [k for k in json.load(f)["adapt"]["keys"] if k["op"] == "alltoall"]
                 t = keys[0]["turns"]
-                r["turns"] = (f"{keys[0]['path']}, turns {t['state']} ({t['on_calls']} calls on, "
-                              f"{t['off_calls']} off, {keys[0]['blocking_calls']} blocking)")
+                r["turns"] = (f"{keys[0]['path']}, turns {t['state']} (compared in {t['on_calls']} calls with "
+                              f"turns and {t['off_calls']} without; {keys[0]['blocking_calls']} calls blocking)")
             except (OSError, ValueError, KeyError, IndexError) as e:
                 r["turns"] = f"no statistics ({e})"
             return r

@@ -92,8 +92,10 @@ std::pair<bool, bool> KeyState::turn_plan(std::uint64_t j) const {
   if (j == 0) return {turns_decided() ? turns_chosen_ : true, false};
   if (!turns_decided()) return {compare_on(j - 1), true};
   const std::uint64_t trial = policy_.turn_trial_calls;
-  if (!decide_at_end_ && j <= trial && segment_end_ - segment_start_ > trial + 1) return {compare_on(j - 1), true};
-  return {turns_chosen_, true};
+  if (!decide_at_end_ && trial_run_ && j <= trial && segment_end_ - segment_start_ > trial + 1)
+    return {compare_on(j - 1), true};
+  // Only calls next to each other are compared: a run's other calls may see another phase.
+  return {turns_chosen_, false};
 }
 
 bool KeyState::turns_on() const { return turn_plan(calls_ - segment_start_).first; }
@@ -186,12 +188,17 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
   if (turns_allowed_ && summed.turn_ranks > 0 && summed.turn_ranks >= summed.ranks_measured) {
     const double need = turns_decided() && turns_chosen_ ? policy_.keep_gain : policy_.enter_gain;
     const bool on = summed.turns_on_ns < (1.0 - need) * summed.turns_off_ns;
-    if (turns_decided() && on != turns_chosen_) ++turn_switches_;
+    const bool same = turns_decided() && on == turns_chosen_;
+    if (turns_decided() && !same) ++turn_switches_;
+    // A confirmation doubles the runs until the next comparison; a change compares at once.
+    trial_gap_ = same ? std::min(trial_gap_ * 2, std::max(policy_.max_trial_gap, 1u)) : 1;
+    // New turns: what early costs with them is their compared mean (the early mean measured
+    // other turns, or a mix of both).
+    if (!same) early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
     ++turn_decisions_;
     turns_chosen_ = on;
-    early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
-    rebase_turns(iv);
   }
+  rebase_turns(iv);  // each comparison stands alone
   Path next = Path::blocking;  // nobody measured: the path that cannot lose
   if (summed.ranks_measured > 0) {
     const double need = (decisions_ > 0 && chosen_ == Path::early) ? policy_.keep_gain : policy_.enter_gain;
@@ -209,6 +216,10 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
   chosen_ = next;
   probing_ = false;
   begin_segment(next, run_, false, &iv);
+  if (next == Path::early && turns_decided()) {
+    trial_run_ = ++runs_since_trial_ >= trial_gap_;
+    if (trial_run_) runs_since_trial_ = 0;
+  }
   return next;
 }
 

@@ -113,10 +113,14 @@ struct Policy {
   std::uint32_t max_run = 1024;     ///< longest run between probes
   double enter_gain = 0.05;         ///< early must save this share of the blocking time to win
   double keep_gain = 0.0;           ///< early keeps winning while it saves more than this share
-  /// Early calls at the start of each run that compare per-node turns on and off once they are
+  /// Early calls at the start of a run that compare per-node turns on and off once they are
   /// decided (on, off, off, on: a drift over the four cancels out); every early call compares
   /// them before.  The same enter_gain and keep_gain decide turns against no turns.
   std::uint32_t turn_trial_calls = 4;
+  /// Runs between two that compare turns, at most: 1 after a change of the turns, doubled by
+  /// each decision that confirms them (the losing choice costs ever fewer calls, as the probes
+  /// of the paths do).
+  std::uint32_t max_trial_gap = 8;
 };
 
 /// One rank's contribution to a decision, summed over the communicator.  Plain doubles so that
@@ -163,8 +167,10 @@ class KeyState {
   /// rank, the first of an early segment).  Its early calls then compare turns on and off:
   /// until turns are decided, each call after the first of a segment alternates on, off, off,
   /// on (an early probe is lengthened to hold four such calls), and the first goes with turns;
-  /// once decided, the first turn_trial_calls after the first of each run do, the rest use the
-  /// decision.  A decision point decides turns from the summed means when every measuring rank
+  /// once decided, the first turn_trial_calls after the first of a run do, in one run of
+  /// every trial gap (Policy::max_trial_gap), and the rest use the decision, uncompared (only
+  /// calls next to each other are compared, so that a phase change within a run does not
+  /// count for one choice).  When the turns change, early is judged by the new turns' mean.  A decision point decides turns from the summed means when every measuring rank
   /// compared both, and then judges the early path by the mean of the turns it will use.
   void allow_turns();
   bool turns_allowed() const { return turns_allowed_; }
@@ -220,6 +226,8 @@ class KeyState {
   // Per-node turns: allowed once the key has a turn order; chosen after a decision; the
   // counters of both kinds of early intervals at the last decision point.
   bool turns_allowed_ = false, turns_chosen_ = false;
+  bool trial_run_ = false;  // the current early run compares turns
+  std::uint32_t trial_gap_ = 1, runs_since_trial_ = 0;
   std::uint64_t turn_decisions_ = 0, turn_switches_ = 0;
   std::uint64_t base_on_n_ = 0, base_on_ns_ = 0, base_off_n_ = 0, base_off_ns_ = 0;
   double mean_turns_on_ = 0, mean_turns_off_ = 0;

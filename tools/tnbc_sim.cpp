@@ -27,10 +27,10 @@ constexpr std::string_view kUsage =
     "usage: tnbc-sim [--nodes N] [--ppn P] [--link RATE] [--latency T] [--mem-bw RATE]\n"
     "                [--placement block|cyclic] [--op alltoall] [--bytes B] [--chunk-bytes B]\n"
     "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N] [--cfg KEY:VALUE]\n"
-    "                [--model simgrid|fluid|pairs] [--json]\n"
+    "                [--model simgrid|fluid|pairs] [--plan natural|none] [--json]\n"
     "\n"
     "Predict the time of one MPI_Alltoall and the work after it (bench/overlap.c's scenarios),\n"
-    "under plain MPICH and under libtnbc.so without a plan, on a simulated cluster: N nodes on\n"
+    "under plain MPICH and under libtnbc.so without and with a plan, on a simulated cluster: N nodes on\n"
     "one switch, each with a full-duplex link, P ranks per node.  The simulation (SimGrid's\n"
     "flow model) runs, one actor per rank, the step lists the replay engine builds; docs/scale.md\n"
     "says what it models and what not.\n"
@@ -65,10 +65,14 @@ constexpr std::string_view kUsage =
     "  --work-ms W           the Tcomm the scenario's work is a fraction of (default: the\n"
     "                        predicted plain MPICH exchange)\n"
     "  --parts N             each block read in N parts (default 1)\n"
+    "  --plan natural|none   the plan simulated for 'tnbc, plan': natural (default) is the\n"
+    "                        order the scenario reads, 0..p-1, as `tnbc-order plan` derives it\n"
+    "                        from a trace of bench/overlap; per-message priorities only (per-node\n"
+    "                        turns and the send window are not simulated yet); none: no plan\n"
     "\n"
     "output:\n"
-    "  --json                one JSON object: plain_ms, tnbc_ms, tnbc_plan_ms (null: plans are\n"
-    "                        not simulated yet), link_bound_ms and what they came from\n"
+    "  --json                one JSON object: plain_ms, tnbc_ms, tnbc_plan_ms (null with --plan\n"
+    "                        none), link_bound_ms and what they came from\n"
     "  -h, --help            this text\n"
     "\n"
     "exit codes: 0 ok, 2 bad usage\n";
@@ -99,6 +103,7 @@ struct Args {
   std::vector<std::string> cfg;
   std::string model;  // empty: by the rank count
   bool json = false;
+  bool plan = true;  // --plan natural
 };
 
 // Above this many ranks --model defaults to pairs (docs/scale.md, "Timings").
@@ -134,6 +139,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--parts") a.parts = parse_number<int>(opt, v);
       else if (opt == "--cfg") a.cfg.emplace_back(v);
       else if (opt == "--model" && (v == "simgrid" || v == "fluid" || v == "pairs")) a.model = v;
+      else if (opt == "--plan" && (v == "natural" || v == "none")) a.plan = v == "natural";
       else return fmt::format("{} {}: unknown option or value", opt, v);
     } catch (const std::invalid_argument& e) {
       return fmt::format("{}: {}", opt, e.what());
@@ -181,8 +187,17 @@ int main(int argc, char** argv) {
   // The plain exchange sizes the work (unless --work-ms): simulate it first.
   SimOptions plain_opt = opt;
   plain_opt.tnbc = false;
+  // The plan: blocks read 0..p-1 (bench/overlap.c reads them in that order).
+  std::vector<int> plan_order(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) plan_order[static_cast<std::size_t>(r)] = r;
+  opt.tnbc_plan = a.plan;
+  opt.plan_order = plan_order;
   SimOptions tnbc_opt = opt;
   tnbc_opt.plain = false;
+  tnbc_opt.tnbc_plan = false;
+  SimOptions plan_opt = tnbc_opt;
+  plan_opt.tnbc = false;
+  plan_opt.tnbc_plan = a.plan;
   SimResult res;
   if (a.model == "simgrid") {
     res = simulate(a.spec, opt);  // SimGrid allows one engine per process: both calls in one run
@@ -192,10 +207,10 @@ int main(int argc, char** argv) {
   const double tcomm = slowest(res.plain, &RankRun::ret);
   const double sizing = a.work_ms ? *a.work_ms * 1e-3 : tcomm;
   const Work work{a.scenario.curc * sizing, a.scenario.crc * sizing, a.parts};
-  double plain = 0, tnbc = 0;
+  double plain = 0, tnbc = 0, tnbc_plan = 0;
   for (const RankRun& r : res.plain)
     plain = std::max(plain, reader_total(r.ret - r.entry, work, p, a.bytes, [&](std::size_t, std::size_t) { return r.ret - r.entry; }));
-  auto tnbc_total = [&](int, const RankRun& r) {
+  auto engine_total = [&](const RankRun& r) {
     const std::vector<double> ready = page_ready(r, total);
     auto when = [&](std::size_t lo, std::size_t hi) {
       double t = 0;
@@ -203,13 +218,18 @@ int main(int argc, char** argv) {
         t = std::max(t, ready[pg] - r.entry);
       return t;
     };
-    tnbc = std::max(tnbc, reader_total(r.ret - r.entry, work, p, a.bytes, when));
+    return reader_total(r.ret - r.entry, work, p, a.bytes, when);
   };
+  auto tnbc_total = [&](int, const RankRun& r) { tnbc = std::max(tnbc, engine_total(r)); };
+  auto plan_total = [&](int, const RankRun& r) { tnbc_plan = std::max(tnbc_plan, engine_total(r)); };
   if (a.model == "simgrid") {
     for (int r = 0; r < p; ++r) tnbc_total(r, res.tnbc[static_cast<std::size_t>(r)]);
+    for (const RankRun& r : res.tnbc_plan) plan_total(0, r);
   } else {
     res.tnbc = simulate_fluid(a.spec, tnbc_opt, fluid, tnbc_total).tnbc;
+    if (a.plan) res.tnbc_plan = simulate_fluid(a.spec, plan_opt, fluid, {}, false, plan_total).tnbc_plan;
   }
+  const std::string plan_ms = a.plan ? fmt::format("{:.3f}", tnbc_plan * 1e3) : "null";
   std::vector<int> nodes;
   for (int r = 0; r < p; ++r) nodes.push_back(node_of(a.spec, r));
   const double bound = link_bound(nodes, a.spec.link_Bps, a.bytes, work, 0);
@@ -222,12 +242,12 @@ int main(int argc, char** argv) {
         "\"mem_bytes_per_s\": {}, \"model\": \"{}\", \"op\": \"alltoall\", \"bytes\": {}, \"chunk_bytes\": {}, \"connection_depth\": {}, "
         "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
         "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
-        "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": null, "
+        "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"plan\": \"{}\", "
         "\"link_bound_ms\": {:.3f}}}\n",
         a.spec.nodes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.spec.link_Bps, a.spec.latency_s,
         a.spec.mem_Bps, a.model, a.bytes, a.chunk_bytes, a.depth, a.scenario.name, a.parts, ms(sizing), ms(work.curc),
         ms(work.crc), res.plain_algorithm, ms(tcomm), ms(plain), ms(tinit), ms(tnbc_exchange), ms(tnbc),
-        ms(bound));
+        plan_ms, a.plan ? "natural" : "none", ms(bound));
     return 0;
   }
   fmt::print("{} nodes x {} ranks ({} placement), links {:.1f} MB/s each way, latency {:g} us, memory {:.1f} GB/s\n",
@@ -242,7 +262,9 @@ int main(int argc, char** argv) {
   fmt::print("| plain MPICH ({} exchange) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", res.plain_algorithm,
              ms(plain), ms(tcomm), ms(tcomm));
   fmt::print("| tnbc, no plan | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", ms(tnbc), ms(tnbc_exchange), ms(tinit));
-  fmt::print("| tnbc, plan | not simulated yet | | |\n");
+  if (a.plan)
+    fmt::print("| tnbc, plan (order 0..p-1; per-message priorities only) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n",
+               ms(tnbc_plan), ms(slowest(res.tnbc_plan, &RankRun::done)), ms(slowest(res.tnbc_plan, &RankRun::ret)));
   fmt::print("| link bound (any schedule) | {:.1f} ms | | |\n", ms(bound));
   return 0;
 }

@@ -338,7 +338,7 @@ TEST_CASE("turns: the first early probe compares turns on and off and keeps the 
   REQUIRE(no.count_turns(0, 40) == 0);
 }
 
-TEST_CASE("turns that cost more are turned off; each run still compares them in 4 calls") {
+TEST_CASE("turns that cost more are turned off; runs compare them ever less often") {
   TurnSim s(Policy{}, 150, 200, 250);
   s.calls(12);
   REQUIRE(s.key.turns_decided());
@@ -349,10 +349,17 @@ TEST_CASE("turns that cost more are turned off; each run still compares them in 
   s.calls(32);
   REQUIRE(s.count_turns(11, 43) == 2);
   REQUIRE((s.turns[12] && !s.turns[13] && !s.turns[14] && s.turns[15]));
-  s.calls(400);
+  // That run confirmed the choice: the next run (64 calls after a blocking probe of 2) does not
+  // compare, the one after does.
+  s.calls(2 + 64);
+  REQUIRE(s.count_turns(43, 43 + 2 + 64) == 0);
+  s.calls(2 + 128);
+  REQUIRE(s.count_turns(43 + 2 + 64, 43 + 2 + 64 + 2 + 128) == 2);
+  s.calls(2000);
   REQUIRE(!s.key.turns_chosen());
   REQUIRE(s.key.turn_switches() == 0);
-  REQUIRE(s.count_turns(11, s.turns.size()) < 2 * 10);
+  // Runs of up to 1024 calls, compared in 1 run of 8 at most: a few calls with turns in 2000.
+  REQUIRE(s.count_turns(0, s.turns.size()) <= 2 * 6);
 }
 
 TEST_CASE("turns follow a change of phase, with the hysteresis of the path") {

@@ -84,27 +84,33 @@ TEST_CASE("the simulated ranks run the step lists shim/engine/schedule builds", 
   // every step completed.
   PlatformSpec spec{.nodes = 2, .ppn = 2};
   const std::size_t block = 1 << 20, chunk = tnbc::config::Config{}.chunk_bytes;
-  SimOptions opt{.block = block, .chunk_bytes = chunk, .plain = false, .cfg = {}};
+  // With a plan (receives in its order, --plan), the same builder with that order.
+  const std::vector<int> order{3, 1, 0, 2};
+  SimOptions opt{.block = block, .chunk_bytes = chunk, .plain = false, .tnbc_plan = true, .plan_order = order, .cfg = {}};
   const SimResult res = simulate(spec, opt);
   const int p = spec.ranks();
   REQUIRE(res.tnbc.size() == static_cast<std::size_t>(p));
+  REQUIRE(res.tnbc_plan.size() == static_cast<std::size_t>(p));
   std::vector<std::size_t> bytes(4, block), displs{0, block, 2 * block, 3 * block};
-  for (int r = 0; r < p; ++r) {
-    const RankRun& run = res.tnbc[static_cast<std::size_t>(r)];
-    const auto want = schedule::alltoallv(r, p, bytes, displs, bytes, displs, {}, {chunk}).steps;
-    REQUIRE(run.steps.size() == want.size());
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      const schedule::Step &a = run.steps[i], &b = want[i];
-      CHECK(a.kind == b.kind);
-      CHECK(a.peer == b.peer);
-      CHECK(a.offset == b.offset);
-      CHECK(a.bytes == b.bytes);
-      CHECK(a.sub == b.sub);
-      CHECK(a.piece == b.piece);
-      CHECK(a.edge == b.edge);
-      CHECK(a.after == b.after);
-      CHECK(a.src_offset == b.src_offset);
-      CHECK(run.step_done[i] >= run.entry);
+  for (int call = 0; call < 2; ++call) {
+    for (int r = 0; r < p; ++r) {
+      const RankRun& run = (call == 0 ? res.tnbc : res.tnbc_plan)[static_cast<std::size_t>(r)];
+      const std::vector<int> used = call == 0 ? std::vector<int>{} : order;
+      const auto want = schedule::alltoallv(r, p, bytes, displs, bytes, displs, used, {chunk}).steps;
+      REQUIRE(run.steps.size() == want.size());
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const schedule::Step &a = run.steps[i], &b = want[i];
+        CHECK(a.kind == b.kind);
+        CHECK(a.peer == b.peer);
+        CHECK(a.offset == b.offset);
+        CHECK(a.bytes == b.bytes);
+        CHECK(a.sub == b.sub);
+        CHECK(a.piece == b.piece);
+        CHECK(a.edge == b.edge);
+        CHECK(a.after == b.after);
+        CHECK(a.src_offset == b.src_offset);
+        CHECK(run.step_done[i] >= run.entry);
+      }
     }
   }
 }
@@ -213,7 +219,8 @@ namespace {
 // trivial.
 void check_fluid_agrees(const std::vector<std::string>& cfg, bool cyclic) {
   PlatformSpec spec{.nodes = 3, .ppn = 2, .link_Bps = 25e6, .latency_s = 25e-6, .cyclic = cyclic};
-  SimOptions opt{.block = 100000, .chunk_bytes = 16384, .cfg = cfg};
+  // The plan's call too, in an order that is neither the default nor its reverse.
+  SimOptions opt{.block = 100000, .chunk_bytes = 16384, .tnbc_plan = true, .plan_order = {2, 0, 4, 1, 5, 3}, .cfg = cfg};
   const SimResult sg = simulate(spec, opt);
   for (auto w : {FluidOptions::Weights::per_message, FluidOptions::Weights::per_pair}) {
     const SimResult fl = simulate_fluid(spec, opt, fluid_with(cfg, w), {}, true);
@@ -223,15 +230,18 @@ void check_fluid_agrees(const std::vector<std::string>& cfg, bool cyclic) {
     REQUIRE(fl.plain.size() == sg.plain.size());
     for (std::size_t r = 0; r < sg.plain.size(); ++r)
       CHECK(elapsed(fl.plain[r], &RankRun::ret) == Approx(elapsed(sg.plain[r], &RankRun::ret)).epsilon(tol));
-    REQUIRE(fl.tnbc.size() == sg.tnbc.size());
-    for (std::size_t r = 0; r < sg.tnbc.size(); ++r) {
-      const RankRun &a = fl.tnbc[r], &b = sg.tnbc[r];
-      CHECK(elapsed(a, &RankRun::ret) == Approx(elapsed(b, &RankRun::ret)).epsilon(tol));
-      CHECK(elapsed(a, &RankRun::done) == Approx(elapsed(b, &RankRun::done)).epsilon(tol));
-      REQUIRE(a.step_done.size() == b.step_done.size());
-      if (w == FluidOptions::Weights::per_message)
-        for (std::size_t i = 0; i < a.step_done.size(); ++i)
-          CHECK(a.step_done[i] - a.entry == Approx(b.step_done[i] - b.entry).epsilon(1e-9).margin(1e-9));
+    for (auto call : {&SimResult::tnbc, &SimResult::tnbc_plan}) {
+      REQUIRE((sg.*call).size() == sg.plain.size());
+      REQUIRE((fl.*call).size() == (sg.*call).size());
+      for (std::size_t r = 0; r < (sg.*call).size(); ++r) {
+        const RankRun &a = (fl.*call)[r], &b = (sg.*call)[r];
+        CHECK(elapsed(a, &RankRun::ret) == Approx(elapsed(b, &RankRun::ret)).epsilon(tol));
+        CHECK(elapsed(a, &RankRun::done) == Approx(elapsed(b, &RankRun::done)).epsilon(tol));
+        REQUIRE(a.step_done.size() == b.step_done.size());
+        if (w == FluidOptions::Weights::per_message)
+          for (std::size_t i = 0; i < a.step_done.size(); ++i)
+            CHECK(a.step_done[i] - a.entry == Approx(b.step_done[i] - b.entry).epsilon(1e-9).margin(1e-9));
+      }
     }
   }
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
+#include <utility>
 
 namespace tnbc::sim {
 
@@ -98,9 +99,9 @@ void plain_call(World& w, int rank, RankRun& out) {
 
 // The engine's MPI_Alltoall, posted as progress.cpp posts it.  Receive times are filled in after
 // the simulation (finish_tnbc), once every sender has recorded its sends.
-void tnbc_call(World& w, int rank, RankRun& out) {
+void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order) {
   const int p = w.p();
-  out.steps = alltoall_steps(rank, p, w.opt.block, {}, w.opt.chunk_bytes).steps;
+  out.steps = alltoall_steps(rank, p, w.opt.block, order, w.opt.chunk_bytes).steps;
   const std::vector<Step>& steps = out.steps;
   const std::size_t n = steps.size();
   out.step_done.assign(n, -1);
@@ -235,18 +236,30 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
   w.result.plain_algorithm = plain_algorithm(options.block, p);
   if (options.plain) w.result.plain.resize(np);
   if (options.tnbc) w.result.tnbc.resize(np);
+  if (options.tnbc_plan) w.result.tnbc_plan.resize(np);
+  // The engine's calls record their arrivals in w.arrived: one map per call.
+  std::vector<std::vector<std::unordered_map<std::uint64_t, double>>> arrivals(2);
   for (int r = 0; r < p; ++r)
-    s4u::Actor::create("rank" + std::to_string(r), w.hosts[static_cast<std::size_t>(node_of(spec, r))], [&w, r] {
+    s4u::Actor::create("rank" + std::to_string(r), w.hosts[static_cast<std::size_t>(node_of(spec, r))], [&w, &arrivals, r] {
       const auto i = static_cast<std::size_t>(r);
       // One call after the other, each from a barrier: the network is idle when it begins.
       w.barrier->wait();
       if (w.opt.plain) plain_call(w, r, w.result.plain[i]);
       w.barrier->wait();
-      if (w.opt.tnbc) tnbc_call(w, r, w.result.tnbc[i]);
+      if (w.opt.tnbc) tnbc_call(w, r, w.result.tnbc[i], {});
+      w.barrier->wait();
+      if (r == 0) arrivals[0] = std::exchange(w.arrived, std::vector<std::unordered_map<std::uint64_t, double>>(w.arrived.size()));
+      w.barrier->wait();
+      if (w.opt.tnbc_plan) tnbc_call(w, r, w.result.tnbc_plan[i], w.opt.plan_order);
     });
   engine.run();
+  arrivals[1] = std::move(w.arrived);
+  w.arrived = std::move(arrivals[0]);
   if (options.tnbc)
     for (int r = 0; r < p; ++r) finish_tnbc(w, r, w.result.tnbc[static_cast<std::size_t>(r)]);
+  w.arrived = std::move(arrivals[1]);
+  if (options.tnbc_plan)
+    for (int r = 0; r < p; ++r) finish_tnbc(w, r, w.result.tnbc_plan[static_cast<std::size_t>(r)]);
   return std::move(w.result);
 }
 

@@ -56,12 +56,16 @@ struct SimOptions {
   int connection_depth = 2;
   bool plain = true;            ///< simulate plain MPICH
   bool tnbc = true;             ///< simulate the engine without a plan
+  /// Simulate the engine once more with a plan's read order (per-message priorities: receives
+  /// and sends posted in `plan_order`; per-node turns and the send window are not simulated).
+  bool tnbc_plan = false;
+  std::vector<int> plan_order = {};  ///< source ranks, read first first
   std::vector<std::string> cfg; ///< SimGrid settings ("network/model:CM02"), as --cfg takes them
 };
 
 struct SimResult {
   std::string plain_algorithm;
-  std::vector<RankRun> plain, tnbc;  ///< per rank; empty when not simulated
+  std::vector<RankRun> plain, tnbc, tnbc_plan;  ///< per rank; empty when not simulated
 };
 
 /// Builds the platform and runs the calls, one after the other with a barrier between them

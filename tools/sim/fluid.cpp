@@ -416,20 +416,20 @@ struct EngineRank {
   int edges_left = 0;
 };
 
-void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOptions& f, SimResult& res,
-                const RankVisitor& visitor, bool keep_steps) {
+void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOptions& f, std::vector<RankRun>& out,
+                std::span<const int> order, const RankVisitor& visitor, bool keep_steps) {
   const int p = spec.ranks();
   const auto np = static_cast<std::size_t>(p);
   // Pieces per block: the same for every block of an Alltoall.
   std::size_t pieces = 1;
-  for (const Step& s : alltoall_steps(0, p, opt.block, {}, opt.chunk_bytes).steps)
+  for (const Step& s : alltoall_steps(0, p, opt.block, order, opt.chunk_bytes).steps)
     pieces = std::max(pieces, static_cast<std::size_t>(s.piece) + 1);
   std::vector<EngineRank> ranks(np);
   // arrived[r][src * pieces + piece]: when rank r's receive of that piece completed.
   std::vector<std::vector<double>> arrived(np);
   for (int r = 0; r < p; ++r) {
     EngineRank& e = ranks[static_cast<std::size_t>(r)];
-    const std::vector<Step> steps = alltoall_steps(r, p, opt.block, {}, opt.chunk_bytes).steps;
+    const std::vector<Step> steps = alltoall_steps(r, p, opt.block, order, opt.chunk_bytes).steps;
     for (int edge = 1; edge >= 0; --edge)
       for (const Step& s : steps)
         if (s.edge == (edge == 1) && s.kind != Kind::recv)
@@ -492,13 +492,13 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     if (s.edge && --ranks[d].edges_left == 0) advance(s.peer, now);
   });
 
-  res.tnbc.assign(np, RankRun{});
+  out.assign(np, RankRun{});
   const std::size_t total = np * opt.block;
   for (int r = 0; r < p; ++r) {
     const auto ri = static_cast<std::size_t>(r);
     RankRun run;
     run.entry = 0;
-    run.steps = alltoall_steps(r, p, opt.block, {}, opt.chunk_bytes).steps;
+    run.steps = alltoall_steps(r, p, opt.block, order, opt.chunk_bytes).steps;
     run.step_done.resize(run.steps.size());
     for (std::size_t i = 0; i < run.steps.size(); ++i) {
       const Step& s = run.steps[i];
@@ -514,18 +514,20 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
       std::vector<Step>().swap(run.steps);
       std::vector<double>().swap(run.step_done);
     }
-    res.tnbc[ri] = std::move(run);
+    out[ri] = std::move(run);
   }
 }
 
 }  // namespace
 
 SimResult simulate_fluid(const PlatformSpec& spec, const SimOptions& options, const FluidOptions& fluid,
-                         const RankVisitor& tnbc_visitor, bool keep_steps) {
+                         const RankVisitor& tnbc_visitor, bool keep_steps, const RankVisitor& plan_visitor) {
   SimResult res;
   res.plain_algorithm = plain_algorithm(options.block, spec.ranks());
   if (options.plain) plain_fluid(spec, options, fluid, res);
-  if (options.tnbc) tnbc_fluid(spec, options, fluid, res, tnbc_visitor, keep_steps);
+  if (options.tnbc) tnbc_fluid(spec, options, fluid, res.tnbc, {}, tnbc_visitor, keep_steps);
+  if (options.tnbc_plan)
+    tnbc_fluid(spec, options, fluid, res.tnbc_plan, options.plan_order, plan_visitor, keep_steps);
   return res;
 }
 

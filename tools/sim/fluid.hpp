@@ -54,9 +54,11 @@ struct FluidOptions {
 using RankVisitor = std::function<void(int rank, const RankRun& run)>;
 
 /// Runs the calls SimOptions asks for on the fluid model.  The result's per-rank runs carry
-/// entry, ret and done; their steps and step times are handed to `tnbc_visitor` (when set) and
-/// not kept, unless `keep_steps`.
+/// entry, ret and done; their steps and step times are handed to `tnbc_visitor` (the engine
+/// without a plan) and `plan_visitor` (with the plan's order), when set, and not kept, unless
+/// `keep_steps`.
 SimResult simulate_fluid(const PlatformSpec& spec, const SimOptions& options, const FluidOptions& fluid,
-                         const RankVisitor& tnbc_visitor = {}, bool keep_steps = false);
+                         const RankVisitor& tnbc_visitor = {}, bool keep_steps = false,
+                         const RankVisitor& plan_visitor = {});
 
 }  // namespace tnbc::sim
