@@ -73,8 +73,10 @@ bool compare_on(std::uint64_t i) { return i % kCompare == 0 || i % kCompare == k
 
 std::uint64_t KeyState::early_probe_length() const {
   const std::uint64_t p = policy_.probe_calls;
-  // Undecided turns: the first call (not compared) and one round of the comparison.
-  return turns_allowed_ && !turns_decided() ? std::max<std::uint64_t>(p, 1 + kCompare) : p;
+  // With turns: the first call (not compared) and one round of the comparison.  Every early
+  // probe compares them, decided or not: a probe comes after a blocking run, and early may
+  // only win with the other turns (a first comparison that chose wrong is mended there).
+  return turns_allowed_ ? std::max<std::uint64_t>(p, 1 + kCompare) : p;
 }
 
 void KeyState::allow_turns() {
@@ -90,7 +92,7 @@ std::pair<bool, bool> KeyState::turn_plan(std::uint64_t j) const {
   // The first call of a segment pays for the change of path (and a learn point): not compared.
   // Undecided, it takes turns, so that a communicator's turn window is set up there.
   if (j == 0) return {turns_decided() ? turns_chosen_ : true, false};
-  if (!turns_decided()) return {compare_on(j - 1), true};
+  if (!turns_decided() || decide_at_end_) return {compare_on(j - 1), true};  // undecided, or a probe
   const std::uint64_t trial = policy_.turn_trial_calls;
   if (!decide_at_end_ && trial_run_ && j <= trial && segment_end_ - segment_start_ > trial + 1)
     return {compare_on(j - 1), true};
@@ -185,6 +187,8 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
   // Turns first, when every rank that measured the paths compared them (the sums then run over
   // the same ranks): early is then judged by the mean of the turns it will use.
   double early_ns = summed.early_ns;
+  // The segment that ends here was an early probe: its early mean mixes both turns.
+  const bool after_probe = path_ == Path::early && decide_at_end_;
   if (turns_allowed_ && summed.turn_ranks > 0 && summed.turn_ranks >= summed.ranks_measured) {
     const double need = turns_decided() && turns_chosen_ ? policy_.keep_gain : policy_.enter_gain;
     const bool on = summed.turns_on_ns < (1.0 - need) * summed.turns_off_ns;
@@ -192,9 +196,9 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
     if (turns_decided() && !same) ++turn_switches_;
     // A confirmation doubles the runs until the next comparison; a change compares at once.
     trial_gap_ = same ? std::min(trial_gap_ * 2, std::max(policy_.max_trial_gap, 1u)) : 1;
-    // New turns: what early costs with them is their compared mean (the early mean measured
-    // other turns, or a mix of both).
-    if (!same) early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
+    // New turns, or a probe that compared both: what early costs with the turns it will use
+    // is their compared mean (the early mean measured other turns, or a mix of both).
+    if (!same || after_probe) early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
     ++turn_decisions_;
     turns_chosen_ = on;
   }

@@ -165,8 +165,9 @@ class KeyState {
 
   /// The key has an agreed per-node turn order from now on (called at the same call on every
   /// rank, the first of an early segment).  Its early calls then compare turns on and off:
-  /// until turns are decided, each call after the first of a segment alternates on, off, off,
-  /// on (an early probe is lengthened to hold four such calls), and the first goes with turns;
+  /// until turns are decided, and in every early probe, each call after the first of the
+  /// segment alternates on, off, off, on (an early probe is lengthened to hold four such
+  /// calls), and the first goes with turns while undecided;
   /// once decided, the first turn_trial_calls after the first of a run do, in one run of
   /// every trial gap (Policy::max_trial_gap), and the rest use the decision, uncompared (only
   /// calls next to each other are compared, so that a phase change within a run does not

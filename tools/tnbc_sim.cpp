@@ -27,7 +27,8 @@ constexpr std::string_view kUsage =
     "usage: tnbc-sim [--nodes N] [--ppn P] [--link RATE] [--latency T] [--mem-bw RATE]\n"
     "                [--placement block|cyclic] [--op alltoall] [--bytes B] [--chunk-bytes B]\n"
     "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N] [--cfg KEY:VALUE]\n"
-    "                [--model simgrid|fluid|pairs] [--plan natural|none] [--json]\n"
+    "                [--model simgrid|fluid|pairs] [--plan natural|none] [--per-node on|off]\n"
+    "                [--json]\n"
     "\n"
     "Predict the time of one MPI_Alltoall and the work after it (bench/overlap.c's scenarios),\n"
     "under plain MPICH and under libtnbc.so without and with a plan, on a simulated cluster: N nodes on\n"
@@ -67,8 +68,10 @@ constexpr std::string_view kUsage =
     "  --parts N             each block read in N parts (default 1)\n"
     "  --plan natural|none   the plan simulated for 'tnbc, plan': natural (default) is the\n"
     "                        order the scenario reads, 0..p-1, as `tnbc-order plan` derives it\n"
-    "                        from a trace of bench/overlap; per-message priorities only (per-node\n"
-    "                        turns and the send window are not simulated yet); none: no plan\n"
+    "                        from a trace of bench/overlap, as per-message priorities; none: no plan\n"
+    "  --per-node on|off     the plan's per-node turns, in its order, with TNBC_CHUNK_WINDOW's\n"
+    "                        window of synchronous sends (default on with the fluid models; the\n"
+    "                        simgrid model does not simulate them)\n"
     "\n"
     "output:\n"
     "  --json                one JSON object: plain_ms, tnbc_ms, tnbc_plan_ms (null with --plan\n"
@@ -104,6 +107,7 @@ struct Args {
   std::string model;  // empty: by the rank count
   bool json = false;
   bool plan = true;  // --plan natural
+  std::optional<bool> per_node;  // --per-node (default: on with the fluid models)
 };
 
 // Above this many ranks --model defaults to pairs (docs/scale.md, "Timings").
@@ -140,6 +144,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--cfg") a.cfg.emplace_back(v);
       else if (opt == "--model" && (v == "simgrid" || v == "fluid" || v == "pairs")) a.model = v;
       else if (opt == "--plan" && (v == "natural" || v == "none")) a.plan = v == "natural";
+      else if (opt == "--per-node" && (v == "on" || v == "off")) a.per_node = v == "on";
       else return fmt::format("{} {}: unknown option or value", opt, v);
     } catch (const std::invalid_argument& e) {
       return fmt::format("{}: {}", opt, e.what());
@@ -151,6 +156,9 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.depth < 1) return "--connection-depth: at least 1";
   if (a.work_ms && *a.work_ms < 0) return "--work-ms: not negative";
   if (a.model.empty()) a.model = a.spec.ranks() <= kFluidMaxRanks ? "fluid" : "pairs";
+  if (a.model == "simgrid" && a.per_node.value_or(false))
+    return "--per-node on: per-node turns are simulated by the fluid models only (--model fluid or pairs)";
+  if (!a.per_node) a.per_node = a.model != "simgrid";
   return std::nullopt;
 }
 
@@ -192,6 +200,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < p; ++r) plan_order[static_cast<std::size_t>(r)] = r;
   opt.tnbc_plan = a.plan;
   opt.plan_order = plan_order;
+  opt.plan_per_node = a.plan && *a.per_node;
+  opt.chunk_window = static_cast<std::size_t>(tnbc::config::Config{}.chunk_window);
   SimOptions tnbc_opt = opt;
   tnbc_opt.plain = false;
   tnbc_opt.tnbc_plan = false;
@@ -242,12 +252,12 @@ int main(int argc, char** argv) {
         "\"mem_bytes_per_s\": {}, \"model\": \"{}\", \"op\": \"alltoall\", \"bytes\": {}, \"chunk_bytes\": {}, \"connection_depth\": {}, "
         "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
         "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
-        "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"plan\": \"{}\", "
+        "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"plan\": \"{}\", \"plan_per_node\": {}, "
         "\"link_bound_ms\": {:.3f}}}\n",
         a.spec.nodes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.spec.link_Bps, a.spec.latency_s,
         a.spec.mem_Bps, a.model, a.bytes, a.chunk_bytes, a.depth, a.scenario.name, a.parts, ms(sizing), ms(work.curc),
         ms(work.crc), res.plain_algorithm, ms(tcomm), ms(plain), ms(tinit), ms(tnbc_exchange), ms(tnbc),
-        plan_ms, a.plan ? "natural" : "none", ms(bound));
+        plan_ms, a.plan ? "natural" : "none", opt.plan_per_node ? "true" : "false", ms(bound));
     return 0;
   }
   fmt::print("{} nodes x {} ranks ({} placement), links {:.1f} MB/s each way, latency {:g} us, memory {:.1f} GB/s\n",
@@ -263,8 +273,8 @@ int main(int argc, char** argv) {
              ms(plain), ms(tcomm), ms(tcomm));
   fmt::print("| tnbc, no plan | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", ms(tnbc), ms(tnbc_exchange), ms(tinit));
   if (a.plan)
-    fmt::print("| tnbc, plan (order 0..p-1; per-message priorities only) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n",
-               ms(tnbc_plan), ms(slowest(res.tnbc_plan, &RankRun::done)), ms(slowest(res.tnbc_plan, &RankRun::ret)));
+    fmt::print("| tnbc, plan (order 0..p-1{}) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n",
+               opt.plan_per_node ? ", per-node turns" : "; per-message priorities only", ms(tnbc_plan), ms(slowest(res.tnbc_plan, &RankRun::done)), ms(slowest(res.tnbc_plan, &RankRun::ret)));
   fmt::print("| link bound (any schedule) | {:.1f} ms | | |\n", ms(bound));
   return 0;
 }

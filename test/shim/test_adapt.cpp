@@ -379,3 +379,20 @@ TEST_CASE("turns follow a change of phase, with the hysteresis of the path") {
   REQUIRE(s.key.turn_switches() == 1);
   REQUIRE(s.key.chosen() == Path::early);
 }
+
+TEST_CASE("turns: a first comparison that chose wrong is mended at the next early probe") {
+  // Early without turns saves nothing (300 against 300); with turns a third.  But while the
+  // first probe runs, turns happen to cost more (a noisy start): turns off, blocking kept.
+  TurnSim s(Policy{}, 300, 300, 350);
+  s.calls(12);
+  REQUIRE(s.key.turns_decided());
+  REQUIRE(!s.key.turns_chosen());
+  REQUIRE(s.key.chosen() == Path::blocking);
+  // The next early probe (after a blocking run of 32) compares turns again: on, and early.
+  s.on_ns = 200;
+  s.calls(32 + 5 + 1);
+  REQUIRE(s.key.turns_chosen());
+  REQUIRE(s.key.turn_switches() == 1);
+  REQUIRE(s.key.chosen() == Path::early);
+  REQUIRE(s.paths.back() == Path::early);
+}

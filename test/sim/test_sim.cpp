@@ -3,6 +3,7 @@
 // (test/sim/meson.build passes the tag); the [pure] cases need no simulation.
 #include <catch2/catch.hpp>
 
+#include <stdexcept>
 #include <vector>
 
 #include "shim/config.hpp"
@@ -260,6 +261,47 @@ TEST_CASE("the fluid model and SimGrid without cross-traffic: the same time for 
   // alike, so this does not tell a solver that fixes the pairs ending at a node with its UP
   // link's share from a correct one; it checks the path without cross-traffic.)
   check_fluid_agrees(kExact, false);
+}
+
+TEST_CASE("per-node turns: a node's second member sends off the node after its first is done", "[pure]") {
+  // 2 nodes x 2 ranks in blocks (nodes {0, 1} and {2, 3}), a plan reading 0..3: rank 0 takes
+  // the first turn on node 0 and rank 2 on node 1.  Every inter-node body of the second member
+  // arrives after the last of the first member's; without turns they go at once, interleaved.
+  PlatformSpec spec{.nodes = 2, .ppn = 2, .link_Bps = 25e6, .latency_s = 25e-6};
+  const std::size_t chunk = 16384;
+  for (bool per_node : {true, false}) {
+    SimOptions opt{.block = 100000, .chunk_bytes = chunk, .plain = false, .tnbc = false, .tnbc_plan = true,
+                   .plan_order = {0, 1, 2, 3}, .plan_per_node = per_node, .chunk_window = 2, .cfg = {}};
+    const SimResult res = simulate_fluid(spec, opt, FluidOptions{}, {}, true);
+    REQUIRE(res.tnbc_plan.size() == 4);
+    // When the inter-node bodies of rank r arrived: the first and the last.
+    auto bodies = [&](int r) {
+      const RankRun& run = res.tnbc_plan[static_cast<std::size_t>(r)];
+      double first = 1e9, last = 0;
+      for (std::size_t i = 0; i < run.steps.size(); ++i) {
+        const schedule::Step& st = run.steps[i];
+        if (st.kind != schedule::Kind::send || st.edge || node_of(spec, st.peer) == node_of(spec, r)) continue;
+        first = std::min(first, run.step_done[i]);
+        last = std::max(last, run.step_done[i]);
+      }
+      return std::pair{first, last};
+    };
+    for (auto [a, b] : {std::pair{0, 1}, std::pair{2, 3}}) {
+      const auto [a_first, a_last] = bodies(a);
+      const auto [b_first, b_last] = bodies(b);
+      REQUIRE(a_last > 0);
+      REQUIRE(b_last > 0);
+      if (per_node) {
+        CHECK(b_first > a_last);
+      } else {
+        CHECK(b_first < a_last);
+        CHECK(a_first < b_last);
+      }
+    }
+  }
+  // SimGrid's own flows do not take turns: asked to, it refuses (before starting an engine).
+  SimOptions sg{.block = 100000, .tnbc_plan = true, .plan_order = {0, 1, 2, 3}, .plan_per_node = true, .cfg = {}};
+  CHECK_THROWS_AS(simulate(spec, sg), std::invalid_argument);
 }
 
 TEST_CASE("FluidOptions::apply_cfg: SimGrid's settings, and no other", "[pure]") {

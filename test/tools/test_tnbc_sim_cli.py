@@ -3,7 +3,8 @@
 
 On 2 nodes x 2 ranks in block placement at 200 Mbit/s with scenario b (data read in order
 0..p-1 while the work spreads over the blocks), the prediction must hold all the fields the
-documentation names; the plan's order alone must predict what no plan predicts (within 2%: one
+documentation names; per-node turns are on by default with the fluid models, off (and refused)
+with SimGrid's; the plan's order alone (`--per-node off`) must predict what no plan predicts (within 2%: one
 order everywhere reorders no sender's sends), `--plan none` must leave tnbc_plan_ms null, and
 every model must give the plan's prediction (SimGrid's own flows the same as the fluid model)."""
 
@@ -41,17 +42,21 @@ def main():
         for args, msg in ((["--plan", "reverse"], "--plan reverse: unknown option or value"),
                           (["--nodes", "0"], "--nodes and --ppn: at least 1"),
                           (["--bytes", "x"], "not a number"),
-                          (["--frob"], "--frob: unknown option")):
+                          (["--frob"], "--frob: unknown option"),
+                          (["--model", "simgrid", "--per-node", "on"], "the fluid models only")):
             r = run(*args)
             expect(r.returncode == 2 and msg in r.stderr and "usage: tnbc-sim" in r.stderr, f"{args}: {r}")
     s.check("bad usage: exit 2, the reason and the usage", usage_errors)
 
     def plan_prediction():
         base = ["--nodes", 2, "--ppn", 2, "--link", "200mbit", "--scenario", "b", "--bytes", 1 << 20]
-        d = predict(*base)
+        turns = predict(*base)
+        expect(turns["plan_per_node"] is True, f"the fluid model's plan takes no per-node turns by default: {turns}")
+        d = predict(*base, "--per-node", "off")
         for f in FIELDS:
             expect(f in d, f"{f} missing: {d}")
-        expect(d["plan"] == "natural" and isinstance(d["tnbc_plan_ms"], float), f"no plan prediction: {d}")
+        expect(d["plan"] == "natural" and isinstance(d["tnbc_plan_ms"], float) and d["plan_per_node"] is False,
+               f"no plan prediction: {d}")
         expect(d["link_bound_ms"] <= min(d["plain_ms"], d["tnbc_ms"], d["tnbc_plan_ms"]) + 1e-6,
                f"a prediction below the link bound: {d}")
         # One order on every rank moves no sender's sends relative to each other (each sender
@@ -65,6 +70,7 @@ def main():
         for model in ("simgrid", "pairs"):
             m = predict(*base, "--model", model)
             expect(isinstance(m["tnbc_plan_ms"], float) and m["model"] == model, f"--model {model}: {m}")
+            expect(m["plan_per_node"] is (model != "simgrid"), f"--model {model}: per-node turns {m}")
         # SimGrid's own flows and the fluid model share the rule: the same plan prediction.
         sg = predict(*base, "--model", "simgrid")
         expect(abs(sg["tnbc_plan_ms"] - d["tnbc_plan_ms"]) < 1e-3 * d["tnbc_plan_ms"], f"simgrid {sg} fluid {d}")

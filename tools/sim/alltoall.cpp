@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <unordered_map>
 #include <utility>
 
@@ -212,6 +213,8 @@ void finish_tnbc(World& w, int rank, RankRun& out) {
 }  // namespace
 
 SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
+  if (options.tnbc_plan && options.plan_per_node)
+    throw std::invalid_argument("per-node turns are simulated by the fluid models only");
   std::vector<std::string> args{"tnbc-sim", "--log=root.thresh:warning"};
   for (const std::string& c : options.cfg) args.push_back("--cfg=" + c);
   std::vector<char*> argv;

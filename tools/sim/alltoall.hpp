@@ -57,9 +57,12 @@ struct SimOptions {
   bool plain = true;            ///< simulate plain MPICH
   bool tnbc = true;             ///< simulate the engine without a plan
   /// Simulate the engine once more with a plan's read order (per-message priorities: receives
-  /// and sends posted in `plan_order`; per-node turns and the send window are not simulated).
+  /// and sends posted in `plan_order`) and, with `plan_per_node` (the fluid models only),
+  /// per-node turns in that order with a send window of `chunk_window` synchronous sends.
   bool tnbc_plan = false;
   std::vector<int> plan_order = {};  ///< source ranks, read first first
+  bool plan_per_node = false;
+  std::size_t chunk_window = 2;  ///< TNBC_CHUNK_WINDOW (tools pass its default)
   std::vector<std::string> cfg; ///< SimGrid settings ("network/model:CM02"), as --cfg takes them
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <queue>
 #include <stdexcept>
@@ -414,12 +415,21 @@ struct EngineRank {
   std::size_t cursor = 0;
   double copy_t = 0, copy_end = 0, copy_step = 0;
   int edges_left = 0;
+  // Per-node turns (node_turn.hpp): the inter-node body sends, in fill order; the next to post;
+  // how many are in flight and left; this rank's place among its node's members.
+  std::vector<std::int32_t> remote;
+  std::size_t next_remote = 0;
+  std::size_t remote_inflight = 0, remote_left = 0;
+  std::size_t turn_pos = 0;
 };
 
 void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOptions& f, std::vector<RankRun>& out,
-                std::span<const int> order, const RankVisitor& visitor, bool keep_steps) {
+                std::span<const int> order, bool per_node, const RankVisitor& visitor, bool keep_steps) {
   const int p = spec.ranks();
   const auto np = static_cast<std::size_t>(p);
+  auto is_remote = [&](int r, const Send& s) {
+    return per_node && !s.copy && !s.edge && node_of(spec, s.peer) != node_of(spec, r);
+  };
   // Pieces per block: the same for every block of an Alltoall.
   std::size_t pieces = 1;
   for (const Step& s : alltoall_steps(0, p, opt.block, order, opt.chunk_bytes).steps)
@@ -446,7 +456,26 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
       e.head[static_cast<std::size_t>(s.peer)] = static_cast<std::int32_t>(i);
     }
     arrived[static_cast<std::size_t>(r)].assign(np * pieces, 0);
+    for (std::size_t i = 0; i < e.fill.size(); ++i)
+      if (is_remote(r, e.fill[i])) e.remote.push_back(static_cast<std::int32_t>(i));
+    e.remote_left = e.remote.size();
   }
+  // Each node's members in the order of their turns: by place in the plan's order, members it
+  // does not list after them by rank (node_turn.cpp: gate).
+  std::vector<std::vector<int>> members(static_cast<std::size_t>(spec.nodes));
+  std::vector<std::size_t> turn(static_cast<std::size_t>(spec.nodes), 0);  // members done per node
+  if (per_node) {
+    auto pos = [&](int r) {
+      const auto it = std::find(order.begin(), order.end(), r);
+      return it == order.end() ? static_cast<long>(order.size()) + r : static_cast<long>(it - order.begin());
+    };
+    for (int r = 0; r < p; ++r) members[static_cast<std::size_t>(node_of(spec, r))].push_back(r);
+    for (auto& m : members) {
+      std::stable_sort(m.begin(), m.end(), [&](int a, int b) { return pos(a) < pos(b); });
+      for (std::size_t k = 0; k < m.size(); ++k) ranks[static_cast<std::size_t>(m[k])].turn_pos = k;
+    }
+  }
+  const std::size_t window = per_node ? opt.chunk_window : 0;
 
   Network net(spec, f);
   Timers timers;
@@ -459,8 +488,40 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     net.post(node_of(spec, r), node_of(spec, s.peer), s.bytes,
              (static_cast<std::uint64_t>(r) << 32) | static_cast<std::uint32_t>(pos), now);
   };
+  auto gate_open = [&](int r) {
+    const EngineRank& e = ranks[static_cast<std::size_t>(r)];
+    return e.turn_pos <= turn[static_cast<std::size_t>(node_of(spec, r))];
+  };
+  // The inter-node bodies of rank r that may go now: copied, its turn on the node, strictly in
+  // fill order, at most `window` in flight (0: no bound), each behind the earlier messages to
+  // its peer.
+  auto post_remote = [&](int r, double now) {
+    EngineRank& e = ranks[static_cast<std::size_t>(r)];
+    while (e.next_remote < e.remote.size() && gate_open(r)) {
+      const std::int32_t pos = e.remote[e.next_remote];
+      const Send& s = e.fill[static_cast<std::size_t>(pos)];
+      if (static_cast<std::size_t>(pos) >= e.cursor || e.edges_left > 0) return;  // not copied, or heads and tails first
+      if (window > 0 && e.remote_inflight >= window) return;
+      if (e.head[static_cast<std::size_t>(s.peer)] != pos || e.busy[static_cast<std::size_t>(s.peer)] >= depth) return;
+      post(r, pos, now);
+      ++e.next_remote;
+      ++e.remote_inflight;
+    }
+  };
+  // A member of node `n` ended its turn: the next ones take theirs (at once, those with
+  // nothing to send off the node).
+  std::function<void(int, double)> pass_turn = [&](int n, double now) {
+    auto& m = members[static_cast<std::size_t>(n)];
+    std::size_t& t = turn[static_cast<std::size_t>(n)];
+    ++t;
+    if (t >= m.size()) return;
+    const int next = m[t];
+    if (ranks[static_cast<std::size_t>(next)].remote_left == 0) return pass_turn(n, now);
+    post_remote(next, now);
+  };
   auto advance = [&](int r, double now) {
     EngineRank& e = ranks[static_cast<std::size_t>(r)];
+    post_remote(r, now);
     while (e.cursor < e.fill.size()) {
       const Send& s = e.fill[e.cursor];
       const double copied = e.copy_t + static_cast<double>(s.bytes) / spec.mem_Bps;
@@ -475,10 +536,17 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
         e.copy_step = copied;
         continue;
       }
+      if (is_remote(r, s)) continue;  // post_remote's
       if (e.head[static_cast<std::size_t>(s.peer)] == pos && e.busy[static_cast<std::size_t>(s.peer)] < depth)
         post(r, pos, now);
     }
+    post_remote(r, now);
   };
+  // The first member of each node with nothing to send off it passes its turn at once.
+  if (per_node)
+    for (std::size_t n = 0; n < members.size(); ++n)
+      if (!members[n].empty() && ranks[static_cast<std::size_t>(members[n][0])].remote_left == 0)
+        pass_turn(static_cast<int>(n), 0);
   for (int r = 0; r < p; ++r) advance(r, 0);
   run(net, timers, advance, [&](std::uint64_t msg, double now) {
     const int r = static_cast<int>(msg >> 32);
@@ -488,7 +556,13 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     arrived[d][static_cast<std::size_t>(r) * pieces + s.piece] = now;
     --e.busy[d];
     const std::int32_t next = e.head[d];
-    if (next >= 0 && static_cast<std::size_t>(next) < e.cursor) post(r, next, now);
+    if (next >= 0 && static_cast<std::size_t>(next) < e.cursor && !is_remote(r, e.fill[static_cast<std::size_t>(next)]))
+      post(r, next, now);
+    if (is_remote(r, s)) {
+      --e.remote_inflight;
+      if (--e.remote_left == 0) pass_turn(node_of(spec, r), now);  // the last one ends its turn
+    }
+    post_remote(r, now);
     if (s.edge && --ranks[d].edges_left == 0) advance(s.peer, now);
   });
 
@@ -525,9 +599,10 @@ SimResult simulate_fluid(const PlatformSpec& spec, const SimOptions& options, co
   SimResult res;
   res.plain_algorithm = plain_algorithm(options.block, spec.ranks());
   if (options.plain) plain_fluid(spec, options, fluid, res);
-  if (options.tnbc) tnbc_fluid(spec, options, fluid, res.tnbc, {}, tnbc_visitor, keep_steps);
+  if (options.tnbc) tnbc_fluid(spec, options, fluid, res.tnbc, {}, false, tnbc_visitor, keep_steps);
   if (options.tnbc_plan)
-    tnbc_fluid(spec, options, fluid, res.tnbc_plan, options.plan_order, plan_visitor, keep_steps);
+    tnbc_fluid(spec, options, fluid, res.tnbc_plan, options.plan_order, options.plan_per_node, plan_visitor,
+               keep_steps);
   return res;
 }
 
