@@ -93,9 +93,9 @@ std::pair<bool, bool> KeyState::turn_plan(std::uint64_t j) const {
   // Undecided, it takes turns, so that a communicator's turn window is set up there.
   if (j == 0) return {turns_decided() ? turns_chosen_ : true, false};
   if (!turns_decided() || decide_at_end_) return {compare_on(j - 1), true};  // undecided, or a probe
+  // A run: its first turn_trial_calls compare, in a trial run long enough to hold them.
   const std::uint64_t trial = policy_.turn_trial_calls;
-  if (!decide_at_end_ && trial_run_ && j <= trial && segment_end_ - segment_start_ > trial + 1)
-    return {compare_on(j - 1), true};
+  if (trial_run_ && j <= trial && segment_end_ - segment_start_ > trial + 1) return {compare_on(j - 1), true};
   // Only calls next to each other are compared: a run's other calls may see another phase.
   return {turns_chosen_, false};
 }
@@ -156,12 +156,10 @@ Vote KeyState::measure(const Intervals& iv) {
   }
   const std::uint64_t on = load(iv.turns_on_intervals) - base_on_n_;
   const std::uint64_t off = load(iv.turns_off_intervals) - base_off_n_;
-  if (on > 0) mean_turns_on_ = static_cast<double>(load(iv.turns_on_ns) - base_on_ns_) / static_cast<double>(on);
-  if (off > 0) mean_turns_off_ = static_cast<double>(load(iv.turns_off_ns) - base_off_ns_) / static_cast<double>(off);
   if (v.ranks_measured > 0 && on > 0 && off > 0) {
     v.turn_ranks = 1;
-    v.turns_on_ns = mean_turns_on_;
-    v.turns_off_ns = mean_turns_off_;
+    v.turns_on_ns = static_cast<double>(load(iv.turns_on_ns) - base_on_ns_) / static_cast<double>(on);
+    v.turns_off_ns = static_cast<double>(load(iv.turns_off_ns) - base_off_ns_) / static_cast<double>(off);
   }
   return v;
 }

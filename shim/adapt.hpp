@@ -171,8 +171,9 @@ class KeyState {
   /// once decided, the first turn_trial_calls after the first of a run do, in one run of
   /// every trial gap (Policy::max_trial_gap), and the rest use the decision, uncompared (only
   /// calls next to each other are compared, so that a phase change within a run does not
-  /// count for one choice).  When the turns change, early is judged by the new turns' mean.  A decision point decides turns from the summed means when every measuring rank
-  /// compared both, and then judges the early path by the mean of the turns it will use.
+  /// count for one choice).  A decision point decides turns from the summed means when every
+  /// measuring rank compared both; when the turns change, or a probe compared them, it judges
+  /// the early path by the compared mean of the turns it will use.
   void allow_turns();
   bool turns_allowed() const { return turns_allowed_; }
   /// Whether the next call (on the early path) takes per-node turns, and what its interval
@@ -183,9 +184,6 @@ class KeyState {
   bool turns_chosen() const { return turns_chosen_; }
   std::uint64_t turn_decisions() const { return turn_decisions_; }
   std::uint64_t turn_switches() const { return turn_switches_; }
-  /// The last mean costs with and without turns this rank measured (ns per call; 0: none yet).
-  double last_turns_on_ns() const { return mean_turns_on_; }
-  double last_turns_off_ns() const { return mean_turns_off_; }
 
   /// Statistics and tests.
   std::uint64_t calls() const { return calls_; }
@@ -231,7 +229,6 @@ class KeyState {
   std::uint32_t trial_gap_ = 1, runs_since_trial_ = 0;
   std::uint64_t turn_decisions_ = 0, turn_switches_ = 0;
   std::uint64_t base_on_n_ = 0, base_on_ns_ = 0, base_off_n_ = 0, base_off_ns_ = 0;
-  double mean_turns_on_ = 0, mean_turns_off_ = 0;
 };
 
 /// The size class of a byte count (the same on every rank when the bytes are): its bit width.

@@ -275,11 +275,13 @@ struct Totals {
 
 namespace {
 
+/// Mean microseconds of `n` intervals summing to `ns` (0 without any).
+double mean_us(std::uint64_t ns, std::uint64_t n) { return n ? static_cast<double>(ns) / 1000.0 / static_cast<double>(n) : 0.0; }
+
 /// The "turns" object of a key in the statistics (docs/config.md): per-node turns decided by
 /// measurement (learned turn orders only).
 std::string turns_json(const Key& k) {
   const auto& iv = k.intervals;
-  auto mean_us = [](std::uint64_t ns, std::uint64_t n) { return n ? static_cast<double>(ns) / 1000.0 / n : 0.0; };
   const char* state = !k.state.turns_allowed() ? "none" : !k.state.turns_decided() ? "undecided"
                       : k.state.turns_chosen()  ? "on" : "off";
   return fmt::format(
@@ -298,7 +300,6 @@ std::string keys_json(const std::function<std::string(std::int64_t)>& site_name)
   bool first = true;
   for (const Key& k : g_keys) {
     const auto& iv = k.intervals;
-    auto mean_us = [](std::uint64_t ns, std::uint64_t n) { return n ? static_cast<double>(ns) / 1000.0 / n : 0.0; };
     const char* path = g_adapt && one_node_rule(k) ? "blocking"
                        : !g_adapt || !k.state.decided() ? "undecided"
                        : k.state.chosen() == adapt::Path::early ? "early" : "blocking";

@@ -206,7 +206,6 @@ void stop() {
 
 bool enabled() { return g_enabled; }
 bool wants_sites() { return g_enabled; }
-bool learns_turns() { return g_enabled && g_turns; }
 
 void add_key(KeyLearning& k, priority::Op op, int comm_size) {
   k.op = op;

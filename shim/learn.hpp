@@ -115,8 +115,6 @@ void stop();
 bool enabled();
 /// Whether call sites must be captured for learning.
 bool wants_sites();
-/// Whether learned orders may become per-node turn orders (TNBC_LEARN_PER_NODE).
-bool learns_turns();
 
 /// Registers a key's learning (once, when the key is made).
 void add_key(KeyLearning& k, priority::Op op, int comm_size);
