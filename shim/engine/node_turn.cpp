@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "schedule_pieces.hpp"
 #include "util/clock.hpp"
 
 namespace tnbc::shim::engine {
@@ -41,13 +42,7 @@ bool NodeTurn::may_send() {
 void gate(NodeTurn& t, const std::vector<Step>& steps, Shadow& sh, std::uint32_t seq, int rank,
           std::span<const int> order) {
   if (!prepare_node(sh)) return;
-  // Position of each node member in the plan's order (members the order does not list last).
-  auto pos = [&](int r) {
-    auto it = std::find(order.begin(), order.end(), r);
-    return it == order.end() ? static_cast<long>(order.size()) + r : static_cast<long>(it - order.begin());
-  };
-  std::vector<int> members = sh.node_members;
-  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return pos(a) < pos(b); });
+  const std::vector<int> members = schedule::turn_order(sh.node_members, order);
   const auto k = static_cast<std::uint64_t>(std::find(members.begin(), members.end(), rank) - members.begin());
   t.counter = &sh.turns[seq % kTurnSlots];
   t.gate_value = static_cast<std::uint64_t>(seq) * kTurnStride + k;

@@ -33,4 +33,13 @@ std::vector<Piece> pieces(std::size_t n, std::size_t chunk) {
   return out;
 }
 
+std::vector<int> turn_order(std::vector<int> members, std::span<const int> order) {
+  auto pos = [&](int r) {
+    auto it = std::find(order.begin(), order.end(), r);
+    return it == order.end() ? static_cast<long>(order.size()) + r : static_cast<long>(it - order.begin());
+  };
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return pos(a) < pos(b); });
+  return members;
+}
+
 }  // namespace tnbc::shim::schedule

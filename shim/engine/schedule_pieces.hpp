@@ -12,6 +12,10 @@ namespace tnbc::shim::schedule {
 /// out-of-range entries ignored), then the missing ones in `fallback` order.
 std::vector<int> complete_order(std::span<const int> order, const std::vector<int>& fallback);
 
+/// The members of one node in the order they take their per-node turns (node_turn.hpp): by
+/// their place in the priority `order`, members it does not list after them, by rank.
+std::vector<int> turn_order(std::vector<int> members, std::span<const int> order);
+
 /// The pieces a sub-message of n bytes travels as: {offset, bytes, piece, edge}.
 struct Piece {
   std::size_t offset, bytes;

@@ -240,10 +240,10 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
   if (options.plain) w.result.plain.resize(np);
   if (options.tnbc) w.result.tnbc.resize(np);
   if (options.tnbc_plan) w.result.tnbc_plan.resize(np);
-  // The engine's calls record their arrivals in w.arrived: one map per call.
-  std::vector<std::vector<std::unordered_map<std::uint64_t, double>>> arrivals(2);
+  // Both engine calls record their arrivals in w.arrived: the first call's are set aside.
+  std::vector<std::unordered_map<std::uint64_t, double>> tnbc_arrived;
   for (int r = 0; r < p; ++r)
-    s4u::Actor::create("rank" + std::to_string(r), w.hosts[static_cast<std::size_t>(node_of(spec, r))], [&w, &arrivals, r] {
+    s4u::Actor::create("rank" + std::to_string(r), w.hosts[static_cast<std::size_t>(node_of(spec, r))], [&w, &tnbc_arrived, r] {
       const auto i = static_cast<std::size_t>(r);
       // One call after the other, each from a barrier: the network is idle when it begins.
       w.barrier->wait();
@@ -251,18 +251,16 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
       w.barrier->wait();
       if (w.opt.tnbc) tnbc_call(w, r, w.result.tnbc[i], {});
       w.barrier->wait();
-      if (r == 0) arrivals[0] = std::exchange(w.arrived, std::vector<std::unordered_map<std::uint64_t, double>>(w.arrived.size()));
+      if (r == 0) tnbc_arrived = std::exchange(w.arrived, decltype(w.arrived)(w.arrived.size()));
       w.barrier->wait();
       if (w.opt.tnbc_plan) tnbc_call(w, r, w.result.tnbc_plan[i], w.opt.plan_order);
     });
   engine.run();
-  arrivals[1] = std::move(w.arrived);
-  w.arrived = std::move(arrivals[0]);
-  if (options.tnbc)
-    for (int r = 0; r < p; ++r) finish_tnbc(w, r, w.result.tnbc[static_cast<std::size_t>(r)]);
-  w.arrived = std::move(arrivals[1]);
   if (options.tnbc_plan)
     for (int r = 0; r < p; ++r) finish_tnbc(w, r, w.result.tnbc_plan[static_cast<std::size_t>(r)]);
+  w.arrived = std::move(tnbc_arrived);
+  if (options.tnbc)
+    for (int r = 0; r < p; ++r) finish_tnbc(w, r, w.result.tnbc[static_cast<std::size_t>(r)]);
   return std::move(w.result);
 }
 

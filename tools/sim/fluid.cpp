@@ -1,10 +1,11 @@
 #include "fluid.hpp"
 
+#include "shim/engine/schedule_pieces.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <limits>
 #include <queue>
 #include <stdexcept>
@@ -460,18 +461,13 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
       if (is_remote(r, e.fill[i])) e.remote.push_back(static_cast<std::int32_t>(i));
     e.remote_left = e.remote.size();
   }
-  // Each node's members in the order of their turns: by place in the plan's order, members it
-  // does not list after them by rank (node_turn.cpp: gate).
+  // Each node's members in the order of their turns, as the engine orders them.
   std::vector<std::vector<int>> members(static_cast<std::size_t>(spec.nodes));
   std::vector<std::size_t> turn(static_cast<std::size_t>(spec.nodes), 0);  // members done per node
   if (per_node) {
-    auto pos = [&](int r) {
-      const auto it = std::find(order.begin(), order.end(), r);
-      return it == order.end() ? static_cast<long>(order.size()) + r : static_cast<long>(it - order.begin());
-    };
     for (int r = 0; r < p; ++r) members[static_cast<std::size_t>(node_of(spec, r))].push_back(r);
     for (auto& m : members) {
-      std::stable_sort(m.begin(), m.end(), [&](int a, int b) { return pos(a) < pos(b); });
+      m = schedule::turn_order(std::move(m), order);
       for (std::size_t k = 0; k < m.size(); ++k) ranks[static_cast<std::size_t>(m[k])].turn_pos = k;
     }
   }
@@ -508,16 +504,13 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
       ++e.remote_inflight;
     }
   };
-  // A member of node `n` ended its turn: the next ones take theirs (at once, those with
-  // nothing to send off the node).
-  std::function<void(int, double)> pass_turn = [&](int n, double now) {
-    auto& m = members[static_cast<std::size_t>(n)];
-    std::size_t& t = turn[static_cast<std::size_t>(n)];
-    ++t;
-    if (t >= m.size()) return;
-    const int next = m[t];
-    if (ranks[static_cast<std::size_t>(next)].remote_left == 0) return pass_turn(n, now);
-    post_remote(next, now);
+  // The turn on node `n` goes to its next member with something to send off the node (one
+  // with nothing passes it on at once), whose sends may then go.
+  auto take_turn = [&](std::size_t n, double now) {
+    const auto& m = members[n];
+    std::size_t& t = turn[n];
+    while (t < m.size() && ranks[static_cast<std::size_t>(m[t])].remote_left == 0) ++t;
+    if (t < m.size()) post_remote(m[t], now);
   };
   auto advance = [&](int r, double now) {
     EngineRank& e = ranks[static_cast<std::size_t>(r)];
@@ -542,11 +535,7 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     }
     post_remote(r, now);
   };
-  // The first member of each node with nothing to send off it passes its turn at once.
-  if (per_node)
-    for (std::size_t n = 0; n < members.size(); ++n)
-      if (!members[n].empty() && ranks[static_cast<std::size_t>(members[n][0])].remote_left == 0)
-        pass_turn(static_cast<int>(n), 0);
+  for (std::size_t n = 0; n < members.size(); ++n) take_turn(n, 0);
   for (int r = 0; r < p; ++r) advance(r, 0);
   run(net, timers, advance, [&](std::uint64_t msg, double now) {
     const int r = static_cast<int>(msg >> 32);
@@ -560,7 +549,11 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
       post(r, next, now);
     if (is_remote(r, s)) {
       --e.remote_inflight;
-      if (--e.remote_left == 0) pass_turn(node_of(spec, r), now);  // the last one ends its turn
+      if (--e.remote_left == 0) {  // the last one ends its turn
+        const auto n = static_cast<std::size_t>(node_of(spec, r));
+        ++turn[n];
+        take_turn(n, now);
+      }
     }
     post_remote(r, now);
     if (s.edge && --ranks[d].edges_left == 0) advance(s.peer, now);
