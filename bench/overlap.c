@@ -19,6 +19,8 @@
  * OVERLAP_TIMELINE=1 prints, for the last iteration, when each rank started each block, how
  * long its reads waited and when it ended ("timeline rank=… block=… start_ms=… waited_ms=…",
  * "timeline rank=… end_ms=…", on stderr).
+ * OVERLAP_ITER_TIMES=1 prints every timed iteration's total and time in the call, per rank
+ * ("iter rank=… i=… total_ms=… init_ms=…", on stderr): where a run's mean comes from.
  * OVERLAP_SKIP_TCOMM=1 skips the Tcomm loop (ITERS + 2 exchanges read at once, from another
  * call site, before the timed loop; tcomm_us is then 0): the program is then just the timed
  * loop, one call site, as a library that learns from the program's own calls should see it.
@@ -88,6 +90,8 @@ int main(int argc, char **argv) {
   if (parts < 1) parts = 1;
   const char *tl = getenv("OVERLAP_TIMELINE");
   int timeline = tl != NULL && strcmp(tl, "1") == 0;
+  const char *it = getenv("OVERLAP_ITER_TIMES");
+  int iter_times = it != NULL && strcmp(it, "1") == 0;
   const char *sw = getenv("OVERLAP_SLEEP");
   sleep_work = sw != NULL && strcmp(sw, "1") == 0;
   unsigned char *s = malloc(block * size), *r = malloc(block * size);
@@ -143,6 +147,7 @@ int main(int argc, char **argv) {
                 (w0 - t0) * 1e3, waited * 1e3);
     }
     total[i] = MPI_Wtime() - t0;
+    if (iter_times) fprintf(stderr, "iter rank=%d i=%d total_ms=%.2f init_ms=%.2f\n", rank, i, total[i] * 1e3, init[i] * 1e3);
     if (timeline && i == iters - 1)
       fprintf(stderr, "timeline rank=%d end_ms=%.1f\n", rank, total[i] * 1e3);
   }

@@ -168,7 +168,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--block", type=int, default=1 << 20, help="Alltoall block bytes (default 1 MiB)")
     ap.add_argument("--iters", type=int, default=5, help="iterations per run (median taken)")
-    ap.add_argument("--repeat", type=int, default=3, help="runs per configuration (median taken)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds; each runs every configuration once, in turn (median taken)")
     ap.add_argument("--rate", default="200mbit", help="link rate per node")
     ap.add_argument("--parts", default="1,16",
                     help="CRC granularities to measure, comma-separated: each block is read in "
@@ -276,10 +276,15 @@ def main():
             for name, desc, fc, fr in scenarios:
                 curc, crc = fc * tcomm, fr * tcomm
                 res = {}
-                for label, mode, pre, pl, env in CONFIGS:
-                    runs = [run_config(label, mode, pre, pl, env, curc, crc, args, parts=parts,
-                                       placement=placement, sleep=sleep)
-                            for _ in range(args.repeat)]
+                # Rounds: each runs every configuration once, so that a drift of the machine
+                # over the minutes of a row weighs on all of them alike.
+                all_runs = {label: [] for label, *_ in CONFIGS}
+                for _ in range(args.repeat):
+                    for label, mode, pre, pl, env in CONFIGS:
+                        all_runs[label].append(run_config(label, mode, pre, pl, env, curc, crc, args, parts=parts,
+                                                          placement=placement, sleep=sleep))
+                for label, *_ in CONFIGS:
+                    runs = all_runs[label]
                     res[label] = {
                         "total": statistics.median(r["total_us"] for r in runs),
                         "spread": max(r["total_us"] for r in runs) - min(r["total_us"] for r in runs),
@@ -295,10 +300,13 @@ def main():
         sweep = []
         for block in none_blocks:
             iters = min(40, args.iters * max(1, args.block // block))  # small blocks: more iterations
+            all_runs = {label: [] for label, *_ in CONFIGS}
+            for _ in range(args.repeat):
+                for label, mode, pre, pl, env in CONFIGS:
+                    all_runs[label].append(run(mode, pre, 0, 0, args, pl, 1, "block", block, iters, env=env))
             res = {}
-            for label, mode, pre, pl, env in CONFIGS:
-                runs = [run(mode, pre, 0, 0, args, pl, 1, "block", block, iters, env=env) for _ in range(args.repeat)]
-                res[label] = statistics.median(r["total_us"] for r in runs)
+            for label, *_ in CONFIGS:
+                res[label] = statistics.median(r["total_us"] for r in all_runs[label])
                 print(f"none block {block:>8} {label:<6} total {res[label]/1e3:8.1f} ms", flush=True)
             sweep.append((block, iters, res))
     finally:
@@ -309,7 +317,8 @@ def main():
         "",
         f"Measured {datetime.date.today()} by `bench/overlap.py` on the emulated cluster: {NODES} nodes x "
         f"{PPN} ranks, {args.rate} per node and direction, MPI_Alltoall of {args.block // 1024} KiB blocks, "
-        f"median of {args.repeat} runs of {args.iters} iterations each (the slowest rank counts).  "
+        f"median of {args.repeat} rounds, each running every configuration once, one after the other, "
+        f"{args.iters} iterations a run (the slowest rank counts).  "
         "One machine with 2 cores runs all four ranks, their progress threads and the network "
         "emulation, and other jobs ran on it at the same time: compare the columns of one row, "
         "not absolute times.",
@@ -364,7 +373,7 @@ def main():
             "",
             f"Measured {datetime.date.today()} by `bench/overlap.py --learn-only` on the emulated cluster: "
             f"{NODES} nodes x {PPN} ranks, {args.rate} per node and direction, MPI_Alltoall of "
-            f"{args.block // 1024} KiB blocks, {args.repeat} runs of {args.iters} iterations per configuration "
+            f"{args.block // 1024} KiB blocks, {args.repeat} rounds of {args.iters} iterations per configuration (each round runs every configuration once, in turn) "
             "(the slowest rank counts).  Scenarios and work as in docs/replay-overlap.md (Tcomm, plain "
             f"MPICH, exchange only = {tcomm/1e3:.1f} ms sizes the work).  *plan* is libtnbc.so with the plan "
             "of a traced run (blocks 0..p-1, per-node priority on, `return early` from the first call); "
