@@ -166,8 +166,9 @@ constexpr std::array kSettings = {
             "ranks: only rank 0's value is used.",
             kText<&Config::trace_dir>},
     Setting{"TNBC_TRACE_BCAST_UNITS", "int", "16", Agree::value,
-            "libtnbc_trace.so: a traced MPI_Bcast buffer is cut into this many equal, "
-            "page-aligned sub-messages (1 to 4096) whose first touches are recorded.",
+            "A traced MPI_Bcast buffer is cut into this many equal, page-aligned sub-messages "
+            "(1 to 4096) whose first touches are recorded (libtnbc_trace.so), or observed while "
+            "learning (libtnbc.so with TNBC_LEARN=1).",
             kInt<&Config::trace_bcast_units, 1, 4096>},
     Setting{"TNBC_PLAN", "path", "", Agree::content,
             "libtnbc.so: plan written by `tnbc-order plan` (per call site: the order in which "

@@ -13,6 +13,7 @@
 #include "fence.hpp"
 #include "log.hpp"
 #include "priority/consensus.hpp"
+#include "priority/planner.hpp"
 #include "trace/tsc_clock.hpp"
 #include "util/clock.hpp"
 #include "util/file.hpp"
@@ -176,6 +177,16 @@ void write_plan_out() {
         e.agreement = s.agreement;
         // Alltoall keys hold one size class; Alltoallv's sizes differ by rank: any class.
         e.size_class = k->op == priority::Op::alltoall && s.message_bytes > 0 ? priority::size_class(s.message_bytes) : -1;
+        if (k->op == priority::Op::bcast) {
+          // As tnbc-order plan writes a Bcast: its segments and tree, the units' order as an
+          // order of the segments, the size class of the whole buffer.
+          if (s.bcast_segments <= 0 || s.total_bytes == 0) continue;
+          e.segments = s.bcast_segments;
+          e.tree = s.bcast_chains > 0 ? priority::TreeShape{priority::TreeKind::chains, s.bcast_chains}
+                                      : priority::TreeShape{priority::TreeKind::binomial, 0};
+          e.order = learned_segments(&s, s.bcast_segments);
+          e.size_class = priority::size_class(s.total_bytes);
+        }
         const bool dup = std::any_of(plan.entries.begin(), plan.entries.end(), [&](const priority::PlanEntry& o) {
           return o.site == e.site && o.op == e.op && o.comm_size == e.comm_size && o.size_class == e.size_class;
         });
@@ -235,7 +246,7 @@ SiteLearning* site_of(KeyLearning& k, std::int64_t site, const std::string& key)
 }
 
 bool designate(KeyLearning& k, std::uint64_t call, bool probing) {
-  if (!g_enabled || k.op == priority::Op::bcast || k.comm_size > kMaxRanks) return false;
+  if (!g_enabled || k.comm_size > kMaxRanks) return false;
   if (!probing && call % kBlockingRunEvery != 0) return false;
   ++k.designated;
   return true;
@@ -260,6 +271,8 @@ void observe(KeyLearning& k, SiteLearning& s, void* recvbuf, std::span<const tra
   }
   s.messages = subs.size();
   s.message_bytes = message_bytes;
+  s.total_bytes = 0;
+  for (const trace::SubRange& r : subs) s.total_bytes += r.length;
   g_pending.push_back({&s, call, g_clock.stamp(), static_cast<double>(tcomm_ns) / 1000.0});
   hold();
   ++k.observed;
@@ -267,6 +280,22 @@ void observe(KeyLearning& k, SiteLearning& s, void* recvbuf, std::span<const tra
 }
 
 bool guarded() { return g_live.load(std::memory_order_acquire) != 0; }
+
+namespace {
+std::vector<std::uint32_t> segments_of(const priority::PlanEntry* e, int segments) {
+  if (e == nullptr || segments <= 0) return {};
+  const std::vector<std::size_t> units(e->order.begin(), e->order.end());
+  return priority::segment_order(units, units.size(), segments);
+}
+}  // namespace
+
+std::vector<std::uint32_t> learned_segments(const SiteLearning* s, int segments) {
+  return segments_of(s != nullptr ? s->current : nullptr, segments);
+}
+
+std::vector<std::uint32_t> learned_segments(const KeyLearning& k, const SiteLearning* s, int segments) {
+  return segments_of(s != nullptr && s->current != nullptr ? s->current : k.majority, segments);
+}
 
 void release(const void* p, std::size_t n, bool touch) {
   if (g_live.load(std::memory_order_acquire) == 0 || p == nullptr || n == 0) return;
@@ -363,6 +392,7 @@ void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
       if (ranks_seen.size() > turns_seen) turns = s->current, turns_seen = ranks_seen.size();
     }
   }
+  if (turns != nullptr) k.majority = turns;
   if (turns != nullptr && g_turns) k.turns = turns;
   // The next learn point hears only what is observed from now on: a phase change shows at the
   // first point after it, and the hysteresis asks for a second one before the order changes.
@@ -384,9 +414,9 @@ std::string json(const KeyLearning& k) {
         s.changes, s.agreement, s.observed, order);
   }
   return fmt::format(
-      R"({{"points":{},"designated":{},"observed":{},"protect_us":{:.3f},"learn_us":{:.3f},"gather_us":{:.3f},)"
+      R"({{"points":{},"designated":{},"observed":{},"applied":{},"protect_us":{:.3f},"learn_us":{:.3f},"gather_us":{:.3f},)"
       R"("sites":[{}]}})",
-      k.points, k.designated, k.observed, static_cast<double>(k.protect_ns) / 1e3,
+      k.points, k.designated, k.observed, k.applied, static_cast<double>(k.protect_ns) / 1e3,
       static_cast<double>(k.learn_ns) / 1e3, static_cast<double>(k.gather_ns) / 1e3, sites);
 }
 

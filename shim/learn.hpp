@@ -4,8 +4,9 @@
 //
 //   observe:  some blocking calls of a key (its warm-up, its blocking probes, 1 in
 //             kBlockingRunEvery of a blocking run) are watched as trace mode watches every
-//             call: after the blocking call returns, kSampledPages pages of each sub-message are
-//             protected and the first touch of each sub-message is stamped (trace/page_guard.hpp:
+//             call: after the blocking call returns, kSampledPages pages of each sub-message
+//             (an Alltoall's blocks; a Bcast's units, trace::bcast_units, on every rank but the
+//             root) are protected and the first touch of each sub-message is stamped (trace/page_guard.hpp:
 //             one fault per sub-message, TSC stamps).  The same path on every rank, so every
 //             rank counts the same "designated" calls, whether or not its own protection worked.
 //   learn:    when a key enters the early path (decide.hpp: every rank at the same call) and
@@ -71,7 +72,11 @@ struct SiteLearning {
   std::int64_t site = -1;    ///< this rank's index in the call-site table (-1: seen only in a gather)
   std::string key;           ///< its plan key (empty: seen only in a gather)
   std::size_t messages = 0;  ///< sub-messages per call
-  std::uint64_t message_bytes = 0;
+  std::uint64_t message_bytes = 0;  ///< their mean size
+  std::uint64_t total_bytes = 0;    ///< the buffer's bytes (a Bcast's size class)
+  /// Bcast: the segments and tree (0 = binomial, else chains) its calls are cut into; a learned
+  /// order of units becomes an order of these segments (priority::segment_order).
+  int bcast_segments = 0, bcast_chains = 0;
   std::deque<priority::CallRecord> samples;  ///< this rank's calls observed since the last learn point
   /// Every order adopted, oldest first: never freed, calls in flight may point at one.
   std::deque<priority::PlanEntry> entries;
@@ -96,11 +101,17 @@ struct KeyLearning {
   /// The order per-node turns follow (a site's current order, the same on every rank), or
   /// nullptr before one is learned or with TNBC_LEARN_PER_NODE=0.
   const priority::PlanEntry* turns = nullptr;
+  /// The order of the site most ranks observed (the same on every rank), whether or not turns
+  /// follow it: a Bcast's root takes it when it calls from a site of its own that nobody
+  /// observed (a compiler may give the root's call its own copy).  nullptr before a learn point.
+  const priority::PlanEntry* majority = nullptr;
   bool turns_chosen = false;  ///< the per-call decision measured turns cheaper (TNBC_PLAN_OUT says so)
   // Costs (this rank): observed calls, time protecting them, time in learn points on this
   // rank's own work (settling the observations, summaries, consensus) and in their two
   // MPI_Allgathers (which includes waiting for the ranks that come later).
   std::uint64_t observed = 0, protect_ns = 0, learn_ns = 0, gather_ns = 0;
+  /// Early calls whose receive, turn or segment order came from learning (not from a plan).
+  std::uint64_t applied = 0;
 };
 
 /// Applies TNBC_LEARN (learning also needs TNBC_ADAPT on or measure) and TNBC_PLAN_OUT and
@@ -133,6 +144,14 @@ bool guarded();
 
 /// The learned entry for this call from `s`, or nullptr.
 inline const priority::PlanEntry* learned(const SiteLearning* s) { return s ? s->current : nullptr; }
+
+/// A Bcast's learned order of its units (trace::bcast_units) as an order of `segments`
+/// segments, the rule `tnbc-order plan` applies (priority::segment_order); empty when nothing
+/// was learned.
+std::vector<std::uint32_t> learned_segments(const SiteLearning* s, int segments);
+/// The same for a Bcast call of key `k` from site `s`: the site's learned order, else the key's
+/// majority order (KeyLearning::majority).
+std::vector<std::uint32_t> learned_segments(const KeyLearning& k, const SiteLearning* s, int segments);
 
 /// A designated blocking call just returned: protect `subs` of `recvbuf` and watch them.
 /// `tcomm_ns`: how long the call took.  Rank-local; never fails (a call that cannot be

@@ -5,7 +5,7 @@
 //
 // Sub-messages: MPI_Alltoall and MPI_Alltoallv, the block received from each source rank;
 // MPI_Bcast, the buffer cut into at most TNBC_TRACE_BCAST_UNITS equal units of whole pages
-// (bcast_units(); the root's buffer is sent, not received: its call is recorded, not protected).
+// (trace::bcast_units(); the root's buffer is sent, not received: its call is recorded, not protected).
 //
 // A call is recorded but not traced (counted as a fallback with its reason) when its receive
 // type is not contiguous ("datatype"), on an inter-communicator ("intercomm"), with negative
@@ -374,20 +374,8 @@ class TraceMode final : public Mode {
       guard_->release(p, n, touch ? tr::PageGuard::Release::touch : tr::PageGuard::Release::forget);
   }
 
-  // Equal units of a whole number of pages, counted from the start of the buffer: unit k is
-  // bytes [k * unit, (k + 1) * unit), the last one shorter.  Counting from the buffer (not from
-  // page boundaries in memory) keeps the units where the program's own division of the buffer
-  // most likely is; when the buffer is not page-aligned each boundary falls inside a page that
-  // two units share, which costs each unit one page of observability, not its identity.
   std::vector<tr::SubRange> bcast_units(std::size_t bytes) const {
-    std::vector<tr::SubRange> subs;
-    if (bytes == 0) return subs;
-    const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    std::size_t unit = (bytes + units_ - 1) / units_;
-    unit = (unit + ps - 1) / ps * ps;
-    for (std::size_t from = 0; from < bytes; from += unit)
-      subs.push_back({from, std::min(unit, bytes - from)});
-    return subs;
+    return tr::bcast_units(bytes, static_cast<std::size_t>(units_), static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
   }
 
   // No exception may reach the C caller: if the bookkeeping fails (out of memory), the call still

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "trace/callsite.hpp"
+#include "trace/page_guard.hpp"
 #include "util/clock.hpp"
 #include "util/file.hpp"
 #include "datatype.hpp"
@@ -385,6 +386,7 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
                                        : entry       ? entry
                                                      : learn::learned(ls);
   const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
+  if (ordered != nullptr && !planned_turns && (d.turns || entry == nullptr)) ++d.key->learning.applied;
   return exchange(st, d, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
                   rdispls.data(), recvtype, comm, true, order, per_node);
 }
@@ -435,6 +437,7 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   }
   const priority::PlanEntry* ordered = entry ? entry : learn::learned(ls);
   const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
+  if (ordered != nullptr && entry == nullptr) ++d.key->learning.applied;
   // No per-node priority for Alltoallv: the plan entry is found by this rank's own receive size,
   // so ranks of one node can disagree on it, and a rank that does not take part in its node's
   // turns stops the ranks after it for good (measured: IS-like class S hung).  The order alone
@@ -493,22 +496,45 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   const auto* entry = plan_entry(priority::Op::bcast, comm, bytes, site);
   if (entry) st.count_planned();
   const Decision d = decide(comm, priority::Op::bcast, bytes, entry, site);
+  learn::SiteLearning* ls = learning_site(d, site);
   // Whatever the tree, the data comes from the root: counted by where the root is.
   count_received(d, rank, root, bytes);
-  if (d.path == adapt::Path::blocking) return plain(st, d, blocking);
-  // Segment count and tree change the messages: they come from the plan entry every rank agreed
-  // on (decide.hpp) or from the settings, never from anything rank-local.
   int size = 1;
   PMPI_Comm_size(comm, &size);
-  const BcastShape shape = bcast_shape(rt.config(), d.shape, size, bytes);
+  // Segment count and tree change the messages: they come from the plan entry every rank agreed
+  // on (decide.hpp) or from the settings, never from anything rank-local.  A site that learns
+  // keeps them: a learned plan of it is written with them (TNBC_PLAN_OUT).
+  auto shape_of_call = [&] {
+    const BcastShape shape = bcast_shape(rt.config(), d.shape, size, bytes);
+    if (ls != nullptr) ls->bcast_segments = shape.segments, ls->bcast_chains = shape.chains, ls->total_bytes = bytes;
+    return shape;
+  };
+  if (d.path == adapt::Path::blocking) {
+    const std::uint64_t t0 = util::now_ns();
+    const int rc = plain(st, d, blocking);
+    if (rc == MPI_SUCCESS && d.observe && ls != nullptr) shape_of_call();
+    // The root sends its buffer: only the others have something to read.
+    if (rc == MPI_SUCCESS && rank != root && d.observe && ls != nullptr && ti.contiguous) {
+      const auto units = trace::bcast_units(bytes, static_cast<std::size_t>(rt.config().trace_bcast_units),
+                                            static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
+      learn::observe(d.key->learning, *ls, buffer, units, util::now_ns() - t0,
+                     units.empty() ? 0 : bytes / units.size());
+    }
+    return rc;
+  }
+  const BcastShape shape = shape_of_call();
   const int segments = shape.segments, chains = shape.chains;
   // The segment order may be this call's own (it only says when segments are posted), if it
-  // orders as many segments as there are, else the agreed entry's.
+  // orders as many segments as there are, else the agreed entry's, else the order learned for
+  // the site, or for the key when nobody else calls from this rank's site (a Bcast root whose
+  // call the compiler gave a copy of its own); the same on every rank.
   auto orders_all = [&](const priority::PlanEntry* e) {
     return e != nullptr && e->order.size() == static_cast<std::size_t>(segments);
   };
   const priority::PlanEntry* ordered = orders_all(entry) ? entry : orders_all(d.shape) ? d.shape : nullptr;
-  const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
+  const std::vector<int> order =
+      ordered ? as_ints(ordered->order) : ls ? as_ints(learn::learned_segments(d.key->learning, ls, segments)) : std::vector<int>{};
+  if (ordered == nullptr && !order.empty()) ++d.key->learning.applied;
 
   auto [lo, len] = span_of(buffer, 0, static_cast<std::size_t>(count), ti);
   Engine::instance().complete_overlapping(lo, len);

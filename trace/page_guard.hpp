@@ -32,6 +32,7 @@
 // chained.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +53,22 @@ struct SubRange {
   std::size_t offset = 0;
   std::size_t length = 0;
 };
+
+/// An MPI_Bcast buffer of `bytes` as sub-messages: at most `units` equal units of a whole number
+/// of `page_size` pages, counted from the start of the buffer (unit k is bytes [k * unit,
+/// (k + 1) * unit), the last one shorter).  Counting from the buffer, not from page boundaries in
+/// memory, keeps the units where the program's own division of the buffer most likely is; when
+/// the buffer is not page-aligned each boundary falls inside a page that two units share, which
+/// costs each unit one page of observability, not its identity.  Trace mode records these units
+/// and replay mode's learning observes the same ones (TNBC_TRACE_BCAST_UNITS).
+inline std::vector<SubRange> bcast_units(std::size_t bytes, std::size_t units, std::size_t page_size) {
+  std::vector<SubRange> subs;
+  if (bytes == 0 || units == 0 || page_size == 0) return subs;
+  std::size_t unit = (bytes + units - 1) / units;
+  unit = (unit + page_size - 1) / page_size * page_size;
+  for (std::size_t from = 0; from < bytes; from += unit) subs.push_back({from, std::min(unit, bytes - from)});
+  return subs;
+}
 
 /// The first touch of a sub-message.
 struct Touch {

@@ -6,7 +6,9 @@ which changes its order halfway.  Under libtnbc.so (TNBC_ADAPT=measure, so that 
 learns too) the bytes must equal plain MPICH's; the statistics must show both sites learned,
 site_fixed in reverse order; the plan written with TNBC_PLAN_OUT must give site_fixed the order
 `tnbc-order plan` derives from a trace of the same program, and read back through TNBC_PLAN it
-must change nothing in the bytes.  On 2 emulated nodes (root), the learned order must become the
+must change nothing in the bytes.  test/mpi/learn_bcast reads its Bcast buffer back to front:
+every rank must learn the units' reverse order, and the learned plan must equal the one
+`tnbc-order plan` derives from a trace (segments, tree, order), with identical bytes.  On 2 emulated nodes (root), the learned order must become the
 key's per-node turn order, its early calls must compare turns on and off (and ranks must wait
 for their turn), with identical bytes; TNBC_LEARN_PER_NODE=0 must take no turns.  The
 differential programs (replay_diff: stack buffers,
@@ -23,6 +25,8 @@ from tnbc_testlib import BUILD, Suite, cluster_run, expect, mpirun, read_json
 PROG = os.path.join(BUILD, "test", "mpi", "learn_order")
 DIFF = os.path.join(BUILD, "test", "mpi", "replay_diff")
 SWITCH = os.path.join(BUILD, "test", "mpi", "adapt_switch")
+BCAST = os.path.join(BUILD, "test", "mpi", "learn_bcast")
+BCAST_ITERS = 30
 TOOL = os.path.join(BUILD, "tools", "tnbc-order")
 PLAN_DUMP = os.path.join(BUILD, "test", "tools", "plan_dump")
 P = 4
@@ -38,6 +42,15 @@ def plan_entries(path):
     d = subprocess.run([PLAN_DUMP, path], capture_output=True, text=True, timeout=30)
     expect(d.returncode == 0, f"plan_dump {path}: {d.stderr}")
     return [json.loads(l) for l in d.stdout.splitlines()]
+
+
+def traced_plan(prog, trace):
+    """The entries `tnbc-order plan` derives from a traced run of `prog` (12 iterations)."""
+    mpirun(prog, P, preload="tnbc_trace", args=[12], timeout=120, env={"TNBC_TRACE_DIR": trace})
+    out = trace + ".plan"
+    r = subprocess.run([TOOL, "plan", trace, "-o", out], capture_output=True, text=True, timeout=60)
+    expect(r.returncode == 0, f"tnbc-order plan: {r.stderr}")
+    return plan_entries(out)
 
 
 def learned_sites(prefix, rank):
@@ -93,12 +106,7 @@ def main():
             "TNBC_PLAN_OUT written", learned)
 
     def same_as_trace():
-        trace = os.path.join(tmp, "trace")
-        mpirun(PROG, P, preload="tnbc_trace", args=[12], timeout=120, env={"TNBC_TRACE_DIR": trace})
-        out = os.path.join(tmp, "traced.plan")
-        r = subprocess.run([TOOL, "plan", trace, "-o", out], capture_output=True, text=True, timeout=60)
-        expect(r.returncode == 0, f"tnbc-order plan: {r.stderr}")
-        traced = {e["site"]: e["order"] for e in plan_entries(out)}
+        traced = {e["site"]: e["order"] for e in traced_plan(PROG, os.path.join(tmp, "trace"))}
         learned = ref.get("learned", {})
         expect(set(traced) == set(learned), f"sites: traced {sorted(traced)}, learned {sorted(learned)}")
         # 12 traced iterations all lie before the phase change: both sites in the orders of
@@ -118,6 +126,68 @@ def main():
             expect(f"{site} alltoall comm={P}" in r.stdout and "order=" + ",".join(map(str, order)) in r.stdout,
                    f"tnbc-order check does not print {site}: {r.stdout}")
     s.check("the learned plan read back with TNBC_PLAN: identical bytes; tnbc-order check prints it", plan_back)
+
+    def bcast_learned():
+        # learn_bcast: every rank but the root reads its Bcast buffer from the last of 16 parts
+        # to the first; the units learning observes are those parts.
+        ref["bcast_out"] = lines(mpirun(BCAST, P, args=[BCAST_ITERS], timeout=120).stdout)
+        expect(len(ref["bcast_out"]) == P * BCAST_ITERS, f"{len(ref['bcast_out'])} lines")
+        prefix = os.path.join(tmp, "bcast")
+        plan = os.path.join(tmp, "bcast.plan")
+        out = lines(mpirun(BCAST, P, preload="tnbc", args=[BCAST_ITERS], timeout=120,
+                           env={**LEARN, "TNBC_STATS": prefix, "TNBC_PLAN_OUT": plan}).stdout)
+        expect(out == ref["bcast_out"], f"differs from plain MPICH: {sorted(set(out) ^ set(ref['bcast_out']))[:6]}")
+        units = list(range(15, -1, -1))
+        for r in range(P):
+            keys = [k for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"] if k["op"] == "bcast"]
+            expect(len(keys) == 1 and keys[0]["early_calls"] > 0, f"rank {r}: bcast keys {keys}")
+            learning = keys[0]["learning"]
+            expect(learning["points"] >= 1 and (learning["observed"] >= 2) == (r != 0),
+                   f"rank {r} (the root observes nothing): {learning}")
+            sites = learning["sites"]
+            expect(len(sites) == 1 and sites[0]["learned"] and sites[0]["order"] == units,
+                   f"rank {r}: learned {sites}")
+            expect(learning["applied"] > 0, f"rank {r}: no early call took the learned order: {learning}")
+        entries = [e for e in plan_entries(plan) if e["op"] == "bcast"]
+        expect(len(entries) == 1, f"learned plan: {entries}")
+        e = entries[0]
+        expect(e["segments"] >= 2 and e["order"] == list(range(e["segments"] - 1, -1, -1)) and e["size_class"] >= 0,
+               f"the learned Bcast entry does not read the segments in reverse: {e}")
+        ref["bcast_plan"], ref["bcast_entry"] = plan, e
+    s.check("learn_bcast: the units' reverse order learned on every rank, identical bytes, "
+            "TNBC_PLAN_OUT writes the segments in reverse", bcast_learned)
+
+    def bcast_as_traced():
+        traced = [e for e in traced_plan(BCAST, os.path.join(tmp, "bcast_trace")) if e["op"] == "bcast"]
+        learned = ref.get("bcast_entry", {})
+        expect(len(traced) == 1, f"traced plan: {traced}")
+        fields = ("site", "comm", "segments", "chains", "size_class", "order")
+        expect(all(traced[0][f] == learned.get(f) for f in fields),
+               f"traced {[traced[0][f] for f in fields]}, learned {[learned.get(f) for f in fields]}")
+        back = os.path.join(tmp, "bcast_back")
+        b = lines(mpirun(BCAST, P, preload="tnbc", args=[BCAST_ITERS], timeout=120,
+                         env={**LEARN, "TNBC_PLAN": ref.get("bcast_plan", ""), "TNBC_STATS": back}).stdout)
+        expect(b == ref.get("bcast_out"), "differs from plain MPICH with the learned Bcast plan")
+        expect(read_json(f"{back}.0.json")["bcast"]["planned"] == BCAST_ITERS,
+               f"the learned Bcast plan was not used: {read_json(f'{back}.0.json')['bcast']}")
+    s.check("the learned Bcast plan equals tnbc-order plan's from a trace (site, segments, tree, "
+            "class, order) and read back gives identical bytes", bcast_as_traced)
+
+    def bcast_split():
+        # The root calls from a site of its own, which nobody observes: it must still send its
+        # segments in the order the others learned (the key's majority order).
+        prefix = os.path.join(tmp, "split")
+        out = lines(mpirun(BCAST, P, preload="tnbc", args=[BCAST_ITERS, 1 << 20, "split"], timeout=120,
+                           env={**LEARN, "TNBC_STATS": prefix}).stdout)
+        expect(out == ref.get("bcast_out"), "differs from plain MPICH with the root at its own site")
+        keys = [k for k in read_json(f"{prefix}.0.json")["adapt"]["keys"] if k["op"] == "bcast"]
+        expect(len(keys) == 1, f"root: bcast keys {keys}")
+        learning = keys[0]["learning"]
+        own = [x for x in learning["sites"] if x["site"]]
+        expect(len(own) == 1 and not own[0]["learned"], f"root: its own site learned something: {learning}")
+        expect(learning["applied"] > 0, f"root: never sent in the learned order: {learning}")
+    s.check("learn_bcast with the root calling from its own site: the root takes the order the others "
+            "learned, identical bytes", bcast_split)
 
     def phase_change():
         # Long enough that the new order of site_phase wins over its window of old samples.

@@ -1,6 +1,7 @@
 // plan_dump FILE: parses a plan with priority's parser and prints one JSON line per entry
-// ({"site","op","comm","order","priorities","segments","per_node"}), for the end-to-end test of
-// `tnbc-order plan`.  A plan the parser refuses prints the error and exits 2.
+// ({"site","op","comm","order","priorities","segments","chains","size_class","per_node"}; chains 0:
+// a binomial tree, size_class -1: any), for the end-to-end tests of `tnbc-order plan` and of
+// learned plans.  A plan the parser refuses prints the error and exits 2.
 #include <cstdio>
 #include <string>
 #include <variant>
@@ -33,9 +34,10 @@ int main(int argc, char** argv) {
     std::string site;
     for (char c : e.site) site += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
     std::printf("{\"site\":\"%s\",\"op\":\"%s\",\"comm\":%d,\"order\":%s,\"priorities\":%s,"
-                "\"segments\":%d,\"per_node\":%s}\n",
+                "\"segments\":%d,\"chains\":%d,\"size_class\":%d,\"per_node\":%s}\n",
                 site.c_str(), std::string(to_string(e.op)).c_str(), e.comm_size, list(e.order).c_str(),
-                list(e.priorities()).c_str(), e.segments, e.per_node ? "true" : "false");
+                list(e.priorities()).c_str(), e.segments,
+                e.tree.kind == TreeKind::chains ? e.tree.chains : 0, e.size_class, e.per_node ? "true" : "false");
   }
   return 0;
 }
