@@ -260,8 +260,10 @@ constexpr std::array kSettings = {
             "libtnbc.so: under per-node priority, the inter-node body chunks a replayed "
             "MPI_Alltoall(v) keeps in flight, sent strictly in priority order as synchronous "
             "sends (a chunk is in flight until its receiver has matched it), so that a rank's "
-            "turn on its node ends when its data has reached the other node; 0 = all at once, "
-            "as standard sends.  Other body chunks always go at once as standard sends.",
+            "turn on its node ends when its data has reached the other node; raised to one "
+            "chunk per peer on another node where a rank has more such peers (docs/scale.md, "
+            "\"The send window at scale\"); 0 = all at once, as standard sends.  Other body "
+            "chunks always go at once as standard sends.",
             kInt<&Config::chunk_window, 0, 254>},
     Setting{"TNBC_BARRIER_ALGO", "enum", "auto", Agree::value,
             "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (central_counter on nodes "

@@ -1,7 +1,7 @@
 // tnbc-sim: predicts plain MPICH's and libtnbc.so's time for one MPI_Alltoall and the work after
 // it, on a simulated cluster (SimGrid), from the step lists the replay engine builds.
 //
-// Exit codes: 0 ok, 2 bad usage.
+// Exit codes: 0 ok, 1 the SVG could not be written, 2 bad usage.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "sim/fluid.hpp"
 #include "sim/platform.hpp"
 #include "sim/reader.hpp"
+#include "sim/sweep_plot.hpp"
 
 namespace {
 
@@ -26,9 +27,10 @@ using namespace tnbc::sim;
 constexpr std::string_view kUsage =
     "usage: tnbc-sim [--nodes N] [--ppn P] [--link RATE] [--latency T] [--mem-bw RATE]\n"
     "                [--placement block|cyclic] [--op alltoall] [--bytes B] [--chunk-bytes B]\n"
+    "                [--chunk-window W] [--connection-depth D]\n"
     "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N] [--cfg KEY:VALUE]\n"
     "                [--model simgrid|fluid|pairs] [--plan natural|none] [--per-node on|off]\n"
-    "                [--json]\n"
+    "                [--sweep RANKS,RANKS,...] [--svg FILE] [--json]\n"
     "\n"
     "Predict the time of one MPI_Alltoall and the work after it (bench/overlap.c's scenarios),\n"
     "under plain MPICH and under libtnbc.so without and with a plan, on a simulated cluster: N nodes on\n"
@@ -58,6 +60,9 @@ constexpr std::string_view kUsage =
     "  --op alltoall         the collective (only alltoall so far)\n"
     "  --bytes B             bytes per rank and destination (default 1048576)\n"
     "  --chunk-bytes B       the engine's body chunks (default: TNBC_CHUNK_BYTES' default)\n"
+    "  --chunk-window W      TNBC_CHUNK_WINDOW: under per-node turns, a rank's inter-node body\n"
+    "                        chunks in flight at once, at least one per peer on another node,\n"
+    "                        as the engine raises it (default: TNBC_CHUNK_WINDOW's default)\n"
     "  --connection-depth D  the engine's messages to one peer in flight at once (default 2:\n"
     "                        the next one's handshake overlaps the transfer before it)\n"
     "\n"
@@ -73,12 +78,19 @@ constexpr std::string_view kUsage =
     "                        window of synchronous sends (default on with the fluid models; the\n"
     "                        simgrid model does not simulate them)\n"
     "\n"
+    "sweep:\n"
+    "  --sweep R1,R2,...     one prediction per rank count, each a multiple of --ppn (nodes =\n"
+    "                        ranks / ppn; not with --nodes); the model by each count unless\n"
+    "                        --model; a table of the gains over plain MPICH\n"
+    "  --svg FILE            with --sweep: also write the gains against the rank count as SVG\n"
+    "\n"
     "output:\n"
     "  --json                one JSON object: plain_ms, tnbc_ms, tnbc_plan_ms (null with --plan\n"
-    "                        none), link_bound_ms and what they came from\n"
+    "                        none), link_bound_ms and what they came from; with --sweep one\n"
+    "                        object {\"sweep\": [...]} holding one such object per rank count\n"
     "  -h, --help            this text\n"
     "\n"
-    "exit codes: 0 ok, 2 bad usage\n";
+    "exit codes: 0 ok, 1 the SVG could not be written, 2 bad usage\n";
 
 int usage_error(std::string_view msg) {
   std::fprintf(stderr, "tnbc-sim: %.*s\n\n%.*s", static_cast<int>(msg.size()), msg.data(),
@@ -103,12 +115,31 @@ struct Args {
   std::optional<double> work_ms;
   int parts = 1;
   int depth = SimOptions{}.connection_depth;
+  std::size_t window = static_cast<std::size_t>(tnbc::config::Config{}.chunk_window);
   std::vector<std::string> cfg;
   std::string model;  // empty: by the rank count
   bool json = false;
   bool plan = true;  // --plan natural
   std::optional<bool> per_node;  // --per-node (default: on with the fluid models)
+  std::vector<int> sweep;        // --sweep: rank counts
+  std::string svg;               // --svg
+  bool nodes_given = false;
 };
+
+/// "64,256,1024": rank counts, each at least 1.
+std::vector<int> parse_ranks(std::string_view opt, std::string_view text) {
+  std::vector<int> out;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    out.push_back(parse_number<int>(opt, item));
+    if (out.back() < 1) throw std::invalid_argument(fmt::format("{}: a rank count below 1: '{}'", opt, item));
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  if (out.empty()) throw std::invalid_argument(fmt::format("{}: no rank counts", opt));
+  return out;
+}
 
 // Above this many ranks --model defaults to pairs (docs/scale.md, "Timings").
 constexpr int kFluidMaxRanks = 512;
@@ -128,7 +159,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
     if (i + 1 >= argc) return fmt::format("{}: unknown option, or its value is missing", opt);
     const std::string_view v = argv[++i];
     try {
-      if (opt == "--nodes") a.spec.nodes = parse_number<int>(opt, v);
+      if (opt == "--nodes") a.spec.nodes = parse_number<int>(opt, v), a.nodes_given = true;
       else if (opt == "--ppn") a.spec.ppn = parse_number<int>(opt, v);
       else if (opt == "--link") a.spec.link_Bps = parse_rate(v);
       else if (opt == "--latency") a.spec.latency_s = parse_time(v);
@@ -138,6 +169,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--bytes") a.bytes = parse_number<std::size_t>(opt, v);
       else if (opt == "--chunk-bytes") a.chunk_bytes = parse_number<std::size_t>(opt, v);
       else if (opt == "--connection-depth") a.depth = parse_number<int>(opt, v);
+      else if (opt == "--chunk-window") a.window = parse_number<std::size_t>(opt, v);
       else if (opt == "--scenario" && find_scenario(v)) a.scenario = *find_scenario(v);
       else if (opt == "--work-ms") a.work_ms = parse_number<double>(opt, v);
       else if (opt == "--parts") a.parts = parse_number<int>(opt, v);
@@ -145,6 +177,8 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--model" && (v == "simgrid" || v == "fluid" || v == "pairs")) a.model = v;
       else if (opt == "--plan" && (v == "natural" || v == "none")) a.plan = v == "natural";
       else if (opt == "--per-node" && (v == "on" || v == "off")) a.per_node = v == "on";
+      else if (opt == "--sweep") a.sweep = parse_ranks(opt, v);
+      else if (opt == "--svg") a.svg = v;
       else return fmt::format("{} {}: unknown option or value", opt, v);
     } catch (const std::invalid_argument& e) {
       return fmt::format("{}: {}", opt, e.what());
@@ -154,11 +188,15 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.bytes == 0) return "--bytes: at least 1";
   if (a.parts < 1) return "--parts: at least 1";
   if (a.depth < 1) return "--connection-depth: at least 1";
+  if (a.window < 1) return "--chunk-window: at least 1";
   if (a.work_ms && *a.work_ms < 0) return "--work-ms: not negative";
-  if (a.model.empty()) a.model = a.spec.ranks() <= kFluidMaxRanks ? "fluid" : "pairs";
   if (a.model == "simgrid" && a.per_node.value_or(false))
     return "--per-node on: per-node turns are simulated by the fluid models only (--model fluid or pairs)";
-  if (!a.per_node) a.per_node = a.model != "simgrid";
+  if (!a.svg.empty() && a.sweep.empty()) return "--svg: needs --sweep (it plots the gain against the rank count)";
+  if (!a.sweep.empty() && a.nodes_given) return "--sweep: sets the node count of each prediction; leave out --nodes";
+  for (int ranks : a.sweep)
+    if (ranks % a.spec.ppn != 0)
+      return fmt::format("--sweep: {} ranks is not a multiple of --ppn {}", ranks, a.spec.ppn);
   return std::nullopt;
 }
 
@@ -169,12 +207,31 @@ double slowest(const std::vector<RankRun>& runs, double RankRun::*field) {
   return t;
 }
 
-}  // namespace
+/// One prediction, in seconds: what the table, the JSON object and the sweep show.
+struct Prediction {
+  PlatformSpec spec;
+  std::string model;
+  bool per_node = false;
+  std::string plain_algorithm;
+  Work work;
+  double sizing = 0, tcomm = 0, plain = 0, tnbc = 0, tnbc_plan = 0, bound = 0;
+  double tinit = 0, tnbc_exchange = 0, plan_init = 0, plan_exchange = 0;
+};
 
-int main(int argc, char** argv) {
-  Args a;
-  if (auto err = parse(argc, argv, a)) return usage_error(*err);
-  const int p = a.spec.ranks();
+/// The model of a platform: --model, else by its rank count (docs/scale.md, "Timings").
+std::string model_for(const Args& a, const PlatformSpec& spec) {
+  if (!a.model.empty()) return a.model;
+  return spec.ranks() <= kFluidMaxRanks ? "fluid" : "pairs";
+}
+
+/// Predicts plain MPICH, tnbc without and with the plan and the link bound on `spec`.
+/// Throws std::invalid_argument for a --cfg the fluid models do not take.
+Prediction predict(const Args& a, const PlatformSpec& spec) {
+  Prediction out;
+  out.spec = spec;
+  out.model = model_for(a, spec);
+  out.per_node = a.per_node.value_or(out.model != "simgrid");
+  const int p = spec.ranks();
   const std::size_t total = static_cast<std::size_t>(p) * a.bytes;
 
   SimOptions opt;
@@ -183,13 +240,9 @@ int main(int argc, char** argv) {
   opt.connection_depth = a.depth;
   opt.cfg = a.cfg;
   FluidOptions fluid;
-  if (a.model != "simgrid") {
-    try {
-      fluid.apply_cfg(a.cfg);
-    } catch (const std::invalid_argument& e) {
-      return usage_error(e.what());
-    }
-    fluid.weights = a.model == "fluid" ? FluidOptions::Weights::per_message : FluidOptions::Weights::per_pair;
+  if (out.model != "simgrid") {
+    fluid.apply_cfg(a.cfg);
+    fluid.weights = out.model == "fluid" ? FluidOptions::Weights::per_message : FluidOptions::Weights::per_pair;
   }
 
   // The plain exchange sizes the work (unless --work-ms): simulate it first.
@@ -200,8 +253,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < p; ++r) plan_order[static_cast<std::size_t>(r)] = r;
   opt.tnbc_plan = a.plan;
   opt.plan_order = plan_order;
-  opt.plan_per_node = a.plan && *a.per_node;
-  opt.chunk_window = static_cast<std::size_t>(tnbc::config::Config{}.chunk_window);
+  opt.plan_per_node = a.plan && out.per_node;
+  opt.chunk_window = a.window;
   SimOptions tnbc_opt = opt;
   tnbc_opt.plain = false;
   tnbc_opt.tnbc_plan = false;
@@ -209,17 +262,19 @@ int main(int argc, char** argv) {
   plan_opt.tnbc = false;
   plan_opt.tnbc_plan = a.plan;
   SimResult res;
-  if (a.model == "simgrid") {
-    res = simulate(a.spec, opt);  // SimGrid allows one engine per process: both calls in one run
+  if (out.model == "simgrid") {
+    res = simulate(spec, opt);  // SimGrid allows one engine per process: every call in one run
   } else {
-    res = simulate_fluid(a.spec, plain_opt, fluid);
+    res = simulate_fluid(spec, plain_opt, fluid);
   }
-  const double tcomm = slowest(res.plain, &RankRun::ret);
-  const double sizing = a.work_ms ? *a.work_ms * 1e-3 : tcomm;
-  const Work work{a.scenario.curc * sizing, a.scenario.crc * sizing, a.parts};
-  double plain = 0, tnbc = 0, tnbc_plan = 0;
+  out.plain_algorithm = res.plain_algorithm;
+  out.tcomm = slowest(res.plain, &RankRun::ret);
+  out.sizing = a.work_ms ? *a.work_ms * 1e-3 : out.tcomm;
+  out.work = Work{a.scenario.curc * out.sizing, a.scenario.crc * out.sizing, a.parts};
+  const Work& work = out.work;
   for (const RankRun& r : res.plain)
-    plain = std::max(plain, reader_total(r.ret - r.entry, work, p, a.bytes, [&](std::size_t, std::size_t) { return r.ret - r.entry; }));
+    out.plain = std::max(out.plain, reader_total(r.ret - r.entry, work, p, a.bytes,
+                                                 [&](std::size_t, std::size_t) { return r.ret - r.entry; }));
   auto engine_total = [&](const RankRun& r) {
     const std::vector<double> ready = page_ready(r, total);
     auto when = [&](std::size_t lo, std::size_t hi) {
@@ -230,51 +285,123 @@ int main(int argc, char** argv) {
     };
     return reader_total(r.ret - r.entry, work, p, a.bytes, when);
   };
-  auto tnbc_total = [&](int, const RankRun& r) { tnbc = std::max(tnbc, engine_total(r)); };
-  auto plan_total = [&](int, const RankRun& r) { tnbc_plan = std::max(tnbc_plan, engine_total(r)); };
-  if (a.model == "simgrid") {
+  auto tnbc_total = [&](int, const RankRun& r) { out.tnbc = std::max(out.tnbc, engine_total(r)); };
+  auto plan_total = [&](int, const RankRun& r) { out.tnbc_plan = std::max(out.tnbc_plan, engine_total(r)); };
+  if (out.model == "simgrid") {
     for (int r = 0; r < p; ++r) tnbc_total(r, res.tnbc[static_cast<std::size_t>(r)]);
     for (const RankRun& r : res.tnbc_plan) plan_total(0, r);
   } else {
-    res.tnbc = simulate_fluid(a.spec, tnbc_opt, fluid, tnbc_total).tnbc;
-    if (a.plan) res.tnbc_plan = simulate_fluid(a.spec, plan_opt, fluid, {}, false, plan_total).tnbc_plan;
+    res.tnbc = simulate_fluid(spec, tnbc_opt, fluid, tnbc_total).tnbc;
+    if (a.plan) res.tnbc_plan = simulate_fluid(spec, plan_opt, fluid, {}, false, plan_total).tnbc_plan;
   }
-  const std::string plan_ms = a.plan ? fmt::format("{:.3f}", tnbc_plan * 1e3) : "null";
   std::vector<int> nodes;
-  for (int r = 0; r < p; ++r) nodes.push_back(node_of(a.spec, r));
-  const double bound = link_bound(nodes, a.spec.link_Bps, a.bytes, work, 0);
-  const double tinit = slowest(res.tnbc, &RankRun::ret), tnbc_exchange = slowest(res.tnbc, &RankRun::done);
+  for (int r = 0; r < p; ++r) nodes.push_back(node_of(spec, r));
+  out.bound = link_bound(nodes, spec.link_Bps, a.bytes, work, 0);
+  out.tinit = slowest(res.tnbc, &RankRun::ret);
+  out.tnbc_exchange = slowest(res.tnbc, &RankRun::done);
+  out.plan_init = slowest(res.tnbc_plan, &RankRun::ret);
+  out.plan_exchange = slowest(res.tnbc_plan, &RankRun::done);
+  return out;
+}
 
-  const auto ms = [](double s) { return s * 1e3; };
-  if (a.json) {
-    fmt::print(
-        "{{\"nodes\": {}, \"ppn\": {}, \"placement\": \"{}\", \"link_bytes_per_s\": {}, \"latency_s\": {}, "
-        "\"mem_bytes_per_s\": {}, \"model\": \"{}\", \"op\": \"alltoall\", \"bytes\": {}, \"chunk_bytes\": {}, \"connection_depth\": {}, "
-        "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
-        "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
-        "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"plan\": \"{}\", \"plan_per_node\": {}, "
-        "\"link_bound_ms\": {:.3f}}}\n",
-        a.spec.nodes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.spec.link_Bps, a.spec.latency_s,
-        a.spec.mem_Bps, a.model, a.bytes, a.chunk_bytes, a.depth, a.scenario.name, a.parts, ms(sizing), ms(work.curc),
-        ms(work.crc), res.plain_algorithm, ms(tcomm), ms(plain), ms(tinit), ms(tnbc_exchange), ms(tnbc),
-        plan_ms, a.plan ? "natural" : "none", opt.plan_per_node ? "true" : "false", ms(bound));
-    return 0;
-  }
+double ms(double s) { return s * 1e3; }
+
+/// The JSON object of one prediction (docs/scale.md names its fields).
+std::string json_of(const Args& a, const Prediction& r) {
+  const std::string plan_ms = a.plan ? fmt::format("{:.3f}", ms(r.tnbc_plan)) : "null";
+  return fmt::format(
+      "{{\"nodes\": {}, \"ppn\": {}, \"ranks\": {}, \"placement\": \"{}\", \"link_bytes_per_s\": {}, \"latency_s\": {}, "
+      "\"mem_bytes_per_s\": {}, \"model\": \"{}\", \"op\": \"alltoall\", \"bytes\": {}, \"chunk_bytes\": {}, \"chunk_window\": {}, \"connection_depth\": {}, "
+      "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
+      "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
+      "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"plan\": \"{}\", \"plan_per_node\": {}, "
+      "\"link_bound_ms\": {:.3f}}}",
+      r.spec.nodes, r.spec.ppn, r.spec.ranks(), r.spec.cyclic ? "cyclic" : "block", r.spec.link_Bps, r.spec.latency_s,
+      r.spec.mem_Bps, r.model, a.bytes, a.chunk_bytes, a.window, a.depth, a.scenario.name, a.parts, ms(r.sizing), ms(r.work.curc),
+      ms(r.work.crc), r.plain_algorithm, ms(r.tcomm), ms(r.plain), ms(r.tinit), ms(r.tnbc_exchange), ms(r.tnbc),
+      plan_ms, a.plan ? "natural" : "none", a.plan && r.per_node ? "true" : "false", ms(r.bound));
+}
+
+void print_table(const Args& a, const Prediction& r) {
   fmt::print("{} nodes x {} ranks ({} placement), links {:.1f} MB/s each way, latency {:g} us, memory {:.1f} GB/s\n",
-             a.spec.nodes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.spec.link_Bps / 1e6,
-             a.spec.latency_s * 1e6, a.spec.mem_Bps / 1e9);
-  fmt::print("model: {}\n", a.model == "simgrid" ? "one SimGrid flow per message"
-                               : a.model == "fluid" ? "SimGrid's sharing per pair of nodes (fluid)"
+             r.spec.nodes, r.spec.ppn, r.spec.cyclic ? "cyclic" : "block", r.spec.link_Bps / 1e6,
+             r.spec.latency_s * 1e6, r.spec.mem_Bps / 1e9);
+  fmt::print("model: {}\n", r.model == "simgrid" ? "one SimGrid flow per message"
+                               : r.model == "fluid" ? "SimGrid's sharing per pair of nodes (fluid)"
                                                     : "busy pairs of nodes share links equally (pairs)");
   fmt::print("MPI_Alltoall of {} bytes per block; scenario {} ({}): TCURC {:.1f} ms, TCRC {:.1f} ms, {} part(s) per block\n\n",
-             a.bytes, a.scenario.name, a.scenario.what, ms(work.curc), ms(work.crc), a.parts);
+             a.bytes, a.scenario.name, a.scenario.what, ms(r.work.curc), ms(r.work.crc), a.parts);
   fmt::print("| configuration | total | exchange | call returns |\n|---|---|---|---|\n");
-  fmt::print("| plain MPICH ({} exchange) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", res.plain_algorithm,
-             ms(plain), ms(tcomm), ms(tcomm));
-  fmt::print("| tnbc, no plan | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", ms(tnbc), ms(tnbc_exchange), ms(tinit));
+  fmt::print("| plain MPICH ({} exchange) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", r.plain_algorithm,
+             ms(r.plain), ms(r.tcomm), ms(r.tcomm));
+  fmt::print("| tnbc, no plan | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", ms(r.tnbc), ms(r.tnbc_exchange), ms(r.tinit));
   if (a.plan)
     fmt::print("| tnbc, plan (order 0..p-1{}) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n",
-               opt.plan_per_node ? ", per-node turns" : "; per-message priorities only", ms(tnbc_plan), ms(slowest(res.tnbc_plan, &RankRun::done)), ms(slowest(res.tnbc_plan, &RankRun::ret)));
-  fmt::print("| link bound (any schedule) | {:.1f} ms | | |\n", ms(bound));
+               r.per_node ? ", per-node turns" : "; per-message priorities only", ms(r.tnbc_plan),
+               ms(r.plan_exchange), ms(r.plan_init));
+  fmt::print("| link bound (any schedule) | {:.1f} ms | | |\n", ms(r.bound));
+}
+
+void print_sweep_table(const Args& a, const std::vector<Prediction>& points) {
+  fmt::print("MPI_Alltoall of {} bytes per block, {} ranks per node ({} placement), scenario {} ({}), {} part(s) per block\n"
+             "gain = plain MPICH's total / the configuration's (above 1: faster than plain MPICH)\n\n",
+             a.bytes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.scenario.name, a.scenario.what, a.parts);
+  fmt::print("| ranks | nodes | model | plain MPICH | tnbc, no plan | tnbc, plan | link bound | gain, no plan | gain, plan | gain at most |\n"
+             "|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const Prediction& r : points) {
+    const std::string plan = a.plan ? fmt::format("{:.1f} ms", ms(r.tnbc_plan)) : "-";
+    const std::string plan_gain = a.plan ? fmt::format("{:.2f}", r.plain / r.tnbc_plan) : "-";
+    fmt::print("| {} | {} | {} | {:.1f} ms | {:.1f} ms | {} | {:.1f} ms | {:.2f} | {} | {:.2f} |\n", r.spec.ranks(),
+               r.spec.nodes, r.model, ms(r.plain), ms(r.tnbc), plan, ms(r.bound), r.plain / r.tnbc, plan_gain,
+               r.plain / r.bound);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (auto err = parse(argc, argv, a)) return usage_error(*err);
+  std::vector<PlatformSpec> specs;
+  if (a.sweep.empty()) {
+    specs.push_back(a.spec);
+  } else {
+    for (int ranks : a.sweep) {
+      PlatformSpec s = a.spec;
+      s.nodes = ranks / a.spec.ppn;
+      specs.push_back(s);
+    }
+  }
+  std::vector<Prediction> points;
+  for (const PlatformSpec& spec : specs) {
+    try {
+      points.push_back(predict(a, spec));
+    } catch (const std::invalid_argument& e) {
+      return usage_error(e.what());
+    }
+  }
+  if (!a.svg.empty()) {
+    std::vector<SweepPoint> curve;
+    for (const Prediction& r : points)
+      curve.push_back({r.spec.ranks(), r.plain / r.tnbc, a.plan ? r.plain / r.tnbc_plan : 0.0, r.plain / r.bound});
+    const std::string title = fmt::format("MPI_Alltoall, {} B blocks, {} ranks/node, {}/s links, scenario {}",
+                                          a.bytes, a.spec.ppn, rate_text(a.spec.link_Bps), a.scenario.name);
+    if (auto err = write_sweep_svg(a.svg, title, curve, a.plan)) {
+      std::fprintf(stderr, "tnbc-sim: %s\n", err->c_str());
+      return 1;
+    }
+  }
+  if (a.json) {
+    if (a.sweep.empty()) {
+      fmt::print("{}\n", json_of(a, points.front()));
+    } else {
+      std::string all;
+      for (const Prediction& r : points) all += (all.empty() ? "" : ", ") + json_of(a, r);
+      fmt::print("{{\"sweep\": [{}]}}\n", all);
+    }
+    return 0;
+  }
+  if (a.sweep.empty()) print_table(a, points.front());
+  else print_sweep_table(a, points);
   return 0;
 }

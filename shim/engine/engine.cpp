@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "log.hpp"
 #include "util/clock.hpp"
 #include "node_turn.hpp"
+#include "schedule_pieces.hpp"
 #include "op.hpp"
 #include "progress.hpp"
 #include "receive_mirror.hpp"
@@ -179,7 +181,14 @@ Engine::Result Engine::alltoallv(const void* sendbuf, std::span<const std::size_
   n.op->window.window = static_cast<std::size_t>(options_.chunk_window);
   n.op->edges.edge_recvs_left = static_cast<std::size_t>(std::count_if(
       n.op->steps.begin(), n.op->steps.end(), [](const Step& s) { return s.kind == Kind::recv && s.edge; }));
-  if (per_node) engine::gate(n.op->turn, n.op->steps, *n.shadow, n.seq, n.rank, recv_order);
+  if (per_node) {
+    engine::gate(n.op->turn, n.op->steps, *n.shadow, n.seq, n.rank, recv_order);
+    std::vector<char> remote_peer(static_cast<std::size_t>(n.size), 0);
+    for (const Step& s : n.op->steps)
+      if (n.op->turn.remote(s)) remote_peer[static_cast<std::size_t>(s.peer)] = 1;
+    n.op->window.window = schedule::send_window(
+        n.op->window.window, static_cast<std::size_t>(std::count(remote_peer.begin(), remote_peer.end(), 1)));
+  }
   n.op->recv.recv_base = static_cast<char*>(recvbuf);
   return run(std::move(n.op), sendbuf, allow_early);
 }

@@ -22,6 +22,10 @@ std::vector<int> complete_order(std::span<const int> order, const std::vector<in
   return out;
 }
 
+std::size_t send_window(std::size_t configured, std::size_t remote_peers) {
+  return configured == 0 ? 0 : std::max(configured, remote_peers);
+}
+
 std::vector<Piece> pieces(std::size_t n, std::size_t chunk) {
   if (n < 3 * kEdgeBytes) return {{0, n, 0, true}};
   std::vector<Piece> out{{0, kEdgeBytes, 0, true}, {n - kEdgeBytes, kEdgeBytes, 1, true}};

@@ -16,6 +16,16 @@ std::vector<int> complete_order(std::span<const int> order, const std::vector<in
 /// their place in the priority `order`, members it does not list after them, by rank.
 std::vector<int> turn_order(std::vector<int> members, std::span<const int> order);
 
+/// The send window of a rank's turn (node_turn.hpp, SendWindow): at least `configured`
+/// (TNBC_CHUNK_WINDOW; 0 = no window stays 0) and at least one chunk per peer on another node
+/// that the rank sends bodies to, `remote_peers`.  Chunks go in schedule order, chunk 0 to
+/// every peer before chunk 1, so a window of one chunk per peer keeps every destination busy;
+/// a window of 2 across many peers leaves the links idle while a node's members wait their turns
+/// one after the other (tnbc-sim: 2x slower than no plan at 16 nodes x 4 ranks, 6x at 2 x 32;
+/// docs/scale.md, "The send window at scale").  On 2 nodes x 2 ranks a rank has 2 such peers,
+/// the default window.
+std::size_t send_window(std::size_t configured, std::size_t remote_peers);
+
 /// The pieces a sub-message of n bytes travels as: {offset, bytes, piece, edge}.
 struct Piece {
   std::size_t offset, bytes;

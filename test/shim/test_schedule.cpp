@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "schedule.hpp"
+#include "schedule_pieces.hpp"
 
 using namespace tnbc::shim::schedule;
 
@@ -229,4 +230,13 @@ TEST_CASE("bcast schedule: more segments than bytes, and empty buffers", "[sched
   CHECK(bcast(1, 2, 0, 3, 8, 0, {}).steps.size() == 3);
   CHECK(bcast(1, 2, 0, 0, 4, 0, {}).steps.empty());
   CHECK_THROWS_AS(bcast(0, 2, 5, 10, 4, 0, {}), std::invalid_argument);
+}
+
+TEST_CASE("send window under per-node turns: one chunk per peer on another node at least", "[schedule]") {
+  CHECK(send_window(2, 2) == 2);    // 2 nodes x 2 ranks: the configured window, unchanged
+  CHECK(send_window(2, 1) == 2);
+  CHECK(send_window(2, 0) == 2);    // nothing to send off the node
+  CHECK(send_window(2, 60) == 60);  // 16 nodes x 4 ranks
+  CHECK(send_window(8, 4) == 8);    // a larger configured window stays
+  CHECK(send_window(0, 60) == 0);   // TNBC_CHUNK_WINDOW=0: no window at all
 }

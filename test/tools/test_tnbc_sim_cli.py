@@ -6,11 +6,15 @@ On 2 nodes x 2 ranks in block placement at 200 Mbit/s with scenario b (data read
 documentation names; per-node turns are on by default with the fluid models, off (and refused)
 with SimGrid's; the plan's order alone (`--per-node off`) must predict what no plan predicts (within 2%: one
 order everywhere reorders no sender's sends), `--plan none` must leave tnbc_plan_ms null, and
-every model must give the plan's prediction (SimGrid's own flows the same as the fluid model)."""
+every model must give the plan's prediction (SimGrid's own flows the same as the fluid model).
+`--sweep` must give each rank count the prediction a run with that many nodes gives, and
+`--svg` must plot one line per configuration on a log2 axis of ranks."""
 
 import json
 import os
 import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
 
 from tnbc_testlib import BUILD, Suite, expect
 
@@ -76,6 +80,51 @@ def main():
         expect(abs(sg["tnbc_plan_ms"] - d["tnbc_plan_ms"]) < 1e-3 * d["tnbc_plan_ms"], f"simgrid {sg} fluid {d}")
     s.check("--json: every field; the plan's order alone predicts what no plan does; --plan none; every model",
             plan_prediction)
+
+    def window_at_scale():
+        # 16 nodes x 4 ranks: each rank sends bodies to 60 peers on other nodes.  With a send
+        # window of 2 chunks the members' turns left the links idle (plan 194.8 ms against no
+        # plan's 136.5 ms); one chunk per remote peer (shim/engine/schedule_pieces.hpp,
+        # send_window) keeps the plan from losing to no plan.
+        d = predict("--nodes", 16, "--ppn", 4, "--bytes", 1 << 18, "--link", "10gbit", "--latency", "5us",
+                    "--scenario", "b")
+        expect(d["plan_per_node"] is True and d["tnbc_plan_ms"] <= 1.01 * d["tnbc_ms"],
+               f"per-node turns at 16 x 4 lose to no plan: {d}")
+    s.check("per-node turns at 16 nodes x 4 ranks: the window of one chunk per remote peer does not lose",
+            window_at_scale)
+
+    def sweep():
+        base = ["--ppn", 2, "--link", "200mbit", "--scenario", "b", "--bytes", 1 << 18]
+        d = predict(*base, "--sweep", "4,8")
+        points = d.get("sweep", [])
+        expect([(p["ranks"], p["nodes"]) for p in points] == [(4, 2), (8, 4)], f"--sweep 4,8: {d}")
+        # Each point is the prediction of its own platform, as one run with --nodes gives it.
+        for p in points:
+            one = predict(*base, "--nodes", p["nodes"])
+            for f in ("plain_ms", "tnbc_ms", "tnbc_plan_ms", "link_bound_ms", "model"):
+                expect(p[f] == one[f], f"{f}: {p[f]} in the sweep, {one[f]} alone ({p['nodes']} nodes)")
+        svg = os.path.join(tempfile.mkdtemp(prefix="tnbc_sim_"), "gain.svg")
+        r = run(*base, "--sweep", "4,8,16", "--svg", svg)
+        expect(r.returncode == 0 and "| 16 | 8 |" in r.stdout, f"--sweep table: {r}")
+        root = ET.parse(svg).getroot()
+        lines = {l.get("data-name"): l.get("points").split() for l in root.iter("{http://www.w3.org/2000/svg}polyline")}
+        expect(set(lines) == {"tnbc, no plan", "tnbc, plan", "link bound"} and all(len(v) == 3 for v in lines.values()),
+               f"the SVG's lines: {lines}")
+        # Ranks on a log2 axis: 4, 8, 16 equally spaced.
+        xs = [float(pt.split(",")[0]) for pt in lines["link bound"]]
+        expect(abs((xs[1] - xs[0]) - (xs[2] - xs[1])) < 0.2, f"x positions {xs}")
+        r = run(*base, "--sweep", "4,8", "--plan", "none", "--svg", svg)
+        names = {l.get("data-name") for l in ET.parse(svg).getroot().iter("{http://www.w3.org/2000/svg}polyline")}
+        expect(r.returncode == 0 and names == {"tnbc, no plan", "link bound"}, f"--plan none: {names} {r.stderr}")
+        for args, msg in ((["--svg", svg], "--svg: needs --sweep"),
+                          (["--sweep", "5"], "not a multiple of --ppn"),
+                          (["--sweep", "4,x"], "not a number"),
+                          (["--sweep", "4", "--nodes", "2"], "leave out --nodes")):
+            r = run(*base, *args)
+            expect(r.returncode == 2 and msg in r.stderr, f"{args}: {r.returncode} {r.stderr[:200]}")
+        r = run(*base, "--sweep", "4", "--svg", "/nonexistent-dir/gain.svg")
+        expect(r.returncode == 1 and "--svg /nonexistent-dir/gain.svg" in r.stderr, f"unwritable --svg: {r}")
+    s.check("--sweep: one prediction per rank count (each as alone), its table, JSON and SVG; bad sweeps", sweep)
     return s.finish()
 
 

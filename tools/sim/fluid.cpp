@@ -421,6 +421,7 @@ struct EngineRank {
   std::vector<std::int32_t> remote;
   std::size_t next_remote = 0;
   std::size_t remote_inflight = 0, remote_left = 0;
+  std::size_t window = 0;  // its inter-node bodies in flight at once under turns (0: no bound)
   std::size_t turn_pos = 0;
 };
 
@@ -471,7 +472,13 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
       for (std::size_t k = 0; k < m.size(); ++k) ranks[static_cast<std::size_t>(m[k])].turn_pos = k;
     }
   }
-  const std::size_t window = per_node ? opt.chunk_window : 0;
+  // Each rank's send window under turns, by the engine's rule.
+  if (per_node)
+    for (EngineRank& e : ranks) {
+      std::vector<char> peer(np, 0);
+      for (std::int32_t pos : e.remote) peer[static_cast<std::size_t>(e.fill[static_cast<std::size_t>(pos)].peer)] = 1;
+      e.window = schedule::send_window(opt.chunk_window, static_cast<std::size_t>(std::count(peer.begin(), peer.end(), 1)));
+    }
 
   Network net(spec, f);
   Timers timers;
@@ -489,7 +496,7 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     return e.turn_pos <= turn[static_cast<std::size_t>(node_of(spec, r))];
   };
   // The inter-node bodies of rank r that may go now: copied, its turn on the node, strictly in
-  // fill order, at most `window` in flight (0: no bound), each behind the earlier messages to
+  // fill order, at most its window in flight (0: no bound), each behind the earlier messages to
   // its peer.
   auto post_remote = [&](int r, double now) {
     EngineRank& e = ranks[static_cast<std::size_t>(r)];
@@ -497,7 +504,7 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
       const std::int32_t pos = e.remote[e.next_remote];
       const Send& s = e.fill[static_cast<std::size_t>(pos)];
       if (static_cast<std::size_t>(pos) >= e.cursor || e.edges_left > 0) return;  // not copied, or heads and tails first
-      if (window > 0 && e.remote_inflight >= window) return;
+      if (e.window > 0 && e.remote_inflight >= e.window) return;
       if (e.head[static_cast<std::size_t>(s.peer)] != pos || e.busy[static_cast<std::size_t>(s.peer)] >= depth) return;
       post(r, pos, now);
       ++e.next_remote;
