@@ -2,12 +2,14 @@
 """bench/link_model.py, the link bound of the overlap benchmark, against cases worked out by
 hand: a rate parser that knows tc's units, the two placements, and the least total time when
 the first block read comes over a shared link, when nothing crosses a link, and when only the
-volume counts."""
+volume counts; and against tnbc-sim, whose link bound must be the same number."""
 
+import json
 import os
+import subprocess
 import sys
 
-from tnbc_testlib import SOURCE, Suite, expect
+from tnbc_testlib import BUILD, SOURCE, Suite, expect
 
 sys.path.insert(0, os.path.join(SOURCE, "bench"))
 import link_model as L  # noqa: E402
@@ -72,6 +74,30 @@ def main():
         # No rank on another node: no link, no lateness, whatever the work.
         close(L.ideal_total(rate, [0, 0, 0, 0], MIB, 16, 0.004, 0.1, 0.2), 0.304, "one node")
     s.check("one node: no link to wait for", one_node)
+
+    def same_as_simulator():
+        # tnbc-sim computes the same bound in C++ (tools/sim/reader.*, link_bound_ms): one model,
+        # checked here on every scenario of bench/overlap.py, both placements, whole blocks and
+        # parts, 2 to 4 nodes.
+        sim = os.path.join(BUILD, "tools", "tnbc-sim")
+        sys.path.insert(0, os.path.join(SOURCE, "bench"))
+        from overlap import SCENARIOS  # noqa: E402
+        cases = [(2, 2, "200mbit", "block", 1, MIB), (2, 2, "200mbit", "cyclic", 16, MIB),
+                 (4, 2, "1gbit", "cyclic", 4, 1 << 18), (3, 2, "1gbit", "block", 1, 1 << 16)]
+        for nodes, ppn, rate_text, placement, parts, block in cases:
+            for name, *_ in SCENARIOS:
+                r = subprocess.run([sim, "--json", "--nodes", str(nodes), "--ppn", str(ppn), "--link", rate_text,
+                                    "--placement", placement, "--parts", str(parts), "--bytes", str(block),
+                                    "--scenario", name, "--work-ms", "100", "--plan", "none"],
+                                   capture_output=True, text=True, timeout=60)
+                expect(r.returncode == 0, f"tnbc-sim: {r.stderr}")
+                d = json.loads(r.stdout)
+                bound = 1e3 * L.ideal_total(L.parse_rate(rate_text), L.node_of(nodes * ppn, nodes, placement), block,
+                                            parts, 0.0, d["curc_ms"] / 1e3, d["crc_ms"] / 1e3)
+                expect(abs(bound - d["link_bound_ms"]) <= 1e-3 * bound,
+                       f"{nodes} x {ppn} {placement} {parts} part(s) {name}: link_model {bound:.3f} ms, "
+                       f"tnbc-sim {d['link_bound_ms']} ms")
+    s.check("tnbc-sim's link bound equals link_model's (24 cases)", same_as_simulator)
     s.finish()
 
 
