@@ -8,28 +8,14 @@
 
 #include <fmt/format.h>
 
+#include "util/xml.hpp"
+
 namespace tnbc::tools::order {
 
 std::size_t total_calls(const pr::CallSite& site) {
   std::size_t n = 0;
   for (const auto& r : site.ranks) n += r.calls.size();
   return n;
-}
-
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default:
-        // XML 1.0 forbids most control characters; non-ASCII bytes may not be UTF-8.
-        out += (c < 0x20 || c >= 0x7f) ? '?' : static_cast<char>(c);
-    }
-  }
-  return out;
 }
 
 std::string verdict_name(pr::Verdict v) {
@@ -98,11 +84,11 @@ std::string plot_svg(const SiteView& v, std::size_t number) {
       "<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
       kW, kH);
   std::string where = s.frames.empty() ? s.id : s.frames.front();
-  o += fmt::format("<title>First touch after return: {} at {}</title>\n", pr::to_string(s.op), xml_escape(where));
+  o += fmt::format("<title>First touch after return: {} at {}</title>\n", pr::to_string(s.op), util::xml_escape(where));
   o += fmt::format(
       "<text id=\"title\" x=\"{}\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">First touch after "
       "return: call site {}, {} at {}</text>\n",
-      kLeft + pw / 2, number, pr::to_string(s.op), xml_escape(where));
+      kLeft + pw / 2, number, pr::to_string(s.op), util::xml_escape(where));
   o += fmt::format(
       "<text x=\"{}\" y=\"42\" text-anchor=\"middle\" fill=\"#555\">{} calls on {} ranks, agreement "
       "{:.3f}, verdict {}, Tcomm {} us</text>\n",

@@ -27,8 +27,6 @@ std::size_t total_calls(const pr::CallSite& site);
 std::string verdict_name(pr::Verdict v);
 /// Microseconds with one decimal, "-" when not finite.
 std::string us(double v);
-/// Text safe inside XML (control and non-ASCII bytes become '?').
-std::string xml_escape(std::string_view s);
 
 /// The site's first-touch plot: one SVG document; `number` is the site's number in `show`.
 std::string plot_svg(const SiteView& v, std::size_t number);

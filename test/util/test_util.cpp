@@ -12,8 +12,15 @@
 
 #include "util/file.hpp"
 #include "util/json.hpp"
+#include "util/xml.hpp"
 
 namespace util = tnbc::util;
+
+TEST_CASE("xml_escape escapes markup and replaces bytes XML cannot hold", "[util]") {
+  CHECK(util::xml_escape("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c'");
+  CHECK(util::xml_escape("tab\there\x01\x7f\xc3\xa9") == "tab?here????");
+  CHECK(util::xml_escape("") == "");
+}
 
 TEST_CASE("json_escape escapes quotes, backslashes, control characters and non-ASCII bytes", "[util]") {
   CHECK(util::json_escape("a\"b\\c\n\x01") == "a\\\"b\\\\c\\n\\u0001");

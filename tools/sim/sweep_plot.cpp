@@ -6,24 +6,9 @@
 #include <cmath>
 
 #include "util/file.hpp"
+#include "util/xml.hpp"
 
 namespace tnbc::sim {
-
-namespace {
-
-std::string xml_text(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) out += '?';
-    else out += c;
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string rate_text(double bytes_per_s) {
   const double bits = bytes_per_s * 8;
@@ -56,7 +41,7 @@ std::string sweep_svg(std::string_view title, const std::vector<SweepPoint>& poi
       "font-family=\"sans-serif\" font-size=\"12\">\n"
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{}\" y=\"22\" font-size=\"14\">{}</text>\n",
-      W, H, W, H, left, xml_text(title));
+      W, H, W, H, left, util::xml_escape(title));
   // Axes, the gain ticks every 0.2 (labels every 0.4 above 2), and 1.0: plain MPICH.
   s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n", left, top, top + ph);
   s += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n", left, top + ph, left + pw);
