@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "log.hpp"
 #include "util/clock.hpp"
@@ -183,11 +182,7 @@ Engine::Result Engine::alltoallv(const void* sendbuf, std::span<const std::size_
       n.op->steps.begin(), n.op->steps.end(), [](const Step& s) { return s.kind == Kind::recv && s.edge; }));
   if (per_node) {
     engine::gate(n.op->turn, n.op->steps, *n.shadow, n.seq, n.rank, recv_order);
-    std::vector<char> remote_peer(static_cast<std::size_t>(n.size), 0);
-    for (const Step& s : n.op->steps)
-      if (n.op->turn.remote(s)) remote_peer[static_cast<std::size_t>(s.peer)] = 1;
-    n.op->window.window = schedule::send_window(
-        n.op->window.window, static_cast<std::size_t>(std::count(remote_peer.begin(), remote_peer.end(), 1)));
+    n.op->window.window = schedule::send_window(n.op->window.window, n.op->turn.remote_peers);
   }
   n.op->recv.recv_base = static_cast<char*>(recvbuf);
   return run(std::move(n.op), sendbuf, allow_early);

@@ -48,8 +48,13 @@ void gate(NodeTurn& t, const std::vector<Step>& steps, Shadow& sh, std::uint32_t
   t.gate_value = static_cast<std::uint64_t>(seq) * kTurnStride + k;
   t.first_on_node = k == 0;
   t.on_node = &sh.on_node;
-  t.remote_sends_left = static_cast<std::size_t>(
-      std::count_if(steps.begin(), steps.end(), [&](const Step& s) { return t.remote(s); }));
+  std::vector<char> peer_seen(sh.on_node.size(), 0);
+  for (const Step& s : steps) {
+    if (!t.remote(s)) continue;
+    ++t.remote_sends_left;
+    char& seen = peer_seen[static_cast<std::size_t>(s.peer)];
+    if (!seen) seen = 1, ++t.remote_peers;
+  }
 }
 
 }  // namespace tnbc::shim::engine

@@ -38,6 +38,7 @@ struct NodeTurn {
   std::size_t held_sends = 0;
   const std::vector<char>* on_node = nullptr;
   std::size_t remote_sends_left = 0;
+  std::size_t remote_peers = 0;  // the ranks on other nodes it sends bodies to (the send window)
 
   bool gate_open() const {
     return counter == nullptr || first_on_node || counter->load(std::memory_order_acquire) >= gate_value;
