@@ -1,4 +1,4 @@
-// tnbc-sim: predicts plain MPICH's and libtnbc.so's time for one MPI_Alltoall and the work after
+// tnbc-sim: predicts plain MPICH's and libtnbc.so's time for one MPI_Alltoall (or MPI_Alltoallv) and the work after
 // it, on a simulated cluster (SimGrid), from the step lists the replay engine builds.
 //
 // Exit codes: 0 ok, 1 the SVG could not be written, 2 bad usage.
@@ -26,13 +26,13 @@ using namespace tnbc::sim;
 
 constexpr std::string_view kUsage =
     "usage: tnbc-sim [--nodes N] [--ppn P] [--link RATE] [--latency T] [--mem-bw RATE]\n"
-    "                [--placement block|cyclic] [--op alltoall] [--bytes B] [--chunk-bytes B]\n"
+    "                [--placement block|cyclic] [--op alltoall|alltoallv] [--bytes B] [--chunk-bytes B]\n"
     "                [--chunk-window W] [--connection-depth D]\n"
     "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N] [--cfg KEY:VALUE]\n"
     "                [--model simgrid|fluid|pairs] [--plan natural|none] [--per-node on|off]\n"
     "                [--sweep RANKS,RANKS,...] [--svg FILE] [--json]\n"
     "\n"
-    "Predict the time of one MPI_Alltoall and the work after it (bench/overlap.c's scenarios),\n"
+    "Predict the time of one MPI_Alltoall (or MPI_Alltoallv) and the work after it (bench/overlap.c's scenarios),\n"
     "under plain MPICH and under libtnbc.so without and with a plan, on a simulated cluster: N nodes on\n"
     "one switch, each with a full-duplex link, P ranks per node.  The simulation (SimGrid's\n"
     "flow model) runs, one actor per rank, the step lists the replay engine builds; docs/scale.md\n"
@@ -57,8 +57,12 @@ constexpr std::string_view kUsage =
     "                                 messages share its rate (default above 512 ranks)\n"
     "\n"
     "call:\n"
-    "  --op alltoall         the collective (only alltoall so far)\n"
-    "  --bytes B             bytes per rank and destination (default 1048576)\n"
+    "  --op alltoall         the collective: MPI_Alltoall (default), or\n"
+    "     alltoallv          MPI_Alltoallv with bench/is's key spread: every rank sends rank d\n"
+    "                        the share of its keys that NPB IS's distribution gives d (middle\n"
+    "                        ranks get most); plain MPICH runs its scattered algorithm\n"
+    "  --bytes B             bytes per rank and destination (default 1048576); alltoallv: on\n"
+    "                        average\n"
     "  --chunk-bytes B       the engine's body chunks (default: TNBC_CHUNK_BYTES' default)\n"
     "  --chunk-window W      TNBC_CHUNK_WINDOW: under per-node turns, a rank's inter-node body\n"
     "                        chunks in flight at once, at least one per peer on another node,\n"
@@ -124,6 +128,7 @@ struct Args {
   std::vector<int> sweep;        // --sweep: rank counts
   std::string svg;               // --svg
   bool nodes_given = false;
+  bool alltoallv = false;  // --op alltoallv
 };
 
 /// "64,256,1024": rank counts, each at least 1.
@@ -165,7 +170,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--latency") a.spec.latency_s = parse_time(v);
       else if (opt == "--mem-bw") a.spec.mem_Bps = parse_rate(v);
       else if (opt == "--placement" && (v == "block" || v == "cyclic")) a.spec.cyclic = v == "cyclic";
-      else if (opt == "--op" && v == "alltoall") continue;
+      else if (opt == "--op" && (v == "alltoall" || v == "alltoallv")) a.alltoallv = v == "alltoallv";
       else if (opt == "--bytes") a.bytes = parse_number<std::size_t>(opt, v);
       else if (opt == "--chunk-bytes") a.chunk_bytes = parse_number<std::size_t>(opt, v);
       else if (opt == "--connection-depth") a.depth = parse_number<int>(opt, v);
@@ -216,6 +221,7 @@ struct Prediction {
   Work work;
   double sizing = 0, tcomm = 0, plain = 0, tnbc = 0, tnbc_plan = 0, bound = 0;
   double tinit = 0, tnbc_exchange = 0, plan_init = 0, plan_exchange = 0;
+  std::size_t block_min = 0, block_max = 0;  ///< the smallest and largest block (they differ in an Alltoallv)
 };
 
 /// The model of a platform: --model, else by its rank count (docs/scale.md, "Timings").
@@ -232,10 +238,10 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   out.model = model_for(a, spec);
   out.per_node = a.per_node.value_or(out.model != "simgrid");
   const int p = spec.ranks();
-  const std::size_t total = static_cast<std::size_t>(p) * a.bytes;
 
   SimOptions opt;
   opt.block = a.bytes;
+  if (a.alltoallv) opt.blocks = is_like_blocks(p, a.bytes);
   opt.chunk_bytes = a.chunk_bytes;
   opt.connection_depth = a.depth;
   opt.cfg = a.cfg;
@@ -272,31 +278,46 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   out.sizing = a.work_ms ? *a.work_ms * 1e-3 : out.tcomm;
   out.work = Work{a.scenario.curc * out.sizing, a.scenario.crc * out.sizing, a.parts};
   const Work& work = out.work;
-  for (const RankRun& r : res.plain)
-    out.plain = std::max(out.plain, reader_total(r.ret - r.entry, work, p, a.bytes,
-                                                 [&](std::size_t, std::size_t) { return r.ret - r.entry; }));
-  auto engine_total = [&](const RankRun& r) {
-    const std::vector<double> ready = page_ready(r, total);
+  // Rank r's reads: p blocks of opt.bytes_to(r) bytes, with TCRC in proportion to its bytes (as
+  // bench/is ranks what it received); TCRC as given for the mean block.
+  std::vector<std::size_t> block_of(static_cast<std::size_t>(p));
+  std::vector<double> crc_of(static_cast<std::size_t>(p));
+  double mean = 0;
+  for (int r = 0; r < p; ++r) mean += static_cast<double>(block_of[static_cast<std::size_t>(r)] = opt.bytes_to(r)) / p;
+  for (int r = 0; r < p; ++r)
+    crc_of[static_cast<std::size_t>(r)] = work.crc * static_cast<double>(block_of[static_cast<std::size_t>(r)]) / mean;
+  auto work_of = [&](int r) { return Work{work.curc, crc_of[static_cast<std::size_t>(r)], work.parts}; };
+  for (int r = 0; r < p; ++r) {
+    const RankRun& run = res.plain[static_cast<std::size_t>(r)];
+    out.plain = std::max(out.plain, reader_total(run.ret - run.entry, work_of(r), p, opt.bytes_to(r),
+                                                 [&](std::size_t, std::size_t) { return run.ret - run.entry; }));
+  }
+  auto engine_total = [&](int rank, const RankRun& r) {
+    const std::vector<double> ready = page_ready(r, static_cast<std::size_t>(p) * opt.bytes_to(rank));
     auto when = [&](std::size_t lo, std::size_t hi) {
       double t = 0;
       for (std::size_t pg = (lo + kBufferPageOffset) / kPageBytes; pg * kPageBytes < hi + kBufferPageOffset; ++pg)
         t = std::max(t, ready[pg] - r.entry);
       return t;
     };
-    return reader_total(r.ret - r.entry, work, p, a.bytes, when);
+    return reader_total(r.ret - r.entry, work_of(rank), p, opt.bytes_to(rank), when);
   };
-  auto tnbc_total = [&](int, const RankRun& r) { out.tnbc = std::max(out.tnbc, engine_total(r)); };
-  auto plan_total = [&](int, const RankRun& r) { out.tnbc_plan = std::max(out.tnbc_plan, engine_total(r)); };
+  auto tnbc_total = [&](int rank, const RankRun& r) { out.tnbc = std::max(out.tnbc, engine_total(rank, r)); };
+  auto plan_total = [&](int rank, const RankRun& r) {
+    out.tnbc_plan = std::max(out.tnbc_plan, engine_total(rank, r));
+  };
   if (out.model == "simgrid") {
     for (int r = 0; r < p; ++r) tnbc_total(r, res.tnbc[static_cast<std::size_t>(r)]);
-    for (const RankRun& r : res.tnbc_plan) plan_total(0, r);
+    for (int r = 0; r < static_cast<int>(res.tnbc_plan.size()); ++r) plan_total(r, res.tnbc_plan[static_cast<std::size_t>(r)]);
   } else {
     res.tnbc = simulate_fluid(spec, tnbc_opt, fluid, tnbc_total).tnbc;
     if (a.plan) res.tnbc_plan = simulate_fluid(spec, plan_opt, fluid, {}, false, plan_total).tnbc_plan;
   }
   std::vector<int> nodes;
   for (int r = 0; r < p; ++r) nodes.push_back(node_of(spec, r));
-  out.bound = link_bound(nodes, spec.link_Bps, a.bytes, work, 0);
+  out.bound = link_bound(nodes, spec.link_Bps, block_of, crc_of, work, 0);
+  out.block_min = *std::min_element(block_of.begin(), block_of.end());
+  out.block_max = *std::max_element(block_of.begin(), block_of.end());
   out.tinit = slowest(res.tnbc, &RankRun::ret);
   out.tnbc_exchange = slowest(res.tnbc, &RankRun::done);
   out.plan_init = slowest(res.tnbc_plan, &RankRun::ret);
@@ -311,15 +332,23 @@ std::string json_of(const Args& a, const Prediction& r) {
   const std::string plan_ms = a.plan ? fmt::format("{:.3f}", ms(r.tnbc_plan)) : "null";
   return fmt::format(
       "{{\"nodes\": {}, \"ppn\": {}, \"ranks\": {}, \"placement\": \"{}\", \"link_bytes_per_s\": {}, \"latency_s\": {}, "
-      "\"mem_bytes_per_s\": {}, \"model\": \"{}\", \"op\": \"alltoall\", \"bytes\": {}, \"chunk_bytes\": {}, \"chunk_window\": {}, \"connection_depth\": {}, "
+      "\"mem_bytes_per_s\": {}, \"model\": \"{}\", \"op\": \"{}\", \"bytes\": {}, \"bytes_min\": {}, \"bytes_max\": {}, \"chunk_bytes\": {}, \"chunk_window\": {}, \"connection_depth\": {}, "
       "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
       "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
       "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"plan\": \"{}\", \"plan_per_node\": {}, "
       "\"link_bound_ms\": {:.3f}}}",
       r.spec.nodes, r.spec.ppn, r.spec.ranks(), r.spec.cyclic ? "cyclic" : "block", r.spec.link_Bps, r.spec.latency_s,
-      r.spec.mem_Bps, r.model, a.bytes, a.chunk_bytes, a.window, a.depth, a.scenario.name, a.parts, ms(r.sizing), ms(r.work.curc),
+      r.spec.mem_Bps, r.model, a.alltoallv ? "alltoallv" : "alltoall", a.bytes, r.block_min, r.block_max, a.chunk_bytes, a.window, a.depth, a.scenario.name, a.parts, ms(r.sizing), ms(r.work.curc),
       ms(r.work.crc), r.plain_algorithm, ms(r.tcomm), ms(r.plain), ms(r.tinit), ms(r.tnbc_exchange), ms(r.tnbc),
       plan_ms, a.plan ? "natural" : "none", a.plan && r.per_node ? "true" : "false", ms(r.bound));
+}
+
+/// The call a prediction is of, in words; with `r`, an Alltoallv's smallest and largest block.
+std::string call_text(const Args& a, const Prediction* r) {
+  if (!a.alltoallv) return fmt::format("MPI_Alltoall of {} bytes per block", a.bytes);
+  if (r == nullptr) return fmt::format("MPI_Alltoallv of bench/is's key spread, {} bytes per block on average", a.bytes);
+  return fmt::format("MPI_Alltoallv of bench/is's key spread, {} bytes per block on average ({} to {} by receiver)",
+                     a.bytes, r->block_min, r->block_max);
 }
 
 void print_table(const Args& a, const Prediction& r) {
@@ -329,8 +358,9 @@ void print_table(const Args& a, const Prediction& r) {
   fmt::print("model: {}\n", r.model == "simgrid" ? "one SimGrid flow per message"
                                : r.model == "fluid" ? "SimGrid's sharing per pair of nodes (fluid)"
                                                     : "busy pairs of nodes share links equally (pairs)");
-  fmt::print("MPI_Alltoall of {} bytes per block; scenario {} ({}): TCURC {:.1f} ms, TCRC {:.1f} ms, {} part(s) per block\n\n",
-             a.bytes, a.scenario.name, a.scenario.what, ms(r.work.curc), ms(r.work.crc), a.parts);
+  fmt::print("{}; scenario {} ({}): TCURC {:.1f} ms, TCRC {:.1f} ms{}, {} part(s) per block\n\n", call_text(a, &r),
+             a.scenario.name, a.scenario.what, ms(r.work.curc), ms(r.work.crc),
+             a.alltoallv ? " for the mean block (in proportion to a rank's bytes)" : "", a.parts);
   fmt::print("| configuration | total | exchange | call returns |\n|---|---|---|---|\n");
   fmt::print("| plain MPICH ({} exchange) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", r.plain_algorithm,
              ms(r.plain), ms(r.tcomm), ms(r.tcomm));
@@ -343,9 +373,10 @@ void print_table(const Args& a, const Prediction& r) {
 }
 
 void print_sweep_table(const Args& a, const std::vector<Prediction>& points) {
-  fmt::print("MPI_Alltoall of {} bytes per block, {} ranks per node ({} placement), scenario {} ({}), {} part(s) per block\n"
+  fmt::print("{}, {} ranks per node ({} placement), scenario {} ({}), {} part(s) per block\n"
              "gain = plain MPICH's total / the configuration's (above 1: faster than plain MPICH)\n\n",
-             a.bytes, a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.scenario.name, a.scenario.what, a.parts);
+             call_text(a, nullptr), a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.scenario.name, a.scenario.what,
+             a.parts);
   fmt::print("| ranks | nodes | model | plain MPICH | tnbc, no plan | tnbc, plan | link bound | gain, no plan | gain, plan | gain at most |\n"
              "|---|---|---|---|---|---|---|---|---|---|\n");
   for (const Prediction& r : points) {
@@ -384,8 +415,9 @@ int main(int argc, char** argv) {
     std::vector<SweepPoint> curve;
     for (const Prediction& r : points)
       curve.push_back({r.spec.ranks(), r.plain / r.tnbc, a.plan ? r.plain / r.tnbc_plan : 0.0, r.plain / r.bound});
-    const std::string title = fmt::format("MPI_Alltoall, {} B blocks, {} ranks/node, {}/s links, scenario {}",
-                                          a.bytes, a.spec.ppn, rate_text(a.spec.link_Bps), a.scenario.name);
+    const std::string title = fmt::format("{}, {} B {}blocks, {} ranks/node, {}/s links, scenario {}",
+                                          a.alltoallv ? "MPI_Alltoallv (IS-like)" : "MPI_Alltoall", a.bytes,
+                                          a.alltoallv ? "mean " : "", a.spec.ppn, rate_text(a.spec.link_Bps), a.scenario.name);
     if (auto err = write_sweep_svg(a.svg, title, curve, a.plan)) {
       std::fprintf(stderr, "tnbc-sim: %s\n", err->c_str());
       return 1;

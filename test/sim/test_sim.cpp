@@ -3,6 +3,7 @@
 // (test/sim/meson.build passes the tag); the [pure] cases need no simulation.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
@@ -184,6 +185,25 @@ TEST_CASE("the fluid model on the hand-worked platforms: the same answers", "[pu
   }
 }
 
+namespace {
+
+// The fluid model ran exactly the steps `want` (the engine's builder's), each done in the call.
+void check_steps(const RankRun& run, const std::vector<schedule::Step>& want) {
+  REQUIRE(run.steps.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CHECK(run.steps[i].kind == want[i].kind);
+    CHECK(run.steps[i].peer == want[i].peer);
+    CHECK(run.steps[i].offset == want[i].offset);
+    CHECK(run.steps[i].bytes == want[i].bytes);
+    CHECK(run.steps[i].piece == want[i].piece);
+    CHECK(run.steps[i].edge == want[i].edge);
+    CHECK(run.step_done[i] >= run.entry);
+    CHECK(run.step_done[i] <= run.done);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("the fluid model runs the step lists shim/engine/schedule builds", "[pure]") {
   PlatformSpec spec{.nodes = 3, .ppn = 2, .cyclic = true};
   const std::size_t block = 100000, chunk = 16384;
@@ -194,18 +214,7 @@ TEST_CASE("the fluid model runs the step lists shim/engine/schedule builds", "[p
   int visited = 0;
   const SimResult res = simulate_fluid(spec, opt, FluidOptions{}, [&](int r, const RankRun& run) {
     ++visited;
-    const auto want = schedule::alltoallv(r, p, bytes, displs, bytes, displs, {}, {chunk}).steps;
-    REQUIRE(run.steps.size() == want.size());
-    for (std::size_t i = 0; i < want.size(); ++i) {
-      CHECK(run.steps[i].kind == want[i].kind);
-      CHECK(run.steps[i].peer == want[i].peer);
-      CHECK(run.steps[i].offset == want[i].offset);
-      CHECK(run.steps[i].bytes == want[i].bytes);
-      CHECK(run.steps[i].piece == want[i].piece);
-      CHECK(run.steps[i].edge == want[i].edge);
-      CHECK(run.step_done[i] >= run.entry);
-      CHECK(run.step_done[i] <= run.done);
-    }
+    check_steps(run, schedule::alltoallv(r, p, bytes, displs, bytes, displs, {}, {chunk}).steps);
   });
   CHECK(visited == p);
   // Not kept unless asked: 4096 ranks' steps would not fit in memory.
@@ -315,4 +324,110 @@ TEST_CASE("FluidOptions::apply_cfg: SimGrid's settings, and no other", "[pure]")
   CHECK(f.bandwidth_factor == 0.97);
   CHECK_THROWS_AS(f.apply_cfg({"network/TCP-gamma:1000"}), std::invalid_argument);
   CHECK_THROWS_AS(f.apply_cfg({"network/model:IB"}), std::invalid_argument);
+}
+
+TEST_CASE("is_like_blocks: bench/is's key spread, by hand", "[pure]") {
+  // 4 ranks, 1 MB per pair on average: 1e6 keys of 4 bytes per rank.  The mean of four uniform
+  // numbers is below 1/4 with probability 1/24, below 1/2 with 1/2, below 3/4 with 23/24:
+  // round(1e6 / 24) = 41667 keys to rank 0, 458333 to ranks 1 and 2, 41667 to rank 3.
+  CHECK(is_like_blocks(4, 1000000) == std::vector<std::size_t>{166668, 1833332, 1833332, 166668});
+  // 2 ranks: half each, the mean block.
+  CHECK(is_like_blocks(2, 1000000) == std::vector<std::size_t>{1000000, 1000000});
+  // Any rank count: every key sent once, symmetric, most to the middle ranks.
+  for (int p : {3, 8, 64, 1000}) {
+    const std::vector<std::size_t> b = is_like_blocks(p, 65536);
+    std::size_t sum = 0;
+    for (std::size_t x : b) sum += x;
+    CHECK(sum == 65536u * static_cast<std::size_t>(p));
+    for (std::size_t d = 0; d < b.size(); ++d) CHECK(b[d] + 4 >= b[b.size() - 1 - d]);
+    CHECK(*std::max_element(b.begin(), b.end()) == b[b.size() / 2]);
+    CHECK(b.front() < b[b.size() / 2]);
+  }
+}
+
+TEST_CASE("the fluid model runs an MPI_Alltoallv's step lists as replay.cpp hands them over", "[pure]") {
+  // bench/is's counts on 3 nodes x 2 ranks: block i of the send side packed at the sum of the
+  // blocks before it; the receive side's block s at s * (what every rank sends this one).
+  PlatformSpec spec{.nodes = 3, .ppn = 2, .cyclic = true};
+  const std::size_t chunk = 16384;
+  const int p = spec.ranks();
+  SimOptions opt{.block = 100000, .chunk_bytes = chunk, .plain = false, .cfg = {}, .blocks = is_like_blocks(p, 100000)};
+  REQUIRE(opt.alltoallv());
+  int visited = 0;
+  simulate_fluid(spec, opt, FluidOptions{}, [&](int r, const RankRun& run) {
+    ++visited;
+    std::vector<std::size_t> sdispls, rbytes, rdispls;
+    std::size_t at = 0;
+    for (int i = 0; i < p; ++i) {
+      sdispls.push_back(at);
+      at += opt.blocks[static_cast<std::size_t>(i)];
+      rbytes.push_back(opt.blocks[static_cast<std::size_t>(r)]);
+      rdispls.push_back(static_cast<std::size_t>(i) * opt.blocks[static_cast<std::size_t>(r)]);
+    }
+    check_steps(run, schedule::alltoallv(r, p, opt.blocks, sdispls, rbytes, rdispls, {}, {chunk}).steps);
+  });
+  CHECK(visited == p);
+}
+
+TEST_CASE("link_bound for an MPI_Alltoallv: the busier direction of each link, by hand", "[pure]") {
+  // 3 nodes x 1 rank, links of 1 byte/s; every rank sends rank 2 40 bytes, the others 10.
+  // Node 2's incoming link carries 40 + 40 bytes, node 0's outgoing 10 + 40: 80 s.
+  const std::vector<std::size_t> blocks{10, 10, 40};
+  CHECK(link_bound({0, 1, 2}, 1.0, blocks, std::vector<double>{0, 0, 0}, Work{}, 0) == Approx(80));
+  // 2 nodes x 1 rank, 10-byte blocks; rank 0 reads for 20 s (its second block needed at 10,
+  // there at 10: it ends at 20), rank 1 reads nothing (done when its block is there, 10): 20 s.
+  const std::vector<std::size_t> even{10, 10};
+  CHECK(link_bound({0, 1}, 1.0, even, std::vector<double>{20, 0}, Work{}, 0) == Approx(20));
+  // TCURC 5 s and a call that returned at 1 s: the reads start at 6 and every block is there
+  // by then (10 s < 6 + 10 for rank 0's second block): 6 + 20.
+  CHECK(link_bound({0, 1}, 1.0, even, std::vector<double>{20, 0}, Work{5, 0, 1}, 1) == Approx(26));
+}
+
+TEST_CASE("plain MPICH's MPI_Alltoallv in the fluid model: no message of zero bytes", "[pure]") {
+  // 2 nodes x 1 rank, rank 0 gets nothing and rank 1 1 MB from each: one message crosses
+  // (2 x 1 ms latency + 1 s), rank 1's own block moves in memory (1 us + 1 ms).  Both ranks
+  // return at 1.002 s; with a message of zero bytes to rank 0 posted, nothing would change
+  // either, but a rank whose batch has no message at all must not wait for one.
+  PlatformSpec spec{.nodes = 2, .ppn = 1, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
+  SimOptions opt{.block = 500000, .chunk_bytes = 0, .tnbc = false, .cfg = {}, .blocks = {0, 1000000}};
+  const SimResult res = simulate_fluid(spec, opt, fluid_with(kExact, FluidOptions::Weights::per_message));
+  CHECK(res.plain_algorithm == "scattered");
+  REQUIRE(res.plain.size() == 2);
+  for (const RankRun& r : res.plain) CHECK(elapsed(r, &RankRun::ret) == Approx(1.002).epsilon(1e-9));
+  // Nothing to anyone: every batch is empty and the call returns at once.
+  opt.blocks = {0, 0};
+  for (const RankRun& r : simulate_fluid(spec, opt, fluid_with(kExact, FluidOptions::Weights::per_message)).plain)
+    CHECK(elapsed(r, &RankRun::ret) == 0);
+}
+
+namespace {
+
+// 3 nodes x 1 rank, links 1 MB/s each way and 1 ms, memory 1 GB/s; every rank sends rank 2
+// 4 MB and the others 1 MB.  Plain MPICH (scattered) posts everything at once: each link half
+// carries two flows at 0.5 MB/s, so the 1 MB messages between nodes end at 2 s; the two 4 MB
+// messages into node 2 then share its incoming link, 3 MB each left at 0.5 MB/s: 6 s more.
+// All messages paid 2 ms of latency first: 8.002 s on every rank.  The engine can do no better
+// than node 2's link allows (8 MB at 1 MB/s), ends within 1% of it (its bodies wait for the
+// heads and tails, each chunk pays its latency) and returns once the heads and tails are in.
+void check_is_three_nodes(const SimResult& res) {
+  REQUIRE(res.plain_algorithm == "scattered");
+  REQUIRE(res.plain.size() == 3);
+  for (const RankRun& r : res.plain) CHECK(elapsed(r, &RankRun::ret) == Approx(8.002).epsilon(1e-6));
+  REQUIRE(res.tnbc.size() == 3);
+  for (const RankRun& r : res.tnbc) {
+    CHECK(elapsed(r, &RankRun::done) <= 8.08);
+    CHECK(elapsed(r, &RankRun::ret) < 0.1);
+  }
+  CHECK(elapsed(res.tnbc[2], &RankRun::done) >= 8.0);
+}
+
+}  // namespace
+
+TEST_CASE("an MPI_Alltoallv on three nodes: SimGrid and the fluid model, by hand", "[sim-alltoallv]") {
+  PlatformSpec spec{.nodes = 3, .ppn = 1, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
+  SimOptions opt{.block = 2000000, .chunk_bytes = tnbc::config::Config{}.chunk_bytes, .cfg = kExact,
+                 .blocks = {1000000, 1000000, 4000000}};
+  check_is_three_nodes(simulate(spec, opt));
+  check_is_three_nodes(simulate_fluid(spec, opt, fluid_with(kExact, FluidOptions::Weights::per_message)));
+  check_is_three_nodes(simulate_fluid(spec, opt, fluid_with(kExact, FluidOptions::Weights::per_pair)));
 }

@@ -93,6 +93,26 @@ def main():
     s.check("per-node turns at 16 nodes x 4 ranks: the window of one chunk per remote peer does not lose",
             window_at_scale)
 
+    def alltoallv():
+        # bench/is's key spread on 2 x 2 ranks: the middle ranks get 11/12 of the keys.
+        base = ["--scenario", "b", "--placement", "cyclic", "--bytes", 1 << 18]
+        v = predict(*base, "--op", "alltoallv")
+        expect(v["op"] == "alltoallv" and v["plain_algorithm"] == "scattered", f"--op alltoallv: {v}")
+        expect(v["bytes_min"] < v["bytes"] < v["bytes_max"], f"IS-like blocks not spread: {v}")
+        expect(v["link_bound_ms"] <= min(v["plain_ms"], v["tnbc_ms"], v["tnbc_plan_ms"]) + 1e-6,
+               f"a prediction below the link bound: {v}")
+        a = predict(*base, "--op", "alltoall")
+        expect(a["op"] == "alltoall" and a["bytes_min"] == a["bytes_max"] == a["bytes"], f"--op alltoall: {a}")
+        # The busiest rank reads 11/6 of the mean block's data (TCRC in proportion): the
+        # Alltoallv takes longer after the call than the Alltoall of the mean block.
+        expect(v["plain_ms"] > a["plain_ms"], f"alltoallv {v['plain_ms']} ms, alltoall {a['plain_ms']} ms")
+        r = run(*base, "--op", "alltoallv")
+        expect(r.returncode == 0 and "MPI_Alltoallv of bench/is's key spread" in r.stdout, f"table: {r}")
+        r = run(*base, "--op", "bcast")
+        expect(r.returncode == 2 and "--op bcast" in r.stderr, f"--op bcast: {r}")
+    s.check("--op alltoallv: bench/is's counts, MPICH's scattered algorithm, the bound of both link directions",
+            alltoallv)
+
     def sweep():
         base = ["--ppn", 2, "--link", "200mbit", "--scenario", "b", "--bytes", 1 << 18]
         d = predict(*base, "--sweep", "4,8")

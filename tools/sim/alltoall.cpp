@@ -3,6 +3,7 @@
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <unordered_map>
@@ -16,14 +17,51 @@ using schedule::Step;
 
 schedule::Schedule alltoall_steps(int rank, int size, std::size_t block, std::span<const int> order,
                                   std::size_t chunk_bytes) {
-  const auto n = static_cast<std::size_t>(size);
-  std::vector<std::size_t> bytes(n, block), displs(n);
-  for (std::size_t i = 0; i < n; ++i) displs[i] = i * block;
-  return schedule::alltoallv(rank, size, bytes, displs, bytes, displs, order, {chunk_bytes});
+  const std::vector<std::size_t> blocks(static_cast<std::size_t>(size), block);
+  return alltoallv_steps(rank, size, blocks, order, chunk_bytes);
 }
 
-std::string plain_algorithm(std::size_t block, int /*size*/) {
-  return block >= 32768 ? "pairwise" : "scattered";
+schedule::Schedule alltoallv_steps(int rank, int size, std::span<const std::size_t> blocks,
+                                   std::span<const int> order, std::size_t chunk_bytes) {
+  const auto n = static_cast<std::size_t>(size);
+  const std::size_t mine = blocks[static_cast<std::size_t>(rank)];
+  std::vector<std::size_t> send_displs(n), recv_bytes(n, mine), recv_displs(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    send_displs[i] = i == 0 ? 0 : send_displs[i - 1] + blocks[i - 1];
+    recv_displs[i] = i * mine;
+  }
+  return schedule::alltoallv(rank, size, blocks, send_displs, recv_bytes, recv_displs, order, {chunk_bytes});
+}
+
+schedule::Schedule SimOptions::steps(int rank, int size, std::span<const int> order) const {
+  return alltoallv() ? alltoallv_steps(rank, size, blocks, order, chunk_bytes)
+                     : alltoall_steps(rank, size, block, order, chunk_bytes);
+}
+
+std::vector<std::size_t> is_like_blocks(int size, std::size_t mean) {
+  // The distribution function of the mean of four uniform numbers on [0, 1): the Irwin-Hall
+  // distribution of order 4, scaled by 1/4.
+  auto cdf = [](double x) {
+    const double y = 4 * std::clamp(x, 0.0, 1.0);
+    double sum = 0;
+    const double binom[] = {1, 4, 6, 4, 1};
+    for (int k = 0; k <= 4 && k <= y; ++k) sum += (k % 2 ? -1 : 1) * binom[k] * std::pow(y - k, 4);
+    return std::min(1.0, sum / 24);
+  };
+  const auto n = static_cast<std::size_t>(size);
+  const double keys = static_cast<double>(mean) * static_cast<double>(n) / 4;  // 4-byte keys per rank
+  std::vector<std::size_t> out(n);
+  double below = 0;  // keys of the ranks before d, rounded
+  for (std::size_t d = 0; d < n; ++d) {
+    const double upto = std::round(keys * cdf(static_cast<double>(d + 1) / static_cast<double>(n)));
+    out[d] = 4 * static_cast<std::size_t>(upto - below);
+    below = upto;
+  }
+  return out;
+}
+
+std::string plain_algorithm(std::size_t block, int /*size*/, bool alltoallv) {
+  return !alltoallv && block >= 32768 ? "pairwise" : "scattered";
 }
 
 namespace {
@@ -61,15 +99,17 @@ struct World {
 
 double now() { return s4u::Engine::get_clock(); }
 
-// Plain MPICH's MPI_Alltoall (MPIR_Alltoall_intra_pairwise and _scattered): the own block
-// copied locally first, then the exchange with blocking waits.
+// Plain MPICH's MPI_Alltoall (MPIR_Alltoall_intra_pairwise and _scattered: the own block copied
+// locally first, then the exchange with blocking waits) and MPI_Alltoallv
+// (MPIR_Alltoallv_intra_scattered).
 void plain_call(World& w, int rank, RankRun& out) {
   static char token;  // the payload: the simulation reads nothing from plain messages
   const int p = w.p();
   const auto block = static_cast<std::uint64_t>(w.opt.block);
   out.entry = now();
-  s4u::this_actor::sleep_for(static_cast<double>(block) / w.spec.mem_Bps);
-  if (plain_algorithm(w.opt.block, p) == "pairwise") {
+  // MPI_Alltoall copies the own block first; MPI_Alltoallv sends it to itself among the others.
+  if (!w.opt.alltoallv()) s4u::this_actor::sleep_for(static_cast<double>(block) / w.spec.mem_Bps);
+  if (plain_algorithm(w.opt.block, p, w.opt.alltoallv()) == "pairwise") {
     // Round i: MPI_Sendrecv with rank ^ i on a power of two, else to rank + i from rank - i.
     const bool pof2 = (p & (p - 1)) == 0;
     for (int i = 1; i < p; ++i) {
@@ -82,16 +122,22 @@ void plain_call(World& w, int rank, RankRun& out) {
       send->wait();
     }
   } else {
-    // 32 receives and 32 sends at a time (MPIR_CVAR_ALLTOALL_THROTTLE), the own block among them.
+    // 32 receives and 32 sends at a time (MPIR_CVAR_ALLTOALL_THROTTLE), the own block among
+    // them; MPI_Alltoallv posts no message of zero bytes.
     constexpr int kThrottle = 32;
+    const bool skip_empty = w.opt.alltoallv();
     for (int ii = 0; ii < p; ii += kThrottle) {
       const int ss = std::min(p - ii, kThrottle);
       std::vector<s4u::CommPtr> comms;
       std::vector<void*> got(static_cast<std::size_t>(ss));
-      for (int i = 0; i < ss; ++i)
-        comms.push_back(w.pair_box((rank + ii + i) % p, rank)->get_async<void>(&got[static_cast<std::size_t>(i)]));
-      for (int i = 0; i < ss; ++i)
-        comms.push_back(w.pair_box(rank, (rank - ii - i + p) % p)->put_async(&token, block));
+      if (!skip_empty || w.opt.bytes_to(rank) > 0)
+        for (int i = 0; i < ss; ++i)
+          comms.push_back(w.pair_box((rank + ii + i) % p, rank)->get_async<void>(&got[static_cast<std::size_t>(i)]));
+      for (int i = 0; i < ss; ++i) {
+        const int dst = (rank - ii - i + p) % p;
+        const std::size_t bytes = w.opt.bytes_to(dst);
+        if (!skip_empty || bytes > 0) comms.push_back(w.pair_box(rank, dst)->put_async(&token, bytes));
+      }
       s4u::Comm::wait_all(comms);
     }
   }
@@ -102,7 +148,7 @@ void plain_call(World& w, int rank, RankRun& out) {
 // the simulation (finish_tnbc), once every sender has recorded its sends.
 void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order) {
   const int p = w.p();
-  out.steps = alltoall_steps(rank, p, w.opt.block, order, w.opt.chunk_bytes).steps;
+  out.steps = w.opt.steps(rank, p, order).steps;
   const std::vector<Step>& steps = out.steps;
   const std::size_t n = steps.size();
   out.step_done.assign(n, -1);
@@ -207,7 +253,7 @@ void finish_tnbc(World& w, int rank, RankRun& out) {
     done = std::max(done, out.step_done[i]);
   }
   out.done = done;
-  out.ret = return_time(out, static_cast<std::size_t>(w.p()) * w.opt.block, out.ret);
+  out.ret = return_time(out, static_cast<std::size_t>(w.p()) * w.opt.bytes_to(rank), out.ret);
 }
 
 }  // namespace
@@ -236,7 +282,7 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
   }
   w.arrived.resize(np);
   w.barrier = s4u::Barrier::create(static_cast<unsigned>(p));
-  w.result.plain_algorithm = plain_algorithm(options.block, p);
+  w.result.plain_algorithm = plain_algorithm(options.block, p, options.alltoallv());
   if (options.plain) w.result.plain.resize(np);
   if (options.tnbc) w.result.tnbc.resize(np);
   if (options.tnbc_plan) w.result.tnbc_plan.resize(np);

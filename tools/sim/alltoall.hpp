@@ -1,5 +1,5 @@
-// One MPI_Alltoall simulated on SimGrid, twice: as plain MPICH runs it and as the replay engine
-// runs it, one actor per rank, every message a SimGrid communication.
+// One MPI_Alltoall (or MPI_Alltoallv) simulated on SimGrid, twice: as plain MPICH runs it and as
+// the replay engine runs it, one actor per rank, every message a SimGrid communication.
 //
 // The engine's side runs the step lists of shim/engine/schedule.hpp, built by the engine's own
 // builder with the arguments Engine::alltoallv gets for an MPI_Alltoall, and posts them as the
@@ -30,12 +30,26 @@ namespace schedule = tnbc::shim::schedule;
 schedule::Schedule alltoall_steps(int rank, int size, std::size_t block, std::span<const int> order,
                                     std::size_t chunk_bytes);
 
+/// The same for an MPI_Alltoallv in which every rank sends rank d `blocks[d]` bytes (one entry
+/// per rank): the counts and displacements replay.cpp hands the engine for it (send side packed
+/// in destination order, receive side block s at s * blocks[rank]).
+schedule::Schedule alltoallv_steps(int rank, int size, std::span<const std::size_t> blocks,
+                                   std::span<const int> order, std::size_t chunk_bytes);
+
+/// The bytes every rank sends rank d in bench/is's MPI_Alltoallv: `mean` bytes per pair on
+/// average, spread over the destinations as NPB IS spreads its keys (a key is the mean of four
+/// uniform numbers, rank d owns the d-th of `size` equal key ranges, so middle ranks receive
+/// most), 4-byte keys, each rank's count rounded so that the blocks add up to its keys.
+std::vector<std::size_t> is_like_blocks(int size, std::size_t mean);
+
 /// MPICH's algorithm for MPI_Alltoall of `block` bytes per rank on `size` ranks, by its default
 /// thresholds (MPIR_CVAR_ALLTOALL_SHORT_MSG_SIZE 256, MPIR_CVAR_ALLTOALL_MEDIUM_MSG_SIZE
 /// 32768): "pairwise" exchange (blocks of 32768 bytes and more), "scattered" (all isend/irecv,
 /// 32 at a time) below.  Bruck's algorithm, which MPICH picks for blocks up to 256 bytes on 8
-/// ranks or more, is not modelled: "scattered" stands in for it.
-std::string plain_algorithm(std::size_t block, int size);
+/// ranks or more, is not modelled: "scattered" stands in for it.  MPI_Alltoallv (`alltoallv`)
+/// is always "scattered" (MPICH's choice unless the send buffer is MPI_IN_PLACE), without the
+/// messages of zero bytes.
+std::string plain_algorithm(std::size_t block, int size, bool alltoallv = false);
 
 /// What one rank did in one simulated call (seconds of simulated time).
 struct RankRun {
@@ -64,6 +78,15 @@ struct SimOptions {
   bool plan_per_node = false;
   std::size_t chunk_window = 2;  ///< TNBC_CHUNK_WINDOW (tools pass its default)
   std::vector<std::string> cfg; ///< SimGrid settings ("network/model:CM02"), as --cfg takes them
+  /// An MPI_Alltoallv: the bytes every rank sends rank d (one entry per rank, e.g.
+  /// is_like_blocks).  Empty: an MPI_Alltoall of `block` bytes per pair.
+  std::vector<std::size_t> blocks = {};
+
+  bool alltoallv() const { return !blocks.empty(); }
+  /// The bytes each rank sends rank `dst`.
+  std::size_t bytes_to(int dst) const { return blocks.empty() ? block : blocks[static_cast<std::size_t>(dst)]; }
+  /// The step list of `rank` of `size` for this call (alltoall_steps or alltoallv_steps).
+  schedule::Schedule steps(int rank, int size, std::span<const int> order) const;
 };
 
 struct SimResult {

@@ -334,7 +334,9 @@ void plain_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpt
   const int p = spec.ranks();
   Network net(spec, f);
   Timers timers;
-  const bool pairwise = plain_algorithm(opt.block, p) == "pairwise";
+  const bool pairwise = plain_algorithm(opt.block, p, opt.alltoallv()) == "pairwise";
+  // MPI_Alltoallv posts no message of zero bytes (those to a rank that gets nothing).
+  auto exists = [&](int d) { return !opt.alltoallv() || opt.bytes_to(d) > 0; };
   const bool pof2 = (p & (p - 1)) == 0;
   constexpr int kThrottle = 32;
   const int phases = pairwise ? p - 1 : (p + kThrottle - 1) / kThrottle;
@@ -347,7 +349,8 @@ void plain_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpt
       fn(pof2 ? r ^ i : (r + i) % p);
     } else {
       const int ii = j * kThrottle, ss = std::min(p - ii, kThrottle);
-      for (int i = 0; i < ss; ++i) fn((r - ii - i + 2 * p) % p);
+      for (int i = 0; i < ss; ++i)
+        if (exists((r - ii - i + 2 * p) % p)) fn((r - ii - i + 2 * p) % p);
     }
   };
   auto recvs = [&](int r, int j, auto&& fn) {
@@ -356,33 +359,38 @@ void plain_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpt
       fn(pof2 ? r ^ i : (r - i + p) % p);
     } else {
       const int ii = j * kThrottle, ss = std::min(p - ii, kThrottle);
-      for (int i = 0; i < ss; ++i) fn((r + ii + i) % p);
+      if (exists(r))
+        for (int i = 0; i < ss; ++i) fn((r + ii + i) % p);
     }
   };
   auto start = [&](int s, int d, double now) {
-    net.post(node_of(spec, s), node_of(spec, d), opt.block,
+    net.post(node_of(spec, s), node_of(spec, d), opt.bytes_to(d),
              (static_cast<std::uint64_t>(s) << 32) | static_cast<std::uint32_t>(d), now);
   };
   auto enter = [&](int r, int j, double now) {
     const auto ri = static_cast<std::size_t>(r);
-    phase[ri] = j;
-    if (j == phases) {
-      res.plain[ri].ret = res.plain[ri].done = now;
-      return;
+    for (;; ++j) {  // past the MPI_Alltoallv batches with nothing for this rank
+      phase[ri] = j;
+      if (j == phases) {
+        res.plain[ri].ret = res.plain[ri].done = now;
+        return;
+      }
+      int n = 0;
+      sends(r, j, [&](int d) {
+        ++n;
+        if (phase[static_cast<std::size_t>(d)] == j) start(r, d, now);
+      });
+      recvs(r, j, [&](int s) {
+        ++n;
+        if (s != r && phase[static_cast<std::size_t>(s)] == j) start(s, r, now);
+      });
+      pending[ri] = n;
+      if (n > 0) return;
     }
-    int n = 0;
-    sends(r, j, [&](int d) {
-      ++n;
-      if (phase[static_cast<std::size_t>(d)] == j) start(r, d, now);
-    });
-    recvs(r, j, [&](int s) {
-      ++n;
-      if (s != r && phase[static_cast<std::size_t>(s)] == j) start(s, r, now);
-    });
-    pending[ri] = n;
   };
-  // The own block is copied first.
-  for (int r = 0; r < p; ++r) timers.push({static_cast<double>(opt.block) / spec.mem_Bps, r});
+  // MPI_Alltoall copies the own block first.
+  for (int r = 0; r < p; ++r)
+    timers.push({opt.alltoallv() ? 0.0 : static_cast<double>(opt.block) / spec.mem_Bps, r});
   run(
       net, timers, [&](int r, double now) { enter(r, 0, now); },
       [&](std::uint64_t msg, double now) {
@@ -432,16 +440,13 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
   auto is_remote = [&](int r, const Send& s) {
     return per_node && !s.copy && !s.edge && node_of(spec, s.peer) != node_of(spec, r);
   };
-  // Pieces per block: the same for every block of an Alltoall.
-  std::size_t pieces = 1;
-  for (const Step& s : alltoall_steps(0, p, opt.block, order, opt.chunk_bytes).steps)
-    pieces = std::max(pieces, static_cast<std::size_t>(s.piece) + 1);
   std::vector<EngineRank> ranks(np);
-  // arrived[r][src * pieces + piece]: when rank r's receive of that piece completed.
-  std::vector<std::vector<double>> arrived(np);
+  // Pieces per block, at most (an Alltoallv's blocks differ in size).
+  std::size_t pieces = 1;
   for (int r = 0; r < p; ++r) {
     EngineRank& e = ranks[static_cast<std::size_t>(r)];
-    const std::vector<Step> steps = alltoall_steps(r, p, opt.block, order, opt.chunk_bytes).steps;
+    const std::vector<Step> steps = opt.steps(r, p, order).steps;
+    for (const Step& s : steps) pieces = std::max(pieces, static_cast<std::size_t>(s.piece) + 1);
     for (int edge = 1; edge >= 0; --edge)
       for (const Step& s : steps)
         if (s.edge == (edge == 1) && s.kind != Kind::recv)
@@ -457,11 +462,12 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
       s.next = e.head[static_cast<std::size_t>(s.peer)];
       e.head[static_cast<std::size_t>(s.peer)] = static_cast<std::int32_t>(i);
     }
-    arrived[static_cast<std::size_t>(r)].assign(np * pieces, 0);
     for (std::size_t i = 0; i < e.fill.size(); ++i)
       if (is_remote(r, e.fill[i])) e.remote.push_back(static_cast<std::int32_t>(i));
     e.remote_left = e.remote.size();
   }
+  // arrived[r][src * pieces + piece]: when rank r's receive of that piece completed.
+  std::vector<std::vector<double>> arrived(np, std::vector<double>(np * pieces, 0));
   // Each node's members in the order of their turns, as the engine orders them.
   std::vector<std::vector<int>> members(static_cast<std::size_t>(spec.nodes));
   std::vector<std::size_t> turn(static_cast<std::size_t>(spec.nodes), 0);  // members done per node
@@ -567,12 +573,12 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
   });
 
   out.assign(np, RankRun{});
-  const std::size_t total = np * opt.block;
   for (int r = 0; r < p; ++r) {
     const auto ri = static_cast<std::size_t>(r);
+    const std::size_t total = np * opt.bytes_to(r);
     RankRun run;
     run.entry = 0;
-    run.steps = alltoall_steps(r, p, opt.block, order, opt.chunk_bytes).steps;
+    run.steps = opt.steps(r, p, order).steps;
     run.step_done.resize(run.steps.size());
     for (std::size_t i = 0; i < run.steps.size(); ++i) {
       const Step& s = run.steps[i];
@@ -597,7 +603,7 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
 SimResult simulate_fluid(const PlatformSpec& spec, const SimOptions& options, const FluidOptions& fluid,
                          const RankVisitor& tnbc_visitor, bool keep_steps, const RankVisitor& plan_visitor) {
   SimResult res;
-  res.plain_algorithm = plain_algorithm(options.block, spec.ranks());
+  res.plain_algorithm = plain_algorithm(options.block, spec.ranks(), options.alltoallv());
   if (options.plain) plain_fluid(spec, options, fluid, res);
   if (options.tnbc) tnbc_fluid(spec, options, fluid, res.tnbc, {}, false, tnbc_visitor, keep_steps);
   if (options.tnbc_plan)

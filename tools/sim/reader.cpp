@@ -48,34 +48,49 @@ double reader_total(double ret, const Work& work, int ranks, std::size_t block,
 
 double link_bound(const std::vector<int>& node_of, double rate, std::size_t block, const Work& work,
                   double tinit) {
+  const std::vector<std::size_t> block_of(node_of.size(), block);
+  const std::vector<double> crc_of(node_of.size(), work.crc);
+  return link_bound(node_of, rate, block_of, crc_of, work, tinit);
+}
+
+double link_bound(const std::vector<int>& node_of, double rate, std::span<const std::size_t> block_of,
+                  std::span<const double> crc_of, const Work& work, double tinit) {
   const int p = static_cast<int>(node_of.size());
   const int parts = std::max(work.parts, 1);
-  const double w = work.crc / (p * parts);
   const double start = tinit + work.curc;
-  std::vector<std::size_t> part_bytes;
-  for (int q = 0; q < parts; ++q)
-    part_bytes.push_back(block * static_cast<std::size_t>(q + 1) / static_cast<std::size_t>(parts) -
-                         block * static_cast<std::size_t>(q) / static_cast<std::size_t>(parts));
-  double lateness = 0;
-  for (int n : std::set<int>(node_of.begin(), node_of.end())) {
-    // (need time, reader, block, part) of every part that crosses n's outgoing link, sent
-    // earliest-need-first (Jackson's rule minimises the largest lateness on the link).
-    std::vector<std::tuple<double, int, int, int>> units;
-    std::vector<int> here;  // the ranks on node n
-    for (int b = 0; b < p; ++b)
-      if (node_of[static_cast<std::size_t>(b)] == n) here.push_back(b);
-    for (int r = 0; r < p; ++r)
-      if (node_of[static_cast<std::size_t>(r)] != n)
-        for (int b : here)
-          for (int q = 0; q < parts; ++q) units.emplace_back(start + (b * parts + q) * w, r, b, q);
-    std::sort(units.begin(), units.end());
-    double sent = 0;
-    for (const auto& [need, r, b, q] : units) {
-      sent += static_cast<double>(part_bytes[static_cast<std::size_t>(q)]);
-      lateness = std::max(lateness, sent / rate - need);
+  auto part_bytes = [&](int r, int q) {
+    const std::size_t block = block_of[static_cast<std::size_t>(r)];
+    return static_cast<double>(block * static_cast<std::size_t>(q + 1) / static_cast<std::size_t>(parts) -
+                               block * static_cast<std::size_t>(q) / static_cast<std::size_t>(parts));
+  };
+  // Reader r needs part q of block b at start + (b * parts + q) * TCRC_r / (p * parts) and
+  // finishes at start + TCRC_r plus the largest lateness of its parts: the bound is start plus
+  // the largest of TCRC_r and (arrival - need + TCRC_r) over the parts.  Jackson's rule (send
+  // by due date need - TCRC_r) minimises that largest value on one link.
+  double worst = *std::max_element(crc_of.begin(), crc_of.end());
+  for (int n : std::set<int>(node_of.begin(), node_of.end()))
+    for (const bool outgoing : {true, false}) {
+      // (due date, bytes, need, TCRC of the reader) of every part that crosses the link.
+      std::vector<std::tuple<double, double, double, double>> units;
+      for (int r = 0; r < p; ++r)
+        for (int b = 0; b < p; ++b) {
+          const bool sender_here = node_of[static_cast<std::size_t>(b)] == n;
+          const bool reader_here = node_of[static_cast<std::size_t>(r)] == n;
+          if (sender_here == reader_here || sender_here != outgoing) continue;
+          const double crc = crc_of[static_cast<std::size_t>(r)], w = crc / (p * parts);
+          for (int q = 0; q < parts; ++q) {
+            const double need = start + (b * parts + q) * w;
+            units.emplace_back(need - crc, part_bytes(r, q), need, crc);
+          }
+        }
+      std::sort(units.begin(), units.end());
+      double sent = 0;
+      for (const auto& [due, bytes, need, crc] : units) {
+        sent += bytes;
+        worst = std::max(worst, sent / rate - need + crc);
+      }
     }
-  }
-  return start + work.crc + lateness;
+  return start + worst;
 }
 
 }  // namespace tnbc::sim

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,5 +44,13 @@ double reader_total(double ret, const Work& work, int ranks, std::size_t block,
 /// call's entry, each link sending earliest-need-first; reads start at `tinit` + TCURC.
 double link_bound(const std::vector<int>& node_of, double rate, std::size_t block, const Work& work,
                   double tinit);
+
+/// The same for an MPI_Alltoallv in which every rank sends rank r `block_of[r]` bytes and rank r
+/// reads its blocks with TCRC `crc_of[r]` (TCURC is work.curc everywhere; work.crc is not used).
+/// Each link, either direction, carries its bytes earliest-need-first: the bound is the
+/// latest any reader can finish on the busiest link, so a node that receives more than it
+/// sends is bound by its incoming link.
+double link_bound(const std::vector<int>& node_of, double rate, std::span<const std::size_t> block_of,
+                  std::span<const double> crc_of, const Work& work, double tinit);
 
 }  // namespace tnbc::sim
