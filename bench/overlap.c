@@ -21,6 +21,12 @@
  * "timeline rank=… end_ms=…", on stderr).
  * OVERLAP_ITER_TIMES=1 prints every timed iteration's total and time in the call, per rank
  * ("iter rank=… i=… total_ms=… init_ms=…", on stderr): where a run's mean comes from.
+ * OVERLAP_COUNTS=is makes the collective an MPI_Alltoallv (MPI_Ialltoallv in mpi3 mode) with
+ * bench/is's key spread: BLOCK_BYTES is the mean block, and every rank sends rank d the share of
+ * its 4-byte keys that NPB IS's distribution (the mean of four uniform numbers) gives d's key
+ * range, as tnbc-sim --op alltoallv assumes (tools/sim/alltoall.hpp, is_like_blocks); rank d
+ * then reads BLOCK_BYTES' share of TCRC scaled by its block over the mean, as bench/is ranks
+ * what it received.
  * OVERLAP_SKIP_TCOMM=1 skips the Tcomm loop (ITERS + 2 exchanges read at once, from another
  * call site, before the timed loop; tcomm_us is then 0): the program is then just the timed
  * loop, one call site, as a library that learns from the program's own calls should see it.
@@ -34,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <time.h>
 
 static int cmp(const void *a, const void *b) {
@@ -66,6 +73,25 @@ static void spin_until(double end) {
  * not, whatever the scheduler did meanwhile. */
 #define WAITED_S 200e-6
 
+/* The distribution function of the mean of four uniform numbers on [0, 1) (Irwin-Hall of order
+ * 4, scaled by 1/4). */
+static double mean4_cdf(double x) {
+  static const double binom[] = {1, 4, 6, 4, 1};
+  double y = 4 * (x < 0 ? 0 : x > 1 ? 1 : x), sum = 0;
+  for (int k = 0; k <= 4 && k <= y; k++) sum += (k % 2 ? -1 : 1) * binom[k] * pow(y - k, 4);
+  return sum / 24 > 1 ? 1 : sum / 24;
+}
+
+/* bench/is's blocks: out[d] = the bytes every rank sends rank d, `mean` on average. */
+static void is_blocks(int p, size_t mean, size_t *out) {
+  double keys = (double)mean * p / 4, below = 0;
+  for (int d = 0; d < p; d++) {
+    double upto = round(keys * mean4_cdf((double)(d + 1) / p));
+    out[d] = 4 * (size_t)(upto - below);
+    below = upto;
+  }
+}
+
 static void touch(const unsigned char *p, size_t n) {
   unsigned char s = 0;
   for (size_t i = 0; i < n; i += 4096) s ^= p[i];
@@ -94,8 +120,28 @@ int main(int argc, char **argv) {
   int iter_times = it != NULL && strcmp(it, "1") == 0;
   const char *sw = getenv("OVERLAP_SLEEP");
   sleep_work = sw != NULL && strcmp(sw, "1") == 0;
-  unsigned char *s = malloc(block * size), *r = malloc(block * size);
-  memset(s, rank + 1, block * size);
+  const char *co = getenv("OVERLAP_COUNTS");
+  int is_counts = co != NULL && strcmp(co, "is") == 0;
+  if (co != NULL && *co && !is_counts) {
+    if (rank == 0) fprintf(stderr, "overlap: OVERLAP_COUNTS=%s: only 'is' is known\n", co);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  /* Per destination: bytes sent and where they start; received blocks are `mine` bytes each. */
+  size_t *blocks = malloc(sizeof(size_t) * size), sent = 0;
+  int *scount = malloc(sizeof(int) * size), *sdispl = malloc(sizeof(int) * size);
+  int *rcount = malloc(sizeof(int) * size), *rdispl = malloc(sizeof(int) * size);
+  if (is_counts) is_blocks(size, block, blocks);
+  else for (int d = 0; d < size; d++) blocks[d] = block;
+  size_t mine = blocks[rank];
+  for (int d = 0; d < size; d++) {
+    scount[d] = (int)blocks[d], sdispl[d] = (int)sent, sent += blocks[d];
+    rcount[d] = (int)mine, rdispl[d] = (int)(mine * d);
+  }
+  /* This rank's TCRC: in proportion to its bytes (TCRC is the mean block's). */
+  double t_crc_mine = sent > 0 ? t_crc * (double)mine * size / (double)sent : t_crc;
+  size_t rbytes = mine * (size_t)size;
+  unsigned char *s = malloc(sent ? sent : 1), *r = malloc(rbytes ? rbytes : 1);
+  memset(s, rank + 1, sent);
 
   /* Tcomm: the exchange alone, no work after it, up to the point where every block has been
    * read (under libtnbc.so the call itself returns early). */
@@ -105,8 +151,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < tcomm_iters; i++) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);
-    touch(r, block * size);
+    if (is_counts) MPI_Alltoallv(s, scount, sdispl, MPI_BYTE, r, rcount, rdispl, MPI_BYTE, MPI_COMM_WORLD);
+    else MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);
+    touch(r, rbytes);
     t[i] = MPI_Wtime() - t0;
   }
   double tcomm = tcomm_iters > 0 ? median(t + 2, iters) : 0, tcomm_max;
@@ -117,7 +164,9 @@ int main(int argc, char **argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     MPI_Request req;
-    if (mpi3) MPI_Ialltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD, &req);
+    if (is_counts && mpi3) MPI_Ialltoallv(s, scount, sdispl, MPI_BYTE, r, rcount, rdispl, MPI_BYTE, MPI_COMM_WORLD, &req);
+    else if (is_counts) MPI_Alltoallv(s, scount, sdispl, MPI_BYTE, r, rcount, rdispl, MPI_BYTE, MPI_COMM_WORLD);
+    else if (mpi3) MPI_Ialltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD, &req);
     else MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);
     double deadline = MPI_Wtime();
     init[i] = deadline - t0;
@@ -131,15 +180,15 @@ int main(int argc, char **argv) {
     for (int b = 0; b < size; b++) {
       double w0 = MPI_Wtime(), waited = 0;
       for (int q = 0; q < parts; q++) {
-        size_t lo = block * q / parts, hi = block * (q + 1) / parts;
+        size_t lo = mine * q / parts, hi = mine * (q + 1) / parts;
         double p0 = MPI_Wtime();
-        touch(r + (size_t)b * block + lo, hi - lo);
+        touch(r + (size_t)b * mine + lo, hi - lo);
         double p1 = MPI_Wtime();
         if (p1 - p0 > WAITED_S) {
           waited += p1 - p0;
           if (p1 > deadline) deadline = p1;
         }
-        deadline += t_crc / size / parts;
+        deadline += t_crc_mine / size / parts;
         spin_until(deadline);
       }
       if (timeline && i == iters - 1)
@@ -163,6 +212,7 @@ int main(int argc, char **argv) {
            mpi3 ? "mpi3" : "blocking", block, size, tcomm_max * 1e6, tin_max * 1e6, tot_max * 1e6, mean_max * 1e6,
            t_curc * 1e6, t_crc * 1e6);
   free(s); free(r); free(t); free(total); free(init);
+  free(blocks); free(scount); free(sdispl); free(rcount); free(rdispl);
   MPI_Finalize();
   return 0;
 }

@@ -73,12 +73,14 @@ SCENARIOS = [
 ]
 
 
-def make_plan(args, work):
+def make_plan(args, work, op="alltoall", env=None):
     """Traces the benchmark once and writes a plan: blocks read 0..p-1, per-node priority on.
-    (The call-site keys come from the trace, as `tnbc-order plan` would take them.)"""
+    (The call-site keys come from the trace, as `tnbc-order plan` would take them.)  `op`: the
+    collective the program makes (alltoallv with OVERLAP_COUNTS=is in `env`)."""
     trace_dir = os.path.join(work, "trace")
+    extra = [x for k, v in (env or {}).items() for x in ("--env", f"{k}={v}")]
     subprocess.run([CLUSTER, "run", "--mpi", MPI, "--ppn", str(PPN), "--timeout", "300", "--preload", TRACE_LIB,
-                    "--env", f"TNBC_TRACE_DIR={trace_dir}", "--", PROG, str(args.block), "2",
+                    "--env", f"TNBC_TRACE_DIR={trace_dir}", *extra, "--", PROG, str(args.block), "2",
                     "blocking", "0", "0"], check=True, capture_output=True, timeout=400)
     dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], check=True,
                                      capture_output=True, text=True).stdout)
@@ -93,7 +95,7 @@ def make_plan(args, work):
     # to overlap keeps it here too, so that its row shows what returning early costs there.
     text = ["tnbc-plan 2", "# bench/overlap.py: blocks are read 0..p-1"]
     for site, p in sites:
-        text += [f"site {site} alltoall comm={p} class=*",
+        text += [f"site {site} {op} comm={p} class=*",
                  "  order " + " ".join(map(str, range(p))), "  per-node on", "  return early", "end"]
     text.append(f"end-of-plan {len(sites)}")
     path = os.path.join(work, "overlap.plan")

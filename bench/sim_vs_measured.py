@@ -40,13 +40,18 @@ def measured_rows(path):
     return rows
 
 
-def predict(sim, placement, parts, scenario, tcomm, per_node):
-    cmd = [sim, "--json", "--scenario", scenario, "--parts", str(parts), "--placement", placement,
-           "--work-ms", str(tcomm), "--per-node", per_node]
+def sim_json(sim, *args, who="sim_vs_measured.py"):
+    """The JSON object `tnbc-sim --json ARGS...` prints; exits with its error if it fails."""
+    cmd = [sim, "--json", *map(str, args)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
-        sys.exit(f"sim_vs_measured.py: {' '.join(cmd)}: {r.stderr}")
+        sys.exit(f"{who}: {' '.join(cmd)}: {r.stderr}")
     return json.loads(r.stdout)
+
+
+def predict(sim, placement, parts, scenario, tcomm, per_node):
+    return sim_json(sim, "--scenario", scenario, "--parts", parts, "--placement", placement, "--work-ms", tcomm,
+                    "--per-node", per_node)
 
 
 def main():

@@ -1,11 +1,13 @@
-// tnbc-sim: predicts plain MPICH's and libtnbc.so's time for one MPI_Alltoall (or MPI_Alltoallv) and the work after
-// it, on a simulated cluster (SimGrid), from the step lists the replay engine builds.
+// tnbc-sim: predicts plain MPICH's and libtnbc.so's time for one MPI_Alltoall, MPI_Alltoallv or
+// MPI_Bcast and the work after it, on a simulated cluster (SimGrid), from the step lists the
+// replay engine builds.
 //
 // Exit codes: 0 ok, 1 the SVG could not be written, 2 bad usage.
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
@@ -15,6 +17,7 @@
 
 #include "shim/config.hpp"
 #include "sim/alltoall.hpp"
+#include "sim/bcast.hpp"
 #include "sim/fluid.hpp"
 #include "sim/platform.hpp"
 #include "sim/reader.hpp"
@@ -26,17 +29,18 @@ using namespace tnbc::sim;
 
 constexpr std::string_view kUsage =
     "usage: tnbc-sim [--nodes N] [--ppn P] [--link RATE] [--latency T] [--mem-bw RATE]\n"
-    "                [--placement block|cyclic] [--op alltoall|alltoallv] [--bytes B] [--chunk-bytes B]\n"
+    "                [--placement block|cyclic] [--op alltoall|alltoallv|bcast] [--bytes B] [--chunk-bytes B]\n"
+    "                [--root R] [--segments M] [--chains K|binomial] [--chain-sweep K1,K2,...]\n"
     "                [--chunk-window W] [--connection-depth D]\n"
     "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N] [--cfg KEY:VALUE]\n"
     "                [--model simgrid|fluid|pairs] [--plan natural|none] [--per-node on|off]\n"
     "                [--sweep RANKS,RANKS,...] [--svg FILE] [--json]\n"
     "\n"
-    "Predict the time of one MPI_Alltoall (or MPI_Alltoallv) and the work after it (bench/overlap.c's scenarios),\n"
-    "under plain MPICH and under libtnbc.so without and with a plan, on a simulated cluster: N nodes on\n"
-    "one switch, each with a full-duplex link, P ranks per node.  The simulation (SimGrid's\n"
-    "flow model) runs, one actor per rank, the step lists the replay engine builds; docs/scale.md\n"
-    "says what it models and what not.\n"
+    "Predict the time of one MPI_Alltoall, MPI_Alltoallv or MPI_Bcast and the work after it\n"
+    "(bench/overlap.c's scenarios), under plain MPICH and under libtnbc.so without and with a\n"
+    "plan, on a simulated cluster: N nodes on one switch, each with a full-duplex link, P ranks\n"
+    "per node.  The simulation (SimGrid's flow model) runs, one actor per rank, the step lists\n"
+    "the replay engine builds; docs/scale.md says what it models and what not.\n"
     "\n"
     "platform:\n"
     "  --nodes N             nodes (default 2)\n"
@@ -61,14 +65,25 @@ constexpr std::string_view kUsage =
     "     alltoallv          MPI_Alltoallv with bench/is's key spread: every rank sends rank d\n"
     "                        the share of its keys that NPB IS's distribution gives d (middle\n"
     "                        ranks get most); plain MPICH runs its scattered algorithm\n"
+    "     bcast              MPI_Bcast of --bytes from --root, the data read at once (--model\n"
+    "                        simgrid, one platform per run)\n"
     "  --bytes B             bytes per rank and destination (default 1048576); alltoallv: on\n"
-    "                        average\n"
+    "                        average; bcast: the buffer\n"
     "  --chunk-bytes B       the engine's body chunks (default: TNBC_CHUNK_BYTES' default)\n"
     "  --chunk-window W      TNBC_CHUNK_WINDOW: under per-node turns, a rank's inter-node body\n"
     "                        chunks in flight at once, at least one per peer on another node,\n"
     "                        as the engine raises it (default: TNBC_CHUNK_WINDOW's default)\n"
     "  --connection-depth D  the engine's messages to one peer in flight at once (default 2:\n"
     "                        the next one's handshake overlaps the transfer before it)\n"
+    "\n"
+    "bcast:\n"
+    "  --root R              the root (default 0)\n"
+    "  --segments M          the engine's segments (default: its LogGP choice, as replay.cpp's)\n"
+    "  --chains K|binomial   the engine's tree: K chains from the root, or binomial (default:\n"
+    "                        its LogGP choice)\n"
+    "  --chain-sweep K1,...  also the engine with one segment over each chain count, beside seed\n"
+    "                        003's t(k) = ((P-1)/k + 1)a + (k-1)b and its k* (JSON: chain_sweep,\n"
+    "                        best_chains_sim, best_chains_seed, k_star)\n"
     "\n"
     "application (bench/overlap.c):\n"
     "  --scenario S          a..e or none (default none: the data read at once)\n"
@@ -129,6 +144,12 @@ struct Args {
   std::string svg;               // --svg
   bool nodes_given = false;
   bool alltoallv = false;  // --op alltoallv
+  bool bcast = false;      // --op bcast
+  int root = 0;                    // --root
+  std::optional<int> segments;     // --segments (default: the engine's choice)
+  std::optional<int> chains;       // --chains (0: binomial; default: the engine's choice)
+  std::vector<int> chain_sweep;    // --chain-sweep
+  bool scenario_given = false, model_given = false;
 };
 
 /// "64,256,1024": rank counts, each at least 1.
@@ -170,12 +191,17 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--latency") a.spec.latency_s = parse_time(v);
       else if (opt == "--mem-bw") a.spec.mem_Bps = parse_rate(v);
       else if (opt == "--placement" && (v == "block" || v == "cyclic")) a.spec.cyclic = v == "cyclic";
-      else if (opt == "--op" && (v == "alltoall" || v == "alltoallv")) a.alltoallv = v == "alltoallv";
+      else if (opt == "--op" && (v == "alltoall" || v == "alltoallv" || v == "bcast"))
+        a.alltoallv = v == "alltoallv", a.bcast = v == "bcast";
+      else if (opt == "--root") a.root = parse_number<int>(opt, v);
+      else if (opt == "--segments") a.segments = parse_number<int>(opt, v);
+      else if (opt == "--chains") a.chains = v == "binomial" ? 0 : parse_number<int>(opt, v);
+      else if (opt == "--chain-sweep") a.chain_sweep = parse_ranks(opt, v);
       else if (opt == "--bytes") a.bytes = parse_number<std::size_t>(opt, v);
       else if (opt == "--chunk-bytes") a.chunk_bytes = parse_number<std::size_t>(opt, v);
       else if (opt == "--connection-depth") a.depth = parse_number<int>(opt, v);
       else if (opt == "--chunk-window") a.window = parse_number<std::size_t>(opt, v);
-      else if (opt == "--scenario" && find_scenario(v)) a.scenario = *find_scenario(v);
+      else if (opt == "--scenario" && find_scenario(v)) a.scenario = *find_scenario(v), a.scenario_given = v != "none";
       else if (opt == "--work-ms") a.work_ms = parse_number<double>(opt, v);
       else if (opt == "--parts") a.parts = parse_number<int>(opt, v);
       else if (opt == "--cfg") a.cfg.emplace_back(v);
@@ -198,6 +224,17 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.model == "simgrid" && a.per_node.value_or(false))
     return "--per-node on: per-node turns are simulated by the fluid models only (--model fluid or pairs)";
   if (!a.svg.empty() && a.sweep.empty()) return "--svg: needs --sweep (it plots the gain against the rank count)";
+  if (a.bcast) {
+    // One SimGrid engine per process, SimGrid's own flows, the data read at once.
+    if (!a.sweep.empty()) return "--op bcast: one platform per run (no --sweep)";
+    if (a.model == "fluid" || a.model == "pairs") return "--op bcast: simulated by --model simgrid only";
+    if (a.scenario_given || a.work_ms || a.parts != 1) return "--op bcast: the data is read at once (no --scenario, --work-ms or --parts)";
+    if (a.root < 0 || a.root >= a.spec.ranks()) return fmt::format("--root: a rank of the {} simulated", a.spec.ranks());
+    if (a.segments && (*a.segments < 1 || *a.segments > 253)) return "--segments: 1 to 253";
+    if (a.chains && *a.chains < 0) return "--chains: a chain count, or binomial";
+  } else if (a.segments || a.chains || !a.chain_sweep.empty() || a.root != 0) {
+    return "--root, --segments, --chains and --chain-sweep: with --op bcast only";
+  }
   if (!a.sweep.empty() && a.nodes_given) return "--sweep: sets the node count of each prediction; leave out --nodes";
   for (int ranks : a.sweep)
     if (ranks % a.spec.ppn != 0)
@@ -282,8 +319,9 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   // bench/is ranks what it received); TCRC as given for the mean block.
   std::vector<std::size_t> block_of(static_cast<std::size_t>(p));
   std::vector<double> crc_of(static_cast<std::size_t>(p));
-  double mean = 0;
-  for (int r = 0; r < p; ++r) mean += static_cast<double>(block_of[static_cast<std::size_t>(r)] = opt.bytes_to(r)) / p;
+  std::size_t sum = 0;
+  for (int r = 0; r < p; ++r) sum += block_of[static_cast<std::size_t>(r)] = opt.bytes_to(r);
+  const double mean = static_cast<double>(sum) / p;  // exactly the block of an Alltoall
   for (int r = 0; r < p; ++r)
     crc_of[static_cast<std::size_t>(r)] = work.crc * static_cast<double>(block_of[static_cast<std::size_t>(r)]) / mean;
   auto work_of = [&](int r) { return Work{work.curc, crc_of[static_cast<std::size_t>(r)], work.parts}; };
@@ -390,9 +428,92 @@ void print_sweep_table(const Args& a, const std::vector<Prediction>& points) {
 
 }  // namespace
 
+/// --op bcast: plain MPICH, the engine in its shape (the default's, or --segments and
+/// --chains), and with --chain-sweep the engine with one segment over each chain count beside
+/// seed 003's t(k); a table or one JSON object.
+int run_bcast(const Args& a) {
+  const PlatformSpec& spec = a.spec;
+  const int p = spec.ranks();
+  BcastShape shape = default_bcast_shape(p, a.bytes);
+  if (a.segments) shape.segments = *a.segments;
+  if (a.chains) shape.chains = *a.chains;
+  BcastOptions opt;
+  opt.bytes = a.bytes;
+  opt.root = a.root;
+  opt.connection_depth = a.depth;
+  opt.cfg = a.cfg;
+  opt.shapes.push_back(shape);
+  for (int k : a.chain_sweep) opt.shapes.push_back({1, k});
+  BcastResult res;
+  try {
+    res = simulate_bcast(spec, opt);
+  } catch (const std::invalid_argument& e) {
+    return usage_error(e.what());
+  }
+  auto slowest_ready = [](const std::vector<RankRun>& runs) {
+    double t = 0;
+    for (const RankRun& r : runs) t = std::max(t, bcast_ready(r) - r.entry);
+    return t;
+  };
+  const double plain = slowest(res.plain, &RankRun::ret);
+  const double tnbc = slowest_ready(res.tnbc[0]), tinit = slowest(res.tnbc[0], &RankRun::ret);
+  // Every node but the root's receives the whole buffer through its link.
+  const double bound = spec.nodes > 1 ? static_cast<double>(a.bytes) / spec.link_Bps : 0;
+  struct Point {
+    int k;
+    double sim, seed;
+  };
+  std::vector<Point> sweep;
+  for (std::size_t i = 0; i < a.chain_sweep.size(); ++i)
+    sweep.push_back({a.chain_sweep[i], slowest_ready(res.tnbc[i + 1]), seed_chains_time(spec, a.bytes, a.chain_sweep[i])});
+  auto best = [&](double Point::*f) {
+    return std::min_element(sweep.begin(), sweep.end(), [&](const Point& x, const Point& y) { return x.*f < y.*f; })->k;
+  };
+  const double hop = 2 * spec.latency_s + static_cast<double>(a.bytes) / spec.link_Bps;
+  const double k_star = std::sqrt(hop * (p - 1) / (static_cast<double>(a.bytes) / spec.link_Bps));
+  const std::string tree = shape.chains > 0 ? fmt::format("{} chains", shape.chains) : "binomial tree";
+  if (a.json) {
+    std::string points;
+    for (const Point& x : sweep)
+      points += fmt::format("{}{{\"chains\": {}, \"tnbc_one_segment_ms\": {:.3f}, \"seed_ms\": {:.3f}}}",
+                            points.empty() ? "" : ", ", x.k, ms(x.sim), ms(x.seed));
+    const std::string best_sim = sweep.empty() ? "null" : std::to_string(best(&Point::sim));
+    const std::string best_seed = sweep.empty() ? "null" : std::to_string(best(&Point::seed));
+    fmt::print("{{\"nodes\": {}, \"ppn\": {}, \"ranks\": {}, \"placement\": \"{}\", \"link_bytes_per_s\": {}, "
+               "\"latency_s\": {}, \"mem_bytes_per_s\": {}, \"model\": \"simgrid\", \"op\": \"bcast\", \"bytes\": {}, "
+               "\"root\": {}, \"connection_depth\": {}, \"segments\": {}, \"chains\": {}, \"plain_algorithm\": \"{}\", "
+               "\"plain_ms\": {:.3f}, \"tnbc_init_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": null, "
+               "\"link_bound_ms\": {:.3f}, \"chain_sweep\": [{}], \"best_chains_sim\": {}, \"best_chains_seed\": {}, "
+               "\"k_star\": {:.3f}}}\n",
+               spec.nodes, spec.ppn, p, spec.cyclic ? "cyclic" : "block", spec.link_Bps, spec.latency_s, spec.mem_Bps,
+               a.bytes, a.root, a.depth, shape.segments, shape.chains, res.plain_algorithm, ms(plain), ms(tinit),
+               ms(tnbc), ms(bound), points, best_sim, best_seed, k_star);
+    return 0;
+  }
+  fmt::print("{} nodes x {} ranks ({} placement), links {:.1f} MB/s each way, latency {:g} us, memory {:.1f} GB/s\n",
+             spec.nodes, spec.ppn, spec.cyclic ? "cyclic" : "block", spec.link_Bps / 1e6, spec.latency_s * 1e6,
+             spec.mem_Bps / 1e9);
+  fmt::print("model: one SimGrid flow per message\nMPI_Bcast of {} bytes from rank {}, the data read at once\n\n",
+             a.bytes, a.root);
+  fmt::print("| configuration | data everywhere | call returns |\n|---|---|---|\n");
+  fmt::print("| plain MPICH ({}) | {:.2f} ms | {:.2f} ms |\n", res.plain_algorithm, ms(plain), ms(plain));
+  fmt::print("| tnbc, {} segment(s), {} | {:.2f} ms | {:.2f} ms |\n", shape.segments, tree, ms(tnbc), ms(tinit));
+  fmt::print("| link bound (the buffer through one link) | {:.2f} ms | |\n", ms(bound));
+  if (sweep.empty()) return 0;
+  fmt::print("\nOne segment over k chains: the engine against seed 003's t(k) = ((P-1)/k + 1)a + (k-1)b "
+             "(a = 2 latencies + bytes/link, b = bytes/link; k* = sqrt(a(P-1)/b) = {:.1f})\n\n", k_star);
+  fmt::print("| chains k | tnbc, one segment | seed 003's t(k) |\n|---|---|---|\n");
+  const int bs = best(&Point::sim), bf = best(&Point::seed);
+  for (const Point& x : sweep)
+    fmt::print("| {} | {:.2f} ms{} | {:.2f} ms{} |\n", x.k, ms(x.sim), x.k == bs ? " (least)" : "", ms(x.seed),
+               x.k == bf ? " (least)" : "");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   Args a;
   if (auto err = parse(argc, argv, a)) return usage_error(*err);
+  if (a.bcast) return run_bcast(a);
   std::vector<PlatformSpec> specs;
   if (a.sweep.empty()) {
     specs.push_back(a.spec);

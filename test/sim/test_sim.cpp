@@ -9,7 +9,9 @@
 
 #include "shim/config.hpp"
 #include "shim/engine/schedule.hpp"
+#include "priority/cost_model.hpp"
 #include "sim/alltoall.hpp"
+#include "sim/bcast.hpp"
 #include "sim/fluid.hpp"
 #include "sim/reader.hpp"
 
@@ -197,6 +199,7 @@ void check_steps(const RankRun& run, const std::vector<schedule::Step>& want) {
     CHECK(run.steps[i].bytes == want[i].bytes);
     CHECK(run.steps[i].piece == want[i].piece);
     CHECK(run.steps[i].edge == want[i].edge);
+    CHECK(run.steps[i].after == want[i].after);
     CHECK(run.step_done[i] >= run.entry);
     CHECK(run.step_done[i] <= run.done);
   }
@@ -430,4 +433,64 @@ TEST_CASE("an MPI_Alltoallv on three nodes: SimGrid and the fluid model, by hand
   check_is_three_nodes(simulate(spec, opt));
   check_is_three_nodes(simulate_fluid(spec, opt, fluid_with(kExact, FluidOptions::Weights::per_message)));
   check_is_three_nodes(simulate_fluid(spec, opt, fluid_with(kExact, FluidOptions::Weights::per_pair)));
+}
+
+TEST_CASE("MPI_Bcast: MPICH's algorithm by size, seed 003's t(k), the engine's default shape", "[pure]") {
+  CHECK(plain_bcast_algorithm(12287, 64) == "binomial");
+  CHECK(plain_bcast_algorithm(1 << 20, 7) == "binomial");
+  CHECK(plain_bcast_algorithm(65536, 64) == "scatter + recursive doubling allgather");
+  CHECK(plain_bcast_algorithm(65536, 48) == "scatter + ring allgather");
+  CHECK(plain_bcast_algorithm(1 << 20, 64) == "scatter + ring allgather");
+  // 48 ranks, 1 byte/s, 10 bytes, 1 s latency: a = 2 + 10 = 12 s, b = 10 s;
+  // t(7) = (47/7 + 1) * 12 + 6 * 10 = 152.571... s.
+  PlatformSpec spec{.nodes = 48, .ppn = 1, .link_Bps = 1, .latency_s = 1};
+  CHECK(seed_chains_time(spec, 10, 7) == Approx((47.0 / 7 + 1) * 12 + 60));
+  CHECK(seed_chains_time(PlatformSpec{.nodes = 1, .ppn = 1}, 10, 1) == 0);
+  // What replay.cpp's bcast_shape takes when neither a plan nor a setting fixes it.
+  const auto choice = tnbc::priority::choose_bcast(tnbc::priority::LogGP{}, 48, 1 << 20);
+  const BcastShape shape = default_bcast_shape(48, 1 << 20);
+  CHECK(shape.segments == choice.segments);
+  CHECK(shape.chains == (choice.shape.kind == tnbc::priority::TreeKind::chains ? choice.shape.chains : 0));
+}
+
+TEST_CASE("MPI_Bcast on three nodes: plain MPICH and the engine's trees, by hand", "[sim-bcast]") {
+  // 3 nodes x 1 rank, links 1 MB/s each way and 1 ms, memory 1 GB/s, 1 MB from rank 0, plain
+  // max-min (kExact); one message at a time per connection, so that each pays its latency and
+  // has the link half to itself.
+  // Plain MPICH (binomial: 3 ranks): rank 0 sends to rank 2, then to rank 1, each 2 ms + 1 s:
+  // rank 1 has it at 2.004 s.
+  // The engine, one chain of 4 segments (0 -> 1 -> 2): the edge pieces (4096 bytes: 2 ms +
+  // 4.096 ms each) go first, then 4 segments of 247952 bytes (2 ms + 247.952 ms each); rank 1
+  // forwards each as it arrives, just in time for the next: rank 2 has the last at
+  // 2 x 6.096 + 5 x 249.952 ms, plus the root's copy of the first edge piece (4.096 us; the rest
+  // is copied while that one travels).
+  // The engine, one segment over 2 chains (both children of the root): the root's link sends
+  // 2 MB, 2 s and a few latencies; one chain of one segment: the body twice in a row, just
+  // under 2 s since the edge pieces are forwarded ahead.
+  PlatformSpec spec{.nodes = 3, .ppn = 1, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
+  BcastOptions opt{.bytes = 1000000, .shapes = {{4, 1}, {1, 2}, {1, 1}}, .connection_depth = 1, .cfg = kExact};
+  const BcastResult res = simulate_bcast(spec, opt);
+  CHECK(res.plain_algorithm == "binomial");
+  REQUIRE(res.plain.size() == 3);
+  CHECK(elapsed(res.plain[1], &RankRun::ret) == Approx(2.004).epsilon(1e-9));
+  CHECK(elapsed(res.plain[2], &RankRun::ret) == Approx(1.002).epsilon(1e-9));
+  REQUIRE(res.tnbc.size() == 3);
+  CHECK(bcast_ready(res.tnbc[0][2]) - res.tnbc[0][2].entry == Approx(2 * 0.006096 + 5 * 0.249952 + 4.096e-6).epsilon(1e-6));
+  CHECK(bcast_ready(res.tnbc[0][1]) - res.tnbc[0][1].entry == Approx(2 * 0.006096 + 4 * 0.249952 + 4.096e-6).epsilon(1e-6));
+  for (const RankRun& r : res.tnbc[1]) {
+    CHECK(bcast_ready(r) - r.entry <= 2.01);
+    if (&r != &res.tnbc[1][0]) CHECK(bcast_ready(r) - r.entry >= 2.0);
+  }
+  CHECK(bcast_ready(res.tnbc[2][2]) - res.tnbc[2][2].entry == Approx(2.0).epsilon(0.002));
+  // The steps are the engine's builder's for that shape, on every rank.
+  for (std::size_t k = 0; k < opt.shapes.size(); ++k)
+    for (int r = 0; r < 3; ++r) {
+      const auto& run = res.tnbc[k][static_cast<std::size_t>(r)];
+      check_steps(run, schedule::bcast(r, 3, 0, opt.bytes, opt.shapes[k].segments, opt.shapes[k].chains, {}).steps);
+    }
+  // A non-root's call returns once its edge pieces are in; the root's once its buffer is copied.
+  for (const auto& runs : res.tnbc) {
+    CHECK(elapsed(runs[0], &RankRun::ret) == Approx(1e-3).epsilon(1e-6));
+    for (int r : {1, 2}) CHECK(elapsed(runs[static_cast<std::size_t>(r)], &RankRun::ret) < 0.03);
+  }
 }

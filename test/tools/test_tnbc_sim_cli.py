@@ -113,6 +113,35 @@ def main():
     s.check("--op alltoallv: bench/is's counts, MPICH's scattered algorithm, the bound of both link directions",
             alltoallv)
 
+    def bcast():
+        # Seed 003's platform: 48 processes, one per node, 32 Gbit/s; one 1 MiB message over k
+        # chains is fastest near k* = sqrt(a(P-1)/b) = 6.9, in the formula and in the engine.
+        d = predict("--op", "bcast", "--nodes", 48, "--ppn", 1, "--link", "32gbit", "--latency", "1us",
+                    "--chain-sweep", "2,7,24")
+        for f in ("plain_ms", "tnbc_ms", "tnbc_plan_ms", "link_bound_ms", "plain_algorithm", "segments", "chains"):
+            expect(f in d, f"{f} missing: {d}")
+        expect(d["op"] == "bcast" and d["plain_algorithm"] == "scatter + ring allgather", f"--op bcast: {d}")
+        expect([x["chains"] for x in d["chain_sweep"]] == [2, 7, 24], f"--chain-sweep: {d['chain_sweep']}")
+        expect(d["best_chains_sim"] == 7 and d["best_chains_seed"] == 7 and 6 < d["k_star"] < 8,
+               f"the chain count of least time: {d}")
+        expect(d["link_bound_ms"] <= min(d["plain_ms"], d["tnbc_ms"]), f"a prediction below the link bound: {d}")
+        # --chains and --segments set the engine's shape.
+        one = predict("--op", "bcast", "--nodes", 48, "--ppn", 1, "--link", "32gbit", "--latency", "1us",
+                      "--segments", 1, "--chains", 7)
+        expect(one["segments"] == 1 and one["chains"] == 7 and abs(one["tnbc_ms"] - d["chain_sweep"][1]["tnbc_one_segment_ms"]) < 1e-6,
+               f"--segments 1 --chains 7 {one} against the sweep's k = 7 {d['chain_sweep'][1]}")
+        r = run("--op", "bcast", "--chain-sweep", "1,2")
+        expect(r.returncode == 0 and "seed 003" in r.stdout and "(least)" in r.stdout, f"table: {r}")
+        for args, msg in ((["--op", "bcast", "--sweep", "4"], "no --sweep"),
+                          (["--op", "bcast", "--scenario", "b"], "read at once"),
+                          (["--op", "bcast", "--model", "fluid"], "--model simgrid only"),
+                          (["--op", "bcast", "--root", "4"], "--root"),
+                          (["--op", "bcast", "--segments", "0"], "--segments: 1 to 253"),
+                          (["--chains", "2"], "with --op bcast only")):
+            r = run(*args)
+            expect(r.returncode == 2 and msg in r.stderr, f"{args}: {r.returncode} {r.stderr[:200]}")
+    s.check("--op bcast: MPICH's algorithm, the engine's shape, and seed 003's k-chain optimum", bcast)
+
     def sweep():
         base = ["--ppn", 2, "--link", "200mbit", "--scenario", "b", "--bytes", 1 << 18]
         d = predict(*base, "--sweep", "4,8")

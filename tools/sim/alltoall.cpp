@@ -261,47 +261,40 @@ void finish_tnbc(World& w, int rank, RankRun& out) {
 SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
   if (options.tnbc_plan && options.plan_per_node)
     throw std::invalid_argument("per-node turns are simulated by the fluid models only");
-  std::vector<std::string> args{"tnbc-sim", "--log=root.thresh:warning"};
-  for (const std::string& c : options.cfg) args.push_back("--cfg=" + c);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int argc = static_cast<int>(args.size());
-  s4u::Engine engine(&argc, argv.data());
-
   World w;
   w.spec = spec;
   w.opt = options;
-  w.hosts = build_platform(spec);
   const int p = spec.ranks();
   const auto np = static_cast<std::size_t>(p);
   w.pair_boxes.assign(np * np, nullptr);
-  for (int r = 0; r < p; ++r) {
-    w.edge_boxes.push_back(s4u::Mailbox::by_name("edges>" + std::to_string(r)));
-    w.body_boxes.push_back(s4u::Mailbox::by_name("bodies>" + std::to_string(r)));
-  }
   w.arrived.resize(np);
-  w.barrier = s4u::Barrier::create(static_cast<unsigned>(p));
   w.result.plain_algorithm = plain_algorithm(options.block, p, options.alltoallv());
   if (options.plain) w.result.plain.resize(np);
   if (options.tnbc) w.result.tnbc.resize(np);
   if (options.tnbc_plan) w.result.tnbc_plan.resize(np);
   // Both engine calls record their arrivals in w.arrived: the first call's are set aside.
   std::vector<std::unordered_map<std::uint64_t, double>> tnbc_arrived;
-  for (int r = 0; r < p; ++r)
-    s4u::Actor::create("rank" + std::to_string(r), w.hosts[static_cast<std::size_t>(node_of(spec, r))], [&w, &tnbc_arrived, r] {
-      const auto i = static_cast<std::size_t>(r);
-      // One call after the other, each from a barrier: the network is idle when it begins.
-      w.barrier->wait();
-      if (w.opt.plain) plain_call(w, r, w.result.plain[i]);
-      w.barrier->wait();
-      if (w.opt.tnbc) tnbc_call(w, r, w.result.tnbc[i], {});
-      w.barrier->wait();
-      if (r == 0) tnbc_arrived = std::exchange(w.arrived, decltype(w.arrived)(w.arrived.size()));
-      w.barrier->wait();
-      if (w.opt.tnbc_plan) tnbc_call(w, r, w.result.tnbc_plan[i], w.opt.plan_order);
-    });
-  engine.run();
+  run_simulation(spec, options.cfg, [&](const std::vector<s4u::Host*>& hosts) {
+    w.hosts = hosts;
+    for (int r = 0; r < p; ++r) {
+      w.edge_boxes.push_back(s4u::Mailbox::by_name("edges>" + std::to_string(r)));
+      w.body_boxes.push_back(s4u::Mailbox::by_name("bodies>" + std::to_string(r)));
+    }
+    w.barrier = s4u::Barrier::create(static_cast<unsigned>(p));
+    for (int r = 0; r < p; ++r)
+      s4u::Actor::create("rank" + std::to_string(r), w.hosts[static_cast<std::size_t>(node_of(spec, r))], [&w, &tnbc_arrived, r] {
+        const auto i = static_cast<std::size_t>(r);
+        // One call after the other, each from a barrier: the network is idle when it begins.
+        w.barrier->wait();
+        if (w.opt.plain) plain_call(w, r, w.result.plain[i]);
+        w.barrier->wait();
+        if (w.opt.tnbc) tnbc_call(w, r, w.result.tnbc[i], {});
+        w.barrier->wait();
+        if (r == 0) tnbc_arrived = std::exchange(w.arrived, decltype(w.arrived)(w.arrived.size()));
+        w.barrier->wait();
+        if (w.opt.tnbc_plan) tnbc_call(w, r, w.result.tnbc_plan[i], w.opt.plan_order);
+      });
+  });
   if (options.tnbc_plan)
     for (int r = 0; r < p; ++r) finish_tnbc(w, r, w.result.tnbc_plan[static_cast<std::size_t>(r)]);
   w.arrived = std::move(tnbc_arrived);

@@ -38,6 +38,19 @@ std::vector<s4u::Host*> build_platform(const PlatformSpec& spec) {
   return hosts;
 }
 
+void run_simulation(const PlatformSpec& spec, const std::vector<std::string>& cfg,
+                    const std::function<void(const std::vector<s4u::Host*>&)>& actors) {
+  std::vector<std::string> args{"tnbc-sim", "--log=root.thresh:warning"};
+  for (const std::string& c : cfg) args.push_back("--cfg=" + c);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int argc = static_cast<int>(args.size());
+  s4u::Engine engine(&argc, argv.data());
+  actors(build_platform(spec));
+  engine.run();
+}
+
 namespace {
 
 // "<number><unit>" with the number as a double; the unit lower-cased.

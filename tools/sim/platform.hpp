@@ -10,6 +10,7 @@
 // gets, is SimGrid's network model (the default LV08, or what --cfg sets).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,12 @@ int node_of(const PlatformSpec& spec, int rank);
 /// The hosts of the nodes, in node order, after building the platform into the running
 /// SimGrid engine (which must exist and have no platform yet).
 std::vector<simgrid::s4u::Host*> build_platform(const PlatformSpec& spec);
+
+/// Creates SimGrid's engine with the settings `cfg` (each as --cfg takes it: "KEY:VALUE"),
+/// builds the platform, lets `actors` create the actors on the hosts (node order) and runs the
+/// simulation to its end.  SimGrid allows one engine per process: call this once.
+void run_simulation(const PlatformSpec& spec, const std::vector<std::string>& cfg,
+                    const std::function<void(const std::vector<simgrid::s4u::Host*>&)>& actors);
 
 /// A rate in tc's syntax ("200mbit", "1gbit", "25mbps", "500kbit") in bytes/s, as
 /// bench/link_model.py's parse_rate; a time ("25us", "1ms", "0.5s") in seconds.  Both throw

@@ -1,0 +1,64 @@
+// One MPI_Bcast simulated on SimGrid: as plain MPICH runs it and as the replay engine runs it in
+// one or more tree shapes, one actor per rank, every message a SimGrid communication.
+//
+// The engine's side runs the step list shim/engine/schedule.hpp's bcast builder makes (edges
+// first, then the segments; a rank forwards a piece to its children once it has received it),
+// posted as progress.cpp posts it: every receive at once, a send once its `after` step is done
+// (the root's once the caller copied its bytes, edge pieces first), messages to one child in
+// schedule order, `connection_depth` at a time.  A non-root rank's call returns when its edge
+// pieces are in; the root's when its buffer is copied.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "alltoall.hpp"
+#include "platform.hpp"
+
+namespace tnbc::sim {
+
+/// The engine's tree: k chains from the root, or binomial (chains = 0), and its segment count.
+struct BcastShape {
+  int segments = 1;
+  int chains = 0;
+};
+
+/// The shape the engine picks for `bytes` on `size` ranks without a plan or settings
+/// (replay.cpp: priority::choose_bcast with the default LogGP parameters).
+BcastShape default_bcast_shape(int size, std::size_t bytes);
+
+/// MPICH's algorithm for MPI_Bcast of `bytes` on `size` ranks by its classic thresholds
+/// (MPIR_CVAR_BCAST_SHORT_MSG_SIZE 12288, MPIR_CVAR_BCAST_LONG_MSG_SIZE 524288,
+/// MPIR_CVAR_BCAST_MIN_PROCS 8): "binomial" below 12288 bytes or 8 ranks; "scatter + recursive
+/// doubling allgather" below 524288 bytes on a power of two; "scatter + ring allgather" else.
+std::string plain_bcast_algorithm(std::size_t bytes, int size);
+
+struct BcastOptions {
+  std::size_t bytes = 1 << 20;
+  int root = 0;
+  bool plain = true;
+  std::vector<BcastShape> shapes;  ///< one engine call per shape
+  int connection_depth = 2;        ///< as SimOptions::connection_depth
+  std::vector<std::string> cfg;    ///< SimGrid settings, as --cfg takes them
+};
+
+struct BcastResult {
+  std::string plain_algorithm;
+  std::vector<RankRun> plain;               ///< per rank; empty when not simulated
+  std::vector<std::vector<RankRun>> tnbc;   ///< per shape, per rank (steps and their times kept)
+};
+
+/// Builds the platform and runs the calls one after the other, each from a barrier.  SimGrid
+/// allows one engine per process: call this (or simulate) once.
+BcastResult simulate_bcast(const PlatformSpec& spec, const BcastOptions& options);
+
+/// When a rank has the whole buffer: the call's return, or the last of its receive steps.
+double bcast_ready(const RankRun& run);
+
+/// Seed 003's time of one unsegmented message over k chains, t(k) = ((P-1)/k + 1)·a + (k-1)·b,
+/// with the platform's a (one hop: 2 latencies and the bytes at the link's rate) and b (what one
+/// more send costs the root: the bytes at the link's rate), in seconds.
+double seed_chains_time(const PlatformSpec& spec, std::size_t bytes, int k);
+
+}  // namespace tnbc::sim
