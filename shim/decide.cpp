@@ -191,8 +191,9 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
     key->peer_on_node = cs.peer_on_node;
     learn::add_key(key->learning, op, key->comm_size);
   }
-  // Alltoallv's entries shape nothing (no per-node turns; ranks find them by their own sizes).
-  if (g_plan_loaded && !key->shape_agreed && op != priority::Op::alltoallv) agree_shape(*key, comm, entry);
+  // Alltoallv's ranks find their entries by their own receive sizes, so they may differ: the
+  // agreement is what makes its per-node turns safe (every rank of a node takes them or none).
+  if (g_plan_loaded && !key->shape_agreed) agree_shape(*key, comm, entry);
   Decision d{adapt::Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
   if (!g_adapt) return d;
   if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node", key->shape, d.costs};

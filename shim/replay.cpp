@@ -435,15 +435,19 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
     if (rc == MPI_SUCCESS) observe_blocks(d, ls, recvbuf, recvcounts, rdispls, size, recvtype, util::now_ns() - t0);
     return rc;
   }
-  const priority::PlanEntry* ordered = entry ? entry : learn::learned(ls);
+  // Per-node turns only from the shape every rank agreed on at the key's first call (decide.hpp,
+  // Key::shape): each rank finds its own entry by its own receive size, so the ranks of a node
+  // can disagree on it, and a rank that does not take part in its node's turns stops the ranks
+  // after it for good (IS-like class S hung when each rank followed its own entry).  The key
+  // holds every size of the communicator's Alltoallv calls, so the agreed entry's turn order
+  // serves all of them.  Without turns the order of this call's own entry, or the one learned
+  // for its site, only says when this rank posts its messages: safe whatever the others do.
+  const bool per_node = d.shape != nullptr && d.shape->per_node;
+  const priority::PlanEntry* ordered = per_node ? d.shape : entry ? entry : learn::learned(ls);
   const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
-  if (ordered != nullptr && entry == nullptr) ++d.key->learning.applied;
-  // No per-node priority for Alltoallv: the plan entry is found by this rank's own receive size,
-  // so ranks of one node can disagree on it, and a rank that does not take part in its node's
-  // turns stops the ranks after it for good (measured: IS-like class S hung).  The order alone
-  // is safe: it changes when messages are posted, not which messages there are.
+  if (ordered != nullptr && entry == nullptr && !per_node) ++d.key->learning.applied;
   return exchange(st, d, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                  recvtype, comm, total >= rt.config().min_bytes, order, false);
+                  recvtype, comm, total >= rt.config().min_bytes, order, per_node);
 }
 
 namespace {

@@ -64,6 +64,20 @@ TEST_CASE("an Alltoall site read in one order by all ranks gets that order, per-
   CHECK_FALSE(split.entry->per_node);
 }
 
+TEST_CASE("an Alltoallv site's entry fits every size class: each rank looks it up by its own", "[planner]") {
+  std::vector<std::size_t> order{0, 1, 2, 3};
+  PlannerOptions per_node;
+  per_node.per_node = true;
+  SitePlan sp = plan_site(reading_site(Op::alltoallv, 4, 4, {order, order, order, order}), per_node);
+  REQUIRE(sp.entry);
+  CHECK(sp.entry->size_class == -1);
+  CHECK(sp.entry->per_node);
+  // An Alltoall's entry keeps its class.
+  SitePlan a = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}), per_node);
+  REQUIRE(a.entry);
+  CHECK(a.entry->size_class == 12);
+}
+
 TEST_CASE("a Bcast site gets the model's segment count and tree", "[planner]") {
   PlannerOptions options;
   options.loggp = LogGP{2, 1, 0, 0};

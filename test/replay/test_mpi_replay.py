@@ -164,8 +164,10 @@ def main():
 
     def with_plan():
         # A plan for every call site of trace_order, keyed as plans key call sites (module
-        # basename + offset per frame): Alltoall sources in reverse with per-node priority,
-        # Bcast in 4 segments delivered 3 1 2 0 down 2 chains.
+        # basename + offset per frame): Alltoall and Alltoallv sources in reverse with per-node
+        # priority (the Alltoallv's ranks receive 28-36 KiB per block on average: different
+        # size classes, one entry for any class, as tnbc-order plan writes it), Bcast in 4
+        # segments delivered 3 1 2 0 down 2 chains.
         trace_dir = os.path.join(tmp, "trace")
         mpirun(ORDERS, 4, preload="tnbc_trace", env={"TNBC_TRACE_DIR": trace_dir}, args=[os.path.join(tmp, "t")])
         dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], capture_output=True,
@@ -176,12 +178,12 @@ def main():
         for call in dump["calls"]:
             site = dump["callsites"][call["callsite"]]
             key = (site["id"], call["op"])
-            if key in seen or call["op"] not in ("alltoall", "bcast"):
+            if key in seen or call["op"] not in ("alltoall", "alltoallv", "bcast"):
                 continue
             seen.add(key)
             key = ";".join(f"{os.path.basename(f['module'])}+0x{f['offset']:x}" for f in site["frames"])
             plan.append(f"site {key} {call['op']} comm=* class=*")
-            if call["op"] == "alltoall":
+            if call["op"] in ("alltoall", "alltoallv"):
                 plan.append("  order " + " ".join(str(i) for i in range(call["comm_size"] - 1, -1, -1)))
                 plan += ["  per-node on", "end"]
             else:
@@ -199,8 +201,8 @@ def main():
         expect("tnbc[" not in res.stderr.replace("tnbc[0]: plan", ""), f"unexpected messages: {res.stderr}")
         for r in range(4):
             d = read_json(f"{prefix}.{r}.json")
-            expect(d["alltoall"]["planned"] >= 2 and d["bcast"]["planned"] >= 1,
-                   f"rank {r}: plan entries not used: {d['alltoall']} {d['bcast']}")
+            expect(d["alltoall"]["planned"] >= 2 and d["alltoallv"]["planned"] >= 1 and d["bcast"]["planned"] >= 1,
+                   f"rank {r}: plan entries not used: {d['alltoall']} {d['alltoallv']} {d['bcast']}")
             # One node: per-node priority has no inter-node send to hold back.
             expect(d["node_priority"]["gated_sends"] == 0, f"rank {r}: gated on one node: {d}")
         ref_plan["path"] = path
@@ -252,6 +254,31 @@ def main():
         gated = {r: read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)}
         expect(all(gated[r] == 0 for r in first), f"the first rank of a node waited for its turn: {gated}")
         expect(all(gated[r] > 0 for r in second), f"the second rank of a node never waited: {gated}")
+
+    def alltoallv_turns_on_cluster():
+        # The same plan with per-node priority for the Alltoallv alone: its ranks find the entry
+        # by their own receive sizes (different size classes), agree on it at the first call and
+        # take turns in its order 3 2 1 0, so the second member of each node waits; the bytes
+        # are MPICH's.  (With each rank following its own entry, IS-like class S once hung.)
+        with open(ref_plan.get("path", ""), encoding="utf-8") as f:
+            text = f.read().split("\n")
+        op = None
+        for i, line in enumerate(text):
+            if line.startswith("site "):
+                op = line.split()[2]
+            if line.strip() == "per-node on" and op != "alltoallv":
+                text[i] = "  per-node off"
+        path = os.path.join(tmp, "alltoallv_turns.plan")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(text))
+        ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "vc")]).stdout)
+        prefix = os.path.join(tmp, "vturns")
+        out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "vcc")], preload="tnbc",
+                                env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}), timeout=180).stdout)
+        expect(out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        gated = {r: read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)}
+        expect(all(gated[r] == 0 for r in (1, 3)), f"the first rank of a node waited for its turn: {gated}")
+        expect(all(gated[r] > 0 for r in (0, 2)), f"no Alltoallv turns: the second rank of a node never waited: {gated}")
 
     def no_shared_window():
         # Open MPI's one-sided component for UCX makes no shared windows: the node's turn window
@@ -343,6 +370,8 @@ def main():
         # Nodes {0, 2} and {1, 3}: ranks 2 and 3 come first.
         s.check("the same with ranks dealt round robin (node members not consecutive)",
                 lambda: with_plan_on_cluster("cyclic", first=(2, 3), second=(0, 1)))
+        s.check("per-node turns for an Alltoallv whose ranks' sizes differ in class: agreed, taken, identical bytes",
+                alltoallv_turns_on_cluster)
         if MPI == "openmpi":
             s.check("a per-node plan where the MPI makes no shared window: turns off, one message, "
                     "identical bytes", no_shared_window)

@@ -99,6 +99,9 @@ def main():
         v = predict(*base, "--op", "alltoallv")
         expect(v["op"] == "alltoallv" and v["plain_algorithm"] == "scattered", f"--op alltoallv: {v}")
         expect(v["bytes_min"] < v["bytes"] < v["bytes_max"], f"IS-like blocks not spread: {v}")
+        # The plan's per-node turns, as the engine takes them for an Alltoallv with an agreed plan.
+        expect(v["plan_per_node"] is True, f"--op alltoallv predicted no per-node turns: {v}")
+        expect(predict(*base, "--op", "alltoallv", "--per-node", "off")["plan_per_node"] is False, "--per-node off ignored")
         expect(v["link_bound_ms"] <= min(v["plain_ms"], v["tnbc_ms"], v["tnbc_plan_ms"]) + 1e-6,
                f"a prediction below the link bound: {v}")
         a = predict(*base, "--op", "alltoall")
