@@ -222,9 +222,10 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
   // observed becomes the order of its calls.
   if (d.path == adapt::Path::early && key->last_path == adapt::Path::blocking) {
     learn::learn_point(key->learning, comm, key->state.calls());
-    // A learned turn order for an Alltoall that spans nodes: from now on its early calls
-    // compare per-node turns on and off (Alltoallv's never take turns: replay.cpp).
-    if (key->learning.turns != nullptr && !key->one_node && op == priority::Op::alltoall) key->state.allow_turns();
+    // A learned turn order (of source ranks, the same on every rank) for an Alltoall or
+    // Alltoallv that spans nodes: from now on its early calls compare per-node turns on and off.
+    // (A Bcast's learned order is of segments: no turns.)
+    if (key->learning.turns != nullptr && !key->one_node && op != priority::Op::bcast) key->state.allow_turns();
   }
   key->last_path = d.path;
   key->last_turns = adapt::Turns::none;

@@ -336,6 +336,31 @@ void stop(Runtime& rt) {
   rt.stats().adapt_json = keys_json([](std::int64_t site) { return g_sites.key(static_cast<std::uint32_t>(site)); });
 }
 
+namespace {
+
+/// The receive order of an early Alltoall(v) call, and whether it takes per-node turns.
+struct CallOrder {
+  std::vector<int> order;
+  bool per_node = false;
+};
+
+/// Per-node turns go only in an order every rank agreed on (a rank that does not take part in
+/// its node's turns stops the ranks after it for good): the plan entry of the key's first call
+/// (decide.hpp, Key::shape), else the order learned for the key when measurements chose turns.
+/// Without turns, the order of this call's own entry, or else the one learned for its site,
+/// only says when this rank posts its messages: safe whatever the others do.
+CallOrder call_order(const Decision& d, const priority::PlanEntry* entry, learn::SiteLearning* ls) {
+  const bool planned_turns = d.shape != nullptr && d.shape->per_node;
+  const priority::PlanEntry* ordered = planned_turns ? d.shape
+                                       : d.turns     ? d.turn_order
+                                       : entry       ? entry
+                                                     : learn::learned(ls);
+  if (ordered != nullptr && !planned_turns && (d.turns || entry == nullptr)) ++d.key->learning.applied;
+  return {ordered ? as_ints(ordered->order) : std::vector<int>{}, planned_turns || d.turns};
+}
+
+}  // namespace
+
 int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
              int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   OpStats& st = rt.stats().alltoall;
@@ -375,20 +400,9 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
       observe_blocks(d, ls, recvbuf, rcounts.data(), rdispls.data(), size, recvtype, util::now_ns() - t0);
     return rc;
   }
-  // Per-node turns go in an order every rank agreed on: the plan entry's (decide.hpp), else the
-  // order learned for the key when measurements chose turns; without them the order of this
-  // call's own entry, or else the order learned for its site, only says when this rank posts
-  // its messages.
-  const bool planned_turns = d.shape != nullptr && d.shape->per_node;
-  const bool per_node = planned_turns || d.turns;
-  const priority::PlanEntry* ordered = planned_turns ? d.shape
-                                       : d.turns     ? d.turn_order
-                                       : entry       ? entry
-                                                     : learn::learned(ls);
-  const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
-  if (ordered != nullptr && !planned_turns && (d.turns || entry == nullptr)) ++d.key->learning.applied;
+  const CallOrder o = call_order(d, entry, ls);
   return exchange(st, d, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
-                  rdispls.data(), recvtype, comm, true, order, per_node);
+                  rdispls.data(), recvtype, comm, true, o.order, o.per_node);
 }
 
 int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -435,19 +449,13 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
     if (rc == MPI_SUCCESS) observe_blocks(d, ls, recvbuf, recvcounts, rdispls, size, recvtype, util::now_ns() - t0);
     return rc;
   }
-  // Per-node turns only from the shape every rank agreed on at the key's first call (decide.hpp,
-  // Key::shape): each rank finds its own entry by its own receive size, so the ranks of a node
-  // can disagree on it, and a rank that does not take part in its node's turns stops the ranks
-  // after it for good (IS-like class S hung when each rank followed its own entry).  The key
-  // holds every size of the communicator's Alltoallv calls, so the agreed entry's turn order
-  // serves all of them.  Without turns the order of this call's own entry, or the one learned
-  // for its site, only says when this rank posts its messages: safe whatever the others do.
-  const bool per_node = d.shape != nullptr && d.shape->per_node;
-  const priority::PlanEntry* ordered = per_node ? d.shape : entry ? entry : learn::learned(ls);
-  const std::vector<int> order = ordered ? as_ints(ordered->order) : std::vector<int>{};
-  if (ordered != nullptr && entry == nullptr && !per_node) ++d.key->learning.applied;
+  // Each rank finds its own entry by its own receive size, so the ranks of a node can disagree
+  // on it: call_order takes turns only in the agreed order (IS-like class S hung when each rank
+  // followed its own entry).  The key holds every size of the communicator's Alltoallv calls,
+  // so the agreed order serves all of them.
+  const CallOrder o = call_order(d, entry, ls);
   return exchange(st, d, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                  recvtype, comm, total >= rt.config().min_bytes, order, per_node);
+                  recvtype, comm, total >= rt.config().min_bytes, o.order, o.per_node);
 }
 
 namespace {

@@ -9,7 +9,9 @@
  *   site_phase  reads the sources 0 .. p-1 before iteration PHASE_AT (default ITERS / 2), then
  *               p-1 .. 0: the program's phase changes halfway
  * Between two blocks a rank waits ~300 us, so first touches are well apart.  Every rank prints
- * one checksum line per call; the test compares them with plain MPICH's. */
+ * one checksum line per call; the test compares them with plain MPICH's.
+ * LEARN_ORDER_ALLTOALLV=1 makes both calls MPI_Alltoallv, rank s sending rank r
+ * (1 + (s + r) % 3) x 32 KiB: blocks of 32, 64 and 96 KiB, every rank receiving its own mix. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +20,8 @@
 
 static int rank, size;
 static const size_t blk = 64 * 1024;
+static int use_v;  /* LEARN_ORDER_ALLTOALLV=1 */
+static int *scount, *sdispl, *rcount, *rdispl;
 
 static uint64_t read_block(const char *p, size_t n) {
   uint64_t h = 1469598103934665603ull;
@@ -38,21 +42,26 @@ static uint64_t read_in(const char *recv, int reverse) {
   uint64_t h = 0;
   for (int k = 0; k < size; k++) {
     int s = reverse ? size - 1 - k : k;
-    h ^= read_block(recv + s * blk, blk) + (uint64_t)s;
+    h ^= read_block(recv + rdispl[s], (size_t)rcount[s]) + (uint64_t)s;
     pause_us(300);
   }
   return h;
 }
 
+static void exchange(char *send, char *recv) {
+  if (use_v) MPI_Alltoallv(send, scount, sdispl, MPI_BYTE, recv, rcount, rdispl, MPI_BYTE, MPI_COMM_WORLD);
+  else MPI_Alltoall(send, (int)blk, MPI_BYTE, recv, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
+}
+
 __attribute__((noinline)) uint64_t site_fixed(char *send, char *recv, int iter) {
-  fill(send, blk * size, iter);
-  MPI_Alltoall(send, (int)blk, MPI_BYTE, recv, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
+  fill(send, blk * 2 * size, iter);
+  exchange(send, recv);
   return read_in(recv, 1);
 }
 
 __attribute__((noinline)) uint64_t site_phase(char *send, char *recv, int iter, int later) {
-  fill(send, blk * size, 1000 + iter);
-  MPI_Alltoall(send, (int)blk, MPI_BYTE, recv, (int)blk, MPI_BYTE, MPI_COMM_WORLD);
+  fill(send, blk * 2 * size, 1000 + iter);
+  exchange(send, recv);
   return read_in(recv, later);
 }
 
@@ -62,7 +71,18 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   int iters = argc > 1 ? atoi(argv[1]) : 40;
   int phase_at = argc > 2 ? atoi(argv[2]) : iters / 2;
-  char *send = malloc(blk * size), *recv = malloc(blk * size), *recv2 = malloc(blk * size);
+  const char *v = getenv("LEARN_ORDER_ALLTOALLV");
+  use_v = v != NULL && v[0] == '1';
+  scount = malloc(sizeof(int) * size), sdispl = malloc(sizeof(int) * size);
+  rcount = malloc(sizeof(int) * size), rdispl = malloc(sizeof(int) * size);
+  for (int p = 0, so = 0, ro = 0; p < size; p++) {
+    scount[p] = use_v ? (int)(blk / 2) * (1 + (rank + p) % 3) : (int)blk;
+    rcount[p] = use_v ? (int)(blk / 2) * (1 + (p + rank) % 3) : (int)blk;
+    sdispl[p] = so, so += scount[p];
+    rdispl[p] = ro, ro += rcount[p];
+  }
+  /* At most 96 KiB per block: twice the Alltoall's 64 KiB is room enough. */
+  char *send = malloc(blk * 2 * size), *recv = malloc(blk * 2 * size), *recv2 = malloc(blk * 2 * size);
   if (!send || !recv || !recv2) MPI_Abort(MPI_COMM_WORLD, 1);
   for (int iter = 0; iter < iters; iter++) {
     printf("%d fixed %d %016llx\n", rank, iter, (unsigned long long)site_fixed(send, recv, iter));
@@ -70,6 +90,7 @@ int main(int argc, char **argv) {
            (unsigned long long)site_phase(send, recv2, iter, iter >= phase_at));
   }
   free(send); free(recv); free(recv2);
+  free(scount); free(sdispl); free(rcount); free(rdispl);
   MPI_Finalize();
   return 0;
 }

@@ -255,22 +255,27 @@ def main():
         expect(all(gated[r] == 0 for r in first), f"the first rank of a node waited for its turn: {gated}")
         expect(all(gated[r] > 0 for r in second), f"the second rank of a node never waited: {gated}")
 
-    def alltoallv_turns_on_cluster():
-        # The same plan with per-node priority for the Alltoallv alone: its ranks find the entry
-        # by their own receive sizes (different size classes), agree on it at the first call and
-        # take turns in its order 3 2 1 0, so the second member of each node waits; the bytes
-        # are MPICH's.  (With each rank following its own entry, IS-like class S once hung.)
+    def edited_plan(name, edit):
+        """The plan of with_plan with each line replaced by edit(op of its entry, line)."""
         with open(ref_plan.get("path", ""), encoding="utf-8") as f:
             text = f.read().split("\n")
         op = None
         for i, line in enumerate(text):
             if line.startswith("site "):
                 op = line.split()[2]
-            if line.strip() == "per-node on" and op != "alltoallv":
-                text[i] = "  per-node off"
-        path = os.path.join(tmp, "alltoallv_turns.plan")
+            text[i] = edit(op, line)
+        path = os.path.join(tmp, name)
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(text))
+        return path
+
+    def alltoallv_turns_on_cluster():
+        # The same plan with per-node priority for the Alltoallv alone: its ranks find the entry
+        # by their own receive sizes (different size classes), agree on it at the first call and
+        # take turns in its order 3 2 1 0, so the second member of each node waits; the bytes
+        # are MPICH's.  (With each rank following its own entry, IS-like class S once hung.)
+        path = edited_plan("alltoallv_turns.plan",
+                           lambda op, line: "  per-node off" if line.strip() == "per-node on" and op != "alltoallv" else line)
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "vc")]).stdout)
         prefix = os.path.join(tmp, "vturns")
         out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "vcc")], preload="tnbc",
@@ -279,6 +284,25 @@ def main():
         gated = {r: read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)}
         expect(all(gated[r] == 0 for r in (1, 3)), f"the first rank of a node waited for its turn: {gated}")
         expect(all(gated[r] > 0 for r in (0, 2)), f"no Alltoallv turns: the second rank of a node never waited: {gated}")
+
+    def wide_window_on_cluster():
+        # 2 nodes x 4 ranks: each rank has 4 peers on the other node, so under per-node turns its
+        # send window is 4 synchronous sends, not TNBC_CHUNK_WINDOW's 2 (schedule::send_window,
+        # as tnbc-sim's predictions at scale set it).  The same plan's sites with their orders
+        # for 8 ranks (sources 7 .. 0): identical bytes, the first member of each node never
+        # waits for its turn, the last one does.
+        eight = "  order " + " ".join(str(r) for r in range(7, -1, -1))
+        path = edited_plan("eight.plan",
+                           lambda op, line: eight if line.startswith("  order ") and op in ("alltoall", "alltoallv") else line)
+        ref = lines(mpirun(ORDERS, 8, args=[os.path.join(tmp, "w8")], timeout=120).stdout)
+        prefix = os.path.join(tmp, "wide")
+        out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "w8c")], ppn=4, preload="tnbc",
+                                env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}), timeout=240).stdout)
+        expect(ref and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        gated = {r: read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(8)}
+        # Nodes {0..3} and {4..7}: ranks 3 and 7 come first in the order 7 .. 0, ranks 0 and 4 last.
+        expect(gated[3] == 0 and gated[7] == 0, f"the first rank of a node waited for its turn: {gated}")
+        expect(gated[0] > 0 and gated[4] > 0, f"the last rank of a node never waited: {gated}")
 
     def no_shared_window():
         # Open MPI's one-sided component for UCX makes no shared windows: the node's turn window
@@ -372,6 +396,8 @@ def main():
                 lambda: with_plan_on_cluster("cyclic", first=(2, 3), second=(0, 1)))
         s.check("per-node turns for an Alltoallv whose ranks' sizes differ in class: agreed, taken, identical bytes",
                 alltoallv_turns_on_cluster)
+        s.check("per-node turns on 2 emulated nodes x 4 ranks (a send window of 4): identical bytes",
+                wide_window_on_cluster)
         if MPI == "openmpi":
             s.check("a per-node plan where the MPI makes no shared window: turns off, one message, "
                     "identical bytes", no_shared_window)
