@@ -16,6 +16,7 @@
 #include "util/file.hpp"
 #include "datatype.hpp"
 #include "decide.hpp"
+#include "engine/schedule_pieces.hpp"
 #include "fence.hpp"
 #include "io_interpose.hpp"
 #include "learn.hpp"
@@ -240,8 +241,13 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
     }
     sptr = send_stage.data();
   }
+  // Blocks over 2 GiB travel in pieces of at most 1 GiB (schedule_pieces.hpp).  Only a block
+  // beyond what the engine's pieces can hold (254 GiB) runs the blocking call, on this rank
+  // alone: the others would wait for the engine's messages (one rank decides this by its own
+  // sizes; no such block has been seen).
   for (std::size_t i = 0; i < n; ++i)
-    if (sb[i] > INT_MAX || rb[i] > INT_MAX) return plain(st, "large_block", [&] {
+    if (sb[i] > schedule::kMaxSubMessageBytes || rb[i] > schedule::kMaxSubMessageBytes)
+      return plain(st, "large_block", [&] {
         return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                               recvtype, comm);
       });

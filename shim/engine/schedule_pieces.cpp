@@ -26,12 +26,14 @@ std::size_t send_window(std::size_t configured, std::size_t remote_peers) {
   return configured == 0 ? 0 : std::max(configured, remote_peers);
 }
 
+static_assert(kMaxSubMessageBytes == static_cast<std::size_t>(kMaxChunks) * kMaxPieceBytes);
+
 std::vector<Piece> pieces(std::size_t n, std::size_t chunk) {
   if (n < 3 * kEdgeBytes) return {{0, n, 0, true}};
   std::vector<Piece> out{{0, kEdgeBytes, 0, true}, {n - kEdgeBytes, kEdgeBytes, 1, true}};
   const std::size_t body = n - 2 * kEdgeBytes;
   if (chunk == 0 || chunk >= body) chunk = body;
-  chunk = std::max(chunk, (body + kMaxChunks - 1) / kMaxChunks);
+  chunk = std::min(std::max(chunk, (body + kMaxChunks - 1) / kMaxChunks), kMaxPieceBytes);
   for (std::size_t off = 0, c = 0; off < body; off += chunk, ++c)
     out.push_back({kEdgeBytes + off, std::min(chunk, body - off), 2 + static_cast<int>(c), false});
   return out;

@@ -32,8 +32,16 @@ struct Piece {
   int piece;
   bool edge;
 };
-/// Head, tail and body chunks of `chunk` bytes (kEdgeBytes, kMaxChunks in schedule.hpp); a
-/// sub-message under 3 * kEdgeBytes travels whole.
+/// The largest piece: each goes as one MPI message, whose count is an int.
+inline constexpr std::size_t kMaxPieceBytes = std::size_t{1} << 30;
+/// The largest sub-message the engine moves (kMaxChunks body chunks of kMaxPieceBytes and its
+/// head and tail); replay.cpp runs the blocking call for anything larger.
+inline constexpr std::size_t kMaxSubMessageBytes = 254 * kMaxPieceBytes;
+
+/// Head, tail and body chunks of `chunk` bytes (kEdgeBytes, kMaxChunks in schedule.hpp; 0:
+/// the body whole), never more than kMaxChunks of them and none above kMaxPieceBytes (a body
+/// over 2 GiB sent whole would not fit MPI's int count); a sub-message under 3 * kEdgeBytes
+/// travels whole.  At most kMaxSubMessageBytes.
 std::vector<Piece> pieces(std::size_t n, std::size_t chunk);
 
 }  // namespace tnbc::shim::schedule

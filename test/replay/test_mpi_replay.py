@@ -19,6 +19,7 @@ DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
 OVERLAP = os.path.join(BUILD, "bench", "overlap")
 MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
 SWITCH = os.path.join(BUILD, "test", "mpi", "adapt_switch")
+LARGE = os.path.join(BUILD, "test", "mpi", "large_block")
 
 
 # The engine's own tests force early returns (TNBC_ADAPT=off): with the default, a communicator
@@ -161,6 +162,20 @@ def main():
         b = lines(mpirun(MIXED_F, 4, preload="tnbc", env=engine({"TNBC_MIN_BYTES": "4K"}), timeout=60).stdout)
         expect(a and a == b, f"Fortran output differs: {a} vs {b}")
     s.check("Fortran program under libtnbc.so: identical output", fortran)
+
+    def large_block():
+        # One Alltoallv block over 2 GiB, on ranks 0 and 1 of 3 only: the engine moves it in
+        # pieces of at most 1 GiB on every rank.  (When those two ranks ran the blocking call
+        # alone, rank 2 waited for the engine's messages for ever: the time limit catches it.)
+        ref = lines(mpirun(LARGE, 3, timeout=240).stdout)
+        prefix = os.path.join(tmp, "large")
+        out = lines(mpirun(LARGE, 3, preload="tnbc", env=engine({"TNBC_STATS": prefix}), timeout=240).stdout)
+        expect(len(ref) == 3 and out == ref, f"differs from plain MPICH: {out} vs {ref}")
+        for r in range(3):
+            reasons = read_json(f"{prefix}.{r}.json")["alltoallv"]["fallback_reasons"]
+            expect("large_block" not in reasons, f"rank {r} ran the blocking call: {reasons}")
+    s.check("an Alltoallv block over 2 GiB on two of three ranks: the engine moves it, identical bytes",
+            large_block)
 
     def with_plan():
         # A plan for every call site of trace_order, keyed as plans key call sites (module

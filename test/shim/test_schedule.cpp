@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <climits>
 #include <map>
 #include <span>
 #include <random>
@@ -55,6 +56,32 @@ TEST_CASE("alltoallv: every rank's sends match the peers' receives, byte for byt
       for (int d = 0; d < p; ++d)
         if (s != d) CHECK(moved[{s, d}] == bytes[s][d]);
   }
+}
+
+TEST_CASE("pieces: a body over 2 GiB travels in pieces of at most 1 GiB, an MPI int count each", "[schedule]") {
+  const std::size_t body = (std::size_t{5} << 30) + 12345, n = body + 2 * kEdgeBytes;
+  for (std::size_t chunk : {std::size_t{0}, std::size_t{65536}}) {
+    const std::vector<Piece> ps = pieces(n, chunk);
+    std::size_t covered = 0;
+    int chunks = 0;
+    for (const Piece& p : ps) {
+      CHECK(p.bytes <= kMaxPieceBytes);
+      CHECK(p.bytes <= static_cast<std::size_t>(INT_MAX));
+      if (p.edge) continue;
+      CHECK(p.offset == kEdgeBytes + covered);
+      covered += p.bytes;
+      ++chunks;
+    }
+    CHECK(covered == body);
+    CHECK(chunks <= kMaxChunks);
+    CHECK(ps.back().piece <= 255);
+    // Whole (chunk 0): 6 pieces of 1 GiB, the last shorter; 64 KiB chunks: 254 of about 20 MiB.
+    CHECK(chunks == (chunk == 0 ? 6 : kMaxChunks));
+  }
+  // The largest sub-message still fits 254 pieces and the tag.
+  const std::vector<Piece> most = pieces(kMaxSubMessageBytes, 0);
+  CHECK(most.size() == 2 + kMaxChunks);
+  for (const Piece& p : most) CHECK(p.bytes <= kMaxPieceBytes);
 }
 
 TEST_CASE("alltoallv: large blocks travel as head, body and tail, edge pieces first",
