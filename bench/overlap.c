@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <math.h>
 #include <time.h>
 
@@ -133,6 +134,10 @@ int main(int argc, char **argv) {
   if (is_counts) is_blocks(size, block, blocks);
   else for (int d = 0; d < size; d++) blocks[d] = block;
   size_t mine = blocks[rank];
+  if (mine * (size_t)size > INT_MAX || (size_t)block * (size_t)size + 4 > INT_MAX) {
+    if (rank == 0) fprintf(stderr, "overlap: BLOCK_BYTES x ranks must stay below 2 GiB (int displacements)\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   for (int d = 0; d < size; d++) {
     scount[d] = (int)blocks[d], sdispl[d] = (int)sent, sent += blocks[d];
     rcount[d] = (int)mine, rdispl[d] = (int)(mine * d);

@@ -229,6 +229,9 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
     if (!a.sweep.empty()) return "--op bcast: one platform per run (no --sweep)";
     if (a.model == "fluid" || a.model == "pairs") return "--op bcast: simulated by --model simgrid only";
     if (a.scenario_given || a.work_ms || a.parts != 1) return "--op bcast: the data is read at once (no --scenario, --work-ms or --parts)";
+    if (!a.plan || a.per_node || a.chunk_bytes != tnbc::config::Config{}.chunk_bytes ||
+        a.window != static_cast<std::size_t>(tnbc::config::Config{}.chunk_window))
+      return "--op bcast: --plan, --per-node, --chunk-bytes and --chunk-window are Alltoall(v) options (the shape is --segments and --chains)";
     if (a.root < 0 || a.root >= a.spec.ranks()) return fmt::format("--root: a rank of the {} simulated", a.spec.ranks());
     if (a.segments && (*a.segments < 1 || *a.segments > 253)) return "--segments: 1 to 253";
     if (a.chains && *a.chains < 0) return "--chains: a chain count, or binomial";
@@ -322,8 +325,9 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   std::size_t sum = 0;
   for (int r = 0; r < p; ++r) sum += block_of[static_cast<std::size_t>(r)] = opt.bytes_to(r);
   const double mean = static_cast<double>(sum) / p;  // exactly the block of an Alltoall
-  for (int r = 0; r < p; ++r)
-    crc_of[static_cast<std::size_t>(r)] = work.crc * static_cast<double>(block_of[static_cast<std::size_t>(r)]) / mean;
+  for (int r = 0; r < p; ++r)  // (an Alltoallv in which nobody sends anything reads nothing)
+    crc_of[static_cast<std::size_t>(r)] =
+        mean > 0 ? work.crc * static_cast<double>(block_of[static_cast<std::size_t>(r)]) / mean : 0;
   auto work_of = [&](int r) { return Work{work.curc, crc_of[static_cast<std::size_t>(r)], work.parts}; };
   for (int r = 0; r < p; ++r) {
     const RankRun& run = res.plain[static_cast<std::size_t>(r)];

@@ -411,7 +411,7 @@ def main():
                 lambda: with_plan_on_cluster("cyclic", first=(2, 3), second=(0, 1)))
         s.check("per-node turns for an Alltoallv whose ranks' sizes differ in class: agreed, taken, identical bytes",
                 alltoallv_turns_on_cluster)
-        s.check("per-node turns on 2 emulated nodes x 4 ranks (a send window of 4): identical bytes",
+        s.check("per-node turns on 2 emulated nodes x 4 ranks (4 peers on the other node each): identical bytes",
                 wide_window_on_cluster)
         if MPI == "openmpi":
             s.check("a per-node plan where the MPI makes no shared window: turns off, one message, "

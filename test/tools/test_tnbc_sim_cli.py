@@ -140,6 +140,7 @@ def main():
                           (["--op", "bcast", "--model", "fluid"], "--model simgrid only"),
                           (["--op", "bcast", "--root", "4"], "--root"),
                           (["--op", "bcast", "--segments", "0"], "--segments: 1 to 253"),
+                          (["--op", "bcast", "--per-node", "on"], "Alltoall(v) options"),
                           (["--chains", "2"], "with --op bcast only")):
             r = run(*args)
             expect(r.returncode == 2 and msg in r.stderr, f"{args}: {r.returncode} {r.stderr[:200]}")

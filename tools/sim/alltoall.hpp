@@ -44,8 +44,8 @@ std::vector<std::size_t> is_like_blocks(int size, std::size_t mean);
 
 /// MPICH's algorithm for MPI_Alltoall of `block` bytes per rank on `size` ranks, by its default
 /// thresholds (MPIR_CVAR_ALLTOALL_SHORT_MSG_SIZE 256, MPIR_CVAR_ALLTOALL_MEDIUM_MSG_SIZE
-/// 32768): "pairwise" exchange (blocks of 32768 bytes and more), "scattered" (all isend/irecv,
-/// 32 at a time) below.  Bruck's algorithm, which MPICH picks for blocks up to 256 bytes on 8
+/// 32768): "pairwise" exchange (blocks over 32768 bytes), "scattered" (all isend/irecv, 32 at
+/// a time) up to 32768.  Bruck's algorithm, which MPICH picks for blocks up to 256 bytes on 8
 /// ranks or more, is not modelled: "scattered" stands in for it.  MPI_Alltoallv (`alltoallv`)
 /// is always "scattered" (MPICH's choice unless the send buffer is MPI_IN_PLACE), without the
 /// messages of zero bytes.
