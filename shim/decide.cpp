@@ -150,6 +150,7 @@ void agree_shape(Key& key, MPI_Comm comm, const priority::PlanEntry* entry) {
   key.shape_agreed = true;
   const bool same = most[0] == h && most[1] == ~h;  // max == min on every rank
   key.shape = same ? entry : nullptr;
+  key.shape_unused_told = !same;  // said here: no second message about the same shape
   if (!same)
     log::warn_rank0("plan: the ranks' entries for {} on communicator {} differ in segments, tree or "
                     "per-node order (the call is made from different call sites): its calls use "
@@ -194,6 +195,16 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
   // Alltoallv's ranks find their entries by their own receive sizes, so they may differ: the
   // agreement is what makes its per-node turns safe (every rank of a node takes them or none).
   if (g_plan_loaded && !key->shape_agreed) agree_shape(*key, comm, entry);
+  // The shape is agreed once per key, at its first call: a later call from another site whose
+  // entry asks for per-node turns gets none if the first call's site had no such entry (no
+  // collective can agree again: the ranks cannot tell, together, that the site changed).
+  if (entry != nullptr && entry->per_node && !(key->shape != nullptr && key->shape->per_node) &&
+      !key->shape_unused_told) {
+    key->shape_unused_told = true;
+    log::warn_rank0("plan: per-node turns of site {} not taken: {} on communicator {} agreed its plan "
+                    "shape at its first call, made from a site without them",
+                    entry->site, key->op, key->comm_id);
+  }
   Decision d{adapt::Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
   if (!g_adapt) return d;
   if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node", key->shape, d.costs};

@@ -50,6 +50,7 @@ struct Key {
   // every call of the key uses: this rank's entry at the key's first call if every rank's had
   // the same shape, else none (the defaults).  Agreed once, at that first call.
   bool shape_agreed = false;
+  bool shape_unused_told = false;  // a later call's per-node entry the agreed shape lacks: said once
   const priority::PlanEntry* shape = nullptr;
 };
 

@@ -224,6 +224,36 @@ def main():
     ref_plan = {}
     s.check("with a plan: priorities used at every call site, identical bytes", with_plan)
 
+    def per_node_entry_unused():
+        # The plan without the entry of trace_order's first Alltoall site: its key (64 KiB blocks
+        # on MPI_COMM_WORLD) agrees its shape at that first call, with no entry anywhere, so the
+        # per-node entry of the second site (same key) takes no turns: one message says so.
+        with open(ref_plan.get("path", ""), encoding="utf-8") as f:
+            text = f.read().split("\n")
+        blocks, cur = [], None
+        for line in text:
+            if line.startswith("site "):
+                cur = [line]
+            elif cur is not None:
+                cur.append(line)
+                if line == "end":
+                    blocks.append(cur)
+                    cur = None
+        first = next(i for i, b in enumerate(blocks) if b[0].split()[2] == "alltoall")
+        second_site = next(b[0].split()[1] for i, b in enumerate(blocks) if i > first and b[0].split()[2] == "alltoall")
+        kept = [b for i, b in enumerate(blocks) if i != first]
+        path = os.path.join(tmp, "unused.plan")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(["tnbc-plan 2"] + [l for b in kept for l in b] + [f"end-of-plan {len(kept)}"]) + "\n")
+        ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "u")]).stdout)
+        res = mpirun(ORDERS, 4, preload="tnbc", env=engine({"TNBC_PLAN": path}), args=[os.path.join(tmp, "uu")])
+        expect(lines(res.stdout) == ref, "output differs from plain MPICH")
+        msgs = [l for l in res.stderr.splitlines() if "not taken" in l]
+        expect(len(msgs) == 1 and msgs[0].startswith(f"tnbc[0]: plan: per-node turns of site {second_site} not taken"),
+               f"expected one message from rank 0 about {second_site}: {res.stderr}")
+    s.check("a per-node entry whose key agreed no shape at its first call: no turns, one message, identical bytes",
+            per_node_entry_unused)
+
     def plan_forces_paths():
         # The same plan with every Alltoall site forced blocking and every Bcast site forced
         # early ("return"), measured on one node (TNBC_ADAPT=measure): the plan wins from the
