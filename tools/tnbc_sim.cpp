@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
@@ -149,7 +148,7 @@ struct Args {
   std::optional<int> segments;     // --segments (default: the engine's choice)
   std::optional<int> chains;       // --chains (0: binomial; default: the engine's choice)
   std::vector<int> chain_sweep;    // --chain-sweep
-  bool scenario_given = false, model_given = false;
+  bool scenario_given = false;
 };
 
 /// "64,256,1024": rank counts, each at least 1.
@@ -385,6 +384,13 @@ std::string json_of(const Args& a, const Prediction& r) {
       plan_ms, a.plan ? "natural" : "none", a.plan && r.per_node ? "true" : "false", ms(r.bound));
 }
 
+/// The first line of a table: the simulated cluster.
+void print_platform(const PlatformSpec& spec) {
+  fmt::print("{} nodes x {} ranks ({} placement), links {:.1f} MB/s each way, latency {:g} us, memory {:.1f} GB/s\n",
+             spec.nodes, spec.ppn, spec.cyclic ? "cyclic" : "block", spec.link_Bps / 1e6, spec.latency_s * 1e6,
+             spec.mem_Bps / 1e9);
+}
+
 /// The call a prediction is of, in words; with `r`, an Alltoallv's smallest and largest block.
 std::string call_text(const Args& a, const Prediction* r) {
   if (!a.alltoallv) return fmt::format("MPI_Alltoall of {} bytes per block", a.bytes);
@@ -394,9 +400,7 @@ std::string call_text(const Args& a, const Prediction* r) {
 }
 
 void print_table(const Args& a, const Prediction& r) {
-  fmt::print("{} nodes x {} ranks ({} placement), links {:.1f} MB/s each way, latency {:g} us, memory {:.1f} GB/s\n",
-             r.spec.nodes, r.spec.ppn, r.spec.cyclic ? "cyclic" : "block", r.spec.link_Bps / 1e6,
-             r.spec.latency_s * 1e6, r.spec.mem_Bps / 1e9);
+  print_platform(r.spec);
   fmt::print("model: {}\n", r.model == "simgrid" ? "one SimGrid flow per message"
                                : r.model == "fluid" ? "SimGrid's sharing per pair of nodes (fluid)"
                                                     : "busy pairs of nodes share links equally (pairs)");
@@ -429,8 +433,6 @@ void print_sweep_table(const Args& a, const std::vector<Prediction>& points) {
                r.plain / r.bound);
   }
 }
-
-}  // namespace
 
 /// --op bcast: plain MPICH, the engine in its shape (the default's, or --segments and
 /// --chains), and with --chain-sweep the engine with one segment over each chain count beside
@@ -473,8 +475,7 @@ int run_bcast(const Args& a) {
   auto best = [&](double Point::*f) {
     return std::min_element(sweep.begin(), sweep.end(), [&](const Point& x, const Point& y) { return x.*f < y.*f; })->k;
   };
-  const double hop = 2 * spec.latency_s + static_cast<double>(a.bytes) / spec.link_Bps;
-  const double k_star = std::sqrt(hop * (p - 1) / (static_cast<double>(a.bytes) / spec.link_Bps));
+  const double k_star = seed_best_chains(spec, a.bytes);
   const std::string tree = shape.chains > 0 ? fmt::format("{} chains", shape.chains) : "binomial tree";
   if (a.json) {
     std::string points;
@@ -494,9 +495,7 @@ int run_bcast(const Args& a) {
                ms(tnbc), ms(bound), points, best_sim, best_seed, k_star);
     return 0;
   }
-  fmt::print("{} nodes x {} ranks ({} placement), links {:.1f} MB/s each way, latency {:g} us, memory {:.1f} GB/s\n",
-             spec.nodes, spec.ppn, spec.cyclic ? "cyclic" : "block", spec.link_Bps / 1e6, spec.latency_s * 1e6,
-             spec.mem_Bps / 1e9);
+  print_platform(spec);
   fmt::print("model: one SimGrid flow per message\nMPI_Bcast of {} bytes from rank {}, the data read at once\n\n",
              a.bytes, a.root);
   fmt::print("| configuration | data everywhere | call returns |\n|---|---|---|\n");
@@ -513,6 +512,8 @@ int run_bcast(const Args& a) {
                x.k == bf ? " (least)" : "");
   return 0;
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   Args a;

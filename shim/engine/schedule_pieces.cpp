@@ -26,8 +26,6 @@ std::size_t send_window(std::size_t configured, std::size_t remote_peers) {
   return configured == 0 ? 0 : std::max(configured, remote_peers);
 }
 
-static_assert(kMaxSubMessageBytes == static_cast<std::size_t>(kMaxChunks) * kMaxPieceBytes);
-
 std::vector<Piece> pieces(std::size_t n, std::size_t chunk) {
   if (n < 3 * kEdgeBytes) return {{0, n, 0, true}};
   std::vector<Piece> out{{0, kEdgeBytes, 0, true}, {n - kEdgeBytes, kEdgeBytes, 1, true}};

@@ -6,6 +6,8 @@
 #include <span>
 #include <vector>
 
+#include "schedule.hpp"
+
 namespace tnbc::shim::schedule {
 
 /// The priority order as a permutation of 0..n-1: the listed entries first (duplicates and
@@ -34,9 +36,9 @@ struct Piece {
 };
 /// The largest piece: each goes as one MPI message, whose count is an int.
 inline constexpr std::size_t kMaxPieceBytes = std::size_t{1} << 30;
-/// The largest sub-message the engine moves (kMaxChunks body chunks of kMaxPieceBytes and its
-/// head and tail); replay.cpp runs the blocking call for anything larger.
-inline constexpr std::size_t kMaxSubMessageBytes = 254 * kMaxPieceBytes;
+/// The largest sub-message the engine moves (its body at most kMaxChunks chunks of
+/// kMaxPieceBytes); replay.cpp runs the blocking call for anything larger.
+inline constexpr std::size_t kMaxSubMessageBytes = static_cast<std::size_t>(kMaxChunks) * kMaxPieceBytes;
 
 /// Head, tail and body chunks of `chunk` bytes (kEdgeBytes, kMaxChunks in schedule.hpp; 0:
 /// the body whole), never more than kMaxChunks of them and none above kMaxPieceBytes (a body

@@ -3,8 +3,10 @@
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "priority/cost_model.hpp"
 
@@ -26,12 +28,27 @@ std::string plain_bcast_algorithm(std::size_t bytes, int size) {
   return "scatter + ring allgather";
 }
 
+namespace {
+
+/// Seed 003's a (one hop: 2 latencies and the bytes at the link's rate) and b (one more send of
+/// the root: the bytes at the link's rate) on `spec`, in seconds.
+std::pair<double, double> seed_costs(const PlatformSpec& spec, std::size_t bytes) {
+  const double b = static_cast<double>(bytes) / spec.link_Bps;
+  return {2 * spec.latency_s + b, b};
+}
+
+}  // namespace
+
 double seed_chains_time(const PlatformSpec& spec, std::size_t bytes, int k) {
   const int p = spec.ranks();
   if (p <= 1) return 0;
-  const double b = static_cast<double>(bytes) / spec.link_Bps;
-  const double a = 2 * spec.latency_s + b;
+  const auto [a, b] = seed_costs(spec, bytes);
   return (static_cast<double>(p - 1) / k + 1) * a + (k - 1) * b;
+}
+
+double seed_best_chains(const PlatformSpec& spec, std::size_t bytes) {
+  const auto [a, b] = seed_costs(spec, bytes);
+  return std::sqrt(a * (spec.ranks() - 1) / b);
 }
 
 double bcast_ready(const RankRun& run) {

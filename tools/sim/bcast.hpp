@@ -60,5 +60,7 @@ double bcast_ready(const RankRun& run);
 /// with the platform's a (one hop: 2 latencies and the bytes at the link's rate) and b (what one
 /// more send costs the root: the bytes at the link's rate), in seconds.
 double seed_chains_time(const PlatformSpec& spec, std::size_t bytes, int k);
+/// Where that t(k) is least, k* = sqrt(a(P-1)/b), with the same a and b.
+double seed_best_chains(const PlatformSpec& spec, std::size_t bytes);
 
 }  // namespace tnbc::sim
