@@ -49,10 +49,12 @@ def same_ranking(measured, predicted, tie=0.03):
     return True
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--block", type=int, default=1 << 20, help="mean block bytes (default 1 MiB)")
-    ap.add_argument("--iters", type=int, default=5, help="iterations per run (median taken)")
+def parse_args(doc, who, block_help="mean block bytes (default 1 MiB)", iters_help="iterations per run (median taken)"):
+    """The options sim_is.py and sim_trace.py share, checked: (args, chosen scenarios, placements,
+    the tnbc-sim binary).  Exits with a message without a build or root."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--block", type=int, default=1 << 20, help=block_help)
+    ap.add_argument("--iters", type=int, default=5, help=iters_help)
     ap.add_argument("--repeat", type=int, default=3, help="rounds (median taken)")
     ap.add_argument("--rate", default="200mbit", help="link rate per node and direction (default 200mbit)")
     ap.add_argument("--placement", default="cyclic,block", help="rank placements (default cyclic,block)")
@@ -66,11 +68,41 @@ def main():
     if any(p not in ("block", "cyclic") for p in placements):
         ap.error(f"--placement: block and/or cyclic, not {args.placement!r}")
     sim = os.path.join(overlap.BUILD, "tools", "tnbc-sim")
-    for path in (overlap.CLUSTER, overlap.PROG, overlap.LIB, sim):
+    for path in (overlap.CLUSTER, overlap.PROG, overlap.LIB, overlap.TRACE_LIB, sim):
         if not os.path.exists(path):
-            sys.exit(f"sim_is.py: missing {path} (build first: tools/build)")
+            sys.exit(f"{who}: missing {path} (build first: tools/build)")
     if os.geteuid() != 0:
-        sys.exit("sim_is.py: needs root (network namespaces)")
+        sys.exit(f"{who}: needs root (network namespaces)")
+    return args, chosen, placements, sim
+
+
+def report(rows, extra_heads=()):
+    """The Markdown table of measured medians beside predictions: rows of (placement, scenario,
+    Tcomm ms, extra cells after Tcomm, measured {plain, engine, plan}, predicted the same), then
+    the share within 15% and of the same ranking."""
+    print("| placement | scenario | Tcomm | " + "".join(f"{h} | " for h in extra_heads) +
+          "plain: measured / predicted | miss | engine alone: measured / tnbc, no plan predicted | miss "
+          "| plan: measured / predicted | miss | same ranking |")
+    print("|---" * (10 + len(extra_heads)) + "|")
+    misses, same = [], 0
+    for placement, name, tcomm, extra, m, p in rows:
+        cells = []
+        for k in ("plain", "engine", "plan"):
+            miss = (p[k] - m[k]) / m[k]
+            misses.append(miss)
+            cells.append(f"{m[k]:.1f} / {p[k]:.1f} ms | {miss:+.0%}")
+        ranked = same_ranking(m, p)
+        same += ranked
+        print(f"| {placement} | {name} | {tcomm:.1f} ms | " + "".join(f"{c} | " for c in extra) + " | ".join(cells) +
+              f" | {'yes' if ranked else 'no'} |")
+    within = sum(abs(x) <= 0.15 for x in misses)
+    print(f"\n{within} of {len(misses)} predictions within 15% of the measured median "
+          f"({max(abs(x) for x in misses):.0%} at most); the same ranking in {same} of {len(rows)} rows "
+          "(configurations predicted within 3% of each other count as tied).")
+
+
+def main():
+    args, chosen, placements, sim = parse_args(__doc__, "sim_is.py")
 
     subprocess.run([overlap.CLUSTER, "--nodes", str(overlap.NODES), "--rate", args.rate, "up"], check=True)
     rows = []
@@ -98,24 +130,7 @@ def main():
     finally:
         subprocess.run([overlap.CLUSTER, "down"], check=False)
 
-    print("| placement | scenario | Tcomm | plain: measured / predicted | miss | engine alone: measured / "
-          "tnbc, no plan predicted | miss | plan: measured / predicted | miss | same ranking |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    misses, same = [], 0
-    for placement, name, tcomm, m, p in rows:
-        cells = []
-        for k in ("plain", "engine", "plan"):
-            miss = (p[k] - m[k]) / m[k]
-            misses.append(miss)
-            cells.append(f"{m[k]:.1f} / {p[k]:.1f} ms | {miss:+.0%}")
-        ranked = same_ranking(m, p)
-        same += ranked
-        print(f"| {placement} | {name} | {tcomm:.1f} ms | " + " | ".join(cells) + f" | {'yes' if ranked else 'no'} |")
-    within = sum(abs(x) <= 0.15 for x in misses)
-    print(f"\n{within} of {len(misses)} predictions within 15% of the measured median "
-          f"({max(abs(x) for x in misses):.0%} at most); the same ranking in {same} of {len(rows)} rows "
-          "(configurations predicted within 3% of each other count as tied).")
-
+    report([(placement, name, tcomm, [], m, p) for placement, name, tcomm, m, p in rows])
 
 if __name__ == "__main__":
     main()

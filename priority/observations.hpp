@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +53,11 @@ struct FirstTouch {
 struct CallRecord {
   double tcomm_us = 0;              ///< duration of the blocking collective itself
   std::vector<FirstTouch> touches;  ///< one per sub-message, indexed by sub-message number
+  /// Time from the return to the rank's next traced or recorded collective call (any site): the
+  /// work after this call.  NaN for the rank's last call.  The ordering rules do not use it
+  /// (tnbc-sim --trace does).
+  double next_call_us = std::numeric_limits<double>::quiet_NaN();
+  std::uint64_t recv_bytes = 0;  ///< bytes this call received, over all its sub-messages
 };
 
 /// All traced calls of one call site on one rank, in call order.

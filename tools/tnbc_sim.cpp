@@ -2,11 +2,13 @@
 // MPI_Bcast and the work after it, on a simulated cluster (SimGrid), from the step lists the
 // replay engine builds.
 //
-// Exit codes: 0 ok, 1 the SVG could not be written, 2 bad usage.
+// Exit codes: 0 ok, 1 the SVG could not be written, 2 bad usage, 3 the trace could not be used.
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <functional>
 #include <cstdio>
 #include <optional>
 #include <stdexcept>
@@ -21,6 +23,7 @@
 #include "sim/platform.hpp"
 #include "sim/reader.hpp"
 #include "sim/sweep_plot.hpp"
+#include "sim/traced.hpp"
 
 namespace {
 
@@ -28,17 +31,18 @@ using namespace tnbc::sim;
 
 constexpr std::string_view kUsage =
     "usage: tnbc-sim [--nodes N] [--ppn P] [--link RATE] [--latency T] [--mem-bw RATE]\n"
-    "                [--placement block|cyclic] [--op alltoall|alltoallv|bcast] [--bytes B] [--chunk-bytes B]\n"
+    "                [--placement block|cyclic] [--fat-tree LEAF:SPINES] [--op alltoall|alltoallv|bcast] [--bytes B] [--chunk-bytes B]\n"
     "                [--root R] [--segments M] [--chains K|binomial] [--chain-sweep K1,K2,...]\n"
     "                [--chunk-window W] [--connection-depth D]\n"
-    "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N] [--cfg KEY:VALUE]\n"
+    "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N] [--trace DIR [--site KEY]]\n"
+    "                [--cfg KEY:VALUE]\n"
     "                [--model simgrid|fluid|pairs] [--plan natural|none] [--per-node on|off]\n"
     "                [--sweep RANKS,RANKS,...] [--svg FILE] [--json]\n"
     "\n"
     "Predict the time of one MPI_Alltoall, MPI_Alltoallv or MPI_Bcast and the work after it\n"
-    "(bench/overlap.c's scenarios), under plain MPICH and under libtnbc.so without and with a\n"
-    "plan, on a simulated cluster: N nodes on one switch, each with a full-duplex link, P ranks\n"
-    "per node.  The simulation (SimGrid's flow model) runs, one actor per rank, the step lists\n"
+    "(bench/overlap.c's scenarios, or what a trace recorded), under plain MPICH and under libtnbc.so without and with a\n"
+    "plan, on a simulated cluster: N nodes on one switch (or a fat tree), each with a full-duplex\n"
+    "link, P ranks per node.  The simulation (SimGrid's flow model) runs, one actor per rank, the step lists\n"
     "the replay engine builds; docs/scale.md says what it models and what not.\n"
     "\n"
     "platform:\n"
@@ -49,8 +53,14 @@ constexpr std::string_view kUsage =
     "  --mem-bw RATE         copies within a node (default 8gbps: 8 GB/s)\n"
     "  --placement block|cyclic\n"
     "                        ranks 0..P-1 on node 0 (block, default) or rank r on node r mod N\n"
+    "  --fat-tree LEAF:SPINES\n"
+    "                        a two-level fat tree instead of one switch (SimGrid's FatTreeZone):\n"
+    "                        leaf switches of LEAF nodes, each linked to each of SPINES spine\n"
+    "                        switches at the nodes' rate and latency; fewer spines than LEAF taper\n"
+    "                        it (LEAF / SPINES to one); the node count a multiple of LEAF\n"
     "  --cfg KEY:VALUE       a SimGrid setting, e.g. network/model:CM02 (repeatable; the fluid\n"
-    "                        models take network/model, crosstraffic, latency- and bandwidth-factor)\n"
+    "                        models take network/model, crosstraffic, latency- and bandwidth-factor,\n"
+    "                        weight-S)\n"
     "  --model M             how messages share the links (docs/scale.md, \"Models\"):\n"
     "                        simgrid  one SimGrid flow per message (slow: 17-26 s of CPU at\n"
     "                                 128 ranks with 64 KiB blocks);\n"
@@ -91,7 +101,18 @@ constexpr std::string_view kUsage =
     "  --parts N             each block read in N parts (default 1)\n"
     "  --plan natural|none   the plan simulated for 'tnbc, plan': natural (default) is the\n"
     "                        order the scenario reads, 0..p-1, as `tnbc-order plan` derives it\n"
-    "                        from a trace of bench/overlap, as per-message priorities; none: no plan\n"
+    "                        from a trace of bench/overlap (with --trace: the order it derives\n"
+    "                        from that trace), as per-message priorities; none: no plan\n"
+    "  --trace DIR           the application as trace mode recorded it (libtnbc_trace.so's\n"
+    "                        TNBC_TRACE_DIR): each rank's blocks in the order it first touched\n"
+    "                        them, the work before each touch and after the last, from the\n"
+    "                        site's MPI_Alltoall or MPI_Alltoallv; on other rank counts each\n"
+    "                        traced rank and block stands for a run of neighbours, the work per\n"
+    "                        block as traced (docs/scale.md, \"Traces\"); the op and --bytes\n"
+    "                        default to the site's, the platform to the traced job's nodes;\n"
+    "                        not with --scenario, --work-ms or --parts\n"
+    "  --site KEY            the call site of --trace (a plan key, as `tnbc-order show` prints;\n"
+    "                        default: the Alltoall(v) site with the most traced calls)\n"
     "  --per-node on|off     the plan's per-node turns, in its order, with TNBC_CHUNK_WINDOW's\n"
     "                        window of synchronous sends (default on with the fluid models; the\n"
     "                        simgrid model does not simulate them)\n"
@@ -108,7 +129,7 @@ constexpr std::string_view kUsage =
     "                        object {\"sweep\": [...]} holding one such object per rank count\n"
     "  -h, --help            this text\n"
     "\n"
-    "exit codes: 0 ok, 1 the SVG could not be written, 2 bad usage\n";
+    "exit codes: 0 ok, 1 the SVG could not be written, 2 bad usage, 3 the trace could not be used\n";
 
 int usage_error(std::string_view msg) {
   std::fprintf(stderr, "tnbc-sim: %.*s\n\n%.*s", static_cast<int>(msg.size()), msg.data(),
@@ -149,6 +170,11 @@ struct Args {
   std::optional<int> chains;       // --chains (0: binomial; default: the engine's choice)
   std::vector<int> chain_sweep;    // --chain-sweep
   bool scenario_given = false;
+  bool fat_tree_given = false;
+  bool ppn_given = false, placement_given = false, bytes_given = false, op_given = false;
+  std::string trace;  // --trace DIR
+  std::string site;   // --site KEY
+  std::optional<TracedSite> traced;  // loaded from --trace
 };
 
 /// "64,256,1024": rank counts, each at least 1.
@@ -164,6 +190,15 @@ std::vector<int> parse_ranks(std::string_view opt, std::string_view text) {
   }
   if (out.empty()) throw std::invalid_argument(fmt::format("{}: no rank counts", opt));
   return out;
+}
+
+/// "16:8": nodes per leaf switch and spine switches, each at least 1.
+void parse_fat_tree(std::string_view text, PlatformSpec& spec) {
+  const std::size_t colon = text.find(':');
+  if (colon == std::string_view::npos) throw std::invalid_argument(fmt::format("not LEAF:SPINES: '{}'", text));
+  spec.leaf_nodes = parse_number<int>("LEAF", text.substr(0, colon));
+  spec.spines = parse_number<int>("SPINES", text.substr(colon + 1));
+  if (spec.leaf_nodes < 1 || spec.spines < 1) throw std::invalid_argument(fmt::format("LEAF and SPINES: at least 1, not '{}'", text));
 }
 
 // Above this many ranks --model defaults to pairs (docs/scale.md, "Timings").
@@ -185,18 +220,20 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
     const std::string_view v = argv[++i];
     try {
       if (opt == "--nodes") a.spec.nodes = parse_number<int>(opt, v), a.nodes_given = true;
-      else if (opt == "--ppn") a.spec.ppn = parse_number<int>(opt, v);
+      else if (opt == "--ppn") a.spec.ppn = parse_number<int>(opt, v), a.ppn_given = true;
       else if (opt == "--link") a.spec.link_Bps = parse_rate(v);
       else if (opt == "--latency") a.spec.latency_s = parse_time(v);
       else if (opt == "--mem-bw") a.spec.mem_Bps = parse_rate(v);
-      else if (opt == "--placement" && (v == "block" || v == "cyclic")) a.spec.cyclic = v == "cyclic";
+      else if (opt == "--placement" && (v == "block" || v == "cyclic"))
+        a.spec.cyclic = v == "cyclic", a.placement_given = true;
+      else if (opt == "--fat-tree") parse_fat_tree(v, a.spec), a.fat_tree_given = true;
       else if (opt == "--op" && (v == "alltoall" || v == "alltoallv" || v == "bcast"))
-        a.alltoallv = v == "alltoallv", a.bcast = v == "bcast";
+        a.alltoallv = v == "alltoallv", a.bcast = v == "bcast", a.op_given = true;
       else if (opt == "--root") a.root = parse_number<int>(opt, v);
       else if (opt == "--segments") a.segments = parse_number<int>(opt, v);
       else if (opt == "--chains") a.chains = v == "binomial" ? 0 : parse_number<int>(opt, v);
       else if (opt == "--chain-sweep") a.chain_sweep = parse_ranks(opt, v);
-      else if (opt == "--bytes") a.bytes = parse_number<std::size_t>(opt, v);
+      else if (opt == "--bytes") a.bytes = parse_number<std::size_t>(opt, v), a.bytes_given = true;
       else if (opt == "--chunk-bytes") a.chunk_bytes = parse_number<std::size_t>(opt, v);
       else if (opt == "--connection-depth") a.depth = parse_number<int>(opt, v);
       else if (opt == "--chunk-window") a.window = parse_number<std::size_t>(opt, v);
@@ -204,6 +241,8 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--work-ms") a.work_ms = parse_number<double>(opt, v);
       else if (opt == "--parts") a.parts = parse_number<int>(opt, v);
       else if (opt == "--cfg") a.cfg.emplace_back(v);
+      else if (opt == "--trace") a.trace = v;
+      else if (opt == "--site") a.site = v;
       else if (opt == "--model" && (v == "simgrid" || v == "fluid" || v == "pairs")) a.model = v;
       else if (opt == "--plan" && (v == "natural" || v == "none")) a.plan = v == "natural";
       else if (opt == "--per-node" && (v == "on" || v == "off")) a.per_node = v == "on";
@@ -223,6 +262,12 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.model == "simgrid" && a.per_node.value_or(false))
     return "--per-node on: per-node turns are simulated by the fluid models only (--model fluid or pairs)";
   if (!a.svg.empty() && a.sweep.empty()) return "--svg: needs --sweep (it plots the gain against the rank count)";
+  if (!a.site.empty() && a.trace.empty()) return "--site: needs --trace";
+  if (!a.trace.empty()) {
+    if (a.bcast) return "--trace: takes MPI_Alltoall and MPI_Alltoallv sites (not --op bcast)";
+    if (a.scenario_given || a.work_ms || a.parts != 1)
+      return "--trace: the work comes from the trace (no --scenario, --work-ms or --parts)";
+  }
   if (a.bcast) {
     // One SimGrid engine per process, SimGrid's own flows, the data read at once.
     if (!a.sweep.empty()) return "--op bcast: one platform per run (no --sweep)";
@@ -238,6 +283,14 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
     return "--root, --segments, --chains and --chain-sweep: with --op bcast only";
   }
   if (!a.sweep.empty() && a.nodes_given) return "--sweep: sets the node count of each prediction; leave out --nodes";
+  if (a.spec.fat_tree()) {
+    if (a.bcast) return "--fat-tree: the Alltoall(v) predictions only (not --op bcast)";
+    if (a.sweep.empty() && a.spec.nodes % a.spec.leaf_nodes != 0)
+      return fmt::format("--fat-tree: {} nodes do not fill leaves of {}", a.spec.nodes, a.spec.leaf_nodes);
+    for (int ranks : a.sweep)
+      if (ranks % (a.spec.ppn * a.spec.leaf_nodes) != 0)
+        return fmt::format("--sweep: {} ranks do not fill leaves of {} nodes x {} ranks", ranks, a.spec.leaf_nodes, a.spec.ppn);
+  }
   for (int ranks : a.sweep)
     if (ranks % a.spec.ppn != 0)
       return fmt::format("--sweep: {} ranks is not a multiple of --ppn {}", ranks, a.spec.ppn);
@@ -280,7 +333,7 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
 
   SimOptions opt;
   opt.block = a.bytes;
-  if (a.alltoallv) opt.blocks = is_like_blocks(p, a.bytes);
+  if (a.alltoallv) opt.blocks = a.traced ? scaled_blocks(*a.traced, p, a.bytes_given ? a.bytes : 0) : is_like_blocks(p, a.bytes);
   opt.chunk_bytes = a.chunk_bytes;
   opt.connection_depth = a.depth;
   opt.cfg = a.cfg;
@@ -293,9 +346,13 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   // The plain exchange sizes the work (unless --work-ms): simulate it first.
   SimOptions plain_opt = opt;
   plain_opt.tnbc = false;
-  // The plan: blocks read 0..p-1 (bench/overlap.c reads them in that order).
+  // The plan: blocks read 0..p-1 (bench/overlap.c reads them in that order), or the trace's.
   std::vector<int> plan_order(static_cast<std::size_t>(p));
   for (int r = 0; r < p; ++r) plan_order[static_cast<std::size_t>(r)] = r;
+  if (a.traced) plan_order = scaled_order(*a.traced, p);
+  std::vector<TracedReads> reads;  // --trace: each rank's
+  if (a.traced)
+    for (int r = 0; r < p; ++r) reads.push_back(scaled_reads(*a.traced, r, p));
   opt.tnbc_plan = a.plan;
   opt.plan_order = plan_order;
   opt.plan_per_node = a.plan && out.per_node;
@@ -316,6 +373,14 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   out.tcomm = slowest(res.plain, &RankRun::ret);
   out.sizing = a.work_ms ? *a.work_ms * 1e-3 : out.tcomm;
   out.work = Work{a.scenario.curc * out.sizing, a.scenario.crc * out.sizing, a.parts};
+  if (a.traced) {  // shown as the mean work before the first read and after it
+    out.work = Work{};
+    for (const TracedReads& x : reads) {
+      const double first = x.gap.empty() ? 0 : x.gap.front();
+      out.work.curc += first / p;
+      out.work.crc += (x.work() - first) / p;
+    }
+  }
   const Work& work = out.work;
   // Rank r's reads: p blocks of opt.bytes_to(r) bytes, with TCRC in proportion to its bytes (as
   // bench/is ranks what it received); TCRC as given for the mean block.
@@ -328,10 +393,19 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
     crc_of[static_cast<std::size_t>(r)] =
         mean > 0 ? work.crc * static_cast<double>(block_of[static_cast<std::size_t>(r)]) / mean : 0;
   auto work_of = [&](int r) { return Work{work.curc, crc_of[static_cast<std::size_t>(r)], work.parts}; };
+  // Rank r's total from the call's return at `ret`, its buffer's bytes [lo, hi) readable at
+  // ready(lo, hi): the scenario's reads or the trace's (block b at b * its block bytes).
+  auto total_of = [&](int r, double ret, const std::function<double(std::size_t, std::size_t)>& ready) {
+    if (!a.traced) return reader_total(ret, work_of(r), p, opt.bytes_to(r), ready);
+    const std::size_t block = opt.bytes_to(r);
+    return reader_total(ret, reads[static_cast<std::size_t>(r)], [&](int b) {
+      return ready(static_cast<std::size_t>(b) * block, static_cast<std::size_t>(b + 1) * block);
+    });
+  };
   for (int r = 0; r < p; ++r) {
     const RankRun& run = res.plain[static_cast<std::size_t>(r)];
-    out.plain = std::max(out.plain, reader_total(run.ret - run.entry, work_of(r), p, opt.bytes_to(r),
-                                                 [&](std::size_t, std::size_t) { return run.ret - run.entry; }));
+    out.plain = std::max(out.plain, total_of(r, run.ret - run.entry,
+                                             [&](std::size_t, std::size_t) { return run.ret - run.entry; }));
   }
   auto engine_total = [&](int rank, const RankRun& r) {
     const std::vector<double> ready = page_ready(r, static_cast<std::size_t>(p) * opt.bytes_to(rank));
@@ -341,7 +415,7 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
         t = std::max(t, ready[pg] - r.entry);
       return t;
     };
-    return reader_total(r.ret - r.entry, work_of(rank), p, opt.bytes_to(rank), when);
+    return total_of(rank, r.ret - r.entry, when);
   };
   auto tnbc_total = [&](int rank, const RankRun& r) { out.tnbc = std::max(out.tnbc, engine_total(rank, r)); };
   auto plan_total = [&](int rank, const RankRun& r) {
@@ -356,7 +430,20 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   }
   std::vector<int> nodes;
   for (int r = 0; r < p; ++r) nodes.push_back(node_of(spec, r));
-  out.bound = link_bound(nodes, spec.link_Bps, block_of, crc_of, work, 0);
+  if (a.traced) {
+    std::vector<Need> needs;
+    std::vector<double> end_of;
+    for (int r = 0; r < p; ++r) {
+      const TracedReads& x = reads[static_cast<std::size_t>(r)];
+      double need = 0;
+      for (std::size_t k = 0; k < x.order.size(); ++k)
+        needs.push_back({r, x.order[k], static_cast<double>(opt.bytes_to(r)), need += x.gap[k]});
+      end_of.push_back(x.work());
+    }
+    out.bound = link_bound(nodes, spec.link_Bps, needs, end_of);
+  } else {
+    out.bound = link_bound(nodes, spec.link_Bps, block_of, crc_of, work, 0);
+  }
   out.block_min = *std::min_element(block_of.begin(), block_of.end());
   out.block_max = *std::max_element(block_of.begin(), block_of.end());
   out.tinit = slowest(res.tnbc, &RankRun::ret);
@@ -369,19 +456,36 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
 double ms(double s) { return s * 1e3; }
 
 /// The JSON object of one prediction (docs/scale.md names its fields).
+/// A JSON string of plain text (a path, a plan key): quotes, backslashes and control characters escaped.
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", c);
+    else out += c;
+  }
+  return out + "\"";
+}
+
 std::string json_of(const Args& a, const Prediction& r) {
   const std::string plan_ms = a.plan ? fmt::format("{:.3f}", ms(r.tnbc_plan)) : "null";
+  const std::string fat_tree =
+      r.spec.fat_tree() ? fmt::format("{{\"leaf_nodes\": {}, \"spines\": {}}}", r.spec.leaf_nodes, r.spec.spines) : "null";
+  const std::string trace =
+      a.traced ? fmt::format("\"trace\": {}, \"site\": {}, \"trace_ranks\": {}, \"trace_tcomm_ms\": {:.3f}, ",
+                             json_string(a.traced->dir), json_string(a.traced->key), a.traced->ranks, ms(a.traced->tcomm))
+               : "\"trace\": null, ";
   return fmt::format(
-      "{{\"nodes\": {}, \"ppn\": {}, \"ranks\": {}, \"placement\": \"{}\", \"link_bytes_per_s\": {}, \"latency_s\": {}, "
+      "{{\"nodes\": {}, \"ppn\": {}, \"ranks\": {}, \"placement\": \"{}\", \"fat_tree\": {}, \"link_bytes_per_s\": {}, \"latency_s\": {}, "
       "\"mem_bytes_per_s\": {}, \"model\": \"{}\", \"op\": \"{}\", \"bytes\": {}, \"bytes_min\": {}, \"bytes_max\": {}, \"chunk_bytes\": {}, \"chunk_window\": {}, \"connection_depth\": {}, "
       "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
       "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
       "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"plan\": \"{}\", \"plan_per_node\": {}, "
-      "\"link_bound_ms\": {:.3f}}}",
-      r.spec.nodes, r.spec.ppn, r.spec.ranks(), r.spec.cyclic ? "cyclic" : "block", r.spec.link_Bps, r.spec.latency_s,
-      r.spec.mem_Bps, r.model, a.alltoallv ? "alltoallv" : "alltoall", a.bytes, r.block_min, r.block_max, a.chunk_bytes, a.window, a.depth, a.scenario.name, a.parts, ms(r.sizing), ms(r.work.curc),
+      "{}\"link_bound_ms\": {:.3f}}}",
+      r.spec.nodes, r.spec.ppn, r.spec.ranks(), r.spec.cyclic ? "cyclic" : "block", fat_tree, r.spec.link_Bps, r.spec.latency_s,
+      r.spec.mem_Bps, r.model, a.alltoallv ? "alltoallv" : "alltoall", a.bytes, r.block_min, r.block_max, a.chunk_bytes, a.window, a.depth, a.traced ? "trace" : a.scenario.name, a.parts, ms(r.sizing), ms(r.work.curc),
       ms(r.work.crc), r.plain_algorithm, ms(r.tcomm), ms(r.plain), ms(r.tinit), ms(r.tnbc_exchange), ms(r.tnbc),
-      plan_ms, a.plan ? "natural" : "none", a.plan && r.per_node ? "true" : "false", ms(r.bound));
+      plan_ms, !a.plan ? "none" : a.traced ? "trace" : "natural", a.plan && r.per_node ? "true" : "false", trace, ms(r.bound));
 }
 
 /// The first line of a table: the simulated cluster.
@@ -389,14 +493,35 @@ void print_platform(const PlatformSpec& spec) {
   fmt::print("{} nodes x {} ranks ({} placement), links {:.1f} MB/s each way, latency {:g} us, memory {:.1f} GB/s\n",
              spec.nodes, spec.ppn, spec.cyclic ? "cyclic" : "block", spec.link_Bps / 1e6, spec.latency_s * 1e6,
              spec.mem_Bps / 1e9);
+  if (spec.fat_tree())
+    fmt::print("fat tree: leaves of {} nodes, {} spine(s), {:g} to 1 taper; the link bound counts the nodes' links only\n",
+               spec.leaf_nodes, spec.spines, static_cast<double>(spec.leaf_nodes) / spec.spines);
 }
 
 /// The call a prediction is of, in words; with `r`, an Alltoallv's smallest and largest block.
 std::string call_text(const Args& a, const Prediction* r) {
+  if (a.traced) {
+    if (!a.alltoallv) return fmt::format("MPI_Alltoall of {} bytes per block", a.bytes);
+    if (r == nullptr) return fmt::format("MPI_Alltoallv with the trace's counts, {} bytes per block on average", a.bytes);
+    return fmt::format("MPI_Alltoallv with the trace's counts, {} bytes per block on average ({} to {} by receiver)",
+                       a.bytes, r->block_min, r->block_max);
+  }
   if (!a.alltoallv) return fmt::format("MPI_Alltoall of {} bytes per block", a.bytes);
   if (r == nullptr) return fmt::format("MPI_Alltoallv of bench/is's key spread, {} bytes per block on average", a.bytes);
   return fmt::format("MPI_Alltoallv of bench/is's key spread, {} bytes per block on average ({} to {} by receiver)",
                      a.bytes, r->block_min, r->block_max);
+}
+
+/// The trace a prediction's work came from, in words.
+std::string trace_text(const Args& a, int ranks, const Prediction* r) {
+  const TracedSite& t = *a.traced;
+  std::string out = fmt::format("the work of trace {} (site {}, {} ranks, {} traced calls, measured Tcomm {:.1f} ms)",
+                                t.dir, t.key, t.ranks, t.calls, ms(t.tcomm));
+  if (r != nullptr)
+    out += fmt::format(": {:.1f} ms before the first read and {:.1f} ms after it on average{}", ms(r->work.curc),
+                       ms(r->work.crc), ranks != t.ranks ? ", scaled to the rank count" : "");
+  for (const std::string& n : t.notes) out += "; " + n;
+  return out;
 }
 
 void print_table(const Args& a, const Prediction& r) {
@@ -404,22 +529,30 @@ void print_table(const Args& a, const Prediction& r) {
   fmt::print("model: {}\n", r.model == "simgrid" ? "one SimGrid flow per message"
                                : r.model == "fluid" ? "SimGrid's sharing per pair of nodes (fluid)"
                                                     : "busy pairs of nodes share links equally (pairs)");
-  fmt::print("{}; scenario {} ({}): TCURC {:.1f} ms, TCRC {:.1f} ms{}, {} part(s) per block\n\n", call_text(a, &r),
-             a.scenario.name, a.scenario.what, ms(r.work.curc), ms(r.work.crc),
-             a.alltoallv ? " for the mean block (in proportion to a rank's bytes)" : "", a.parts);
+  if (a.traced)
+    fmt::print("{}; {}\n\n", call_text(a, &r), trace_text(a, r.spec.ranks(), &r));
+  else
+    fmt::print("{}; scenario {} ({}): TCURC {:.1f} ms, TCRC {:.1f} ms{}, {} part(s) per block\n\n", call_text(a, &r),
+               a.scenario.name, a.scenario.what, ms(r.work.curc), ms(r.work.crc),
+               a.alltoallv ? " for the mean block (in proportion to a rank's bytes)" : "", a.parts);
   fmt::print("| configuration | total | exchange | call returns |\n|---|---|---|---|\n");
   fmt::print("| plain MPICH ({} exchange) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", r.plain_algorithm,
              ms(r.plain), ms(r.tcomm), ms(r.tcomm));
   fmt::print("| tnbc, no plan | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", ms(r.tnbc), ms(r.tnbc_exchange), ms(r.tinit));
   if (a.plan)
-    fmt::print("| tnbc, plan (order 0..p-1{}) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n",
+    fmt::print("| tnbc, plan ({}{}) | {:.1f} ms | {:.1f} ms | {:.1f} ms |\n", a.traced ? "the trace's order" : "order 0..p-1",
                r.per_node ? ", per-node turns" : "; per-message priorities only", ms(r.tnbc_plan),
                ms(r.plan_exchange), ms(r.plan_init));
   fmt::print("| link bound (any schedule) | {:.1f} ms | | |\n", ms(r.bound));
 }
 
 void print_sweep_table(const Args& a, const std::vector<Prediction>& points) {
-  fmt::print("{}, {} ranks per node ({} placement), scenario {} ({}), {} part(s) per block\n"
+  if (a.traced)
+    fmt::print("{}, {} ranks per node ({} placement), {}\n"
+               "gain = plain MPICH's total / the configuration's (above 1: faster than plain MPICH)\n\n",
+               call_text(a, nullptr), a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", trace_text(a, 0, nullptr));
+  else
+    fmt::print("{}, {} ranks per node ({} placement), scenario {} ({}), {} part(s) per block\n"
              "gain = plain MPICH's total / the configuration's (above 1: faster than plain MPICH)\n\n",
              call_text(a, nullptr), a.spec.ppn, a.spec.cyclic ? "cyclic" : "block", a.scenario.name, a.scenario.what,
              a.parts);
@@ -518,6 +651,22 @@ int run_bcast(const Args& a) {
 int main(int argc, char** argv) {
   Args a;
   if (auto err = parse(argc, argv, a)) return usage_error(*err);
+  if (!a.trace.empty()) {
+    try {
+      a.traced = load_traced_site(a.trace, a.site);
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "tnbc-sim: --trace: %s\n", e.what());
+      return 3;
+    }
+    const bool v = a.traced->op == tnbc::priority::Op::alltoallv;
+    if (a.op_given && v != a.alltoallv)
+      return usage_error(fmt::format("--op: the traced site {} is an {}", a.traced->key, v ? "MPI_Alltoallv" : "MPI_Alltoall"));
+    a.alltoallv = v;
+    if (!a.bytes_given) a.bytes = std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(a.traced->block)));
+    if (!a.nodes_given && !a.ppn_given && !a.placement_given && !a.fat_tree_given && a.sweep.empty() &&
+        !traced_layout(*a.traced, a.spec))
+      a.traced->notes.push_back("the traced job's nodes ran unequal shares of ranks: the platform is --nodes and --ppn's");
+  }
   if (a.bcast) return run_bcast(a);
   std::vector<PlatformSpec> specs;
   if (a.sweep.empty()) {

@@ -196,10 +196,13 @@ pr::Observations to_observations(const std::vector<const tr::Trace*>& traces,
 
       pr::CallRecord rec;
       rec.tcomm_us = static_cast<double>(call.tcomm) / tpu;
+      if (ci + 1 < t->calls.size() && t->calls[ci + 1].start_stamp >= call.return_stamp)
+        rec.next_call_us = static_cast<double>(t->calls[ci + 1].start_stamp - call.return_stamp) / tpu;
       rec.touches.reserve(call.subs.size());
       for (std::uint32_t k = 0; k < call.subs.size(); ++k) {
         const tr::TraceSub& sub = call.subs[k];
         bytes_sum[si] += sub.size;
+        rec.recv_bytes += sub.size;
         ++bytes_count[si];
         auto found = touch.find({ci, k});
         if (found != touch.end()) {

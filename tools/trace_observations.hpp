@@ -50,7 +50,8 @@ std::string frame_label(const trace::Frame& frame);
 /// Only traced calls count.  Per sub-message: a recorded first touch -> touched with delay
 /// (touch stamp - return stamp) / ticks_per_us (never below 0); else outcome untouched or
 /// released (watched, never read) -> untouched; not observable or outcome unobserved ->
-/// unobserved.  Tcomm = tcomm / ticks_per_us.  Sub-messages per call = the largest count seen;
+/// unobserved.  Tcomm = tcomm / ticks_per_us; next_call_us from the rank's next call's start stamp (calls
+/// in file order); recv_bytes the sum of the call's sub-message sizes.  Sub-messages per call = the largest count seen;
 /// message_bytes = mean sub-message size.  RankRecord::rank is the world rank.
 /// `detail`, when not null, receives the trace call site of each Observations site (same index).
 priority::Observations to_observations(const TraceSet& traces,

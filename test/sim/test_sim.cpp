@@ -14,6 +14,7 @@
 #include "sim/bcast.hpp"
 #include "sim/fluid.hpp"
 #include "sim/reader.hpp"
+#include "sim/traced.hpp"
 
 using namespace tnbc::sim;
 namespace schedule = tnbc::shim::schedule;
@@ -230,10 +231,13 @@ namespace {
 // or in blocks) under SimGrid's settings `cfg`: each link is shared by the flows of two pairs of
 // nodes (and, with cross-traffic, the reverse flows of two more), so the max-min sharing is not
 // trivial.
-void check_fluid_agrees(const std::vector<std::string>& cfg, bool cyclic) {
-  PlatformSpec spec{.nodes = 3, .ppn = 2, .link_Bps = 25e6, .latency_s = 25e-6, .cyclic = cyclic};
+void check_fluid_agrees(const std::vector<std::string>& cfg, bool cyclic,
+                        PlatformSpec spec = {.nodes = 3, .ppn = 2, .link_Bps = 25e6, .latency_s = 25e-6}) {
+  spec.cyclic = cyclic;
   // The plan's call too, in an order that is neither the default nor its reverse.
-  SimOptions opt{.block = 100000, .chunk_bytes = 16384, .tnbc_plan = true, .plan_order = {2, 0, 4, 1, 5, 3}, .cfg = cfg};
+  std::vector<int> order{2, 0, 4, 1, 5, 3};
+  for (int r = 6; r < spec.ranks(); ++r) order.insert(order.begin() + (r % 2 ? 1 : 0), r);
+  SimOptions opt{.block = 100000, .chunk_bytes = 16384, .tnbc_plan = true, .plan_order = order, .cfg = cfg};
   const SimResult sg = simulate(spec, opt);
   for (auto w : {FluidOptions::Weights::per_message, FluidOptions::Weights::per_pair}) {
     const SimResult fl = simulate_fluid(spec, opt, fluid_with(cfg, w), {}, true);
@@ -248,8 +252,8 @@ void check_fluid_agrees(const std::vector<std::string>& cfg, bool cyclic) {
       REQUIRE((fl.*call).size() == (sg.*call).size());
       for (std::size_t r = 0; r < (sg.*call).size(); ++r) {
         const RankRun &a = (fl.*call)[r], &b = (sg.*call)[r];
-        CHECK(elapsed(a, &RankRun::ret) == Approx(elapsed(b, &RankRun::ret)).epsilon(tol));
-        CHECK(elapsed(a, &RankRun::done) == Approx(elapsed(b, &RankRun::done)).epsilon(tol));
+        CHECK(elapsed(a, &RankRun::ret) == Approx(elapsed(b, &RankRun::ret)).epsilon(tol).margin(1e-9));
+        CHECK(elapsed(a, &RankRun::done) == Approx(elapsed(b, &RankRun::done)).epsilon(tol).margin(1e-9));
         REQUIRE(a.step_done.size() == b.step_done.size());
         if (w == FluidOptions::Weights::per_message)
           for (std::size_t i = 0; i < a.step_done.size(); ++i)
@@ -273,6 +277,46 @@ TEST_CASE("the fluid model and SimGrid without cross-traffic: the same time for 
   // alike, so this does not tell a solver that fixes the pairs ending at a node with its UP
   // link's share from a correct one; it checks the path without cross-traffic.)
   check_fluid_agrees(kExact, false);
+}
+
+TEST_CASE("the fluid model and SimGrid on a tapered fat tree: the same time for every step", "[sim-fat-tree]") {
+  // 4 nodes x 2 ranks in leaves of 2 nodes with one spine (2 to 1): messages between leaves
+  // share the leaves' links to the spine, and with cross-traffic the reverse flows of SimGrid's
+  // routes back (which go through the spine of the other destination).
+  check_fluid_agrees({}, true, PlatformSpec{.nodes = 4, .ppn = 2, .link_Bps = 25e6, .latency_s = 25e-6,
+                                            .leaf_nodes = 2, .spines = 1});
+}
+
+TEST_CASE("the fluid model and SimGrid on a tapered fat tree under CM02: the same time for every step",
+          "[sim-fat-tree-cm02]") {
+  // CM02 without reverse flows, ranks in blocks: CM02's weight-S is 0, so flows within and
+  // between leaves weigh by their routes' latencies alone.
+  check_fluid_agrees(kExact, false, PlatformSpec{.nodes = 4, .ppn = 2, .link_Bps = 25e6, .latency_s = 25e-6,
+                                                 .leaf_nodes = 2, .spines = 1});
+}
+
+TEST_CASE("a fat tree by hand: four links between leaves, destination-mod-k spines, the taper", "[pure]") {
+  // 4 nodes x 1 rank, leaves {0, 1} and {2, 3}; links 1 MB/s each way, 1 ms each; 1 MB blocks;
+  // CM02 without reverse flows.  Plain MPICH's pairwise exchange on a power of two: the own
+  // block copied (1 ms), then round 1 with rank ^ 1 within the leaf (2 links: 2 ms + 1 s), rounds
+  // 2 and 3 with rank ^ 2 and ^ 3 in the other leaf (4 links: 4 ms).  With one spine the two
+  // messages leaving a leaf share its link to the spine (2 s each); with two spines node d is
+  // reached through spine d mod 2, and 0 -> 2, 1 -> 3 (or 0 -> 3, 1 -> 2) go apart (1 s).
+  for (const int spines : {1, 2}) {
+    PlatformSpec spec{.nodes = 4, .ppn = 1, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9, .leaf_nodes = 2,
+                      .spines = spines};
+    SimOptions opt{.block = 1000000, .chunk_bytes = 0, .tnbc = false, .cfg = kExact};
+    const SimResult res = simulate_fluid(spec, opt, fluid_with(kExact, FluidOptions::Weights::per_message));
+    const double inter = spines == 1 ? 2.004 : 1.004;
+    for (const RankRun& r : res.plain) CHECK(elapsed(r, &RankRun::ret) == Approx(0.001 + 1.002 + 2 * inter).epsilon(1e-6));
+  }
+  PlatformSpec flat{.nodes = 4, .ppn = 1};
+  CHECK(hops(flat, 0, 3) == 2);
+  PlatformSpec tree{.nodes = 8, .ppn = 1, .leaf_nodes = 4, .spines = 2};
+  CHECK(hops(tree, 0, 3) == 2);
+  CHECK(hops(tree, 3, 4) == 4);
+  CHECK(leaf_of(tree, 5) == 1);
+  CHECK(spine_to(tree, 5) == 1);
 }
 
 TEST_CASE("per-node turns: a node's second member sends off the node after its first is done", "[pure]") {
@@ -495,4 +539,138 @@ TEST_CASE("MPI_Bcast on three nodes: plain MPICH and the engine's trees, by hand
     CHECK(elapsed(runs[0], &RankRun::ret) == Approx(1e-3).epsilon(1e-6));
     for (int r : {1, 2}) CHECK(elapsed(runs[static_cast<std::size_t>(r)], &RankRun::ret) < 0.03);
   }
+}
+
+namespace {
+
+namespace pr = tnbc::priority;
+
+// A traced call: delays in µs per block (< 0: untouched), the next call `next_us` after the return.
+pr::CallRecord traced_call(std::vector<double> delays, double next_us, std::uint64_t bytes) {
+  pr::CallRecord c;
+  c.tcomm_us = 1000;
+  for (double d : delays) c.touches.push_back(d < 0 ? pr::FirstTouch::untouched() : pr::FirstTouch::at(d));
+  c.next_call_us = next_us;
+  c.recv_bytes = bytes;
+  return c;
+}
+
+// Two ranks: rank 0 reads block 1 at 10 ms, block 0 at 30 ms and calls again at 50 ms (two
+// calls, the same each time); rank 1 reads block 0 at 5 ms, never block 1, and calls again at
+// 25 ms.  Rank 0 receives 2 x 100 bytes, rank 1 2 x 300.
+pr::CallSite two_rank_site() {
+  pr::CallSite s;
+  s.id = "app+0x10";
+  s.op = pr::Op::alltoall;
+  s.messages = 2;
+  s.comm_size = 2;
+  s.message_bytes = 200;
+  s.ranks.push_back({0, {traced_call({30000, 10000}, 50000, 200), traced_call({30000, 10000}, 50000, 200)}});
+  s.ranks.push_back({1, {traced_call({5000, -1}, 25000, 600)}});
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("traced_site: each rank's reads in first-touch order, the work between, by hand", "[pure]") {
+  const TracedSite t = traced_site(two_rank_site());
+  REQUIRE(t.ranks == 2);
+  CHECK(t.calls == 3);
+  CHECK(t.tcomm == Approx(1e-3));
+  REQUIRE(t.reads.size() == 2);
+  CHECK(t.reads[0].order == std::vector<int>{1, 0});
+  CHECK(t.reads[0].gap[0] == Approx(0.010));
+  CHECK(t.reads[0].gap[1] == Approx(0.020));
+  CHECK(t.reads[0].tail == Approx(0.020));
+  CHECK(t.reads[0].work() == Approx(0.050));
+  CHECK(t.reads[1].order == std::vector<int>{0});  // block 1 untouched: nothing waits for it
+  CHECK(t.reads[1].gap[0] == Approx(0.005));
+  CHECK(t.reads[1].tail == Approx(0.020));
+  CHECK(t.recv_block == std::vector<double>{100, 300});
+  REQUIRE(t.notes.size() == 1);
+  CHECK(t.notes[0].find("not read") != std::string::npos);
+  // The consensus order (docs/ordering.md): block 0's key is the median of 30 and 5 ms, block
+  // 1's the median of 10 ms and never (rank 1 did not read it): +inf, so block 0 first.
+  CHECK(t.order == std::vector<std::size_t>{0, 1});
+  pr::CallSite missing = two_rank_site();
+  missing.ranks.pop_back();
+  CHECK_THROWS_AS(traced_site(missing), std::invalid_argument);
+  pr::CallSite bcast = two_rank_site();
+  bcast.op = pr::Op::bcast;
+  CHECK_THROWS_AS(traced_site(bcast), std::invalid_argument);
+}
+
+TEST_CASE("a trace on twice the ranks: each traced rank and block stands for two, the work per block as traced",
+          "[pure]") {
+  const TracedSite t = traced_site(two_rank_site());
+  CHECK(traced_index(3, 4, 2) == 1);
+  CHECK(traced_index(1, 4, 2) == 0);
+  // Simulated ranks 0 and 1 are traced rank 0; blocks 2, 3 are traced block 1, read first.
+  for (int rank : {0, 1}) {
+    const TracedReads r = scaled_reads(t, rank, 4);
+    CHECK(r.order == std::vector<int>{2, 3, 0, 1});
+    REQUIRE(r.gap.size() == 4);
+    CHECK(r.gap[0] == Approx(0.010));  // before the first read, as traced
+    CHECK(r.gap[1] == Approx(0.020));  // traced block 1's work, once per block
+    CHECK(r.gap[2] == Approx(0.020));
+    CHECK(r.gap[3] == Approx(0.020));  // traced block 0's work (its tail), once per block
+    CHECK(r.tail == Approx(0.020));
+    CHECK(r.work() == Approx(0.090));
+  }
+  const TracedReads r3 = scaled_reads(t, 3, 4);
+  CHECK(r3.order == std::vector<int>{0, 1});
+  REQUIRE(r3.gap.size() == 2);
+  CHECK(r3.gap[0] == Approx(0.005));
+  CHECK(r3.gap[1] == Approx(0.020));
+  CHECK(r3.tail == Approx(0.020));
+  // The same rank count gives the trace back.
+  const TracedReads same = scaled_reads(t, 0, 2);
+  CHECK(same.order == t.reads[0].order);
+  CHECK(same.gap == t.reads[0].gap);
+  CHECK(same.tail == t.reads[0].tail);
+  CHECK(scaled_order(t, 4) == std::vector<int>{0, 1, 2, 3});
+  TracedSite reversed = t;
+  reversed.order = {1, 0};
+  CHECK(scaled_order(reversed, 4) == std::vector<int>{2, 3, 0, 1});
+  CHECK(scaled_blocks(t, 4, 0) == std::vector<std::size_t>{100, 100, 300, 300});
+  CHECK(scaled_blocks(t, 4, 400) == std::vector<std::size_t>{200, 200, 600, 600});
+}
+
+TEST_CASE("traced_layout: the traced job's nodes, block or cyclic", "[pure]") {
+  TracedSite t;
+  PlatformSpec spec;
+  t.node_of = {0, 1, 0, 1, 0, 1};
+  REQUIRE(traced_layout(t, spec));
+  CHECK((spec.nodes == 2 && spec.ppn == 3 && spec.cyclic));
+  t.node_of = {0, 0, 0, 1, 1, 1};
+  REQUIRE(traced_layout(t, spec));
+  CHECK((spec.nodes == 2 && spec.ppn == 3 && !spec.cyclic));
+  t.node_of = {0, 0, 0, 1};
+  const PlatformSpec before = spec;
+  CHECK_FALSE(traced_layout(t, spec));
+  CHECK((spec.nodes == before.nodes && spec.ppn == before.ppn));
+}
+
+TEST_CASE("reader_total of traced reads: a late block pushes the later work back, by hand", "[pure]") {
+  TracedReads r{{1, 0}, {0.010, 0.020}, 0.020};
+  // Returned at 1 ms; block 1 ready at 5 ms (no wait: read at 11 ms), block 0 at 40 ms (read
+  // due at 31 ms: waits 9 ms), then 20 ms of work: 60 ms.
+  const double total = reader_total(0.001, r, [](int b) { return b == 1 ? 0.005 : 0.040; });
+  CHECK(total == Approx(0.060));
+  CHECK(reader_total(0.001, r, [](int) { return 0.0; }) == Approx(0.051));
+}
+
+TEST_CASE("link_bound over needs: the late block's reader finishes late by as much, by hand", "[pure]") {
+  // Two nodes of one rank, links of 1 MB/s.  Reader 0 needs 1 MB from rank 1 at 0.5 s and ends
+  // at 1 s: the block arrives at 1 s at the earliest, 0.5 s late, so 1.5 s.  Reader 1 needs 1 MB
+  // from rank 0 at once and ends at 0.2 s: 1 s + 0.2 s.
+  const std::vector<int> nodes{0, 1};
+  const std::vector<Need> needs{{0, 1, 1e6, 0.5}, {1, 0, 1e6, 0.0}};
+  CHECK(link_bound(nodes, 1e6, needs, std::vector<double>{1.0, 0.2}) == Approx(1.5));
+  // Both blocks from node 0 to node 1's two readers... on one link: Jackson's rule sends the
+  // earlier due date (need - end) first.  Reader 1 (due 0 - 0.2) first: 1 s, late 1 s -> 1.2 s;
+  // reader 2 (due 0.9 - 1.0) second: 2 s, late 1.1 s -> 2.1 s.
+  const std::vector<int> three{0, 1, 1};
+  const std::vector<Need> two{{1, 0, 1e6, 0.0}, {2, 0, 1e6, 0.9}};
+  CHECK(link_bound(three, 1e6, two, std::vector<double>{0.0, 0.2, 1.0}) == Approx(2.1));
 }

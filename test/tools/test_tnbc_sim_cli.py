@@ -8,7 +8,8 @@ with SimGrid's; the plan's order alone (`--per-node off`) must predict what no p
 order everywhere reorders no sender's sends), `--plan none` must leave tnbc_plan_ms null, and
 every model must give the plan's prediction (SimGrid's own flows the same as the fluid model).
 `--sweep` must give each rank count the prediction a run with that many nodes gives, and
-`--svg` must plot one line per configuration on a log2 axis of ranks."""
+`--svg` must plot one line per configuration on a log2 axis of ranks.  `--fat-tree` must slow
+the exchange a little on a full tree (four links between leaves) and much on a 4 to 1 taper."""
 
 import json
 import os
@@ -178,6 +179,31 @@ def main():
         r = run(*base, "--sweep", "4", "--svg", "/nonexistent-dir/gain.svg")
         expect(r.returncode == 1 and "--svg /nonexistent-dir/gain.svg" in r.stderr, f"unwritable --svg: {r}")
     s.check("--sweep: one prediction per rank count (each as alone), its table, JSON and SVG; bad sweeps", sweep)
+
+    def fat_tree():
+        base = ["--nodes", 8, "--ppn", 2, "--link", "1gbit", "--bytes", 1 << 20, "--plan", "none"]
+        full, tapered, flat = (predict(*base, "--fat-tree", "4:4"), predict(*base, "--fat-tree", "4:1"),
+                               predict(*base))
+        expect(full["fat_tree"] == {"leaf_nodes": 4, "spines": 4} and flat["fat_tree"] is None, f"{full} {flat}")
+        # Four links between leaves instead of two: a full tree is a little slower than one
+        # switch (latencies), a 4 to 1 taper much slower (the leaves' links carry what 4 nodes send).
+        expect(flat["plain_ms"] <= full["plain_ms"] < 1.1 * flat["plain_ms"], f"full tree {full} flat {flat}")
+        expect(tapered["plain_ms"] > 1.5 * full["plain_ms"] and tapered["tnbc_ms"] > 1.5 * full["tnbc_ms"],
+               f"a 4:1 taper did not slow the exchange: {tapered} {full}")
+        expect(abs(tapered["link_bound_ms"] - full["link_bound_ms"]) < 1e-6, "the link bound counts node links only")
+        expect("fat tree: leaves of 4 nodes, 1 spine(s), 4 to 1 taper" in run(*base, "--fat-tree", "4:1").stdout,
+               "the table does not name the fat tree")
+        for args, msg in ((["--fat-tree", "3:1"], "8 nodes do not fill leaves of 3"),
+                          (["--fat-tree", "4"], "not LEAF:SPINES"),
+                          (["--fat-tree", "0:1"], "at least 1"),
+                          (["--fat-tree", "4:x"], "not a number")):
+            r = run(*base, *args)
+            expect(r.returncode == 2 and msg in r.stderr, f"{args}: {r.returncode} {r.stderr[:200]}")
+        r = run("--op", "bcast", "--fat-tree", "2:1", "--nodes", 4)
+        expect(r.returncode == 2 and "not --op bcast" in r.stderr, f"bcast on a fat tree: {r.stderr[:200]}")
+        r = run("--ppn", 2, "--fat-tree", "4:2", "--sweep", "8,12")
+        expect(r.returncode == 2 and "12 ranks do not fill leaves" in r.stderr, f"sweep on a fat tree: {r.stderr[:200]}")
+    s.check("--fat-tree: SimGrid's two-level fat tree, the taper, bad trees", fat_tree)
     return s.finish()
 
 

@@ -2,6 +2,7 @@
 // trace/'s writer, loaded back and turned into priority::Observations.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -104,6 +105,25 @@ TEST_CASE("adapter: a sub-message that was not observable says nothing, even if 
   REQUIRE(obs.sites.size() == 1);
   for (const auto& x : obs.sites[0].ranks[0].calls[0].touches)
     CHECK(x.state == priority::TouchState::unobserved);
+}
+
+TEST_CASE("adapter: the work after a call runs to the next call of any site; bytes per call",
+          "[adapter]") {
+  Trace t = make_trace(0, 1);
+  // Site 0 at 1000 (returns at 1210), site 1 at 1610, site 0 again at 3010 (the rank's last).
+  t.calls.push_back(make_call(trace::TracedOp::alltoall, 0, 2, 1000, 200, 2, sub_flags(true, trace::Outcome::untouched)));
+  t.calls.push_back(make_call(trace::TracedOp::bcast, 1, 2, 1610, 100, 1, sub_flags(true, trace::Outcome::untouched)));
+  t.calls.push_back(make_call(trace::TracedOp::alltoall, 0, 2, 3010, 200, 2, sub_flags(true, trace::Outcome::untouched)));
+  t.calls[2].subs[1].size = 1000;
+  auto obs = tools::to_observations({&t});
+  REQUIRE(obs.sites.size() == 2);
+  const auto& calls = obs.sites[0].ranks[0].calls;
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].next_call_us == Approx(200.0));  // (1610 - 1210) / 2 ticks per µs
+  CHECK(std::isnan(calls[1].next_call_us));
+  CHECK(calls[0].recv_bytes == 8192);
+  CHECK(calls[1].recv_bytes == 5096);
+  CHECK(obs.sites[1].ranks[0].calls[0].next_call_us == Approx((3010 - 1720) / 2.0));
 }
 
 TEST_CASE("adapter: a touch stamped before the return counts as delay 0", "[adapter]") {

@@ -29,9 +29,11 @@ void FluidOptions::apply_cfg(const std::vector<std::string>& cfg) {
       if (model && value == "LV08") {
         latency_factor = 13.01;
         bandwidth_factor = 0.97;
+        weight_S = 20537;
       } else if (model && value == "CM02") {
         latency_factor = 1;
         bandwidth_factor = 1;
+        weight_S = 0;
       } else if (key == "network/crosstraffic" && (value == "0" || value == "no" || value == "false")) {
         crosstraffic = false;
       } else if (key == "network/crosstraffic" && (value == "1" || value == "yes" || value == "true")) {
@@ -40,6 +42,8 @@ void FluidOptions::apply_cfg(const std::vector<std::string>& cfg) {
         latency_factor = std::stod(value);
       } else if (key == "network/bandwidth-factor") {
         bandwidth_factor = std::stod(value);
+      } else if (key == "network/weight-S") {
+        weight_S = std::stod(value);
       } else {
         throw std::invalid_argument("--cfg " + c + ": not a setting the fluid model follows (--model simgrid takes any)");
       }
@@ -111,31 +115,45 @@ class IndexedHeap {
 class Network {
  public:
   Network(const PlatformSpec& spec, const FluidOptions& f)
-      : n_(spec.nodes), f_(f), ends_(static_cast<std::size_t>(spec.nodes) * static_cast<std::size_t>(spec.nodes)) {
+      : spec_(spec), n_(spec.nodes), f_(f),
+        ends_(static_cast<std::size_t>(spec.nodes) * static_cast<std::size_t>(spec.nodes)) {
     const auto nn = static_cast<std::size_t>(n_);
     pairs_.resize(nn * nn);
-    cap_.assign(3 * nn, 0);
-    for (std::size_t a = 0; a < nn; ++a) {
-      cap_[a] = spec.link_Bps;           // UP half of node a's link
-      cap_[nn + a] = spec.link_Bps;      // DOWN half
-      cap_[2 * nn + a] = spec.mem_Bps;   // memory link
-    }
-    lat_inter_ = 2 * spec.latency_s * f.latency_factor;
+    // Links: the UP and DOWN halves of each node's link and its memory link; on a fat tree also
+    // the UP (leaf to spine) and DOWN halves of each leaf's link to each spine.
+    const std::size_t leaves = spec.fat_tree() ? nn / static_cast<std::size_t>(spec.leaf_nodes) : 0;
+    cap_.assign(3 * nn + 2 * leaves * static_cast<std::size_t>(std::max(spec.spines, 0)), spec.link_Bps);
+    for (std::size_t a = 0; a < nn; ++a) cap_[2 * nn + a] = spec.mem_Bps;
+    users_.resize(cap_.size());
     lat_intra_ = kMemoryLatency * f.latency_factor;
+    // SimGrid's sharing penalty of a flow: its route's latency (before the latency factor) plus
+    // weight-S over each link's bandwidth; a flow's share of a link goes as 1 / penalty (TCP's
+    // RTT unfairness: on a fat tree, flows between leaves get less than flows within a leaf).
+    inv_penalty_.resize(nn * nn);
+    for (int a = 0; a < n_; ++a)
+      for (int b = 0; b < n_; ++b) {
+        const int h = hops(spec, a, b);
+        const double pen = a == b ? kMemoryLatency + f.weight_S / spec.mem_Bps
+                                  : h * spec.latency_s + h * f.weight_S / spec.link_Bps;
+        inv_penalty_[static_cast<std::size_t>(a * n_ + b)] = pen > 0 ? 1 / pen : 1;
+      }
   }
 
   // A message of `bytes` from node a to node b, posted at `now`: it pays its latency, then moves.
   void post(int a, int b, std::uint64_t bytes, std::uint64_t msg, double now) {
     const auto pair = static_cast<std::uint32_t>(a * n_ + b);
-    (a == b ? wait_intra_ : wait_inter_).push_back({now + (a == b ? lat_intra_ : lat_inter_), pair, bytes, msg});
+    // One queue per latency, so that each stays in time order.
+    const int h = a == b ? 0 : hops(spec_, a, b);
+    const double lat = a == b ? lat_intra_ : h * spec_.latency_s * f_.latency_factor;
+    waiting_[h == 0 ? 0 : h == 2 ? 1 : 2].push_back({now + lat, pair, bytes, msg});
   }
 
   // The time of the next thing that happens in the network (kInf: nothing moves).
   double next_time() {
     if (dirty_) solve();
     double t = ends_.empty() ? kInf : ends_.top_time();
-    if (!wait_inter_.empty()) t = std::min(t, wait_inter_.front().t);
-    if (!wait_intra_.empty()) t = std::min(t, wait_intra_.front().t);
+    for (const std::deque<Waiting>& q : waiting_)
+      if (!q.empty()) t = std::min(t, q.front().t);
     return t;
   }
 
@@ -143,7 +161,7 @@ class Network {
   template <typename Deliver>
   void step(double now, Deliver&& deliver) {
     now_ = now;
-    for (std::deque<Waiting>* q : {&wait_inter_, &wait_intra_})
+    for (std::deque<Waiting>* q : {&waiting_[1], &waiting_[2], &waiting_[0]})
       if (!q->empty() && q->front().t <= now) {
         const Waiting w = q->front();
         q->pop_front();
@@ -219,70 +237,69 @@ class Network {
     const int n = n_;
     const auto nn = static_cast<std::size_t>(n);
     const bool per_msg = f_.weights == FluidOptions::Weights::per_message;
-    auto weight = [&](const Pair& p) { return per_msg ? static_cast<double>(p.k) : (p.k > 0 ? 1.0 : 0.0); };
+    auto weight = [&](std::size_t i) {
+      const Pair& p = pairs_[i];
+      return (per_msg ? static_cast<double>(p.k) : (p.k > 0 ? 1.0 : 0.0)) * inv_penalty_[i];
+    };
+    const std::size_t nl = cap_.size();
     rem_ = cap_;
-    sumw_.assign(3 * nn, 0);
-    cnt_.assign(3 * nn, 0);
+    sumw_.assign(nl, 0);
+    cnt_.assign(nl, 0);
     value_.assign(pairs_.size(), -1);
+    for (std::vector<std::uint32_t>& u : users_) u.clear();
     const double cross = f_.crosstraffic ? kCross : 0;
-    // The links pair (a, b) crosses, with its use of each per unit of rate.
+    const auto spines = static_cast<std::size_t>(std::max(spec_.spines, 0));
+    // Between leaves: the UP half of leaf l's link to spine s, and its DOWN half.
+    auto leaf_up = [&](int l, int s) { return 3 * nn + 2 * (static_cast<std::size_t>(l) * spines + static_cast<std::size_t>(s)); };
+    auto route = [&](int a, int b, double use, auto&& fn) {  // SimGrid's route from node a to b
+      fn(static_cast<std::size_t>(a), use);
+      if (hops(spec_, a, b) == 4) {
+        const int s = spine_to(spec_, b);
+        fn(leaf_up(leaf_of(spec_, a), s), use);
+        fn(leaf_up(leaf_of(spec_, b), s) + 1, use);
+      }
+      fn(nn + static_cast<std::size_t>(b), use);
+    };
+    // The links pair (a, b) crosses, with its use of each per unit of rate: its route, and with
+    // cross-traffic the route back (SimGrid routes it from b to a: through spine a mod spines).
     auto links = [&](int a, int b, auto&& fn) {
-      const auto ua = static_cast<std::size_t>(a), ub = static_cast<std::size_t>(b);
       if (a == b) {
-        fn(2 * nn + ua, 1 + cross);
+        fn(2 * nn + static_cast<std::size_t>(a), 1 + cross);
         return;
       }
-      fn(ua, 1.0);
-      fn(nn + ub, 1.0);
-      if (cross > 0) {
-        fn(ub, cross);
-        fn(nn + ua, cross);
-      }
+      route(a, b, 1.0, fn);
+      if (cross > 0) route(b, a, cross, fn);
     };
     for (int a = 0; a < n; ++a)
       for (int b = 0; b < n; ++b) {
-        const Pair& p = pairs_[static_cast<std::size_t>(a * n + b)];
-        if (p.k == 0) continue;
-        const double w = weight(p);
+        const auto i = static_cast<std::uint32_t>(a * n + b);
+        if (pairs_[i].k == 0) continue;
+        const double w = weight(i);
         links(a, b, [&](std::size_t c, double use) {
           sumw_[c] += use * w;
           ++cnt_[c];
+          users_[c].push_back(i);
         });
       }
     for (;;) {
       std::size_t best = SIZE_MAX;
       double share = kInf;
-      for (std::size_t c = 0; c < 3 * nn; ++c)
+      for (std::size_t c = 0; c < nl; ++c)
         if (cnt_[c] > 0 && sumw_[c] > 0) {
           const double s = std::max(0.0, rem_[c]) / sumw_[c];
           if (s < share) share = s, best = c;
         }
       if (best == SIZE_MAX) break;
-      // The pairs crossing link `best` that are not fixed yet.
-      auto fix = [&](int a, int b) {
-        const auto i = static_cast<std::size_t>(a * n + b);
-        const Pair& p = pairs_[i];
-        if (p.k == 0 || value_[i] >= 0) return;
-        const double w = weight(p);
+      // The pairs crossing link `best` that are not fixed yet get its share.
+      for (const std::uint32_t i : users_[best]) {
+        if (value_[i] >= 0) continue;
+        const double w = weight(i);
         value_[i] = share * w;
-        links(a, b, [&](std::size_t c, double use) {
+        links(static_cast<int>(i) / n, static_cast<int>(i) % n, [&](std::size_t c, double use) {
           rem_[c] -= use * value_[i];
           sumw_[c] -= use * w;
           --cnt_[c];
         });
-      };
-      // UP half of x: the pairs from x, and the reverse flows of the pairs to x; DOWN half: the
-      // other way round.  Without cross-traffic a half carries only its own direction.
-      const int x = static_cast<int>(best % nn);
-      const bool up = best < nn, both = cross > 0;
-      if (best >= 2 * nn) {
-        fix(x, x);
-      } else {
-        for (int y = 0; y < n; ++y)
-          if (y != x) {
-            if (up || both) fix(x, y);
-            if (!up || both) fix(y, x);
-          }
       }
       cnt_[best] = 0;
     }
@@ -296,13 +313,15 @@ class Network {
     }
   }
 
+  PlatformSpec spec_;
   int n_;
   FluidOptions f_;
-  double lat_inter_ = 0, lat_intra_ = 0, now_ = 0;
+  double lat_intra_ = 0, now_ = 0;
   std::vector<Pair> pairs_;
-  std::vector<double> cap_, rem_, sumw_, value_;
+  std::vector<double> cap_, rem_, sumw_, value_, inv_penalty_;
   std::vector<int> cnt_;
-  std::deque<Waiting> wait_inter_, wait_intra_;
+  std::vector<std::vector<std::uint32_t>> users_;  // per link: the busy pairs that cross it
+  std::deque<Waiting> waiting_[3];  // messages paying their latency: within a node, 2 hops, 4 hops
   IndexedHeap ends_;  // per pair: when its next message is done
   bool dirty_ = false;
   std::size_t solves_ = 0;

@@ -42,9 +42,13 @@ struct FluidOptions {
   /// SimGrid's network settings the model follows (LV08 defaults; CM02: 1, 1).
   double latency_factor = 13.01;
   double bandwidth_factor = 0.97;
+  /// network/weight-S: a flow's sharing penalty is its route's latency plus weight_S over each
+  /// link's bandwidth (LV08 20537, CM02 0); it matters where flows of different routes share a
+  /// link (a fat tree's node links carry flows within and between leaves).
+  double weight_S = 20537;
   bool crosstraffic = true;
   /// Reads SimGrid --cfg settings (network/model:LV08|CM02, network/crosstraffic:0|1,
-  /// network/latency-factor:X, network/bandwidth-factor:X); throws std::invalid_argument on any
+  /// network/latency-factor:X, network/bandwidth-factor:X, network/weight-S:X); throws std::invalid_argument on any
   /// other, since the model would silently ignore it.
   void apply_cfg(const std::vector<std::string>& cfg);
 };

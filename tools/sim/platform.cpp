@@ -14,7 +14,39 @@ int node_of(const PlatformSpec& spec, int rank) {
   return spec.cyclic ? rank % spec.nodes : rank / spec.ppn;
 }
 
+namespace {
+
+// A node's memory link: a copy within the node (shared memory, no network).
+s4u::Link* memory_link(s4u::NetZone* zone, const PlatformSpec& spec, const std::string& node) {
+  s4u::Link* memory = zone->create_link(node + "-memory", spec.mem_Bps);
+  memory->set_latency(kMemoryLatency)->seal();
+  return memory;
+}
+
+std::vector<s4u::Host*> build_fat_tree(const PlatformSpec& spec) {
+  std::vector<s4u::Host*> hosts;
+  const auto leaf = static_cast<unsigned>(spec.leaf_nodes);
+  const s4u::FatTreeParams params(2, {leaf, static_cast<unsigned>(spec.nodes / spec.leaf_nodes)},
+                                  {1, static_cast<unsigned>(spec.spines)}, {1, 1});
+  // The zone makes node `id` (its position, which destination-mod-k routes by) in id order.
+  auto node = [&](s4u::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
+    s4u::Host* host = zone->create_host("node" + std::to_string(id), 1e9);
+    hosts.push_back(host);
+    return std::make_pair(host->get_netpoint(), static_cast<simgrid::kernel::routing::NetPoint*>(nullptr));
+  };
+  auto loopback = [&](s4u::NetZone* zone, const std::vector<unsigned long>&, unsigned long id) {
+    return memory_link(zone, spec, "node" + std::to_string(id));
+  };
+  s4u::NetZone* zone = s4u::create_fatTree_zone("fat-tree", nullptr, params, s4u::ClusterCallbacks(node, loopback, {}),
+                                                spec.link_Bps, spec.latency_s, s4u::Link::SharingPolicy::SPLITDUPLEX);
+  zone->seal();
+  return hosts;
+}
+
+}  // namespace
+
 std::vector<s4u::Host*> build_platform(const PlatformSpec& spec) {
+  if (spec.fat_tree()) return build_fat_tree(spec);
   s4u::NetZone* zone = s4u::create_star_zone("switch");
   std::vector<s4u::Host*> hosts;
   for (int n = 0; n < spec.nodes; ++n) {
@@ -26,9 +58,7 @@ std::vector<s4u::Host*> build_platform(const PlatformSpec& spec) {
     // Host to the switch on the UP half; symmetrical: from the switch to the host on DOWN.
     zone->add_route(host->get_netpoint(), nullptr, nullptr, nullptr,
                     {s4u::LinkInRoute(link, s4u::LinkInRoute::Direction::UP)}, true);
-    // A copy within the node: shared memory, no network.
-    s4u::Link* memory = zone->create_link(name + "-memory", spec.mem_Bps);
-    memory->set_latency(kMemoryLatency)->seal();
+    s4u::Link* memory = memory_link(zone, spec, name);
     zone->add_route(host->get_netpoint(), host->get_netpoint(), nullptr, nullptr,
                     {s4u::LinkInRoute(memory)}, false);
     host->seal();

@@ -58,39 +58,49 @@ double link_bound(const std::vector<int>& node_of, double rate, std::span<const 
   const int p = static_cast<int>(node_of.size());
   const int parts = std::max(work.parts, 1);
   const double start = tinit + work.curc;
-  auto part_bytes = [&](int r, int q) {
-    const std::size_t block = block_of[static_cast<std::size_t>(r)];
-    return static_cast<double>(block * static_cast<std::size_t>(q + 1) / static_cast<std::size_t>(parts) -
-                               block * static_cast<std::size_t>(q) / static_cast<std::size_t>(parts));
-  };
   // Reader r needs part q of block b at start + (b * parts + q) * TCRC_r / (p * parts) and
-  // finishes at start + TCRC_r plus the largest lateness of its parts: the bound is start plus
-  // the largest of TCRC_r and (arrival - need + TCRC_r) over the parts.  Jackson's rule (send
-  // by due date need - TCRC_r) minimises that largest value on one link.
-  double worst = *std::max_element(crc_of.begin(), crc_of.end());
+  // finishes at start + TCRC_r when nothing waits.
+  std::vector<Need> needs;
+  std::vector<double> end_of(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    const std::size_t block = block_of[static_cast<std::size_t>(r)];
+    const double crc = crc_of[static_cast<std::size_t>(r)], w = crc / (p * parts);
+    end_of[static_cast<std::size_t>(r)] = start + crc;
+    for (int b = 0; b < p; ++b)
+      for (int q = 0; q < parts; ++q) {
+        const std::size_t lo = block * static_cast<std::size_t>(q) / static_cast<std::size_t>(parts);
+        const std::size_t hi = block * static_cast<std::size_t>(q + 1) / static_cast<std::size_t>(parts);
+        needs.push_back({r, b, static_cast<double>(hi - lo), start + (b * parts + q) * w});
+      }
+  }
+  return link_bound(node_of, rate, needs, end_of);
+}
+
+double link_bound(const std::vector<int>& node_of, double rate, std::span<const Need> needs,
+                  std::span<const double> end_of) {
+  // A reader finishes at its end plus the largest lateness (arrival - need) of its blocks: the
+  // bound is the largest of the ends and (arrival - need + end) over the blocks that cross a
+  // link.  Jackson's rule (send by due date need - end) minimises that largest value on one link.
+  double worst = end_of.empty() ? 0 : *std::max_element(end_of.begin(), end_of.end());
   for (int n : std::set<int>(node_of.begin(), node_of.end()))
     for (const bool outgoing : {true, false}) {
-      // (due date, bytes, need, TCRC of the reader) of every part that crosses the link.
+      // (due date, bytes, need, end of the reader) of every block that crosses the link.
       std::vector<std::tuple<double, double, double, double>> units;
-      for (int r = 0; r < p; ++r)
-        for (int b = 0; b < p; ++b) {
-          const bool sender_here = node_of[static_cast<std::size_t>(b)] == n;
-          const bool reader_here = node_of[static_cast<std::size_t>(r)] == n;
-          if (sender_here == reader_here || sender_here != outgoing) continue;
-          const double crc = crc_of[static_cast<std::size_t>(r)], w = crc / (p * parts);
-          for (int q = 0; q < parts; ++q) {
-            const double need = start + (b * parts + q) * w;
-            units.emplace_back(need - crc, part_bytes(r, q), need, crc);
-          }
-        }
+      for (const Need& x : needs) {
+        const bool sender_here = node_of[static_cast<std::size_t>(x.sender)] == n;
+        const bool reader_here = node_of[static_cast<std::size_t>(x.reader)] == n;
+        if (sender_here == reader_here || sender_here != outgoing) continue;
+        const double end = end_of[static_cast<std::size_t>(x.reader)];
+        units.emplace_back(x.need - end, x.bytes, x.need, end);
+      }
       std::sort(units.begin(), units.end());
       double sent = 0;
-      for (const auto& [due, bytes, need, crc] : units) {
+      for (const auto& [due, bytes, need, end] : units) {
         sent += bytes;
-        worst = std::max(worst, sent / rate - need + crc);
+        worst = std::max(worst, sent / rate - need + end);
       }
     }
-  return start + worst;
+  return worst;
 }
 
 }  // namespace tnbc::sim

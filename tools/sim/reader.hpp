@@ -53,4 +53,21 @@ double link_bound(const std::vector<int>& node_of, double rate, std::size_t bloc
 double link_bound(const std::vector<int>& node_of, double rate, std::span<const std::size_t> block_of,
                   std::span<const double> crc_of, const Work& work, double tinit);
 
+/// One block a reader needs, for the link bound: `bytes` from rank `sender`, needed `need`
+/// seconds after the call's entry by rank `reader`.
+struct Need {
+  int reader = 0;
+  int sender = 0;
+  double bytes = 0;
+  double need = 0;
+};
+
+/// The least total time any schedule allows readers that need `needs` and finish at `end_of[r]`
+/// (seconds after the entry) when nothing waits: each link, either direction, carries its bytes
+/// earliest-due-first (due date need - end of the reader, Jackson's rule), and a reader whose
+/// block comes late finishes late by as much (its later reads wait in turn).  The two link_bound
+/// above are this with bench/overlap.c's reads.
+double link_bound(const std::vector<int>& node_of, double rate, std::span<const Need> needs,
+                  std::span<const double> end_of);
+
 }  // namespace tnbc::sim

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""tnbc-sim --trace on a real trace: bench/overlap runs under libtnbc_trace.so on 4 local ranks
+(64 KiB blocks, work that sleeps: 10 ms before the first read, 40 ms spread over the 4 blocks),
+and tnbc-sim must read that work back from the trace (within what sleeping and first-touch
+faults add), take the op, block size and the job's one node from it, scale it to more ranks
+(the work per block as traced: twice the blocks, twice the reading work), and refuse what does
+not fit with a message: another op, a scenario beside the trace, a folder without traces, an
+unknown call site."""
+
+import os
+import tempfile
+
+from tnbc_testlib import BUILD, Suite, expect, mpirun
+from test_tnbc_sim_cli import predict, run
+
+PROG = os.path.join(BUILD, "bench", "overlap")
+P = 4
+CURC_MS, CRC_MS = 10, 40
+
+
+def main():
+    s = Suite("tnbc-sim-trace")
+    tmp = tempfile.mkdtemp(prefix="tnbc_sim_trace_")
+    traces = os.path.join(tmp, "trace")
+
+    def traced_run():
+        mpirun(PROG, P, preload="tnbc_trace", timeout=90, cwd=tmp,
+               env={"TNBC_TRACE_DIR": traces, "OVERLAP_SLEEP": "1", "OVERLAP_SKIP_TCOMM": "1"},
+               args=(65536, 6, "blocking", CURC_MS * 1000, CRC_MS * 1000))
+        expect(sorted(os.listdir(traces)) == [f"{r}.tnbct" for r in range(P)], f"trace files: {os.listdir(traces)}")
+    s.check("bench/overlap runs under libtnbc_trace.so", traced_run)
+
+    def from_trace():
+        d = predict("--trace", traces)
+        expect(d["trace"] == traces and d["scenario"] == "trace" and d["plan"] == "trace", f"what it came from: {d}")
+        expect(d["op"] == "alltoall" and d["bytes"] == 65536 and d["trace_ranks"] == P, f"the site: {d}")
+        expect((d["nodes"], d["ppn"], d["ranks"]) == (1, P, P), f"the traced job ran on one node: {d}")
+        # The work as the program did it: 10 ms before the first read; 40 ms of reading work and
+        # the time to the next call after it (a barrier, a first-touch fault per block).
+        expect(0.9 * CURC_MS <= d["curc_ms"] <= 1.6 * CURC_MS, f"work before the first read: {d['curc_ms']} ms")
+        expect(0.9 * CRC_MS <= d["crc_ms"] <= 1.6 * CRC_MS, f"work after the first read: {d['crc_ms']} ms")
+        expect(d["plain_ms"] >= d["curc_ms"] + d["crc_ms"] - 1e-6, f"plain MPICH below its work: {d}")
+        expect(d["link_bound_ms"] <= min(d["plain_ms"], d["tnbc_ms"], d["tnbc_plan_ms"]) + 1e-6,
+               f"a prediction below the link bound: {d}")
+        text = run("--trace", traces)
+        expect(text.returncode == 0 and "the work of trace" in text.stdout and "the trace's order" in text.stdout,
+               f"the table: {text.stdout}{text.stderr}")
+        state["one"] = d
+    state = {}
+    s.check("--trace: the work, op, block and nodes of the traced job", from_trace)
+
+    def scaled():
+        one = state["one"]
+        d = predict("--trace", traces, "--ppn", 4, "--sweep", "8,16")["sweep"]
+        expect([x["ranks"] for x in d] == [8, 16], f"the sweep: {d}")
+        for x, k in zip(d, (2, 4)):
+            expect(abs(x["curc_ms"] - one["curc_ms"]) < 1e-3 * one["curc_ms"] + 1e-3, f"{x['ranks']} ranks: {x}")
+            expect(abs(x["crc_ms"] - k * one["crc_ms"]) < 1e-3 * k * one["crc_ms"] + 1e-3,
+                   f"{x['ranks']} ranks: the reading work is not {k} times the trace's: {x['crc_ms']} / {one['crc_ms']}")
+    s.check("--trace on 8 and 16 ranks: each block's work as traced", scaled)
+
+    def refused():
+        for args, code, msg in ((["--trace", traces, "--op", "alltoallv"], 2, "is an MPI_Alltoall"),
+                                (["--trace", traces, "--scenario", "b"], 2, "the work comes from the trace"),
+                                (["--site", "x+0x1"], 2, "--site: needs --trace"),
+                                (["--trace", tmp], 3, "no trace files"),
+                                (["--trace", traces, "--site", "nowhere+0x1"], 3, "no call site nowhere+0x1")):
+            r = run(*args)
+            expect(r.returncode == code and msg in r.stderr, f"{args}: {r.returncode} {r.stderr[:300]}")
+    s.check("--trace refuses what does not fit, with a message", refused)
+    return s.finish()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
