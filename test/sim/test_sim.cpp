@@ -497,6 +497,27 @@ TEST_CASE("MPI_Bcast: MPICH's algorithm by size, seed 003's t(k), the engine's d
   CHECK(shape.chains == (choice.shape.kind == tnbc::priority::TreeKind::chains ? choice.shape.chains : 0));
 }
 
+TEST_CASE("MPI_Bcast on 2 nodes x 2 ranks: MPICH's node-by-node broadcast, by hand", "[sim-bcast-smp]") {
+  // Cyclic placement (nodes {0, 2} and {1, 3}), links 1 MB/s each way and 1 ms, memory 1 GB/s
+  // (copies 1 us + 1 ms), 1 MB from rank 1, plain max-min.  4 ranks: MPICH's short path of
+  // MPIR_Bcast_intra_smp.  Rank 1 is its node's local rank 0, so it first sends to the other
+  // node's, rank 0 (2 ms + 1 s), then each local root to its node's other rank (1.001 ms; a
+  // blocking send returns when the copy is done): every call returns at 1.003001 s.  (The
+  // classic binomial tree on all 4 ranks would send two messages across, from ranks 1 and 3
+  // at once through node 1's link: 2 s.)
+  PlatformSpec spec{.nodes = 2, .ppn = 2, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9, .cyclic = true};
+  BcastOptions opt{.bytes = 1000000, .root = 1, .shapes = {}, .connection_depth = 1, .cfg = kExact};
+  const BcastResult res = simulate_bcast(spec, opt);
+  CHECK(res.plain_algorithm == "smp: the root's node's local root, binomial among the nodes, binomial within each");
+  REQUIRE(res.plain.size() == 4);
+  for (const RankRun& r : res.plain) CHECK(elapsed(r, &RankRun::ret) == Approx(1.003001).epsilon(1e-9));
+  CHECK(plain_bcast_smp(spec, 1000000));
+  CHECK_FALSE(plain_bcast_smp(PlatformSpec{.nodes = 4, .ppn = 1}, 1000000));   // one rank per node
+  CHECK_FALSE(plain_bcast_smp(PlatformSpec{.nodes = 4, .ppn = 4}, 1 << 20));   // scatter + ring
+  CHECK(plain_bcast_description(PlatformSpec{.nodes = 4, .ppn = 4}, 65536) ==
+        "smp: binomial within the root's node, binomial among the nodes, binomial within the others");
+}
+
 TEST_CASE("MPI_Bcast on three nodes: plain MPICH and the engine's trees, by hand", "[sim-bcast]") {
   // 3 nodes x 1 rank, links 1 MB/s each way and 1 ms, memory 1 GB/s, 1 MB from rank 0, plain
   // max-min (kExact); one message at a time per connection, so that each pays its latency and

@@ -28,6 +28,19 @@ std::string plain_bcast_algorithm(std::size_t bytes, int size) {
   return "scatter + ring allgather";
 }
 
+bool plain_bcast_smp(const PlatformSpec& spec, std::size_t bytes) {
+  return spec.nodes > 1 && spec.ppn > 1 && plain_bcast_algorithm(bytes, spec.ranks()) != "scatter + ring allgather";
+}
+
+std::string plain_bcast_description(const PlatformSpec& spec, std::size_t bytes) {
+  const std::string alg = plain_bcast_algorithm(bytes, spec.ranks());
+  if (!plain_bcast_smp(spec, bytes)) return alg;
+  const std::string among = plain_bcast_algorithm(bytes, spec.nodes), within = plain_bcast_algorithm(bytes, spec.ppn);
+  if (alg == "binomial")
+    return "smp: the root's node's local root, " + among + " among the nodes, " + within + " within each";
+  return "smp: " + within + " within the root's node, " + among + " among the nodes, " + within + " within the others";
+}
+
 namespace {
 
 /// Seed 003's a (one hop: 2 latencies and the bytes at the link's rate) and b (one more send of
@@ -85,14 +98,15 @@ void sendrecv(int self, int dst, std::size_t bytes, int src) {
   s->wait();
 }
 
-// Plain MPICH's MPI_Bcast (MPIR_Bcast_intra_binomial, _scatter_recursive_doubling_allgather,
-// _scatter_ring_allgather), in ranks relative to the root.
-void plain_call(World& w, int rank, RankRun& out) {
-  const int p = w.p(), root = w.opt.root;
-  const std::size_t n = w.opt.bytes;
-  const int v = (rank - root + p) % p;
-  auto abs = [&](int rel) { return (rel + root) % p; };
-  out.entry = now();
+// Plain MPICH's classic MPI_Bcast (MPIR_Bcast_intra_binomial, _scatter_recursive_doubling_allgather,
+// _scatter_ring_allgather) among `group` (absolute ranks) from group[root_idx], as group[me]; the
+// algorithm by the group's size.
+void classic(const std::vector<int>& group, int root_idx, int me, std::size_t n) {
+  const int p = static_cast<int>(group.size());
+  if (p <= 1) return;
+  const int rank = group[static_cast<std::size_t>(me)];
+  const int v = (me - root_idx + p) % p;
+  auto abs = [&](int rel) { return group[static_cast<std::size_t>((rel + root_idx) % p)]; };
   const std::string alg = plain_bcast_algorithm(n, p);
   if (alg == "binomial") {
     int mask = 1;
@@ -103,7 +117,6 @@ void plain_call(World& w, int rank, RankRun& out) {
       }
     for (mask >>= 1; mask > 0; mask >>= 1)
       if (v + mask < p) send(rank, abs(v + mask), n);
-    out.ret = out.done = now();
     return;
   }
   // Scatter: rank v ends up with chunk v (of ceil(n / p) bytes) and passes its subtree's on.
@@ -132,6 +145,50 @@ void plain_call(World& w, int rank, RankRun& out) {
       const int dst = v ^ m;
       sendrecv(rank, abs(dst), span(v >> i << i, m), abs(dst));
     }
+  }
+}
+
+// Plain MPICH's MPI_Bcast on MPI_COMM_WORLD (plain_bcast_description says which algorithm).
+void plain_call(World& w, int rank, RankRun& out) {
+  const PlatformSpec& spec = w.spec;
+  const int p = w.p(), root = w.opt.root;
+  const std::size_t n = w.opt.bytes;
+  out.entry = now();
+  std::vector<int> all(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) all[static_cast<std::size_t>(r)] = r;
+  const std::string alg = plain_bcast_algorithm(n, p);
+  if (!plain_bcast_smp(spec, n)) {
+    classic(all, root, rank, n);
+    out.ret = out.done = now();
+    return;
+  }
+  // MPIR_Bcast_intra_smp: each node's ranks ascending (its local rank 0 first), the nodes' local
+  // roots in node order (as their world ranks order them).
+  std::vector<std::vector<int>> members(static_cast<std::size_t>(spec.nodes));
+  for (int r = 0; r < p; ++r) members[static_cast<std::size_t>(node_of(spec, r))].push_back(r);
+  std::vector<int> roots;
+  for (const auto& m : members) roots.push_back(m.front());
+  const int rn = node_of(spec, root), mine = node_of(spec, rank);
+  const auto& local = members[static_cast<std::size_t>(mine)];
+  const int me = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
+  const int local_root = members[static_cast<std::size_t>(rn)].front();
+  if (alg == "binomial") {
+    // Short: the root hands its buffer to its node's local root, the local roots broadcast
+    // among the nodes, then each node within.
+    if (root != local_root) {
+      if (rank == root) send(root, local_root, n);
+      else if (rank == local_root) recv(root, local_root);
+    }
+    if (me == 0) classic(roots, rn, mine, n);
+    classic(local, 0, me, n);
+  } else {
+    // Medium on a power of two: the root's node within (from the root) unless the root is its
+    // local root, the local roots among the nodes, then the other nodes within.
+    const auto& rl = members[static_cast<std::size_t>(rn)];
+    const int root_idx = static_cast<int>(std::find(rl.begin(), rl.end(), root) - rl.begin());
+    if (root != local_root && mine == rn) classic(local, root_idx, me, n);
+    if (me == 0) classic(roots, rn, mine, n);
+    if (mine != rn || root == local_root) classic(local, 0, me, n);
   }
   out.ret = out.done = now();
 }
@@ -233,7 +290,7 @@ BcastResult simulate_bcast(const PlatformSpec& spec, const BcastOptions& options
   w.opt = options;
   const int p = spec.ranks();
   const auto np = static_cast<std::size_t>(p);
-  w.result.plain_algorithm = plain_bcast_algorithm(options.bytes, p);
+  w.result.plain_algorithm = plain_bcast_description(spec, options.bytes);
   if (options.plain) w.result.plain.resize(np);
   w.result.tnbc.assign(options.shapes.size(), std::vector<RankRun>(np));
   run_simulation(spec, options.cfg, [&](const std::vector<s4u::Host*>& hosts) {

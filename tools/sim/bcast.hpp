@@ -34,6 +34,16 @@ BcastShape default_bcast_shape(int size, std::size_t bytes);
 /// doubling allgather" below 524288 bytes on a power of two; "scatter + ring allgather" else.
 std::string plain_bcast_algorithm(std::size_t bytes, int size);
 
+/// Whether MPICH broadcasts on MPI_COMM_WORLD node by node (MPIR_Bcast_intra_smp, its default on
+/// a communicator that spans nodes with more than one rank on a node): where the classic
+/// choice on all ranks is binomial (then: the root's node's local rank 0 gets the buffer, the
+/// nodes' local rank 0s broadcast among themselves, each node within) or scatter + recursive
+/// doubling (then: the root's node within, among the nodes, the other nodes within); each part
+/// picks its classic algorithm by its own size.  Scatter + ring allgather stays on all ranks.
+bool plain_bcast_smp(const PlatformSpec& spec, std::size_t bytes);
+/// plain_bcast_algorithm, or the SMP composition in words.
+std::string plain_bcast_description(const PlatformSpec& spec, std::size_t bytes);
+
 struct BcastOptions {
   std::size_t bytes = 1 << 20;
   int root = 0;
