@@ -114,8 +114,8 @@ constexpr std::string_view kUsage =
     "  --site KEY            the call site of --trace (a plan key, as `tnbc-order show` prints;\n"
     "                        default: the Alltoall(v) site with the most traced calls)\n"
     "  --per-node on|off     the plan's per-node turns, in its order, with TNBC_CHUNK_WINDOW's\n"
-    "                        window of synchronous sends (default on with the fluid models; the\n"
-    "                        simgrid model does not simulate them)\n"
+    "                        window of synchronous sends (default on; a turn passes as a message\n"
+    "                        of no bytes within the node)\n"
     "\n"
     "sweep:\n"
     "  --sweep R1,R2,...     one prediction per rank count, each a multiple of --ppn (nodes =\n"
@@ -259,8 +259,6 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.depth < 1) return "--connection-depth: at least 1";
   if (a.window < 1) return "--chunk-window: at least 1";
   if (a.work_ms && *a.work_ms < 0) return "--work-ms: not negative";
-  if (a.model == "simgrid" && a.per_node.value_or(false))
-    return "--per-node on: per-node turns are simulated by the fluid models only (--model fluid or pairs)";
   if (!a.svg.empty() && a.sweep.empty()) return "--svg: needs --sweep (it plots the gain against the rank count)";
   if (!a.site.empty() && a.trace.empty()) return "--site: needs --trace";
   if (!a.trace.empty()) {
@@ -328,7 +326,7 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   Prediction out;
   out.spec = spec;
   out.model = model_for(a, spec);
-  out.per_node = a.per_node.value_or(out.model != "simgrid");
+  out.per_node = a.per_node.value_or(true);
   const int p = spec.ranks();
 
   SimOptions opt;

@@ -3,10 +3,10 @@
 
 On 2 nodes x 2 ranks in block placement at 200 Mbit/s with scenario b (data read in order
 0..p-1 while the work spreads over the blocks), the prediction must hold all the fields the
-documentation names; per-node turns are on by default with the fluid models, off (and refused)
-with SimGrid's; the plan's order alone (`--per-node off`) must predict what no plan predicts (within 2%: one
+documentation names; per-node turns are on by default with every model; the plan's order alone (`--per-node off`) must predict what no plan predicts (within 2%: one
 order everywhere reorders no sender's sends), `--plan none` must leave tnbc_plan_ms null, and
-every model must give the plan's prediction (SimGrid's own flows the same as the fluid model).
+every model must give the plan's prediction (SimGrid's own flows the same as the fluid model, with
+turns and without).
 `--sweep` must give each rank count the prediction a run with that many nodes gives, and
 `--svg` must plot one line per configuration on a log2 axis of ranks.  `--fat-tree` must slow
 the exchange a little on a full tree (four links between leaves) and much on a 4 to 1 taper."""
@@ -48,7 +48,7 @@ def main():
                           (["--nodes", "0"], "--nodes and --ppn: at least 1"),
                           (["--bytes", "x"], "not a number"),
                           (["--frob"], "--frob: unknown option"),
-                          (["--model", "simgrid", "--per-node", "on"], "the fluid models only")):
+                          (["--per-node", "maybe"], "--per-node maybe: unknown option or value")):
             r = run(*args)
             expect(r.returncode == 2 and msg in r.stderr and "usage: tnbc-sim" in r.stderr, f"{args}: {r}")
     s.check("bad usage: exit 2, the reason and the usage", usage_errors)
@@ -75,10 +75,12 @@ def main():
         for model in ("simgrid", "pairs"):
             m = predict(*base, "--model", model)
             expect(isinstance(m["tnbc_plan_ms"], float) and m["model"] == model, f"--model {model}: {m}")
-            expect(m["plan_per_node"] is (model != "simgrid"), f"--model {model}: per-node turns {m}")
-        # SimGrid's own flows and the fluid model share the rule: the same plan prediction.
-        sg = predict(*base, "--model", "simgrid")
-        expect(abs(sg["tnbc_plan_ms"] - d["tnbc_plan_ms"]) < 1e-3 * d["tnbc_plan_ms"], f"simgrid {sg} fluid {d}")
+            expect(m["plan_per_node"] is True, f"--model {model}: per-node turns {m}")
+        # SimGrid's own flows and the fluid model share the rule: the same plan prediction, with
+        # per-node turns and without.
+        for fluid, extra in ((turns, []), (d, ["--per-node", "off"])):
+            sg = predict(*base, "--model", "simgrid", *extra)
+            expect(abs(sg["tnbc_plan_ms"] - fluid["tnbc_plan_ms"]) < 1e-3 * fluid["tnbc_plan_ms"], f"simgrid {sg} fluid {fluid}")
     s.check("--json: every field; the plan's order alone predicts what no plan does; --plan none; every model",
             plan_prediction)
 

@@ -1,5 +1,7 @@
 #include "alltoall.hpp"
 
+#include "shim/engine/schedule_pieces.hpp"
+
 #include <simgrid/s4u.hpp>
 
 #include <algorithm>
@@ -88,6 +90,14 @@ struct World {
   // The engine's messages: per receiver, when each (source, piece) arrived, written by the
   // sender when its send completed (a send and its receive end together).
   std::vector<std::unordered_map<std::uint64_t, double>> arrived;
+  // Per-node turns (the plan's call with plan_per_node): each node's members in turn order, the
+  // place of the member whose turn it is, each rank's inter-node bodies, and the mailboxes the
+  // turns pass through (a message of no bytes within the node).
+  std::vector<std::vector<int>> members;
+  std::vector<std::size_t> turn;
+  std::vector<std::size_t> remote_count;
+  std::vector<s4u::Mailbox*> turn_boxes;
+  std::vector<s4u::CommPtr> turn_passes;  // sent, never waited for (the receiver does)
 
   int p() const { return spec.ranks(); }
   s4u::Mailbox* pair_box(int src, int dst) {
@@ -146,7 +156,13 @@ void plain_call(World& w, int rank, RankRun& out) {
 
 // The engine's MPI_Alltoall, posted as progress.cpp posts it.  Receive times are filled in after
 // the simulation (finish_tnbc), once every sender has recorded its sends.
-void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order) {
+// The engine's inter-node body sends under per-node turns (node_turn.hpp), as the fluid model
+// takes them.
+bool remote_body(const PlatformSpec& spec, int rank, const Step& s) {
+  return s.kind == Kind::send && !s.edge && node_of(spec, s.peer) != node_of(spec, rank);
+}
+
+void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order, bool per_node) {
   const int p = w.p();
   out.steps = w.opt.steps(rank, p, order).steps;
   const std::vector<Step>& steps = out.steps;
@@ -190,9 +206,28 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order) {
   std::vector<std::vector<std::size_t>> queue(static_cast<std::size_t>(p));
   std::vector<std::size_t> head(static_cast<std::size_t>(p), 0);
   std::vector<int> busy(static_cast<std::size_t>(p), 0);
+  // Per-node turns: this rank's inter-node bodies go in fill order, only in its turn, after
+  // all of its heads and tails arrived, at most `window` in flight, each behind the earlier
+  // messages to its peer (post_remote); the last one to arrive passes the turn on.
+  auto is_remote = [&](std::size_t i) { return per_node && remote_body(w.spec, rank, steps[i]); };
+  std::vector<std::size_t> remote;
+  std::vector<char> remote_peer(static_cast<std::size_t>(p), 0);
+  for (std::size_t i : fill)
+    if (is_remote(i)) remote.push_back(i), remote_peer[static_cast<std::size_t>(steps[i].peer)] = 1;
+  const std::size_t window = schedule::send_window(
+      w.opt.chunk_window, static_cast<std::size_t>(std::count(remote_peer.begin(), remote_peer.end(), 1)));
+  std::size_t next_remote = 0, remote_inflight = 0, remote_left = remote.size();
+  const auto node = static_cast<std::size_t>(node_of(w.spec, rank));
+  std::size_t my_turn = 0;
+  if (per_node) {
+    const auto& m = w.members[node];
+    my_turn = static_cast<std::size_t>(std::find(m.begin(), m.end(), rank) - m.begin());
+  }
+  std::vector<char> queued(n, 0);  // copied: in its peer's queue
   auto post = [&](int peer) {
     const auto d = static_cast<std::size_t>(peer);
     if (busy[d] >= w.opt.connection_depth || head[d] == queue[d].size()) return;
+    if (is_remote(queue[d][head[d]])) return;  // post_remote's
     const std::size_t i = queue[d][head[d]++];
     msgs[i] = {rank, steps[i].piece};
     s4u::Mailbox* box = (steps[i].edge ? w.edge_boxes : w.body_boxes)[d];
@@ -201,8 +236,31 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order) {
     ++busy[d];
   };
 
+  auto post_remote = [&] {
+    while (next_remote < remote.size() && my_turn <= w.turn[node]) {
+      const std::size_t i = remote[next_remote];
+      const auto d = static_cast<std::size_t>(steps[i].peer);
+      if (!queued[i] || edges_left > 0) return;  // not copied, or heads and tails first
+      if (window > 0 && remote_inflight >= window) return;
+      if (queue[d][head[d]] != i || busy[d] >= w.opt.connection_depth) return;
+      ++head[d];
+      msgs[i] = {rank, steps[i].piece};
+      active.push_back(w.body_boxes[d]->put_async(&msgs[i], steps[i].bytes));
+      active_step.push_back(i);
+      ++busy[d];
+      ++next_remote;
+      ++remote_inflight;
+    }
+  };
+  // A member whose turn comes later waits for it: a message of no bytes from the member before.
+  constexpr std::size_t kTurnRecv = SIZE_MAX - 1;
+  char* turn_slot = nullptr;
+  if (remote_left > 0 && my_turn > w.turn[node]) {
+    active.push_back(w.turn_boxes[static_cast<std::size_t>(rank)]->get_async<char>(&turn_slot));
+    active_step.push_back(kTurnRecv);
+  }
   std::size_t cursor = 0;
-  while (cursor < fill.size() || active.size() > 0) {
+  while (cursor < fill.size() || active.size() > 0 || next_remote < remote.size()) {
     const double t_now = now();
     for (; cursor < fill.size(); ++cursor) {
       const std::size_t i = fill[cursor];
@@ -215,8 +273,10 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order) {
         continue;
       }
       queue[static_cast<std::size_t>(s.peer)].push_back(i);
+      queued[i] = 1;
       post(s.peer);
     }
+    post_remote();
     const double timeout = cursor < fill.size() && copied[fill[cursor]] > t_now ? copied[fill[cursor]] - t_now : -1;
     if (active.empty()) {
       if (timeout <= 0) break;  // cannot happen: a held send means heads or tails in flight
@@ -234,11 +294,26 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order) {
       --edges_left;
       continue;
     }
+    if (i == kTurnRecv) {
+      w.turn[node] = my_turn;
+      continue;
+    }
     const Step& s = steps[i];
     out.step_done[i] = now();
     w.arrived[static_cast<std::size_t>(s.peer)][key(rank, s.piece)] = now();
     --busy[static_cast<std::size_t>(s.peer)];
     post(s.peer);
+    if (is_remote(i)) {
+      --remote_inflight;
+      if (--remote_left == 0) {  // the last one ends the turn: to the next member with bodies
+        const auto& m = w.members[node];
+        std::size_t t = my_turn + 1;
+        while (t < m.size() && w.remote_count[static_cast<std::size_t>(m[t])] == 0) ++t;
+        static char turn_token;  // (what the message carries does not matter)
+        if (t < m.size()) w.turn_passes.push_back(w.turn_boxes[static_cast<std::size_t>(m[t])]->put_async(&turn_token, 0));
+        else w.turn[node] = t;
+      }
+    }
   }
   s4u::Comm::wait_all(body_gets);
 }
@@ -259,8 +334,6 @@ void finish_tnbc(World& w, int rank, RankRun& out) {
 }  // namespace
 
 SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
-  if (options.tnbc_plan && options.plan_per_node)
-    throw std::invalid_argument("per-node turns are simulated by the fluid models only");
   World w;
   w.spec = spec;
   w.opt = options;
@@ -272,6 +345,22 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
   if (options.plain) w.result.plain.resize(np);
   if (options.tnbc) w.result.tnbc.resize(np);
   if (options.tnbc_plan) w.result.tnbc_plan.resize(np);
+  // Per-node turns: each node's members in the engine's turn order, each member's inter-node
+  // bodies, and the first member with some (members without any pass at once).
+  if (options.tnbc_plan && options.plan_per_node) {
+    w.members.resize(static_cast<std::size_t>(spec.nodes));
+    for (int r = 0; r < p; ++r) w.members[static_cast<std::size_t>(node_of(spec, r))].push_back(r);
+    w.remote_count.assign(np, 0);
+    for (int r = 0; r < p; ++r)
+      for (const Step& s : options.steps(r, p, options.plan_order).steps)
+        w.remote_count[static_cast<std::size_t>(r)] += remote_body(spec, r, s);
+    for (auto& m : w.members) {
+      m = schedule::turn_order(std::move(m), options.plan_order);
+      std::size_t t = 0;
+      while (t < m.size() && w.remote_count[static_cast<std::size_t>(m[t])] == 0) ++t;
+      w.turn.push_back(t);
+    }
+  }
   // Both engine calls record their arrivals in w.arrived: the first call's are set aside.
   std::vector<std::unordered_map<std::uint64_t, double>> tnbc_arrived;
   run_simulation(spec, options.cfg, [&](const std::vector<s4u::Host*>& hosts) {
@@ -279,6 +368,7 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
     for (int r = 0; r < p; ++r) {
       w.edge_boxes.push_back(s4u::Mailbox::by_name("edges>" + std::to_string(r)));
       w.body_boxes.push_back(s4u::Mailbox::by_name("bodies>" + std::to_string(r)));
+      w.turn_boxes.push_back(s4u::Mailbox::by_name("turn>" + std::to_string(r)));
     }
     w.barrier = s4u::Barrier::create(static_cast<unsigned>(p));
     for (int r = 0; r < p; ++r)
@@ -288,11 +378,11 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
         w.barrier->wait();
         if (w.opt.plain) plain_call(w, r, w.result.plain[i]);
         w.barrier->wait();
-        if (w.opt.tnbc) tnbc_call(w, r, w.result.tnbc[i], {});
+        if (w.opt.tnbc) tnbc_call(w, r, w.result.tnbc[i], {}, false);
         w.barrier->wait();
         if (r == 0) tnbc_arrived = std::exchange(w.arrived, decltype(w.arrived)(w.arrived.size()));
         w.barrier->wait();
-        if (w.opt.tnbc_plan) tnbc_call(w, r, w.result.tnbc_plan[i], w.opt.plan_order);
+        if (w.opt.tnbc_plan) tnbc_call(w, r, w.result.tnbc_plan[i], w.opt.plan_order, w.opt.plan_per_node);
       });
   });
   if (options.tnbc_plan)

@@ -9,7 +9,9 @@
 // sub-messages on the partial first and last page of the receive buffer are in and the send side
 // is copied.  Messages to one destination leave one after the other in schedule order (MPICH
 // keeps one connection per peer, and a connection delivers in order); messages to different
-// destinations share the links as SimGrid's flow model says.
+// destinations share the links as SimGrid's flow model says.  Under a plan's per-node turns a
+// node's members send their inter-node bodies one after the other, each passing the turn on as a
+// message of no bytes within the node (as the fluid model does: fluid.hpp).
 #pragma once
 
 #include <cstddef>
@@ -71,7 +73,7 @@ struct SimOptions {
   bool plain = true;            ///< simulate plain MPICH
   bool tnbc = true;             ///< simulate the engine without a plan
   /// Simulate the engine once more with a plan's read order (per-message priorities: receives
-  /// and sends posted in `plan_order`) and, with `plan_per_node` (the fluid models only),
+  /// and sends posted in `plan_order`) and, with `plan_per_node`,
   /// per-node turns in that order with a send window of `chunk_window` synchronous sends.
   bool tnbc_plan = false;
   std::vector<int> plan_order = {};  ///< source ranks, read first first

@@ -536,13 +536,12 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
       ++e.remote_inflight;
     }
   };
-  // The turn on node `n` goes to its next member with something to send off the node (one
-  // with nothing passes it on at once), whose sends may then go.
-  auto take_turn = [&](std::size_t n, double now) {
+  // The member of node `n` at or after place t with something to send off the node (members
+  // with nothing pass the turn on at once).
+  auto next_member = [&](std::size_t n, std::size_t t) {
     const auto& m = members[n];
-    std::size_t& t = turn[n];
     while (t < m.size() && ranks[static_cast<std::size_t>(m[t])].remote_left == 0) ++t;
-    if (t < m.size()) post_remote(m[t], now);
+    return t;
   };
   auto advance = [&](int r, double now) {
     EngineRank& e = ranks[static_cast<std::size_t>(r)];
@@ -567,9 +566,19 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     }
     post_remote(r, now);
   };
-  for (std::size_t n = 0; n < members.size(); ++n) take_turn(n, 0);
+  for (std::size_t n = 0; n < members.size(); ++n) turn[n] = next_member(n, 0);
   for (int r = 0; r < p; ++r) advance(r, 0);
+  // A turn passes as a message of no bytes within the node (kTurnMsg | node): it pays the node's
+  // memory latency, as the SimGrid model's does.
+  constexpr std::uint64_t kTurnMsg = std::uint64_t{1} << 63;
+  std::vector<std::size_t> passing(members.size(), 0);  // per node: the member the turn goes to
   run(net, timers, advance, [&](std::uint64_t msg, double now) {
+    if (msg & kTurnMsg) {
+      const auto n = static_cast<std::size_t>(msg & ~kTurnMsg);
+      turn[n] = passing[n];
+      post_remote(members[n][turn[n]], now);
+      return;
+    }
     const int r = static_cast<int>(msg >> 32);
     EngineRank& e = ranks[static_cast<std::size_t>(r)];
     const Send& s = e.fill[msg & 0xffffffffu];
@@ -582,9 +591,11 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     if (is_remote(r, s)) {
       --e.remote_inflight;
       if (--e.remote_left == 0) {  // the last one ends its turn
-        const auto n = static_cast<std::size_t>(node_of(spec, r));
-        ++turn[n];
-        take_turn(n, now);
+        const int node = node_of(spec, r);
+        const auto n = static_cast<std::size_t>(node);
+        passing[n] = next_member(n, turn[n] + 1);
+        if (passing[n] < members[n].size()) net.post(node, node, 0, kTurnMsg | n, now);
+        else turn[n] = passing[n];
       }
     }
     post_remote(r, now);
