@@ -31,19 +31,21 @@ using namespace tnbc::sim;
 
 constexpr std::string_view kUsage =
     "usage: tnbc-sim [--nodes N] [--ppn P] [--link RATE] [--latency T] [--mem-bw RATE]\n"
-    "                [--placement block|cyclic] [--fat-tree LEAF:SPINES] [--op alltoall|alltoallv|bcast] [--bytes B] [--chunk-bytes B]\n"
+    "                [--placement block|cyclic] [--fat-tree LEAF:SPINES]\n"
+    "                [--op alltoall|alltoallv|bcast] [--bytes B] [--chunk-bytes B]\n"
     "                [--root R] [--segments M] [--chains K|binomial] [--chain-sweep K1,K2,...]\n"
-    "                [--chunk-window W] [--connection-depth D]\n"
-    "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N] [--trace DIR [--site KEY]]\n"
-    "                [--cfg KEY:VALUE]\n"
+    "                [--chunk-window W] [--connection-depth D] [--setup-us T] [--copy-bw RATE]\n"
+    "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N]\n"
+    "                [--trace DIR [--site KEY]] [--cfg KEY:VALUE]\n"
     "                [--model simgrid|fluid|pairs] [--plan natural|none] [--per-node on|off]\n"
     "                [--sweep RANKS,RANKS,...] [--svg FILE] [--json]\n"
     "\n"
     "Predict the time of one MPI_Alltoall, MPI_Alltoallv or MPI_Bcast and the work after it\n"
-    "(bench/overlap.c's scenarios, or what a trace recorded), under plain MPICH and under libtnbc.so without and with a\n"
-    "plan, on a simulated cluster: N nodes on one switch (or a fat tree), each with a full-duplex\n"
-    "link, P ranks per node.  The simulation (SimGrid's flow model) runs, one actor per rank, the step lists\n"
-    "the replay engine builds; docs/scale.md says what it models and what not.\n"
+    "(bench/overlap.c's scenarios, or what a trace recorded), under plain MPICH and under\n"
+    "libtnbc.so without and with a plan, on a simulated cluster: N nodes on one switch (or a\n"
+    "fat tree), each with a full-duplex link, P ranks per node.  The simulation (SimGrid's flow\n"
+    "model) runs, one actor per rank, the step lists the replay engine builds; docs/scale.md\n"
+    "says what it models and what not.\n"
     "\n"
     "platform:\n"
     "  --nodes N             nodes (default 2)\n"
@@ -84,6 +86,10 @@ constexpr std::string_view kUsage =
     "                        as the engine raises it (default: TNBC_CHUNK_WINDOW's default)\n"
     "  --connection-depth D  the engine's messages to one peer in flight at once (default 2:\n"
     "                        the next one's handshake overlaps the transfer before it)\n"
+    "  --setup-us T          the engine's time inside each call before it copies the send side\n"
+    "                        (TNBC_STATS' setup_us per early call; default 0)\n"
+    "  --copy-bw RATE        the engine's send copy rate (default: --mem-bw); `tnbc-stats --sim\n"
+    "                        PREFIX` prints both options from the statistics of a real run\n"
     "\n"
     "bcast:\n"
     "  --root R              the root (default 0)\n"
@@ -154,6 +160,8 @@ struct Args {
   std::optional<double> work_ms;
   int parts = 1;
   int depth = SimOptions{}.connection_depth;
+  double setup_s = 0;   // --setup-us
+  double copy_Bps = 0;  // --copy-bw (0: --mem-bw)
   std::size_t window = static_cast<std::size_t>(tnbc::config::Config{}.chunk_window);
   std::vector<std::string> cfg;
   std::string model;  // empty: by the rank count
@@ -236,6 +244,8 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--bytes") a.bytes = parse_number<std::size_t>(opt, v), a.bytes_given = true;
       else if (opt == "--chunk-bytes") a.chunk_bytes = parse_number<std::size_t>(opt, v);
       else if (opt == "--connection-depth") a.depth = parse_number<int>(opt, v);
+      else if (opt == "--setup-us") a.setup_s = parse_number<double>(opt, v) * 1e-6;
+      else if (opt == "--copy-bw") a.copy_Bps = parse_rate(v);
       else if (opt == "--chunk-window") a.window = parse_number<std::size_t>(opt, v);
       else if (opt == "--scenario" && find_scenario(v)) a.scenario = *find_scenario(v), a.scenario_given = v != "none";
       else if (opt == "--work-ms") a.work_ms = parse_number<double>(opt, v);
@@ -258,6 +268,8 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.parts < 1) return "--parts: at least 1";
   if (a.depth < 1) return "--connection-depth: at least 1";
   if (a.window < 1) return "--chunk-window: at least 1";
+  if (!(a.setup_s >= 0) || a.setup_s > 1e3) return "--setup-us: 0 to 1e9";
+  if (a.copy_Bps < 0) return "--copy-bw: a rate above 0";
   if (a.work_ms && *a.work_ms < 0) return "--work-ms: not negative";
   if (!a.svg.empty() && a.sweep.empty()) return "--svg: needs --sweep (it plots the gain against the rank count)";
   if (!a.site.empty() && a.trace.empty()) return "--site: needs --trace";
@@ -335,6 +347,8 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   opt.chunk_bytes = a.chunk_bytes;
   opt.connection_depth = a.depth;
   opt.cfg = a.cfg;
+  opt.setup_s = a.setup_s;
+  opt.copy_Bps = a.copy_Bps;
   FluidOptions fluid;
   if (out.model != "simgrid") {
     fluid.apply_cfg(a.cfg);
@@ -479,11 +493,11 @@ std::string json_of(const Args& a, const Prediction& r) {
       "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
       "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
       "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"plan\": \"{}\", \"plan_per_node\": {}, "
-      "{}\"link_bound_ms\": {:.3f}}}",
+      "\"setup_us\": {:.3f}, \"copy_bytes_per_s\": {}, {}\"link_bound_ms\": {:.3f}}}",
       r.spec.nodes, r.spec.ppn, r.spec.ranks(), r.spec.cyclic ? "cyclic" : "block", fat_tree, r.spec.link_Bps, r.spec.latency_s,
       r.spec.mem_Bps, r.model, a.alltoallv ? "alltoallv" : "alltoall", a.bytes, r.block_min, r.block_max, a.chunk_bytes, a.window, a.depth, a.traced ? "trace" : a.scenario.name, a.parts, ms(r.sizing), ms(r.work.curc),
       ms(r.work.crc), r.plain_algorithm, ms(r.tcomm), ms(r.plain), ms(r.tinit), ms(r.tnbc_exchange), ms(r.tnbc),
-      plan_ms, !a.plan ? "none" : a.traced ? "trace" : "natural", a.plan && r.per_node ? "true" : "false", trace, ms(r.bound));
+      plan_ms, !a.plan ? "none" : a.traced ? "trace" : "natural", a.plan && r.per_node ? "true" : "false", a.setup_s * 1e6, a.copy_Bps > 0 ? a.copy_Bps : r.spec.mem_Bps, trace, ms(r.bound));
 }
 
 /// The first line of a table: the simulated cluster.
@@ -579,6 +593,8 @@ int run_bcast(const Args& a) {
   opt.root = a.root;
   opt.connection_depth = a.depth;
   opt.cfg = a.cfg;
+  opt.setup_s = a.setup_s;
+  opt.copy_Bps = a.copy_Bps;
   opt.shapes.push_back(shape);
   for (int k : a.chain_sweep) opt.shapes.push_back({1, k});
   BcastResult res;

@@ -233,13 +233,15 @@ namespace {
 // trivial.
 void check_fluid_agrees(const std::vector<std::string>& cfg, bool cyclic,
                         PlatformSpec spec = {.nodes = 3, .ppn = 2, .link_Bps = 25e6, .latency_s = 25e-6},
-                        bool per_node = false) {
+                        bool per_node = false, double setup_s = 0, double copy_Bps = 0) {
   spec.cyclic = cyclic;
   // The plan's call too, in an order that is neither the default nor its reverse.
   std::vector<int> order{2, 0, 4, 1, 5, 3};
   for (int r = 6; r < spec.ranks(); ++r) order.insert(order.begin() + (r % 2 ? 1 : 0), r);
   SimOptions opt{.block = 100000, .chunk_bytes = 16384, .tnbc_plan = true, .plan_order = order,
                  .plan_per_node = per_node, .cfg = cfg};
+  opt.setup_s = setup_s;
+  opt.copy_Bps = copy_Bps;
   const SimResult sg = simulate(spec, opt);
   for (auto w : {FluidOptions::Weights::per_message, FluidOptions::Weights::per_pair}) {
     const SimResult fl = simulate_fluid(spec, opt, fluid_with(cfg, w), {}, true);
@@ -288,6 +290,13 @@ TEST_CASE("per-node turns in the fluid model and in SimGrid's own flows: the sam
   // body arrived and the turn, a message of no bytes within the node, reached it; the send
   // window of TNBC_CHUNK_WINDOW's default.
   check_fluid_agrees({}, false, PlatformSpec{.nodes = 3, .ppn = 2, .link_Bps = 25e6, .latency_s = 25e-6}, true);
+}
+
+TEST_CASE("per-node turns with the engine's setup and a slow send copy: the same time for every step",
+          "[sim-turns-setup]") {
+  // 2 ms of setup and a send copy at 50 MB/s (about as long as the exchange): sends wait for
+  // their bytes while turns pass.
+  check_fluid_agrees({}, true, PlatformSpec{.nodes = 3, .ppn = 2, .link_Bps = 25e6, .latency_s = 25e-6}, true, 2e-3, 50e6);
 }
 
 TEST_CASE("per-node turns on a tapered fat tree, cyclic placement: the same time for every step", "[sim-turns-fat-tree]") {

@@ -48,7 +48,9 @@ def main():
                           (["--nodes", "0"], "--nodes and --ppn: at least 1"),
                           (["--bytes", "x"], "not a number"),
                           (["--frob"], "--frob: unknown option"),
-                          (["--per-node", "maybe"], "--per-node maybe: unknown option or value")):
+                          (["--per-node", "maybe"], "--per-node maybe: unknown option or value"),
+                          (["--setup-us", "-1"], "--setup-us: 0 to 1e9"),
+                          (["--copy-bw", "fast"], "--copy-bw: not a number")):
             r = run(*args)
             expect(r.returncode == 2 and msg in r.stderr and "usage: tnbc-sim" in r.stderr, f"{args}: {r}")
     s.check("bad usage: exit 2, the reason and the usage", usage_errors)
@@ -69,6 +71,10 @@ def main():
         # plan predicts what no plan does, as measured (docs/learn-overlap.md: the plan with
         # per-node off, 1.00x plain MPICH).
         expect(abs(d["tnbc_plan_ms"] - d["tnbc_ms"]) <= 0.02 * d["tnbc_ms"], f"the plan's order alone moved the prediction: {d}")
+        # The engine's setup comes before its send copy: the call returns that much later.
+        setup = predict(*base, "--per-node", "off", "--setup-us", 1000, "--copy-bw", "8gbps")
+        expect(setup["setup_us"] == 1000 and setup["copy_bytes_per_s"] == 8e9, f"--setup-us, --copy-bw: {setup}")
+        expect(abs(setup["tnbc_init_ms"] - d["tnbc_init_ms"] - 1.0) < 1e-3, f"--setup-us 1000: {setup} {d}")
         none = predict(*base, "--plan", "none")
         expect(none["tnbc_plan_ms"] is None and none["plan"] == "none", f"--plan none: {none}")
         expect(abs(none["tnbc_ms"] - d["tnbc_ms"]) < 1e-6, f"--plan none changed the no-plan prediction: {none} {d}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """tnbc-stats on statistics files written by hand: one row per call site of a key, means over the
-ranks, per-call costs and bytes, the order learned for a site, the table and --json, files
+ranks, per-call costs and bytes, the order learned for a site, the table, --json and --sim, files
 without call sites (older versions), and clear errors for missing or foreign files."""
 
 import json
@@ -101,6 +101,21 @@ def main():
         expect(any("prog+0x20 " in l and l.split()[-1] == "-" for l in rows), r.stdout)
         expect(any("prog+0x20 " in l for l in rows) and any(" - " in l and "bcast" in l for l in rows), r.stdout)
     s.check("table: one row per call site, innermost frame named", as_table)
+
+    def sim():
+        # Site a: setup 0.5 ms and send copy 0.25 ms per early call; 4 MiB received per call from
+        # the other rank, so the send side is 8 MiB (2 ranks): 8 MiB / 0.25 ms.  Site b made no
+        # early call and the Bcast is no Alltoall: no line.
+        r = run("--sim", prefix)
+        expect(r.returncode == 0, r.stderr)
+        lines = r.stdout.splitlines()
+        expect(len(lines) == 1 and "prog+0x10" in lines[0] and
+               lines[0].endswith(": --setup-us 500.0 --copy-bw 33554432000bps"), r.stdout)
+        none = os.path.join(tmp, "none")
+        write(none, 0, [key({"": costs(0, 6, 0.0, 6000.0)}, path="blocking")])
+        r = run("--sim", none)
+        expect(r.returncode == 0 and "nothing for tnbc-sim" in r.stdout, r)
+    s.check("--sim: tnbc-sim's --setup-us and --copy-bw per Alltoall site with early calls", sim)
 
     def old_files():
         old = os.path.join(tmp, "old")

@@ -197,8 +197,8 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order, boo
     for (std::size_t i = 0; i < n; ++i)
       if (steps[i].edge == (edge == 1) && steps[i].kind != Kind::recv) fill.push_back(i);
   std::vector<double> copied(n, out.entry);
-  double t = out.entry;
-  for (std::size_t i : fill) copied[i] = t += static_cast<double>(steps[i].bytes) / w.spec.mem_Bps;
+  double t = out.entry + w.opt.setup_s;
+  for (std::size_t i : fill) copied[i] = t += static_cast<double>(steps[i].bytes) / w.opt.copy_rate(w.spec);
   out.ret = t;  // for now: when the send side is copied; finish_tnbc adds the edge receives
 
   // Per destination, the sends waiting behind those in flight (one connection per peer).

@@ -80,11 +80,18 @@ struct SimOptions {
   bool plan_per_node = false;
   std::size_t chunk_window = 2;  ///< TNBC_CHUNK_WINDOW (tools pass its default)
   std::vector<std::string> cfg; ///< SimGrid settings ("network/model:CM02"), as --cfg takes them
+  /// The engine's own time inside the call before it copies the send side (TNBC_STATS'
+  /// setup_us per early call: the send copy allocated, the mirror mapped, pages protected), and
+  /// the rate of the send copy (bytes/s; 0: the platform's memory bandwidth).  tnbc-stats --sim
+  /// derives both from a real run.
+  double setup_s = 0;
+  double copy_Bps = 0;
   /// An MPI_Alltoallv: the bytes every rank sends rank d (one entry per rank, e.g.
   /// is_like_blocks).  Empty: an MPI_Alltoall of `block` bytes per pair.
   std::vector<std::size_t> blocks = {};
 
   bool alltoallv() const { return !blocks.empty(); }
+  double copy_rate(const PlatformSpec& spec) const { return copy_Bps > 0 ? copy_Bps : spec.mem_Bps; }
   /// The bytes each rank sends rank `dst`.
   std::size_t bytes_to(int dst) const { return blocks.empty() ? block : blocks[static_cast<std::size_t>(dst)]; }
   /// The step list of `rank` of `size` for this call (alltoall_steps or alltoallv_steps).

@@ -211,14 +211,15 @@ void tnbc_call(World& w, int rank, RankRun& out, const BcastShape& shape) {
     }
   // The root copies its buffer first (the send side), edge pieces first, each piece once.
   std::vector<double> copied(n, out.entry);
-  double t = out.entry;
+  double t = out.entry + w.opt.setup_s;
+  const double copy_rate = w.opt.copy_Bps > 0 ? w.opt.copy_Bps : w.spec.mem_Bps;
   if (rank == w.opt.root) {
     std::vector<int> done_piece;
     for (int edge = 1; edge >= 0; --edge)
       for (std::size_t i = 0; i < n; ++i)
         if (steps[i].edge == (edge == 1)) {
           if (std::find(done_piece.begin(), done_piece.end(), steps[i].piece) == done_piece.end()) {
-            t += static_cast<double>(steps[i].bytes) / w.spec.mem_Bps;
+            t += static_cast<double>(steps[i].bytes) / copy_rate;
             done_piece.push_back(steps[i].piece);
           }
           copied[i] = t;

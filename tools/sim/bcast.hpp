@@ -51,6 +51,8 @@ struct BcastOptions {
   std::vector<BcastShape> shapes;  ///< one engine call per shape
   int connection_depth = 2;        ///< as SimOptions::connection_depth
   std::vector<std::string> cfg;    ///< SimGrid settings, as --cfg takes them
+  double setup_s = 0;              ///< as SimOptions::setup_s (every rank's call)
+  double copy_Bps = 0;             ///< as SimOptions::copy_Bps (the root's copy of its buffer)
 };
 
 struct BcastResult {

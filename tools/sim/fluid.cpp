@@ -476,7 +476,7 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     e.busy.assign(np, 0);
     for (std::size_t i = e.fill.size(); i-- > 0;) {
       Send& s = e.fill[i];
-      e.copy_end += static_cast<double>(s.bytes) / spec.mem_Bps;
+      e.copy_end += static_cast<double>(s.bytes) / opt.copy_rate(spec);
       if (s.copy) continue;
       s.next = e.head[static_cast<std::size_t>(s.peer)];
       e.head[static_cast<std::size_t>(s.peer)] = static_cast<std::int32_t>(i);
@@ -484,6 +484,8 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     for (std::size_t i = 0; i < e.fill.size(); ++i)
       if (is_remote(r, e.fill[i])) e.remote.push_back(static_cast<std::int32_t>(i));
     e.remote_left = e.remote.size();
+    e.copy_t = opt.setup_s;  // the engine's setup, then the send copy
+    e.copy_end += opt.setup_s;
   }
   // arrived[r][src * pieces + piece]: when rank r's receive of that piece completed.
   std::vector<std::vector<double>> arrived(np, std::vector<double>(np * pieces, 0));
@@ -548,10 +550,10 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     post_remote(r, now);
     while (e.cursor < e.fill.size()) {
       const Send& s = e.fill[e.cursor];
-      const double copied = e.copy_t + static_cast<double>(s.bytes) / spec.mem_Bps;
+      const double copied = e.copy_t + static_cast<double>(s.bytes) / opt.copy_rate(spec);
       if (copied > now) {
         timers.push({copied, r});
-        return;
+        break;  // (the bodies copied so far may go: post_remote below)
       }
       if (!s.copy && !s.edge && e.edges_left > 0) return;  // bodies after the heads and tails
       e.copy_t = copied;
