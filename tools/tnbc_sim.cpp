@@ -35,6 +35,7 @@ constexpr std::string_view kUsage =
     "                [--op alltoall|alltoallv|bcast] [--bytes B] [--chunk-bytes B]\n"
     "                [--root R] [--segments M] [--chains K|binomial] [--chain-sweep K1,K2,...]\n"
     "                [--chunk-window W] [--connection-depth D] [--setup-us T] [--copy-bw RATE]\n"
+    "                [--progress-cpu-us T]\n"
     "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N]\n"
     "                [--trace DIR [--site KEY]] [--cfg KEY:VALUE]\n"
     "                [--model simgrid|fluid|pairs] [--plan natural|none] [--per-node on|off]\n"
@@ -88,8 +89,10 @@ constexpr std::string_view kUsage =
     "                        the next one's handshake overlaps the transfer before it)\n"
     "  --setup-us T          the engine's time inside each call before it copies the send side\n"
     "                        (TNBC_STATS' setup_us per early call; default 0)\n"
-    "  --copy-bw RATE        the engine's send copy rate (default: --mem-bw); `tnbc-stats --sim\n"
-    "                        PREFIX` prints both options from the statistics of a real run\n"
+    "  --copy-bw RATE        the engine's send copy rate (default: --mem-bw)\n"
+    "  --progress-cpu-us T   the progress thread's CPU per call, spread over the rank's sends,\n"
+    "                        each posted its share later, one after the other (default 0);\n"
+    "                        `tnbc-stats --sim PREFIX` prints these three from a real run\n"
     "\n"
     "bcast:\n"
     "  --root R              the root (default 0)\n"
@@ -162,6 +165,7 @@ struct Args {
   int depth = SimOptions{}.connection_depth;
   double setup_s = 0;   // --setup-us
   double copy_Bps = 0;  // --copy-bw (0: --mem-bw)
+  double progress_cpu_s = 0;  // --progress-cpu-us
   std::size_t window = static_cast<std::size_t>(tnbc::config::Config{}.chunk_window);
   std::vector<std::string> cfg;
   std::string model;  // empty: by the rank count
@@ -246,6 +250,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--connection-depth") a.depth = parse_number<int>(opt, v);
       else if (opt == "--setup-us") a.setup_s = parse_number<double>(opt, v) * 1e-6;
       else if (opt == "--copy-bw") a.copy_Bps = parse_rate(v);
+      else if (opt == "--progress-cpu-us") a.progress_cpu_s = parse_number<double>(opt, v) * 1e-6;
       else if (opt == "--chunk-window") a.window = parse_number<std::size_t>(opt, v);
       else if (opt == "--scenario" && find_scenario(v)) a.scenario = *find_scenario(v), a.scenario_given = v != "none";
       else if (opt == "--work-ms") a.work_ms = parse_number<double>(opt, v);
@@ -270,6 +275,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.window < 1) return "--chunk-window: at least 1";
   if (!(a.setup_s >= 0) || a.setup_s > 1e3) return "--setup-us: 0 to 1e9";
   if (a.copy_Bps < 0) return "--copy-bw: a rate above 0";
+  if (!(a.progress_cpu_s >= 0) || a.progress_cpu_s > 1e3) return "--progress-cpu-us: 0 to 1e9";
   if (a.work_ms && *a.work_ms < 0) return "--work-ms: not negative";
   if (!a.svg.empty() && a.sweep.empty()) return "--svg: needs --sweep (it plots the gain against the rank count)";
   if (!a.site.empty() && a.trace.empty()) return "--site: needs --trace";
@@ -286,6 +292,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
     if (!a.plan || a.per_node || a.chunk_bytes != tnbc::config::Config{}.chunk_bytes ||
         a.window != static_cast<std::size_t>(tnbc::config::Config{}.chunk_window))
       return "--op bcast: --plan, --per-node, --chunk-bytes and --chunk-window are Alltoall(v) options (the shape is --segments and --chains)";
+    if (a.progress_cpu_s > 0) return "--progress-cpu-us: the Alltoall(v) predictions only (not --op bcast)";
     if (a.root < 0 || a.root >= a.spec.ranks()) return fmt::format("--root: a rank of the {} simulated", a.spec.ranks());
     if (a.segments && (*a.segments < 1 || *a.segments > 253)) return "--segments: 1 to 253";
     if (a.chains && *a.chains < 0) return "--chains: a chain count, or binomial";
@@ -349,6 +356,7 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   opt.cfg = a.cfg;
   opt.setup_s = a.setup_s;
   opt.copy_Bps = a.copy_Bps;
+  opt.progress_cpu_s = a.progress_cpu_s;
   FluidOptions fluid;
   if (out.model != "simgrid") {
     fluid.apply_cfg(a.cfg);
@@ -493,11 +501,11 @@ std::string json_of(const Args& a, const Prediction& r) {
       "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
       "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
       "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"plan\": \"{}\", \"plan_per_node\": {}, "
-      "\"setup_us\": {:.3f}, \"copy_bytes_per_s\": {}, {}\"link_bound_ms\": {:.3f}}}",
+      "\"setup_us\": {:.3f}, \"copy_bytes_per_s\": {}, \"progress_cpu_us\": {:.3f}, {}\"link_bound_ms\": {:.3f}}}",
       r.spec.nodes, r.spec.ppn, r.spec.ranks(), r.spec.cyclic ? "cyclic" : "block", fat_tree, r.spec.link_Bps, r.spec.latency_s,
       r.spec.mem_Bps, r.model, a.alltoallv ? "alltoallv" : "alltoall", a.bytes, r.block_min, r.block_max, a.chunk_bytes, a.window, a.depth, a.traced ? "trace" : a.scenario.name, a.parts, ms(r.sizing), ms(r.work.curc),
       ms(r.work.crc), r.plain_algorithm, ms(r.tcomm), ms(r.plain), ms(r.tinit), ms(r.tnbc_exchange), ms(r.tnbc),
-      plan_ms, !a.plan ? "none" : a.traced ? "trace" : "natural", a.plan && r.per_node ? "true" : "false", a.setup_s * 1e6, a.copy_Bps > 0 ? a.copy_Bps : r.spec.mem_Bps, trace, ms(r.bound));
+      plan_ms, !a.plan ? "none" : a.traced ? "trace" : "natural", a.plan && r.per_node ? "true" : "false", a.setup_s * 1e6, a.copy_Bps > 0 ? a.copy_Bps : r.spec.mem_Bps, a.progress_cpu_s * 1e6, trace, ms(r.bound));
 }
 
 /// The first line of a table: the simulated cluster.

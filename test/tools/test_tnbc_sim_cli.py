@@ -50,7 +50,8 @@ def main():
                           (["--frob"], "--frob: unknown option"),
                           (["--per-node", "maybe"], "--per-node maybe: unknown option or value"),
                           (["--setup-us", "-1"], "--setup-us: 0 to 1e9"),
-                          (["--copy-bw", "fast"], "--copy-bw: not a number")):
+                          (["--copy-bw", "fast"], "--copy-bw: not a number"),
+                          (["--op", "bcast", "--progress-cpu-us", "5"], "not --op bcast")):
             r = run(*args)
             expect(r.returncode == 2 and msg in r.stderr and "usage: tnbc-sim" in r.stderr, f"{args}: {r}")
     s.check("bad usage: exit 2, the reason and the usage", usage_errors)
@@ -75,6 +76,11 @@ def main():
         setup = predict(*base, "--per-node", "off", "--setup-us", 1000, "--copy-bw", "8gbps")
         expect(setup["setup_us"] == 1000 and setup["copy_bytes_per_s"] == 8e9, f"--setup-us, --copy-bw: {setup}")
         expect(abs(setup["tnbc_init_ms"] - d["tnbc_init_ms"] - 1.0) < 1e-3, f"--setup-us 1000: {setup} {d}")
+        # 400 ms of progress-thread CPU per call, twice the exchange, spread over the sends:
+        # the last send goes after it, so the exchange takes longer than that.
+        cpu = predict(*base, "--per-node", "off", "--progress-cpu-us", 400000)
+        expect(cpu["progress_cpu_us"] == 400000 and cpu["tnbc_exchange_ms"] > 400 > d["tnbc_exchange_ms"],
+               f"--progress-cpu-us: {cpu} {d}")
         none = predict(*base, "--plan", "none")
         expect(none["tnbc_plan_ms"] is None and none["plan"] == "none", f"--plan none: {none}")
         expect(abs(none["tnbc_ms"] - d["tnbc_ms"]) < 1e-6, f"--plan none changed the no-plan prediction: {none} {d}")

@@ -105,12 +105,13 @@ def main():
     def sim():
         # Site a: setup 0.5 ms and send copy 0.25 ms per early call; 4 MiB received per call from
         # the other rank, so the send side is 8 MiB (2 ranks): 8 MiB / 0.25 ms.  Site b made no
-        # early call and the Bcast is no Alltoall: no line.
+        # early call and the Bcast is no Alltoall: no line.  Progress CPU: 4 ms per rank over
+        # 3 early calls on average.
         r = run("--sim", prefix)
         expect(r.returncode == 0, r.stderr)
         lines = r.stdout.splitlines()
         expect(len(lines) == 1 and "prog+0x10" in lines[0] and
-               lines[0].endswith(": --setup-us 500.0 --copy-bw 33554432000bps"), r.stdout)
+               lines[0].endswith(": --setup-us 500.0 --copy-bw 33554432000bps --progress-cpu-us 1333.3"), r.stdout)
         none = os.path.join(tmp, "none")
         write(none, 0, [key({"": costs(0, 6, 0.0, 6000.0)}, path="blocking")])
         r = run("--sim", none)

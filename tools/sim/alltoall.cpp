@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -224,15 +225,29 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order, boo
     my_turn = static_cast<std::size_t>(std::find(m.begin(), m.end(), rank) - m.begin());
   }
   std::vector<char> queued(n, 0);  // copied: in its peer's queue
-  auto post = [&](int peer) {
-    const auto d = static_cast<std::size_t>(peer);
-    if (busy[d] >= w.opt.connection_depth || head[d] == queue[d].size()) return;
-    if (is_remote(queue[d][head[d]])) return;  // post_remote's
-    const std::size_t i = queue[d][head[d]++];
+  // The progress thread's CPU per send (SimOptions::progress_cpu_s): a send goes once the
+  // thread has spent its share on it, one after the other (`deferred`: when each goes).
+  const auto sends = static_cast<std::size_t>(std::count_if(fill.begin(), fill.end(), [&](std::size_t i) { return steps[i].kind == Kind::send; }));
+  const double send_cpu = sends > 0 ? w.opt.progress_cpu_s / static_cast<double>(sends) : 0;
+  double cpu_free = out.entry;
+  std::deque<std::pair<double, std::size_t>> deferred;
+  auto put = [&](std::size_t i) {
+    const auto d = static_cast<std::size_t>(steps[i].peer);
     msgs[i] = {rank, steps[i].piece};
     s4u::Mailbox* box = (steps[i].edge ? w.edge_boxes : w.body_boxes)[d];
     active.push_back(box->put_async(&msgs[i], steps[i].bytes));
     active_step.push_back(i);
+  };
+  auto issue = [&](std::size_t i) {
+    if (send_cpu <= 0) return put(i);
+    cpu_free = std::max(now(), cpu_free) + send_cpu;
+    deferred.emplace_back(cpu_free, i);
+  };
+  auto post = [&](int peer) {
+    const auto d = static_cast<std::size_t>(peer);
+    if (busy[d] >= w.opt.connection_depth || head[d] == queue[d].size()) return;
+    if (is_remote(queue[d][head[d]])) return;  // post_remote's
+    issue(queue[d][head[d]++]);
     ++busy[d];
   };
 
@@ -244,9 +259,7 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order, boo
       if (window > 0 && remote_inflight >= window) return;
       if (queue[d][head[d]] != i || busy[d] >= w.opt.connection_depth) return;
       ++head[d];
-      msgs[i] = {rank, steps[i].piece};
-      active.push_back(w.body_boxes[d]->put_async(&msgs[i], steps[i].bytes));
-      active_step.push_back(i);
+      issue(i);
       ++busy[d];
       ++next_remote;
       ++remote_inflight;
@@ -260,7 +273,7 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order, boo
     active_step.push_back(kTurnRecv);
   }
   std::size_t cursor = 0;
-  while (cursor < fill.size() || active.size() > 0 || next_remote < remote.size()) {
+  while (cursor < fill.size() || active.size() > 0 || next_remote < remote.size() || !deferred.empty()) {
     const double t_now = now();
     for (; cursor < fill.size(); ++cursor) {
       const std::size_t i = fill[cursor];
@@ -277,7 +290,15 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order, boo
       post(s.peer);
     }
     post_remote();
-    const double timeout = cursor < fill.size() && copied[fill[cursor]] > t_now ? copied[fill[cursor]] - t_now : -1;
+    while (!deferred.empty() && deferred.front().first <= now()) {
+      put(deferred.front().second);
+      deferred.pop_front();
+    }
+    double timeout = cursor < fill.size() && copied[fill[cursor]] > t_now ? copied[fill[cursor]] - t_now : -1;
+    if (!deferred.empty()) {
+      const double next = deferred.front().first - now();
+      timeout = timeout < 0 ? next : std::min(timeout, next);
+    }
     if (active.empty()) {
       if (timeout <= 0) break;  // cannot happen: a held send means heads or tails in flight
       s4u::this_actor::sleep_for(timeout);

@@ -86,6 +86,10 @@ struct SimOptions {
   /// derives both from a real run.
   double setup_s = 0;
   double copy_Bps = 0;
+  /// The progress thread's CPU per call (TNBC_STATS' progress_cpu_us per early call), spread
+  /// evenly over the rank's sends: each send is posted that share later than it could be, one
+  /// after the other (the thread does one thing at a time).  0: sends cost no CPU.
+  double progress_cpu_s = 0;
   /// An MPI_Alltoallv: the bytes every rank sends rank d (one entry per rank, e.g.
   /// is_like_blocks).  Empty: an MPI_Alltoall of `block` bytes per pair.
   std::vector<std::size_t> blocks = {};

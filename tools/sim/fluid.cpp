@@ -450,6 +450,10 @@ struct EngineRank {
   std::size_t remote_inflight = 0, remote_left = 0;
   std::size_t window = 0;  // its inter-node bodies in flight at once under turns (0: no bound)
   std::size_t turn_pos = 0;
+  // The progress thread's CPU per send (SimOptions::progress_cpu_s), when it is next free, and
+  // the sends it is still posting: (when each goes, its place in fill).
+  double send_cpu = 0, cpu_free = 0;
+  std::deque<std::pair<double, std::int32_t>> deferred;
 };
 
 void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOptions& f, std::vector<RankRun>& out,
@@ -486,6 +490,8 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     e.remote_left = e.remote.size();
     e.copy_t = opt.setup_s;  // the engine's setup, then the send copy
     e.copy_end += opt.setup_s;
+    const auto sends = static_cast<std::size_t>(std::count_if(e.fill.begin(), e.fill.end(), [](const Send& s) { return !s.copy; }));
+    if (sends > 0) e.send_cpu = opt.progress_cpu_s / static_cast<double>(sends);
   }
   // arrived[r][src * pieces + piece]: when rank r's receive of that piece completed.
   std::vector<std::vector<double>> arrived(np, std::vector<double>(np * pieces, 0));
@@ -515,8 +521,25 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
     const Send& s = e.fill[static_cast<std::size_t>(pos)];
     e.head[static_cast<std::size_t>(s.peer)] = s.next;
     ++e.busy[static_cast<std::size_t>(s.peer)];
+    if (e.send_cpu > 0) {  // the progress thread posts it once it has spent its share on it
+      e.cpu_free = std::max(now, e.cpu_free) + e.send_cpu;
+      e.deferred.emplace_back(e.cpu_free, pos);
+      timers.push({e.cpu_free, r});
+      return;
+    }
     net.post(node_of(spec, r), node_of(spec, s.peer), s.bytes,
              (static_cast<std::uint64_t>(r) << 32) | static_cast<std::uint32_t>(pos), now);
+  };
+  // The sends rank r's progress thread has finished posting by `now`.
+  auto flush = [&](int r, double now) {
+    EngineRank& e = ranks[static_cast<std::size_t>(r)];
+    while (!e.deferred.empty() && e.deferred.front().first <= now) {
+      const std::int32_t pos = e.deferred.front().second;
+      e.deferred.pop_front();
+      const Send& s = e.fill[static_cast<std::size_t>(pos)];
+      net.post(node_of(spec, r), node_of(spec, s.peer), s.bytes,
+               (static_cast<std::uint64_t>(r) << 32) | static_cast<std::uint32_t>(pos), now);
+    }
   };
   auto gate_open = [&](int r) {
     const EngineRank& e = ranks[static_cast<std::size_t>(r)];
@@ -574,7 +597,11 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
   // memory latency, as the SimGrid model's does.
   constexpr std::uint64_t kTurnMsg = std::uint64_t{1} << 63;
   std::vector<std::size_t> passing(members.size(), 0);  // per node: the member the turn goes to
-  run(net, timers, advance, [&](std::uint64_t msg, double now) {
+  auto on_timer = [&](int r, double now) {
+    flush(r, now);
+    advance(r, now);
+  };
+  run(net, timers, on_timer, [&](std::uint64_t msg, double now) {
     if (msg & kTurnMsg) {
       const auto n = static_cast<std::size_t>(msg & ~kTurnMsg);
       turn[n] = passing[n];
