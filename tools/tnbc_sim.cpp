@@ -69,8 +69,9 @@ constexpr std::string_view kUsage =
     "                                 128 ranks with 64 KiB blocks);\n"
     "                        fluid    SimGrid's sharing rule, computed per pair of nodes: the same\n"
     "                                 answers, re-solved at every message (default up to 512 ranks);\n"
-    "                        pairs    every busy pair of nodes weighs one in the sharing, its\n"
-    "                                 messages share its rate (default above 512 ranks)\n"
+    "                        pairs    every busy pair of nodes weighs one in the sharing (times\n"
+    "                                 its route's SimGrid penalty), its messages share its rate\n"
+    "                                 (default above 512 ranks)\n"
     "\n"
     "call:\n"
     "  --op alltoall         the collective: MPI_Alltoall (default), or\n"
@@ -249,7 +250,10 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--chunk-bytes") a.chunk_bytes = parse_number<std::size_t>(opt, v);
       else if (opt == "--connection-depth") a.depth = parse_number<int>(opt, v);
       else if (opt == "--setup-us") a.setup_s = parse_number<double>(opt, v) * 1e-6;
-      else if (opt == "--copy-bw") a.copy_Bps = parse_rate(v);
+      else if (opt == "--copy-bw") {
+        a.copy_Bps = parse_rate(v);
+        if (!(a.copy_Bps > 0)) return "--copy-bw: a rate above 0";
+      }
       else if (opt == "--progress-cpu-us") a.progress_cpu_s = parse_number<double>(opt, v) * 1e-6;
       else if (opt == "--chunk-window") a.window = parse_number<std::size_t>(opt, v);
       else if (opt == "--scenario" && find_scenario(v)) a.scenario = *find_scenario(v), a.scenario_given = v != "none";
@@ -274,7 +278,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.depth < 1) return "--connection-depth: at least 1";
   if (a.window < 1) return "--chunk-window: at least 1";
   if (!(a.setup_s >= 0) || a.setup_s > 1e3) return "--setup-us: 0 to 1e9";
-  if (a.copy_Bps < 0) return "--copy-bw: a rate above 0";
+
   if (!(a.progress_cpu_s >= 0) || a.progress_cpu_s > 1e3) return "--progress-cpu-us: 0 to 1e9";
   if (a.work_ms && *a.work_ms < 0) return "--work-ms: not negative";
   if (!a.svg.empty() && a.sweep.empty()) return "--svg: needs --sweep (it plots the gain against the rank count)";
@@ -712,9 +716,10 @@ int main(int argc, char** argv) {
     std::vector<SweepPoint> curve;
     for (const Prediction& r : points)
       curve.push_back({r.spec.ranks(), r.plain / r.tnbc, a.plan ? r.plain / r.tnbc_plan : 0.0, r.plain / r.bound});
-    const std::string title = fmt::format("{}, {} B {}blocks, {} ranks/node, {}/s links, scenario {}",
-                                          a.alltoallv ? "MPI_Alltoallv (IS-like)" : "MPI_Alltoall", a.bytes,
-                                          a.alltoallv ? "mean " : "", a.spec.ppn, rate_text(a.spec.link_Bps), a.scenario.name);
+    const std::string title = fmt::format("{}, {} B {}blocks, {} ranks/node, {}/s links, {}",
+                                          !a.alltoallv ? "MPI_Alltoall" : a.traced ? "MPI_Alltoallv" : "MPI_Alltoallv (IS-like)",
+                                          a.bytes, a.alltoallv ? "mean " : "", a.spec.ppn, rate_text(a.spec.link_Bps),
+                                          a.traced ? "the work of a trace" : "scenario " + a.scenario.name);
     if (auto err = write_sweep_svg(a.svg, title, curve, a.plan)) {
       std::fprintf(stderr, "tnbc-sim: %s\n", err->c_str());
       return 1;

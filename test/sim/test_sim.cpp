@@ -667,18 +667,35 @@ TEST_CASE("a trace on twice the ranks: each traced rank and block stands for two
     CHECK(r.order == std::vector<int>{2, 3, 0, 1});
     REQUIRE(r.gap.size() == 4);
     CHECK(r.gap[0] == Approx(0.010));  // before the first read, as traced
-    CHECK(r.gap[1] == Approx(0.020));  // traced block 1's work, once per block
+    CHECK(r.gap[1] == Approx(0.020));  // traced block 1's work (to the next touch), once per block
     CHECK(r.gap[2] == Approx(0.020));
-    CHECK(r.gap[3] == Approx(0.020));  // traced block 0's work (its tail), once per block
-    CHECK(r.tail == Approx(0.020));
-    CHECK(r.work() == Approx(0.090));
+    CHECK(r.gap[3] == Approx(0.0));    // traced block 0 was the last read: its work is the tail
+    CHECK(r.tail == Approx(0.020));    // the tail once
+    CHECK(r.work() == Approx(0.070));
   }
   const TracedReads r3 = scaled_reads(t, 3, 4);
   CHECK(r3.order == std::vector<int>{0, 1});
   REQUIRE(r3.gap.size() == 2);
   CHECK(r3.gap[0] == Approx(0.005));
-  CHECK(r3.gap[1] == Approx(0.020));
+  CHECK(r3.gap[1] == Approx(0.0));
   CHECK(r3.tail == Approx(0.020));
+  // Fewer ranks than traced: 4 traced ranks reading 0..3 at 1, 2, 4, 8 ms, calling again at
+  // 20 ms, on 2 simulated ranks: simulated block 0 stands for traced block 0, block 1 for
+  // traced block 2.  Traced block 1 has no stand-in and drops its work to the next touch (2 ->
+  // 4 ms); traced block 3, the last read, has none either, and the tail (12 ms) counts once.
+  pr::CallSite four;
+  four.id = "app+0x20";
+  four.messages = 4;
+  four.comm_size = 4;
+  four.message_bytes = 100;
+  for (int r = 0; r < 4; ++r) four.ranks.push_back({r, {traced_call({1000, 2000, 4000, 8000}, 20000, 400)}});
+  const TracedReads down = scaled_reads(traced_site(four), 1, 2);
+  CHECK(down.order == std::vector<int>{0, 1});
+  REQUIRE(down.gap.size() == 2);
+  CHECK(down.gap[0] == Approx(0.001));  // before the first read
+  CHECK(down.gap[1] == Approx(0.001));  // traced block 0's work to the next touch
+  CHECK(down.tail == Approx(0.004 + 0.012));  // traced block 2's work to the next touch, and the tail
+  CHECK(down.work() == Approx(0.018));
   // The same rank count gives the trace back.
   const TracedReads same = scaled_reads(t, 0, 2);
   CHECK(same.order == t.reads[0].order);

@@ -35,29 +35,35 @@ def main():
         expect(d["trace"] == traces and d["scenario"] == "trace" and d["plan"] == "trace", f"what it came from: {d}")
         expect(d["op"] == "alltoall" and d["bytes"] == 65536 and d["trace_ranks"] == P, f"the site: {d}")
         expect((d["nodes"], d["ppn"], d["ranks"]) == (1, P, P), f"the traced job ran on one node: {d}")
+        state["one"] = d
         # The work as the program did it: 10 ms before the first read; 40 ms of reading work and
-        # the time to the next call after it (a barrier, a first-touch fault per block).
-        expect(0.9 * CURC_MS <= d["curc_ms"] <= 1.6 * CURC_MS, f"work before the first read: {d['curc_ms']} ms")
-        expect(0.9 * CRC_MS <= d["crc_ms"] <= 1.6 * CRC_MS, f"work after the first read: {d['crc_ms']} ms")
+        # the time to the next call after it (a barrier, a first-touch fault per block; more on
+        # a loaded machine, where sleeping ranks wake late).
+        expect(0.9 * CURC_MS <= d["curc_ms"] <= 2 * CURC_MS, f"work before the first read: {d['curc_ms']} ms")
+        expect(0.9 * CRC_MS <= d["crc_ms"] <= 2 * CRC_MS, f"work after the first read: {d['crc_ms']} ms")
         expect(d["plain_ms"] >= d["curc_ms"] + d["crc_ms"] - 1e-6, f"plain MPICH below its work: {d}")
         expect(d["link_bound_ms"] <= min(d["plain_ms"], d["tnbc_ms"], d["tnbc_plan_ms"]) + 1e-6,
                f"a prediction below the link bound: {d}")
         text = run("--trace", traces)
         expect(text.returncode == 0 and "the work of trace" in text.stdout and "the trace's order" in text.stdout,
                f"the table: {text.stdout}{text.stderr}")
-        state["one"] = d
     state = {}
     s.check("--trace: the work, op, block and nodes of the traced job", from_trace)
 
     def scaled():
-        one = state["one"]
+        one = state.get("one")
+        expect(one is not None, "no prediction from the trace to scale")
         d = predict("--trace", traces, "--ppn", 4, "--sweep", "8,16")["sweep"]
         expect([x["ranks"] for x in d] == [8, 16], f"the sweep: {d}")
-        for x, k in zip(d, (2, 4)):
+        for x in d:
             expect(abs(x["curc_ms"] - one["curc_ms"]) < 1e-3 * one["curc_ms"] + 1e-3, f"{x['ranks']} ranks: {x}")
-            expect(abs(x["crc_ms"] - k * one["crc_ms"]) < 1e-3 * k * one["crc_ms"] + 1e-3,
-                   f"{x['ranks']} ranks: the reading work is not {k} times the trace's: {x['crc_ms']} / {one['crc_ms']}")
-    s.check("--trace on 8 and 16 ranks: each block's work as traced", scaled)
+        # The work after the first read is the blocks' work (per block: twice the blocks, twice
+        # that) and the work after the last read (once): from 4 to 8 ranks it grows by the
+        # blocks' work of 4 ranks, from 8 to 16 by twice that.
+        w4, w8, w16 = one["crc_ms"], d[0]["crc_ms"], d[1]["crc_ms"]
+        expect(w8 - w4 > 0.5 * CRC_MS and abs((w16 - w8) - 2 * (w8 - w4)) < 1e-3 * w16 + 1e-3,
+               f"the reading work per block is not as traced: 4, 8, 16 ranks {w4}, {w8}, {w16} ms")
+    s.check("--trace on 8 and 16 ranks: each block's work as traced, the tail once", scaled)
 
     def refused():
         for args, code, msg in ((["--trace", traces, "--op", "alltoallv"], 2, "is an MPI_Alltoall"),

@@ -98,7 +98,6 @@ struct World {
   std::vector<std::size_t> turn;
   std::vector<std::size_t> remote_count;
   std::vector<s4u::Mailbox*> turn_boxes;
-  std::vector<s4u::CommPtr> turn_passes;  // sent, never waited for (the receiver does)
 
   int p() const { return spec.ranks(); }
   s4u::Mailbox* pair_box(int src, int dst) {
@@ -331,7 +330,9 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order, boo
         std::size_t t = my_turn + 1;
         while (t < m.size() && w.remote_count[static_cast<std::size_t>(m[t])] == 0) ++t;
         static char turn_token;  // (what the message carries does not matter)
-        if (t < m.size()) w.turn_passes.push_back(w.turn_boxes[static_cast<std::size_t>(m[t])]->put_async(&turn_token, 0));
+        // Detached: it arrives even if this rank's call ends first (an actor's own unfinished
+        // activities are cancelled when it ends).
+        if (t < m.size()) w.turn_boxes[static_cast<std::size_t>(m[t])]->put_init(&turn_token, 0)->detach();
         else w.turn[node] = t;
       }
     }

@@ -29,7 +29,7 @@ std::string plain_bcast_algorithm(std::size_t bytes, int size) {
 }
 
 bool plain_bcast_smp(const PlatformSpec& spec, std::size_t bytes) {
-  return spec.nodes > 1 && spec.ppn > 1 && plain_bcast_algorithm(bytes, spec.ranks()) != "scatter + ring allgather";
+  return spec.ppn > 1 && plain_bcast_algorithm(bytes, spec.ranks()) != "scatter + ring allgather";
 }
 
 std::string plain_bcast_description(const PlatformSpec& spec, std::size_t bytes) {

@@ -35,7 +35,7 @@ BcastShape default_bcast_shape(int size, std::size_t bytes);
 std::string plain_bcast_algorithm(std::size_t bytes, int size);
 
 /// Whether MPICH broadcasts on MPI_COMM_WORLD node by node (MPIR_Bcast_intra_smp, its default on
-/// a communicator that spans nodes with more than one rank on a node): where the classic
+/// a communicator with more than one rank on a node, one node or many): where the classic
 /// choice on all ranks is binomial (then: the root's node's local rank 0 gets the buffer, the
 /// nodes' local rank 0s broadcast among themselves, each node within) or scatter + recursive
 /// doubling (then: the root's node within, among the nodes, the other nodes within); each part

@@ -150,8 +150,9 @@ TracedReads scaled_reads(const TracedSite& site, int rank, int ranks) {
   TracedReads out;
   double pending = 0;  // work owed before the next simulated read: the first gap, then spans
   for (std::size_t k = 0; k < t.order.size(); ++k) {
-    // The traced block's span: the work from its touch to the next one (or the tail).
-    const double span = k + 1 < t.order.size() ? t.gap[k + 1] : t.tail;
+    // The traced block's span: the work from its touch to the next one.  The last one's is
+    // part of the tail, which is the program's work after its reads and counts once.
+    const double span = k + 1 < t.order.size() ? t.gap[k + 1] : 0.0;
     pending += t.gap[k] * (k == 0);
     for (int b : of[static_cast<std::size_t>(t.order[k])]) {
       out.order.push_back(b);
@@ -159,7 +160,7 @@ TracedReads scaled_reads(const TracedSite& site, int rank, int ranks) {
       pending = span;
     }
   }
-  out.tail = t.order.empty() ? t.tail : pending;
+  out.tail = pending + t.tail;
   return out;
 }
 

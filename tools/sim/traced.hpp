@@ -66,9 +66,10 @@ int traced_index(int i, int simulated, int traced);
 
 /// Simulated rank `rank` of `ranks`'s reads: its traced rank's, each traced block standing for
 /// the simulated blocks that map to it (traced_index), read one after the other where the trace
-/// read it, each with the work that followed the traced block (the work per block stays as
-/// traced, so a rank with k times the blocks works k times as long after the first touch).
-/// With as many simulated ranks as traced, the trace's reads themselves.
+/// read it, each followed by the work from the traced block's touch to the next touch (the work
+/// per block stays as traced: k times the blocks, k times that work; a traced block without a
+/// stand-in drops its share).  The work before the first touch and after the last (the tail)
+/// count once.  With as many simulated ranks as traced, the trace's reads themselves.
 TracedReads scaled_reads(const TracedSite& site, int rank, int ranks);
 
 /// The plan's order for `ranks` simulated ranks: simulated blocks by their traced block's place
