@@ -24,6 +24,7 @@
 #include "sim/reader.hpp"
 #include "sim/sweep_plot.hpp"
 #include "sim/traced.hpp"
+#include "util/json.hpp"
 
 namespace {
 
@@ -480,24 +481,13 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
 double ms(double s) { return s * 1e3; }
 
 /// The JSON object of one prediction (docs/scale.md names its fields).
-/// A JSON string of plain text (a path, a plan key): quotes, backslashes and control characters escaped.
-std::string json_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", c);
-    else out += c;
-  }
-  return out + "\"";
-}
-
 std::string json_of(const Args& a, const Prediction& r) {
   const std::string plan_ms = a.plan ? fmt::format("{:.3f}", ms(r.tnbc_plan)) : "null";
   const std::string fat_tree =
       r.spec.fat_tree() ? fmt::format("{{\"leaf_nodes\": {}, \"spines\": {}}}", r.spec.leaf_nodes, r.spec.spines) : "null";
   const std::string trace =
       a.traced ? fmt::format("\"trace\": {}, \"site\": {}, \"trace_ranks\": {}, \"trace_tcomm_ms\": {:.3f}, ",
-                             json_string(a.traced->dir), json_string(a.traced->key), a.traced->ranks, ms(a.traced->tcomm))
+                             tnbc::util::json_string(a.traced->dir), tnbc::util::json_string(a.traced->key), a.traced->ranks, ms(a.traced->tcomm))
                : "\"trace\": null, ";
   return fmt::format(
       "{{\"nodes\": {}, \"ppn\": {}, \"ranks\": {}, \"placement\": \"{}\", \"fat_tree\": {}, \"link_bytes_per_s\": {}, \"latency_s\": {}, "

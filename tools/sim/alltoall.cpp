@@ -100,6 +100,7 @@ struct World {
   std::vector<s4u::Mailbox*> turn_boxes;
 
   int p() const { return spec.ranks(); }
+  bool has_bodies(int rank) const { return remote_count[static_cast<std::size_t>(rank)] > 0; }
   s4u::Mailbox* pair_box(int src, int dst) {
     s4u::Mailbox*& m = pair_boxes[static_cast<std::size_t>(src) * static_cast<std::size_t>(p()) + static_cast<std::size_t>(dst)];
     if (m == nullptr) m = s4u::Mailbox::by_name(std::to_string(src) + ">" + std::to_string(dst));
@@ -327,8 +328,7 @@ void tnbc_call(World& w, int rank, RankRun& out, std::span<const int> order, boo
       --remote_inflight;
       if (--remote_left == 0) {  // the last one ends the turn: to the next member with bodies
         const auto& m = w.members[node];
-        std::size_t t = my_turn + 1;
-        while (t < m.size() && w.remote_count[static_cast<std::size_t>(m[t])] == 0) ++t;
+        const std::size_t t = next_turn(m, my_turn + 1, [&w](int r) { return w.has_bodies(r); });
         static char turn_token;  // (what the message carries does not matter)
         // Detached: it arrives even if this rank's call ends first (an actor's own unfinished
         // activities are cancelled when it ends).
@@ -378,9 +378,7 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
         w.remote_count[static_cast<std::size_t>(r)] += remote_body(spec, r, s);
     for (auto& m : w.members) {
       m = schedule::turn_order(std::move(m), options.plan_order);
-      std::size_t t = 0;
-      while (t < m.size() && w.remote_count[static_cast<std::size_t>(m[t])] == 0) ++t;
-      w.turn.push_back(t);
+      w.turn.push_back(next_turn(m, 0, [&w](int r) { return w.has_bodies(r); }));
     }
   }
   // Both engine calls record their arrivals in w.arrived: the first call's are set aside.

@@ -117,6 +117,15 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options);
 inline constexpr std::size_t kBufferPageOffset = 16;
 inline constexpr std::size_t kPageBytes = 4096;
 
+/// Per-node turns: the place, at `from` or after, of the first of a node's `members` (in turn
+/// order) with inter-node bodies to send, `has_bodies(rank)` -- the member the turn goes to, since
+/// one with none passes it on at once; members.size() when there is none.  Both models' rule.
+template <typename HasBodies>
+std::size_t next_turn(std::span<const int> members, std::size_t from, HasBodies&& has_bodies) {
+  while (from < members.size() && !has_bodies(members[from])) ++from;
+  return from;
+}
+
 /// When each page of a rank's receive buffer is published (the engine makes a page readable
 /// once every step writing it completed); the partial first and last pages when the call
 /// returned.  Page k holds buffer bytes [k * kPageBytes - kBufferPageOffset, ...).

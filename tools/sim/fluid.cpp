@@ -516,6 +516,12 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
   Network net(spec, f);
   Timers timers;
   const auto depth = static_cast<std::uint8_t>(std::min(opt.connection_depth, 255));
+  // Send `pos` of rank r's fill into the network now (the message: rank << 32 | pos).
+  auto send = [&](int r, std::int32_t pos, double now) {
+    const Send& s = ranks[static_cast<std::size_t>(r)].fill[static_cast<std::size_t>(pos)];
+    net.post(node_of(spec, r), node_of(spec, s.peer), s.bytes,
+             (static_cast<std::uint64_t>(r) << 32) | static_cast<std::uint32_t>(pos), now);
+  };
   auto post = [&](int r, std::int32_t pos, double now) {
     EngineRank& e = ranks[static_cast<std::size_t>(r)];
     const Send& s = e.fill[static_cast<std::size_t>(pos)];
@@ -527,19 +533,12 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
       timers.push({e.cpu_free, r});
       return;
     }
-    net.post(node_of(spec, r), node_of(spec, s.peer), s.bytes,
-             (static_cast<std::uint64_t>(r) << 32) | static_cast<std::uint32_t>(pos), now);
+    send(r, pos, now);
   };
   // The sends rank r's progress thread has finished posting by `now`.
   auto flush = [&](int r, double now) {
-    EngineRank& e = ranks[static_cast<std::size_t>(r)];
-    while (!e.deferred.empty() && e.deferred.front().first <= now) {
-      const std::int32_t pos = e.deferred.front().second;
-      e.deferred.pop_front();
-      const Send& s = e.fill[static_cast<std::size_t>(pos)];
-      net.post(node_of(spec, r), node_of(spec, s.peer), s.bytes,
-               (static_cast<std::uint64_t>(r) << 32) | static_cast<std::uint32_t>(pos), now);
-    }
+    auto& deferred = ranks[static_cast<std::size_t>(r)].deferred;
+    for (; !deferred.empty() && deferred.front().first <= now; deferred.pop_front()) send(r, deferred.front().second, now);
   };
   auto gate_open = [&](int r) {
     const EngineRank& e = ranks[static_cast<std::size_t>(r)];
@@ -564,9 +563,7 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
   // The member of node `n` at or after place t with something to send off the node (members
   // with nothing pass the turn on at once).
   auto next_member = [&](std::size_t n, std::size_t t) {
-    const auto& m = members[n];
-    while (t < m.size() && ranks[static_cast<std::size_t>(m[t])].remote_left == 0) ++t;
-    return t;
+    return next_turn(members[n], t, [&](int m) { return ranks[static_cast<std::size_t>(m)].remote_left > 0; });
   };
   auto advance = [&](int r, double now) {
     EngineRank& e = ranks[static_cast<std::size_t>(r)];
