@@ -63,6 +63,12 @@ std::vector<std::size_t> is_like_blocks(int size, std::size_t mean) {
   return out;
 }
 
+std::vector<std::vector<int>> turn_members(const PlatformSpec& spec, std::span<const int> order) {
+  std::vector<std::vector<int>> members = node_members(spec);
+  for (auto& m : members) m = schedule::turn_order(std::move(m), order);
+  return members;
+}
+
 std::string plain_algorithm(std::size_t block, int /*size*/, bool alltoallv) {
   return !alltoallv && block > 32768 ? "pairwise" : "scattered";  // MPICH: nbytes <= MEDIUM is scattered
 }
@@ -370,16 +376,12 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options) {
   // Per-node turns: each node's members in the engine's turn order, each member's inter-node
   // bodies, and the first member with some (members without any pass at once).
   if (options.tnbc_plan && options.plan_per_node) {
-    w.members.resize(static_cast<std::size_t>(spec.nodes));
-    for (int r = 0; r < p; ++r) w.members[static_cast<std::size_t>(node_of(spec, r))].push_back(r);
+    w.members = turn_members(spec, options.plan_order);
     w.remote_count.assign(np, 0);
     for (int r = 0; r < p; ++r)
       for (const Step& s : options.steps(r, p, options.plan_order).steps)
         w.remote_count[static_cast<std::size_t>(r)] += remote_body(spec, r, s);
-    for (auto& m : w.members) {
-      m = schedule::turn_order(std::move(m), options.plan_order);
-      w.turn.push_back(next_turn(m, 0, [&w](int r) { return w.has_bodies(r); }));
-    }
+    for (const auto& m : w.members) w.turn.push_back(next_turn(m, 0, [&w](int r) { return w.has_bodies(r); }));
   }
   // Both engine calls record their arrivals in w.arrived: the first call's are set aside.
   std::vector<std::unordered_map<std::uint64_t, double>> tnbc_arrived;

@@ -117,6 +117,10 @@ SimResult simulate(const PlatformSpec& spec, const SimOptions& options);
 inline constexpr std::size_t kBufferPageOffset = 16;
 inline constexpr std::size_t kPageBytes = 4096;
 
+/// Per-node turns: each node's ranks in the order the engine gives them turns under a plan's
+/// `order` (schedule::turn_order).
+std::vector<std::vector<int>> turn_members(const PlatformSpec& spec, std::span<const int> order);
+
 /// Per-node turns: the place, at `from` or after, of the first of a node's `members` (in turn
 /// order) with inter-node bodies to send, `has_bodies(rank)` -- the member the turn goes to, since
 /// one with none passes it on at once; members.size() when there is none.  Both models' rule.

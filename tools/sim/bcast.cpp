@@ -164,8 +164,7 @@ void plain_call(World& w, int rank, RankRun& out) {
   }
   // MPIR_Bcast_intra_smp: each node's ranks ascending (its local rank 0 first), the nodes' local
   // roots in node order (as their world ranks order them).
-  std::vector<std::vector<int>> members(static_cast<std::size_t>(spec.nodes));
-  for (int r = 0; r < p; ++r) members[static_cast<std::size_t>(node_of(spec, r))].push_back(r);
+  const std::vector<std::vector<int>> members = node_members(spec);
   std::vector<int> roots;
   for (const auto& m : members) roots.push_back(m.front());
   const int rn = node_of(spec, root), mine = node_of(spec, rank);

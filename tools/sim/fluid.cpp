@@ -495,15 +495,14 @@ void tnbc_fluid(const PlatformSpec& spec, const SimOptions& opt, const FluidOpti
   }
   // arrived[r][src * pieces + piece]: when rank r's receive of that piece completed.
   std::vector<std::vector<double>> arrived(np, std::vector<double>(np * pieces, 0));
-  // Each node's members in the order of their turns, as the engine orders them.
+  // Each node's members in the order of their turns, as the engine orders them, and the place
+  // of the member whose turn it is.
   std::vector<std::vector<int>> members(static_cast<std::size_t>(spec.nodes));
-  std::vector<std::size_t> turn(static_cast<std::size_t>(spec.nodes), 0);  // members done per node
+  std::vector<std::size_t> turn(static_cast<std::size_t>(spec.nodes), 0);
   if (per_node) {
-    for (int r = 0; r < p; ++r) members[static_cast<std::size_t>(node_of(spec, r))].push_back(r);
-    for (auto& m : members) {
-      m = schedule::turn_order(std::move(m), order);
+    members = turn_members(spec, order);
+    for (const auto& m : members)
       for (std::size_t k = 0; k < m.size(); ++k) ranks[static_cast<std::size_t>(m[k])].turn_pos = k;
-    }
   }
   // Each rank's send window under turns, by the engine's rule.
   if (per_node)

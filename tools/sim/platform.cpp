@@ -14,6 +14,12 @@ int node_of(const PlatformSpec& spec, int rank) {
   return spec.cyclic ? rank % spec.nodes : rank / spec.ppn;
 }
 
+std::vector<std::vector<int>> node_members(const PlatformSpec& spec) {
+  std::vector<std::vector<int>> out(static_cast<std::size_t>(spec.nodes));
+  for (int r = 0; r < spec.ranks(); ++r) out[static_cast<std::size_t>(node_of(spec, r))].push_back(r);
+  return out;
+}
+
 namespace {
 
 // A node's memory link: a copy within the node (shared memory, no network).

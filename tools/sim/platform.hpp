@@ -62,6 +62,9 @@ inline int hops(const PlatformSpec& spec, int a, int b) {
   return spec.fat_tree() && leaf_of(spec, a) != leaf_of(spec, b) ? 4 : 2;
 }
 
+/// Each node's ranks, ascending (its local rank 0 first).
+std::vector<std::vector<int>> node_members(const PlatformSpec& spec);
+
 /// The hosts of the nodes, in node order, after building the platform into the running
 /// SimGrid engine (which must exist and have no platform yet).
 std::vector<simgrid::s4u::Host*> build_platform(const PlatformSpec& spec);
