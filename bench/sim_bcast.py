@@ -22,6 +22,7 @@ import subprocess
 import sys
 
 import overlap
+import sim_is
 
 PROG = os.path.join(overlap.BUILD, "bench", "bcast")
 SIM = os.path.join(overlap.BUILD, "tools", "tnbc-sim")
@@ -102,8 +103,7 @@ def main():
             miss = (p[k] - m[k]) / m[k]
             misses.append(miss)
             cells.append(f"{m[k]:.2f} / {p[k]:.2f} ms | {miss:+.0%}")
-        tied = abs(p["plain"] - p["engine"]) <= 0.03 * min(p.values())
-        ranked = tied or (p["plain"] < p["engine"]) == (m["plain"] < m["engine"])
+        ranked = sim_is.same_ranking(m, p)
         same += ranked
         tree = f"{d['chains']} chains" if d["chains"] > 0 else "binomial"
         print(f"| {placement} | {size} | {d['plain_algorithm']} | {d['segments']} segment(s), {tree} | "
