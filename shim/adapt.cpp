@@ -68,15 +68,23 @@ namespace {
 /// Four calls that compare turns on and off: on, off, off, on (a drift over them cancels out).
 constexpr std::uint64_t kCompare = 4;
 bool compare_on(std::uint64_t i) { return i % kCompare == 0 || i % kCompare == kCompare - 1; }
+/// Rounds of kCompare calls before the first decision of the turns: one round (2 calls with
+/// turns and 2 without per rank) told turns on from off wrongly in one of four runs at 200
+/// Mbit/s where they differ by 10% (docs/learn-overlap.md); later comparisons take one round.
+constexpr std::uint64_t kFirstCompareRounds = 2;
 
 }  // namespace
 
 std::uint64_t KeyState::early_probe_length() const {
-  const std::uint64_t p = policy_.probe_calls;
-  // With turns: the first call (not compared) and one round of the comparison.  Every early
-  // probe compares them, decided or not: a probe comes after a blocking run, and early may
-  // only win with the other turns (a first comparison that chose wrong is mended there).
-  return turns_allowed_ ? std::max<std::uint64_t>(p, 1 + kCompare) : p;
+  // The first call of an early probe pays for the change of path (the drain of the blocking
+  // calls' pace, a learn point, the engine's buffers and a turn window set up the first time):
+  // it is not measured (advance), so the probe has probe_calls after it.
+  const std::uint64_t p = 1 + static_cast<std::uint64_t>(policy_.probe_calls);
+  if (!turns_allowed_) return p;
+  // With turns: the first call and the comparison's rounds.  Every early probe compares them,
+  // decided or not: a probe comes after a blocking run, and early may only win with the other
+  // turns (a first comparison that chose wrong is mended there).
+  return std::max(p, 1 + kCompare * (turns_decided() ? 1 : kFirstCompareRounds));
 }
 
 void KeyState::allow_turns() {
@@ -133,6 +141,9 @@ void KeyState::advance(const Intervals& iv) {
   if (!decide_at_end_ && segment_end_ - segment_start_ > window &&
       calls_ == segment_end_ - window + 1)
     rebase(path_, iv);
+  // An early probe is measured from its second call on (early_probe_length): the counters hold
+  // the first call's interval once the second call is done.
+  if (decide_at_end_ && path_ == Path::early && calls_ == segment_start_ + 2) rebase(path_, iv);
   if (calls_ != segment_end_ || decide_at_end_) return;
   // End of the first probe or of a run on the chosen path: probe the other path, then decide.
   const Path next = path_ == Path::early ? Path::blocking : Path::early;
@@ -188,7 +199,9 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
   // The segment that ends here was an early probe: its early mean mixes both turns.
   const bool after_probe = path_ == Path::early && decide_at_end_;
   if (turns_allowed_ && summed.turn_ranks > 0 && summed.turn_ranks >= summed.ranks_measured) {
-    const double need = turns_decided() && turns_chosen_ ? policy_.keep_gain : policy_.enter_gain;
+    // The first decision has no incumbent: the cheaper wins (keep_gain, the smaller margin).
+    // From then on turns must save enter_gain to be turned on, and are kept above keep_gain.
+    const double need = !turns_decided() || turns_chosen_ ? policy_.keep_gain : policy_.enter_gain;
     const bool on = summed.turns_on_ns < (1.0 - need) * summed.turns_off_ns;
     const bool same = turns_decided() && on == turns_chosen_;
     if (turns_decided() && !same) ++turn_switches_;

@@ -7,15 +7,18 @@
 // *key* -- (communicator, operation, size class), the same on every rank for the same call --
 // measures both paths and keeps the cheaper one:
 //
-//   calls of a key:  [blocking W] [early probe P] D [chosen path R] [other path P] D ...
+//   calls of a key:  [blocking W] [early probe 1+P] D [chosen path R] [other path P] D ...
 //
 //   W: the warm-up.  The first W calls of a key run blocking, and only their last 2P calls are
-//      measured (the first calls pay for connections and first touches).  A probe of the early
-//      path costs at worst about 6% of a call (measured: a kernel that reads 8 MiB at once
-//      after the call, on two emulated nodes; before the buffer pool it was half a call, and
-//      the warm-up was 32 calls), so the probes come after 6 calls: a program that makes a
-//      collective fewer than about 10 times runs it as plain MPICH would, and a plan
-//      (`return early`) makes it return early from the first call.
+//      measured (the first calls pay for connections and first touches).
+//      A probe of the early path costs at worst about 6% of a call (measured: a kernel that
+//      reads 8 MiB at once after the call, on two emulated nodes; before the buffer pool it was
+//      half a call, and the warm-up was 32 calls), so the probes come after 6 calls: a program
+//      that makes a collective fewer than about 10 times runs it as plain MPICH would, and a
+//      plan (`return early`) makes it return early from the first call.
+//   An early probe is 1 + P calls, measured from its second call: the first pays for the change
+//      of path (the engine's buffers, a learn point, a turn window set up the first time), a
+//      cost of probing, not of the path.
 //   A run R (the warm-up included) is measured over its last 2P calls only, next to the probe
 //   that follows it, so that a program whose phase changed during a long run is compared as it
 //   is now.
@@ -166,14 +169,17 @@ class KeyState {
   /// The key has an agreed per-node turn order from now on (called at the same call on every
   /// rank, the first of an early segment).  Its early calls then compare turns on and off:
   /// until turns are decided, and in every early probe, each call after the first of the
-  /// segment alternates on, off, off, on (an early probe is lengthened to hold four such
-  /// calls), and the first goes with turns while undecided;
+  /// segment alternates on, off, off, on (an early probe is lengthened to hold two rounds of
+  /// four such calls before the first decision of the turns, one round after it), and the first
+  /// goes with turns while undecided;
   /// once decided, the first turn_trial_calls after the first of a run do, in one run of
   /// every trial gap (Policy::max_trial_gap), and the rest use the decision, uncompared (only
   /// calls next to each other are compared, so that a phase change within a run does not
   /// count for one choice).  A decision point decides turns from the summed means when every
-  /// measuring rank compared both; when the turns change, or a probe compared them, it judges
-  /// the early path by the compared mean of the turns it will use.
+  /// measuring rank compared both (the first such decision has no incumbent: the cheaper wins;
+  /// after it, turns are turned on by enter_gain and kept by keep_gain, as the paths are); when
+  /// the turns change, or a probe compared them, it judges the early path by the compared mean
+  /// of the turns it will use.
   void allow_turns();
   bool turns_allowed() const { return turns_allowed_; }
   /// Whether the next call (on the early path) takes per-node turns, and what its interval

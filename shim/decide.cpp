@@ -227,6 +227,11 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
                "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
                key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
                summed.ranks_measured, p == adapt::Path::early ? "early" : "blocking");
+    if (summed.turn_ranks > 0)
+      log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
+                 "without {:.0f} us (sums over {:.0f} ranks): turns {}",
+                 key->op, cs.id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks,
+                 key->state.turns_chosen() ? "on" : "off");
   }
   d.path = key->state.path();
   // Entering the early path (every rank at the same call): what the blocking calls before it

@@ -68,8 +68,9 @@ Policy small() {
 
 TEST_CASE("a key probes blocking, then early, then decides at the same call on every rank") {
   Sim s(small(), 100, 200);
-  s.calls(4);
-  REQUIRE(s.paths == std::vector<Path>{Path::blocking, Path::blocking, Path::early, Path::early});
+  s.calls(5);
+  // The early probe is 1 + probe_calls long: its first call pays for the change of path.
+  REQUIRE(s.paths == std::vector<Path>{Path::blocking, Path::blocking, Path::early, Path::early, Path::early});
   REQUIRE(s.key.decision_due());
   REQUIRE(s.key.decisions() == 0);
   s.call();
@@ -78,11 +79,11 @@ TEST_CASE("a key probes blocking, then early, then decides at the same call on e
   REQUIRE(s.paths.back() == Path::early);
 }
 
-TEST_CASE("defaults: the first 6 calls of a key run blocking; early is tried at call 6 and 7") {
+TEST_CASE("defaults: the first 6 calls of a key run blocking; early is tried at calls 6 to 8") {
   Sim s(Policy{}, 100, 200);
-  s.calls(8);
+  s.calls(9);
   REQUIRE(s.count(Path::blocking, 0, 6) == 6);
-  REQUIRE(s.count(Path::early, 6, 8) == 2);
+  REQUIRE(s.count(Path::early, 6, 9) == 3);
   REQUIRE(s.key.decisions() == 0);
   REQUIRE(s.key.decision_due());
   s.call();
@@ -92,11 +93,11 @@ TEST_CASE("defaults: the first 6 calls of a key run blocking; early is tried at 
   Sim short_run(Policy{}, 10, 200);
   short_run.calls(6);
   REQUIRE(short_run.count(Path::early, 0, 6) == 0);
-  // Where early loses, the first decision (call 8) keeps blocking for a run of 32 calls.
+  // Where early loses, the first decision (call 9) keeps blocking for a run of 32 calls.
   Sim losing(Policy{}, 212, 200);
-  losing.calls(8 + 32);
+  losing.calls(9 + 32);
   REQUIRE(losing.key.chosen() == Path::blocking);
-  REQUIRE(losing.count(Path::early, 8, 8 + 32) == 0);
+  REQUIRE(losing.count(Path::early, 9, 9 + 32) == 0);
 }
 
 TEST_CASE("the warm-up is judged by its last calls: slow first calls do not make early look good") {
@@ -117,21 +118,22 @@ TEST_CASE("early that saves time is kept; the runs between probes double up to t
   s.calls(200);
   REQUIRE(s.key.chosen() == Path::early);
   REQUIRE(s.key.switches() == 0);
-  // After the first decision (call 4) blocking only runs in probes of 2 calls: the runs of
+  // After the first decision (call 5) blocking only runs in probes of 2 calls: the runs of
   // early are 4, 8, 16, 16, ... calls long.
-  REQUIRE(s.count(Path::blocking, 4, 200) < 2 * 16);
-  REQUIRE(s.count(Path::early, 4, 200) > 150);
-  // The probes of blocking sit right after each run: call 4+4 = 8 and 9 are blocking.
-  REQUIRE(s.paths[8] == Path::blocking);
+  REQUIRE(s.count(Path::blocking, 5, 200) < 2 * 16);
+  REQUIRE(s.count(Path::early, 5, 200) > 150);
+  // The probes of blocking sit right after each run: call 5+4 = 9 and 10 are blocking.
   REQUIRE(s.paths[9] == Path::blocking);
-  REQUIRE(s.paths[10] == Path::early);
+  REQUIRE(s.paths[10] == Path::blocking);
+  REQUIRE(s.paths[11] == Path::early);
 }
 
 TEST_CASE("early that costs more than blocking loses, and is only probed now and then") {
   Sim s(small(), 300, 200);
   s.calls(200);
   REQUIRE(s.key.chosen() == Path::blocking);
-  REQUIRE(s.count(Path::early, 4, 200) < 2 * 16);
+  // Early probes of 3 calls after blocking runs of 4, 8, 16, 16, ...: 12 probes at most.
+  REQUIRE(s.count(Path::early, 5, 200) <= 3 * 12);
 }
 
 TEST_CASE("hysteresis: early must save enter_gain to win, and keeps winning above keep_gain") {
@@ -181,7 +183,7 @@ TEST_CASE("a change of phase is followed: the path switches and the runs start s
 TEST_CASE("ranks that measured nothing abstain; nobody measured means blocking") {
   KeyState k(small());
   Intervals c;
-  for (int i = 0; i < 4; ++i) k.advance(c);  // calls counted, no costs recorded
+  for (int i = 0; i < 5; ++i) k.advance(c);  // calls counted, no costs recorded
   REQUIRE(k.decision_due());
   Vote v = k.measure(c);
   REQUIRE(v.ranks_measured == 0);
@@ -254,13 +256,13 @@ TEST_CASE("with a plan the first call is a decision point; a forced path runs wi
 TEST_CASE("a run is judged by its last calls: a phase change late in a run is seen at once") {
   Policy p = small();
   p.first_run = 8;
-  p.max_run = 8;  // runs [4,12), [14,22), ... with blocking probes after each
+  p.max_run = 8;  // runs [5,13), [15,23), ... with blocking probes after each
   Sim s(p, 100, 300);
-  s.calls(19);  // decisions at calls 4 and 14 chose early; calls 14..18 of the run cost 100
+  s.calls(20);  // decisions at calls 5 and 15 chose early; calls 15..18 of the run cost 100
   REQUIRE(s.key.chosen() == Path::early);
-  s.early_ns = 400;  // from call 18 on (its interval ends at call 19)
-  s.calls(6);        // calls 19..24; the decision falls at call 24
-  // The whole run [14,22) averages 250 (< 300: early would stay); its last 4 calls cost 400.
+  s.early_ns = 400;  // from call 19 on (its interval ends at call 20)
+  s.calls(6);        // calls 20..25; the decision falls at call 25
+  // The whole run [15,23) averages 250 (< 300: early would stay); its last 4 calls cost 400.
   REQUIRE(s.key.decisions() == 3);
   REQUIRE(s.key.chosen() == Path::blocking);
 }
@@ -319,11 +321,13 @@ struct TurnSim {
 TEST_CASE("turns: the first early probe compares turns on and off and keeps the cheaper") {
   // Early without turns saves nothing (200 against 200); with turns it saves a quarter.
   TurnSim s(Policy{}, 200, 200, 150);
-  s.calls(11);
-  // Warm-up 0..5 blocking; the probe is lengthened to 5 calls: on (not compared), on, off, off, on.
+  s.calls(15);
+  // Warm-up 0..5 blocking; the probe is lengthened to 9 calls: on (not compared), then two
+  // rounds of on, off, off, on.
   REQUIRE(s.paths[5] == Path::blocking);
-  for (int i = 6; i < 11; ++i) REQUIRE(s.paths[static_cast<std::size_t>(i)] == Path::early);
-  REQUIRE(s.turns == std::vector<bool>{false, false, false, false, false, false, true, true, false, false, true});
+  for (int i = 6; i < 15; ++i) REQUIRE(s.paths[static_cast<std::size_t>(i)] == Path::early);
+  REQUIRE(s.turns == std::vector<bool>{false, false, false, false, false, false, true, true, false, false, true,
+                                       true, false, false, true});
   REQUIRE(s.key.decision_due());
   s.call();
   REQUIRE(s.key.turns_decided());
@@ -340,21 +344,21 @@ TEST_CASE("turns: the first early probe compares turns on and off and keeps the 
 
 TEST_CASE("turns that cost more are turned off; runs compare them ever less often") {
   TurnSim s(Policy{}, 150, 200, 250);
-  s.calls(12);
+  s.calls(16);
   REQUIRE(s.key.turns_decided());
   REQUIRE(!s.key.turns_chosen());
   REQUIRE(s.key.chosen() == Path::early);
-  // The run of 32 after the decision (calls 11..42): its first call and the 4 compared after it
-  // are on, off, off, on: 2 with turns.
+  // The run of 32 after the decision (calls 15..46): its first call and the 4 compared after it
+  // are off, then on, off, off, on: 2 with turns.
   s.calls(32);
-  REQUIRE(s.count_turns(11, 43) == 2);
-  REQUIRE((s.turns[12] && !s.turns[13] && !s.turns[14] && s.turns[15]));
+  REQUIRE(s.count_turns(15, 47) == 2);
+  REQUIRE((s.turns[16] && !s.turns[17] && !s.turns[18] && s.turns[19]));
   // That run confirmed the choice: the next run (64 calls after a blocking probe of 2) does not
   // compare, the one after does.
   s.calls(2 + 64);
-  REQUIRE(s.count_turns(43, 43 + 2 + 64) == 0);
+  REQUIRE(s.count_turns(47, 47 + 2 + 64) == 0);
   s.calls(2 + 128);
-  REQUIRE(s.count_turns(43 + 2 + 64, 43 + 2 + 64 + 2 + 128) == 2);
+  REQUIRE(s.count_turns(47 + 2 + 64, 47 + 2 + 64 + 2 + 128) == 2);
   s.calls(2000);
   REQUIRE(!s.key.turns_chosen());
   REQUIRE(s.key.turn_switches() == 0);
@@ -384,7 +388,7 @@ TEST_CASE("turns: a first comparison that chose wrong is mended at the next earl
   // Early without turns saves nothing (300 against 300); with turns a third.  But while the
   // first probe runs, turns happen to cost more (a noisy start): turns off, blocking kept.
   TurnSim s(Policy{}, 300, 300, 350);
-  s.calls(12);
+  s.calls(16);
   REQUIRE(s.key.turns_decided());
   REQUIRE(!s.key.turns_chosen());
   REQUIRE(s.key.chosen() == Path::blocking);
@@ -395,4 +399,38 @@ TEST_CASE("turns: a first comparison that chose wrong is mended at the next earl
   REQUIRE(s.key.turn_switches() == 1);
   REQUIRE(s.key.chosen() == Path::early);
   REQUIRE(s.paths.back() == Path::early);
+}
+
+TEST_CASE("the first call of an early probe is not measured: it pays for the change of path") {
+  // Blocking costs 200, early 150, but the first early call 600 (engine buffers, a learn point,
+  // a turn window): counted, the probe's mean (600 + 150 + 150) / 3 = 300 would keep blocking.
+  Sim s(small(), 600, 200);
+  s.calls(4);  // warm-up 0, 1; the probe's first call 2 (its interval, 600, ends at call 3)
+  s.early_ns = 150;
+  s.calls(2);  // calls 4 and 5; the decision falls at call 5
+  REQUIRE(s.key.decisions() == 1);
+  REQUIRE(s.key.chosen() == Path::early);
+  REQUIRE(s.key.last_early_ns() == 150);
+  // A probe that costs more in its later calls too still loses.
+  Sim t(small(), 600, 200);
+  t.calls(6);
+  REQUIRE(t.key.chosen() == Path::blocking);
+}
+
+TEST_CASE("turns: the first decision has no incumbent; later ones keep hysteresis") {
+  // Turns save 3%, less than enter_gain: the first comparison still turns them on ...
+  TurnSim s(Policy{}, 200, 300, 194);
+  s.calls(16);
+  REQUIRE(s.key.turns_decided());
+  REQUIRE(s.key.turns_chosen());
+  // ... and turns that cost 3% more turn them off at the first decision.
+  TurnSim t(Policy{}, 194, 300, 200);
+  t.calls(16);
+  REQUIRE(t.key.turns_decided());
+  REQUIRE(!t.key.turns_chosen());
+  // Once off, a 3% saving does not turn them on again (enter_gain).
+  t.on_ns = 188;
+  t.calls(600);
+  REQUIRE(!t.key.turns_chosen());
+  REQUIRE(t.key.turn_switches() == 0);
 }
