@@ -337,11 +337,11 @@ def main():
         ("*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
          f"{args.iters} calls, fewer than the per-call decision's warm-up (6 blocking calls, "
          "docs/replay.md, \"Deciding per call\"), so it runs them all as plain MPICH.  "
-         if args.iters <= 8 else
+         if args.iters <= 6 else
          "*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
          f"{args.iters} calls, the first 6 blocking (the per-call decision's warm-up, docs/replay.md, "
          "\"Deciding per call\"), "
-         "then 2 early, then the cheaper path.  ") +
+         "then 3 early (the first not measured), then the cheaper path.  ") +
         "*MPI-3* is MPI_Ialltoall and MPI_Wait before the first read; *MPI-3, async progress* "
         "the same with MPICH's progress thread (MPIR_CVAR_ASYNC_PROGRESS=1), which moves the "
         "data while the program computes, at the price of a core it keeps busy.  "
