@@ -17,7 +17,7 @@
 //      that makes a collective fewer than about 10 times runs it as plain MPICH would, and a
 //      plan (`return early`) makes it return early from the first call.
 //   An early probe is 1 + P calls, measured from its second call: the first pays for the change
-//      of path (the engine's buffers, a learn point, a turn window set up the first time), a
+//      of path (the engine's buffers, a learn point, turn counters set up the first time), a
 //      cost of probing, not of the path.
 //   A run R (the warm-up included) is measured over its last 2P calls only, next to the probe
 //   that follows it, so that a program whose phase changed during a long run is compared as it

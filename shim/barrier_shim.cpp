@@ -2,21 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <charconv>
 #include <cstdint>
-#include <csignal>
-#include <dirent.h>
-#include <cstring>
-#include <fcntl.h>
 #include <memory>
 #include <mutex>
 #include <sched.h>
 #include <string>
-#include <string_view>
 #include <sys/mman.h>
-#include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -26,12 +17,11 @@
 #include "log.hpp"
 #include "min_numa_dist.hpp"
 #include "runtime.hpp"
+#include "shm_segment.hpp"
 #include "topology.hpp"
 
 namespace tnbc::shim {
 namespace {
-
-constexpr int kNameBytes = 64;
 
 /// The barrier of one communicator.
 struct CommBarrier {
@@ -83,105 +73,6 @@ int delete_attr(MPI_Comm, int, void* value, void*) {
   return MPI_SUCCESS;
 }
 
-// Segment names: /tnbc-barrier-<pid namespace>-<creator pid>-<random>.  A rank killed between
-// shm_open and shm_unlink (or its node root, killed while it waits for that rank) leaves the
-// name behind; the namespace (the inode of /proc/self/ns/pid, 0 if unknown) and the pid let a
-// later run on the node find such names: remove_stale_segments().
-constexpr std::string_view kPrefix = "tnbc-barrier-";
-
-std::uint64_t pid_namespace() {
-  struct stat st {};
-  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino) : 0;
-}
-
-/// The creator pid of a segment name `entry` (without the leading '/') from pid namespace
-/// `ns`, or 0 when the name is not one of ours or comes from another namespace.
-pid_t creator_in(std::string_view entry, std::uint64_t ns) {
-  if (entry.substr(0, kPrefix.size()) != kPrefix) return 0;
-  entry.remove_prefix(kPrefix.size());
-  std::uint64_t entry_ns = 0;
-  long pid = 0;
-  const char* end = entry.data() + entry.size();
-  auto [p, ec] = std::from_chars(entry.data(), end, entry_ns);
-  if (ec != std::errc() || entry_ns != ns || p == end || *p != '-') return 0;
-  auto [q, ec2] = std::from_chars(p + 1, end, pid);
-  if (ec2 != std::errc() || q == end || *q != '-' || pid <= 0) return 0;
-  return static_cast<pid_t>(pid);
-}
-
-/// Unlinks the segments of this user whose creator, in this pid namespace, no longer exists:
-/// left by a job killed inside the window (docs/barrier.md, "Segments of killed jobs").  Names
-/// from other namespaces (another container sharing /dev/shm: its pids mean other processes),
-/// of other users, or of a live process (perhaps a reused pid) are left alone.  Once per process.
-void remove_stale_segments() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    const std::uint64_t ns = pid_namespace();
-    DIR* dir = ns != 0 ? opendir("/dev/shm") : nullptr;
-    if (dir == nullptr) return;
-    int removed = 0;
-    while (const dirent* e = readdir(dir)) {
-      const pid_t pid = creator_in(e->d_name, ns);
-      struct stat st {};
-      if (pid == 0 || kill(pid, 0) == 0 || errno != ESRCH ||
-          fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid())
-        continue;
-      if (shm_unlink(fmt::format("/{}", e->d_name).c_str()) == 0) ++removed;
-    }
-    closedir(dir);
-    if (removed > 0) log::debug("removed {} barrier segments of killed jobs", removed);
-  });
-}
-
-/// Creates and maps a fresh segment under an unpredictable name; returns an error or "".
-std::string create_segment(std::size_t bytes, char (&name)[kNameBytes], void** base) {
-  remove_stale_segments();
-  const std::uint64_t ns = pid_namespace();
-  for (int attempt = 0; attempt < 8; ++attempt) {
-    unsigned char random[8];
-    if (getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random))
-      return std::string("getrandom: ") + std::strerror(errno);
-    std::string n = fmt::format("/{}{}-{}-", kPrefix, ns, getpid());
-    for (unsigned char c : random) n += fmt::format("{:02x}", c);
-    int fd = shm_open(n.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 && errno == EEXIST) continue;
-    if (fd < 0) return std::string("shm_open: ") + std::strerror(errno);
-    std::string err;
-    if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      err = std::string("ftruncate: ") + std::strerror(errno);
-    } else {
-      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (p == MAP_FAILED) err = std::string("mmap: ") + std::strerror(errno);
-      else *base = p;
-    }
-    close(fd);
-    if (!err.empty()) {
-      shm_unlink(n.c_str());
-      return err;
-    }
-    std::snprintf(name, kNameBytes, "%s", n.c_str());
-    return {};
-  }
-  return "shm_open: no free name";
-}
-
-std::string open_segment(const char* name, std::size_t bytes, void** base) {
-  int fd = shm_open(name, O_RDWR, 0);
-  if (fd < 0) return std::string("shm_open: ") + std::strerror(errno);
-  struct stat st {};
-  std::string err;
-  if (fstat(fd, &st) != 0) err = std::string("fstat: ") + std::strerror(errno);
-  else if (st.st_uid != geteuid() || static_cast<std::size_t>(st.st_size) != bytes)
-    err = "segment has the wrong owner or size";
-  if (err.empty()) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) err = std::string("mmap: ") + std::strerror(errno);
-    else *base = p;
-  }
-  close(fd);
-  return err;
-}
-
 /// Collective over `comm`: builds its barrier (see the header).
 CommBarrier* setup(MPI_Comm comm) {
   auto* cb = new CommBarrier;
@@ -210,16 +101,16 @@ CommBarrier* setup(MPI_Comm comm) {
 
   // Segment: created and placed by the root, mapped and placed by the others.
   cb->bytes = barrier::Segment::bytes(node_size);
-  char name[kNameBytes] = {};
+  char name[shm::kNameBytes] = {};
   std::string err;
   if (node_size > barrier::kMaxLocalSize) err = "too many ranks on one node";
-  else if (node_rank == root) err = create_segment(cb->bytes, name, &cb->base);
+  else if (node_rank == root) err = shm::create(shm::kBarrier, cb->bytes, name, &cb->base);
   if (node_rank == root && err.empty())
     barrier::Segment(cb->base, node_size).place_global();
-  PMPI_Bcast(name, kNameBytes, MPI_CHAR, root, cb->node);
+  PMPI_Bcast(name, shm::kNameBytes, MPI_CHAR, root, cb->node);
   if (node_rank != root && err.empty()) {
     if (name[0] == '\0') err = "the node root could not create the segment";
-    else err = open_segment(name, cb->bytes, &cb->base);
+    else err = shm::open(name, cb->bytes, &cb->base);
   }
   if (err.empty()) barrier::Segment(cb->base, node_size).place_rank(node_rank, root);
   // Every rank of the node has mapped it (or given up): the name is no longer needed.  Agreed

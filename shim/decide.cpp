@@ -5,12 +5,12 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "log.hpp"
+#include "node.hpp"
 #include "util/hash.hpp"
 #include "util/json.hpp"
 #include "util/clock.hpp"
@@ -38,8 +38,6 @@ struct CommState {
 };
 int g_comm_keyval = MPI_KEYVAL_INVALID;
 std::uint64_t g_next_comm_id = 0;
-std::vector<char> g_world_on_node;  // rank r of MPI_COMM_WORLD shares this rank's node
-MPI_Group g_world_group = MPI_GROUP_NULL;
 
 /// A key that runs blocking without measuring: its communicator lies within one node and
 /// TNBC_ADAPT=on (not measure).
@@ -50,47 +48,6 @@ int delete_comm_state(MPI_Comm, int, void* value, void*) {
   return MPI_SUCCESS;
 }
 
-/// The MPI_COMM_WORLD rank of each member of `g` (MPI_UNDEFINED for a process outside it).
-std::vector<int> world_ranks(MPI_Group g) {
-  int n = 0;
-  PMPI_Group_size(g, &n);
-  std::vector<int> local(static_cast<std::size_t>(n)), in_world(static_cast<std::size_t>(n));
-  std::iota(local.begin(), local.end(), 0);
-  PMPI_Group_translate_ranks(g, n, local.data(), g_world_group, in_world.data());
-  return in_world;
-}
-
-/// Which ranks of MPI_COMM_WORLD share this rank's node (collective over MPI_COMM_WORLD).
-void learn_node() {
-  int world = 0;
-  PMPI_Comm_size(MPI_COMM_WORLD, &world);
-  g_world_on_node.assign(static_cast<std::size_t>(world), 0);
-  PMPI_Comm_group(MPI_COMM_WORLD, &g_world_group);
-  MPI_Comm node = MPI_COMM_NULL;
-  if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
-    return;  // nobody shares a node: every communicator spans nodes, and is measured
-  MPI_Group g = MPI_GROUP_NULL;
-  PMPI_Comm_group(node, &g);
-  for (int r : world_ranks(g))
-    if (r >= 0 && r < world) g_world_on_node[static_cast<std::size_t>(r)] = 1;
-  PMPI_Group_free(&g);
-  PMPI_Comm_free(&node);
-}
-
-/// Per rank of `comm`: 1 if it shares this rank's node.  Local (no message).
-std::vector<char> peers_on_node(MPI_Comm comm) {
-  MPI_Group g = MPI_GROUP_NULL;
-  PMPI_Comm_group(comm, &g);
-  const std::vector<int> in_world = world_ranks(g);
-  PMPI_Group_free(&g);
-  std::vector<char> out(in_world.size(), 0);
-  for (std::size_t i = 0; i < in_world.size(); ++i) {
-    const int r = in_world[i];
-    out[i] = r >= 0 && static_cast<std::size_t>(r) < g_world_on_node.size() && g_world_on_node[static_cast<std::size_t>(r)];
-  }
-  return out;
-}
-
 CommState& comm_state(MPI_Comm comm) {
   void* value = nullptr;
   int flag = 0;
@@ -98,10 +55,10 @@ CommState& comm_state(MPI_Comm comm) {
   if (flag) return *static_cast<CommState*>(value);
   auto* cs = new CommState;
   // Every rank of `comm` on this rank's node: the same answer on every rank of `comm` (if all
-  // of them share one rank's node, they share each other's).  Without the world group (no
-  // node communicator) every communicator counts as spanning nodes, and is measured.
-  if (g_world_group != MPI_GROUP_NULL) {
-    cs->peer_on_node = peers_on_node(comm);
+  // of them share one rank's node, they share each other's).  Without the node's members
+  // (node.hpp) every communicator counts as spanning nodes, and is measured.
+  if (node::known()) {
+    cs->peer_on_node = node::peers(comm);
     cs->one_node = std::all_of(cs->peer_on_node.begin(), cs->peer_on_node.end(), [](char c) { return c != 0; });
   }
   {
@@ -119,12 +76,8 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded) {
   g_policy.warmup_calls = static_cast<std::uint32_t>(cfg.adapt_warmup);
   g_one_node = cfg.adapt == config::Adapt::on;
   g_plan_loaded = plan_loaded;
-  learn_node();  // collective: before anything that may fail on this rank alone
+  node::learn();  // collective: before anything that may fail on this rank alone
   return PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) == MPI_SUCCESS;
-}
-
-int ranks_on_node() {
-  return std::max(1, static_cast<int>(std::count(g_world_on_node.begin(), g_world_on_node.end(), 1)));
 }
 
 namespace {

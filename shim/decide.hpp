@@ -78,9 +78,6 @@ struct Decision {
 /// rank's plan.  False if MPI cannot create the attribute.
 bool start_decisions(const config::Config& cfg, bool plan_loaded);
 
-/// Ranks of MPI_COMM_WORLD on this rank's node (at least 1).
-int ranks_on_node();
-
 /// Decides the path of this call.  Called by every rank of `comm` for the same collective,
 /// after the checks every rank shares and before anything rank-local: at a decision point it
 /// is collective over `comm` (one MPI_Allreduce of five doubles); so is a call that enters the

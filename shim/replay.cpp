@@ -22,6 +22,7 @@
 #include "learn.hpp"
 #include "log.hpp"
 #include "mapping.hpp"
+#include "node.hpp"
 #include "priority/cost_model.hpp"
 #include "priority/observations.hpp"
 #include "priority/plan.hpp"
@@ -83,7 +84,7 @@ void observe_blocks(const Decision& d, learn::SiteLearning* ls, void* recvbuf, c
 /// TNBC_MAX_MEMORY=auto: a quarter of this rank's share of the node's memory, or of what the
 /// address-space or data limit (ulimit -v / -d) leaves free now, whichever is smaller.
 std::size_t auto_memory_bound() {
-  const auto ranks_here = static_cast<std::uint64_t>(ranks_on_node());
+  const auto ranks_here = static_cast<std::uint64_t>(node::world_ranks_here());
   const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
   std::uint64_t room = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * page / ranks_here;
   std::uint64_t mapped = 0;  // this process's virtual size now (first field of statm, in pages)

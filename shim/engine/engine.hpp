@@ -20,7 +20,7 @@
 //
 // The files of shim/engine/, in the order a call goes through them:
 //   engine.cpp          this interface: start and stop; one call from its entry to its return
-//   shadow.*            shadow communicators, sequence numbers and tags, the node's turn window
+//   shadow.*            shadow communicators, sequence numbers and tags, the node's turn counters
 //   node_turn.*         per-node priority (the gate, passing the turn) and the send window
 //   buffer_pool.*       engine memory: send copies and mirrors, kept for reuse, bounded
 //   send_copy.*         the send side copied into engine memory

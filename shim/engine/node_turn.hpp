@@ -28,7 +28,7 @@ extern std::atomic<std::uint64_t> g_turn_wait_ns;
 /// then this rank's turn ends when its own inter-node sends completed (*counter = gate_value + 1).
 /// Without per-node priority `counter` is null and nothing is gated.
 struct NodeTurn {
-  std::atomic<std::uint64_t>* counter = nullptr;  // the collective's slot of the turn window
+  std::atomic<std::uint64_t>* counter = nullptr;  // the collective's slot of the node's turn counters
   std::uint64_t gate_value = 0;
   bool first_on_node = false;
   bool turn_passed = false;

@@ -2,12 +2,16 @@
 #include "shadow.hpp"
 
 #include <memory>
-#include <new>
 #include <stdexcept>
 #include <string>
 
+#include <sys/mman.h>
+
 #include "../comm_attr.hpp"
 #include "../log.hpp"
+#include "../node.hpp"
+#include "../shm_segment.hpp"
+#include "util/clock.hpp"
 
 namespace tnbc::shim::engine {
 namespace {
@@ -19,16 +23,10 @@ bool g_stopped = false;  // after stop_shadows(): MPI may be finalising
 
 int delete_shadow(MPI_Comm, int, void* value, void*) {
   auto* s = static_cast<Shadow*>(value);
-  if (g_stopped) {
-    // Open MPI deletes the attributes of every communicator left, MPI_COMM_WORLD's included,
-    // late in MPI_Finalize, when its one-sided layer is gone (PMPI_Win_free would crash): the
-    // memory is freed, MPI is not called.
-    delete s;
-    return MPI_SUCCESS;
-  }
-  if (s->turn_win != MPI_WIN_NULL) PMPI_Win_free(&s->turn_win);
-  if (s->node_comm != MPI_COMM_NULL) PMPI_Comm_free(&s->node_comm);
-  PMPI_Comm_free(&s->comm);
+  if (s->turn_map != nullptr) munmap(s->turn_map, kTurnSlots * sizeof(std::uint64_t));
+  // Open MPI deletes the attributes of every communicator left, MPI_COMM_WORLD's included,
+  // late in MPI_Finalize: then the memory is freed and MPI is not called.
+  if (!g_stopped) PMPI_Comm_free(&s->comm);
   delete s;
   return MPI_SUCCESS;
 }
@@ -51,7 +49,7 @@ std::optional<std::string> start_shadows() {
 
 void stop_shadows() {
   if (g_keyval == MPI_KEYVAL_INVALID || g_stopped) return;
-  // Collective over MPI_COMM_WORLD's node communicator (its window): every rank is in
+  // Frees MPI_COMM_WORLD's shadow communicator while MPI still works: every rank is in
   // MPI_Finalize.
   delete_attr_if_set(MPI_COMM_WORLD, g_keyval);
   g_stopped = true;
@@ -78,55 +76,56 @@ int tag_of(std::uint32_t seq) { return static_cast<int>((seq & static_cast<std::
 bool prepare_node(Shadow& sh) {
   if (sh.node_ready) return sh.turns != nullptr;
   sh.node_ready = true;
-  int rank = 0, size = 0, node_rank = 0, node_size = 0;
+  if (!node::known()) return false;
+  const std::uint64_t t0 = util::now_ns();
+  int rank = 0;
   PMPI_Comm_rank(sh.comm, &rank);
-  PMPI_Comm_size(sh.comm, &size);
-  if (PMPI_Comm_split_type(sh.comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &sh.node_comm) != MPI_SUCCESS)
-    return false;
-  PMPI_Comm_rank(sh.node_comm, &node_rank);
-  PMPI_Comm_size(sh.node_comm, &node_size);
-  sh.node_members.resize(static_cast<std::size_t>(node_size));
-  PMPI_Allgather(&rank, 1, MPI_INT, sh.node_members.data(), 1, MPI_INT, sh.node_comm);
-  sh.on_node.assign(static_cast<std::size_t>(size), 0);
-  for (int m : sh.node_members) sh.on_node[static_cast<std::size_t>(m)] = 1;
+  sh.on_node = node::peers(sh.comm);
+  for (std::size_t r = 0; r < sh.on_node.size(); ++r)
+    if (sh.on_node[r]) sh.node_members.push_back(static_cast<int>(r));
+  constexpr std::size_t kBytes = kTurnSlots * sizeof(std::uint64_t);
   void* base = nullptr;
-  const MPI_Aint bytes = node_rank == 0 ? static_cast<MPI_Aint>(kTurnSlots * sizeof(std::uint64_t)) : 0;
-  // The window may fail where the MPI's one-sided layer cannot make one (Open MPI with a
-  // one-sided component that has no shared windows): then per-node turns are off on every
-  // rank of the communicator, agreed, since a rank gated on node members that never take
-  // their turn would wait forever.  The error returns here instead of ending the job.
-  PMPI_Comm_set_errhandler(sh.node_comm, MPI_ERRORS_RETURN);
-  const int rc = PMPI_Win_allocate_shared(bytes, sizeof(std::uint64_t), MPI_INFO_NULL, sh.node_comm,
-                                          &base, &sh.turn_win);
-  int node_ok = rc == MPI_SUCCESS ? 1 : 0, all_ok = 0;
-  PMPI_Allreduce(MPI_IN_PLACE, &node_ok, 1, MPI_INT, MPI_MIN, sh.node_comm);
-  PMPI_Allreduce(&node_ok, &all_ok, 1, MPI_INT, MPI_MIN, sh.comm);
-  if (!all_ok) {
-    // Freed where the whole node has it (Win_free is collective over the node); a window
-    // made on some ranks of a node only is left to MPI_Finalize.
-    if (node_ok) PMPI_Win_free(&sh.turn_win);
-    sh.turn_win = MPI_WIN_NULL;
-    if (rank == 0) {
-      std::string why = "on another node";
-      if (rc != MPI_SUCCESS) {
-        char text[MPI_MAX_ERROR_STRING];
-        int len = 0;
-        PMPI_Error_string(rc, text, &len);
-        why = std::string(text, static_cast<std::size_t>(len));
-      }
-      log::warn("per-node priority off: MPI_Win_allocate_shared failed ({}); calls run with "
-                "per-message priorities only", why);
+  if (sh.node_members.size() == 1) {  // alone on the node: nobody to share the counters with
+    base = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return false;
+  } else {
+    // The node's members of `comm` only: one MPI_Comm_create_group (no message leaves the
+    // node), the name from the first member, and an agreement that all mapped it.  Unlike
+    // MPI_Comm_split_type and MPI_Win_allocate_shared over the whole communicator, each a few
+    // rounds between nodes (60 and 30 ms on the emulated cluster, docs/replay.md), this costs
+    // what three collectives within a node cost.
+    MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
+    PMPI_Comm_group(sh.comm, &all);
+    PMPI_Group_incl(all, static_cast<int>(sh.node_members.size()), sh.node_members.data(), &members);
+    MPI_Comm node_comm = MPI_COMM_NULL;
+    const int rc = PMPI_Comm_create_group(sh.comm, members, 0, &node_comm);
+    PMPI_Group_free(&members);
+    PMPI_Group_free(&all);
+    if (rc != MPI_SUCCESS || node_comm == MPI_COMM_NULL) return false;
+    int node_rank = 0;
+    PMPI_Comm_rank(node_comm, &node_rank);
+    char name[shm::kNameBytes] = {};
+    std::string err;
+    if (node_rank == 0) err = shm::create(shm::kTurns, kBytes, name, &base);
+    PMPI_Bcast(name, shm::kNameBytes, MPI_CHAR, 0, node_comm);
+    if (node_rank != 0) err = name[0] == '\0' ? "the node's first rank could not create it" : shm::open(name, kBytes, &base);
+    int ok = err.empty() ? 1 : 0;
+    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, node_comm);
+    if (node_rank == 0 && name[0] != '\0') shm_unlink(name);
+    PMPI_Comm_free(&node_comm);
+    if (!ok) {
+      if (base != nullptr) munmap(base, kBytes);
+      // A node's members agree; other nodes may take turns (nobody waits across nodes).
+      if (node_rank == 0)
+        log::warn("per-node priority off on this node: its turn counters could not be shared ({}); "
+                  "calls run with per-message priorities only", err.empty() ? "failed on another rank" : err);
+      return false;
     }
-    return false;
   }
-  MPI_Aint qsize = 0;
-  int disp = 0;
-  PMPI_Win_shared_query(sh.turn_win, 0, &qsize, &disp, &base);
-  auto* turns = static_cast<std::atomic<std::uint64_t>*>(base);
-  if (node_rank == 0)
-    for (std::uint32_t i = 0; i < kTurnSlots; ++i) new (&turns[i]) std::atomic<std::uint64_t>(0);
-  PMPI_Barrier(sh.node_comm);  // initialised before anybody reads
-  sh.turns = turns;
+  sh.turn_map = base;
+  sh.turns = static_cast<std::atomic<std::uint64_t>*>(base);  // zeros: every counter starts at 0
+  log::debug("per-node turns: {} of the communicator's {} ranks on this node, counters set up in {:.1f} ms",
+             sh.node_members.size(), sh.on_node.size(), static_cast<double>(util::now_ns() - t0) / 1e6);
   return true;
 }
 

@@ -8,15 +8,16 @@
 //
 //   tag = (seq & seq_mask) << 8 | piece
 //
-// Turn counters (per-node priority, node_turn.hpp): one MPI shared-memory window per shadow
-// communicator and node, allocated by node rank 0 and seen by every member of the node:
+// Turn counters (per-node priority, node_turn.hpp): one shared-memory segment per shadow
+// communicator and node (shm_segment.hpp), created by the node's first member and mapped by
+// every member of the node:
 //
-//   turn_win: byte offset
+//   turns: byte offset
 //   0                 8                 16                  8 * (kTurnSlots - 1)
 //   +-----------------+-----------------+------- ... -------+---------------------+
 //   | slot 0          | slot 1          |                   | slot kTurnSlots - 1 |
 //   +-----------------+-----------------+------- ... -------+---------------------+
-//     one std::atomic<std::uint64_t> each; collective `seq` uses slot seq % kTurnSlots:
+//     one std::atomic<std::uint64_t> each, 0 when made; collective `seq` uses slot seq % kTurnSlots:
 //
 //       seq * kTurnStride + k     the first k ranks of the node, in the plan's order, have
 //       |                  |      injected their inter-node sends for collective `seq`
@@ -44,14 +45,14 @@ namespace tnbc::shim::engine {
 struct Shadow {
   MPI_Comm comm = MPI_COMM_NULL;
   std::uint32_t seq = 0;
-  // Per-node priority (created the first time a plan asks for it, on every rank at once):
-  // which ranks of `comm` share this node, and the node's turn counters in shared memory.
+  // Per-node priority (set up the first time a call takes turns, on every rank at once):
+  // which ranks of `comm` share this node, and the node's turn counters in shared memory
+  // (private memory when no other rank of `comm` is on this node).
   bool node_ready = false;
   std::vector<char> on_node;  // on_node[r]: rank r of comm is on this node
   std::vector<int> node_members;
-  MPI_Comm node_comm = MPI_COMM_NULL;
-  MPI_Win turn_win = MPI_WIN_NULL;
   std::atomic<std::uint64_t>* turns = nullptr;  // kTurnSlots counters, one per recent collective
+  void* turn_map = nullptr;                     // their mapping (munmap), or nullptr
 };
 
 /// Turn counters per node and communicator: slot seq % kTurnSlots holds seq * kTurnStride + k
@@ -74,9 +75,12 @@ Shadow* shadow(MPI_Comm comm);
 /// The tag of collective `seq`, piece 0 (post() adds the piece).
 int tag_of(std::uint32_t seq);
 
-/// Sets up per-node priority for `sh` (collective over the communicator: every rank calls it
-/// for the same collective, because the plan says so at the same call site everywhere).
-/// False when the node communicator or the window could not be made (no per-node priority).
+/// Sets up per-node priority for `sh` (every rank of the communicator calls it for the same
+/// collective, because the plan or the learned decision says so everywhere).  Collective over
+/// the communicator's ranks on each node only: the members follow from node.hpp without a
+/// message, and a node's members agree among themselves (a member that waits for a turn waits
+/// only for members of its own node).  False when the node's counters could not be made (no
+/// per-node priority on this node's ranks).
 bool prepare_node(Shadow& sh);
 
 }  // namespace tnbc::shim::engine

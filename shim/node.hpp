@@ -1,0 +1,27 @@
+// Which processes share this rank's node: learned once, at start, with one
+// MPI_Comm_split_type of MPI_COMM_WORLD; from then on any communicator's node members follow
+// from its group without a message.  Used by the per-call decision (a communicator within one
+// node) and by the engine's per-node turns (the ranks that take turns on this node).
+#pragma once
+
+#include <mpi.h>
+
+#include <vector>
+
+namespace tnbc::shim::node {
+
+/// Collective over MPI_COMM_WORLD (every rank, at start).  Without a node communicator nobody
+/// seems to share a node: every communicator then counts as spanning nodes.
+void learn();
+
+/// Whether learn() found the node's members.
+bool known();
+
+/// Per rank of `comm`: 1 if it shares this rank's node (this rank included).  Local (no
+/// message); all 0 before learn() or when it found nothing.
+std::vector<char> peers(MPI_Comm comm);
+
+/// Ranks of MPI_COMM_WORLD on this rank's node (at least 1).
+int world_ranks_here();
+
+}  // namespace tnbc::shim::node
