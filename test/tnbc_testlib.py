@@ -164,10 +164,11 @@ def cluster(*args, timeout=120, check=True, cluster_opts=()):
 def cluster_run(program, args=(), ppn=2, preload=None, env=None, timeout=60, cluster_opts=(),
                 placement="block"):
     """Runs an MPI program across the emulated nodes (created and removed around the run unless
-    already up); returns the CompletedProcess."""
+    already up); returns the CompletedProcess.  preload: None, "tnbc" or "tnbc_trace", or a
+    list of those and paths of other libraries to preload as well."""
     run = ["run", "--ppn", ppn, "--placement", placement, "--timeout", timeout, "--mpi", MPI]
-    if preload:
-        run += ["--preload", LIBS[preload]]
+    for lib in ([preload] if isinstance(preload, str) else preload or []):
+        run += ["--preload", LIBS.get(lib, lib)]
     for k, v in (env or {}).items():
         run += ["--env", f"{k}={v}"]
     return cluster(*run, "--", program, *args, timeout=timeout + 30, cluster_opts=cluster_opts)

@@ -20,6 +20,7 @@ OVERLAP = os.path.join(BUILD, "bench", "overlap")
 MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
 SWITCH = os.path.join(BUILD, "test", "mpi", "adapt_switch")
 LARGE = os.path.join(BUILD, "test", "mpi", "large_block")
+FAIL_SHM = os.path.join(BUILD, "test", "mpi", "fail_shm_open.so")
 
 
 # The engine's own tests force early returns (TNBC_ADAPT=off): with the default, a communicator
@@ -366,6 +367,30 @@ def main():
         expect(gated[1] == 0 and gated[3] == 0 and gated[0] > 0 and gated[2] > 0,
                f"turns not taken in the plan's order: {gated}")
 
+    def turn_counters_fail():
+        # The node's turn counters cannot be shared when shm_open fails on one of its ranks
+        # (fail_shm_open.so, preloaded beside libtnbc.so).  That node's ranks agree to go
+        # without turns and its first rank says so once; the other node still takes turns; no
+        # hang, identical bytes.  Nodes {0, 1} and {2, 3}; the plan orders sources 3 2 1 0, so
+        # with turns ranks 0 and 2 wait theirs.
+        ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "tf")]).stdout)
+        # Rank 3 cannot open the segment rank 2 made; rank 0 cannot make one.
+        for failing, quiet, why in ((3, 0, "failed on another rank"), (0, 2, "shm_open: Permission denied")):
+            prefix = os.path.join(tmp, f"turnfail{failing}")
+            res = cluster_run(ORDERS, args=[os.path.join(tmp, f"tfc{failing}")], preload=["tnbc", FAIL_SHM],
+                              env=engine({"TNBC_PLAN": ref_plan.get("path", ""), "TNBC_STATS": prefix,
+                                          "TNBCTEST_FAIL_SHM_PREFIX": "/tnbc-turns-",
+                                          "TNBCTEST_FAIL_SHM_RANKS": str(failing)}), timeout=180)
+            out = lines(res.stdout)
+            expect(out == ref, f"rank {failing} failing: differs from plain {MPI}: {sorted(set(out) ^ set(ref))[:6]}")
+            msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[") and "per-node" in l]
+            off = 2 if failing >= 2 else 0
+            expect(len(msgs) == 1 and msgs[0].startswith(f"tnbc[{off}]: per-node priority off on this node")
+                   and why in msgs[0], f"rank {failing} failing: expected one message from rank {off} ({why}): {msgs}")
+            gated = [read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)]
+            expect(gated[off] == 0 and gated[off + 1] == 0 and gated[quiet] > 0 and gated[quiet + 1] == 0,
+                   f"rank {failing} failing: expected turns on the other node only: {gated}")
+
     def bad_plan():
         path = os.path.join(tmp, "bad.plan")
         with open(path, "w") as f:
@@ -448,6 +473,9 @@ def main():
         if MPI == "openmpi":
             s.check("a per-node plan where the MPI makes no shared window: turns taken (the engine's "
                     "own segment), identical bytes", no_shared_window)
+        s.check("per-node turn counters that cannot be shared on one node (shm_open fails on one rank): "
+                "that node goes without turns and says so once, the other takes them, identical bytes",
+                turn_counters_fail)
     s.finish(skipped=None if root else "the 2-node checks (they need root for network namespaces)")
 
 
