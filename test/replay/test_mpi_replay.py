@@ -23,6 +23,11 @@ LARGE = os.path.join(BUILD, "test", "mpi", "large_block")
 FAIL_SHM = os.path.join(BUILD, "test", "mpi", "fail_shm_open.so")
 
 
+def gated_sends(prefix, ranks):
+    """Each rank's sends that waited for their node's turn (statistics under `prefix`)."""
+    return [read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(ranks)]
+
+
 # The engine's own tests force early returns (TNBC_ADAPT=off): with the default, a communicator
 # on one node runs blocking, and elsewhere the per-call decision may choose blocking too.
 ENGINE = {"TNBC_ADAPT": "off"}
@@ -297,7 +302,7 @@ def main():
         expect(out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
         # The plan orders sources 3 2 1 0: on each node the member that comes first injects
         # first.  It never waits for its turn; the other one must have waited at least once.
-        gated = {r: read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)}
+        gated = gated_sends(prefix, 4)
         expect(all(gated[r] == 0 for r in first), f"the first rank of a node waited for its turn: {gated}")
         expect(all(gated[r] > 0 for r in second), f"the second rank of a node never waited: {gated}")
 
@@ -327,7 +332,7 @@ def main():
         out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "vcc")], preload="tnbc",
                                 env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}), timeout=180).stdout)
         expect(out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
-        gated = {r: read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)}
+        gated = gated_sends(prefix, 4)
         expect(all(gated[r] == 0 for r in (1, 3)), f"the first rank of a node waited for its turn: {gated}")
         expect(all(gated[r] > 0 for r in (0, 2)), f"no Alltoallv turns: the second rank of a node never waited: {gated}")
 
@@ -345,7 +350,7 @@ def main():
         out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "w8c")], ppn=4, preload="tnbc",
                                 env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}), timeout=240).stdout)
         expect(ref and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
-        gated = {r: read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(8)}
+        gated = gated_sends(prefix, 8)
         # Nodes {0..3} and {4..7}: ranks 3 and 7 come first in the order 7 .. 0, ranks 0 and 4 last.
         expect(gated[3] == 0 and gated[7] == 0, f"the first rank of a node waited for its turn: {gated}")
         expect(gated[0] > 0 and gated[4] > 0, f"the last rank of a node never waited: {gated}")
@@ -363,7 +368,7 @@ def main():
         msgs = [l for l in res.stderr.splitlines() if "per-node priority off" in l]
         expect(not msgs, f"per-node priority turned off: {msgs}")
         # Nodes {0, 1} and {2, 3}; the plan orders sources 3 2 1 0: ranks 0 and 2 wait their turn.
-        gated = [read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)]
+        gated = gated_sends(prefix, 4)
         expect(gated[1] == 0 and gated[3] == 0 and gated[0] > 0 and gated[2] > 0,
                f"turns not taken in the plan's order: {gated}")
 
@@ -387,7 +392,7 @@ def main():
             off = 2 if failing >= 2 else 0
             expect(len(msgs) == 1 and msgs[0].startswith(f"tnbc[{off}]: per-node priority off on this node")
                    and why in msgs[0], f"rank {failing} failing: expected one message from rank {off} ({why}): {msgs}")
-            gated = [read_json(f"{prefix}.{r}.json")["node_priority"]["gated_sends"] for r in range(4)]
+            gated = gated_sends(prefix, 4)
             expect(gated[off] == 0 and gated[off + 1] == 0 and gated[quiet] > 0 and gated[quiet + 1] == 0,
                    f"rank {failing} failing: expected turns on the other node only: {gated}")
 
