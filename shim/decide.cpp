@@ -127,6 +127,8 @@ adapt::Costs& site_costs(Key& key, std::int64_t site) {
 
 }  // namespace
 
+bool measured(MPI_Comm comm) { return g_adapt && !(g_one_node && comm_state(comm).one_node); }
+
 Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
                 std::int64_t site) {
   CommState& cs = comm_state(comm);

@@ -78,6 +78,12 @@ struct Decision {
 /// rank's plan.  False if MPI cannot create the attribute.
 bool start_decisions(const config::Config& cfg, bool plan_loaded);
 
+/// Whether calls on `comm` are measured and may return early under the per-call decision: not
+/// with TNBC_ADAPT=off (every call early, nothing measured), nor on a communicator within one
+/// node under TNBC_ADAPT=on (every call blocking, nothing measured).  Local, no communication:
+/// learning asks it before it pays for a call's site.
+bool measured(MPI_Comm comm);
+
 /// Decides the path of this call.  Called by every rank of `comm` for the same collective,
 /// after the checks every rank shares and before anything rank-local: at a decision point it
 /// is collective over `comm` (one MPI_Allreduce of five doubles); so is a call that enters the

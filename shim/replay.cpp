@@ -40,17 +40,21 @@ std::optional<priority::Plan> g_plan;
 trace::CallSiteTable g_sites;
 bool g_site_stats = false;  // TNBC_STATS is set: capture every call's site
 
-/// This call's site (an index of g_sites), or -1 when neither a plan nor the statistics need
-/// it (capturing the stack costs microseconds).  Must be called on the application's call
-/// chain, from the collective's handler.
-std::int64_t call_site() {
-  return g_plan || g_site_stats || learn::wants_sites() ? static_cast<std::int64_t>(g_sites.capture()) : -1;
+/// This call's site (an index of g_sites), or -1 when neither a plan, nor the statistics, nor
+/// learning on `comm` need it (capturing the stack costs microseconds; learning is on by
+/// default, and a communicator within one node, whose calls all run blocking, learns nothing).
+/// Must be called on the application's call chain, from the collective's handler.
+std::int64_t call_site(MPI_Comm comm) {
+  const bool wanted = g_plan || g_site_stats || (learn::wants_sites() && measured(comm));
+  return wanted ? static_cast<std::int64_t>(g_sites.capture()) : -1;
 }
 
-/// The learning of this call's site (learn.hpp), or nullptr.
+/// The learning of this call's site (learn.hpp), or nullptr: for an early call (which may use
+/// a learned order) and for a blocking call designated for observation.  A site is only known to
+/// learning once one of these reaches it (a communicator within one node never learns).
 learn::SiteLearning* learning_site(const Decision& d, std::int64_t site) {
-  return site >= 0 && learn::enabled() ? learn::site_of(d.key->learning, site, g_sites.key(static_cast<std::uint32_t>(site)))
-                                       : nullptr;
+  if (site < 0 || !learn::enabled() || (d.path == adapt::Path::blocking && !d.observe)) return nullptr;
+  return learn::site_of(d.key->learning, site, g_sites.key(static_cast<std::uint32_t>(site)));
 }
 
 /// Before a collective uses a buffer that an observed call may still guard: opens it (`touch`:
@@ -118,7 +122,7 @@ void load_plan(const std::string& path) {
   log::info_rank0("plan {} loaded: {} call sites", path, g_plan->entries.size());
 }
 
-/// The plan entry for this call from `site` (call_site()), or nullptr.
+/// The plan entry for this call from `site` (call_site), or nullptr.
 const priority::PlanEntry* plan_entry(priority::Op op, MPI_Comm comm, std::uint64_t message_bytes, std::int64_t site) {
   if (!g_plan || site < 0) return nullptr;
   int size = 0;
@@ -389,7 +393,7 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   if (block * static_cast<std::size_t>(size) < rt.config().min_bytes) return plain(st, "small", blocking);
   if (block > INT_MAX || static_cast<long>(recvcount) * size > INT_MAX)
     return plain(st, "large_block", blocking);
-  const std::int64_t site = call_site();
+  const std::int64_t site = call_site(comm);
   const auto* entry = plan_entry(priority::Op::alltoall, comm, block, site);
   const Decision d = decide(comm, priority::Op::alltoall, block * static_cast<std::size_t>(size), entry, site);
   learn::SiteLearning* ls = learning_site(d, site);
@@ -440,7 +444,7 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   PMPI_Type_size(recvtype, &tsize);
   std::size_t total = 0;
   for (int i = 0; i < size; ++i) total += static_cast<std::size_t>(recvcounts[i]) * static_cast<std::size_t>(tsize);
-  const std::int64_t site = call_site();
+  const std::int64_t site = call_site(comm);
   const auto* entry = plan_entry(priority::Op::alltoallv, comm, size > 0 ? total / static_cast<std::size_t>(size) : 0, site);
   // The key has no size (class 0, the same everywhere); the plan entry only votes.
   const Decision d = decide(comm, priority::Op::alltoallv, 0, entry, site);
@@ -511,7 +515,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   if (bytes == 0) return plain(st, "empty", blocking);
   if (bytes < rt.config().min_bytes) return plain(st, "small", blocking);
   if (bytes > INT_MAX) return plain(st, "large_block", blocking);
-  const std::int64_t site = call_site();
+  const std::int64_t site = call_site(comm);
   const auto* entry = plan_entry(priority::Op::bcast, comm, bytes, site);
   if (entry) st.count_planned();
   const Decision d = decide(comm, priority::Op::bcast, bytes, entry, site);
