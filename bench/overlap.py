@@ -142,13 +142,13 @@ def learn_table(args, rows):
     """The learning table of one placement and granularity: what TNBC_LEARN=1 reaches without a
     plan, next to the plan, and what it costs against learning off."""
     lines = [
-        "Learning the read order: no plan with `TNBC_LEARN=1` against *no plan* (learning "
-        "off, the default), and the share of the plan's gain over plain MPICH that "
+        "Learning the read order: no plan with `TNBC_LEARN=1` (the default) against no plan "
+        "with `TNBC_LEARN=0` (learning off), and the share of the plan's gain over plain MPICH that "
         "learning reaches without a plan.  Times here are the mean per iteration of "
         f"{args.iters} (every call counts: the warm-up calls and probes of the per-call "
         "decision), median of the runs.",
         "",
-        "| scenario | plain | plan | no plan, TNBC_LEARN=1 | no plan | learning on / off | plan's gain reached without a plan |",
+        "| scenario | plain | plan | no plan, TNBC_LEARN=1 | no plan, TNBC_LEARN=0 | learning on / off | plan's gain reached without a plan |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, desc, curc, crc, res in rows:
@@ -188,9 +188,10 @@ def main():
     ap.add_argument("--scenarios", default=",".join(sc[0] for sc in SCENARIOS),
                     help="scenarios to measure, comma-separated (default: all)")
     ap.add_argument("--learn", action="store_true",
-                    help="add the configuration libtnbc.so with TNBC_LEARN=1 (learn), to show what "
-                         "learning the read order (docs/replay.md, \"Learning the order\") gains or costs; "
-                         "runs must be longer than the warm-up (--iters 20 or more)")
+                    help="run libtnbc.so without a plan twice, with learning off (tnbc, TNBC_LEARN=0) and "
+                         "on (learn, TNBC_LEARN=1, the default), to show what learning the read order "
+                         "(docs/replay.md, \"Learning the order\") gains or costs; runs must be longer than "
+                         "the warm-up (--iters 20 or more)")
     ap.add_argument("--learn-only", action="store_true",
                     help="measure only what the learning goal compares (plain MPICH, libtnbc.so with no "
                          "plan, with TNBC_LEARN=1, and with the plan) and write only the learning table, "
@@ -245,8 +246,11 @@ def main():
             # The MPI-3 version once more with MPICH's own progress thread, which moves the data
             # while the program computes (Open MPI's ob1 has none).
             CONFIGS += (("mpi3a", "mpi3", False, None, {"MPIR_CVAR_ASYNC_PROGRESS": "1"}),)
-        if args.learn:
-            CONFIGS = CONFIGS[:2] + (("learn", "blocking", True, None, {"TNBC_LEARN": "1"}),) + CONFIGS[2:]
+        if args.learn or args.learn_only:
+            # Learning is on by default: the comparison is the default without it (tnbc, with
+            # TNBC_LEARN=0) against the default named (learn).
+            CONFIGS = ((CONFIGS[0], ("tnbc", "blocking", True, None, {"TNBC_LEARN": "0"}),
+                        ("learn", "blocking", True, None, {"TNBC_LEARN": "1"})) + CONFIGS[2:])
         if args.learn_only:
             CONFIGS = tuple(c for c in CONFIGS if c[0] in ("plain", "tnbc", "learn", "plan"))
         stats_dir = tempfile.mkdtemp(prefix="tnbc_overlap_stats_")
@@ -379,8 +383,8 @@ def main():
             "(the slowest rank counts).  Scenarios and work as in docs/replay-overlap.md (Tcomm, plain "
             f"MPICH, exchange only = {tcomm/1e3:.1f} ms sizes the work).  *plan* is libtnbc.so with the plan "
             "of a traced run (blocks 0..p-1, per-node priority on, `return early` from the first call); "
-            "*no plan* is libtnbc.so's default (the per-call decision: 6 blocking warm-up calls, then "
-            "probes); *TNBC_LEARN=1* is the default with learning on: the read order is observed in the "
+            "*no plan* is libtnbc.so without a plan (the per-call decision: 6 blocking warm-up calls, then "
+            "probes), with learning off (*TNBC_LEARN=0*) and on (*TNBC_LEARN=1*, the default): the read order is observed in the "
             "blocking calls, agreed at learn points, and becomes the per-message order and the per-node "
             "turn order, whose use the per-call decision measures (docs/replay.md, \"Learning the order\").",
             "",

@@ -207,13 +207,13 @@ constexpr std::array kSettings = {
             "6% of a call when the program has nothing to overlap (measured on 2 emulated "
             "nodes); a short program is better served by a plan.",
             kInt<&Config::adapt_warmup, 0, 1000000>},
-    Setting{"TNBC_LEARN", "bool", "0", Agree::value,
-            "libtnbc.so: 1 learns each call site's first-touch order while the program runs "
-            "and uses it as the per-message priorities of its early calls, where no plan entry "
-            "gives one (docs/replay.md, \"Learning the order\").  Needs TNBC_ADAPT on or "
-            "measure: the order is observed in the blocking calls of the warm-up and the "
-            "probes.  Off by default: observing a call costs about what tracing it costs "
-            "(up to a fifth of a short kernel's run, docs/never-slower-kernels/results.md).",
+    Setting{"TNBC_LEARN", "bool", "1", Agree::value,
+            "libtnbc.so: learn each call site's first-touch order while the program runs and "
+            "use it as the per-message priorities (and, measured, the per-node turns) of its "
+            "early calls, where no plan entry gives one (docs/replay.md, \"Learning the "
+            "order\").  Needs TNBC_ADAPT on or measure: the order is observed in some of the "
+            "blocking calls of the warm-up and the probes (under TNBC_ADAPT=on not within one "
+            "node, whose calls are all blocking).  0 turns it off (experiments, comparisons).",
             kBool<&Config::learn>},
     Setting{"TNBC_LEARN_PER_NODE", "bool", "1", Agree::value,
             "libtnbc.so: with TNBC_LEARN=1, a communicator that spans nodes also decides per-node "

@@ -8,12 +8,13 @@ site_fixed in reverse order; the plan written with TNBC_PLAN_OUT must give site_
 `tnbc-order plan` derives from a trace of the same program, and read back through TNBC_PLAN it
 must change nothing in the bytes.  test/mpi/learn_bcast reads its Bcast buffer back to front:
 every rank must learn the units' reverse order, and the learned plan must equal the one
-`tnbc-order plan` derives from a trace (segments, tree, order), with identical bytes.  On 2 emulated nodes (root), the learned order must become the
-key's per-node turn order, its early calls must compare turns on and off (and ranks must wait
-for their turn), with identical bytes; TNBC_LEARN_PER_NODE=0 must take no turns.  The
-differential programs (replay_diff: stack buffers,
-write(), free(), threads; adapt_switch: ranks calling from different sites) must print what
-plain MPICH prints while learning is on; TNBC_LEARN=0 must learn nothing."""
+`tnbc-order plan` derives from a trace (segments, tree, order), with identical bytes.  On 2
+emulated nodes (root), with the default settings, the learned order must become the key's
+per-node turn order, its early calls must compare turns on and off (and ranks must wait for
+their turn), with identical bytes; TNBC_LEARN_PER_NODE=0 must take no turns.  On one node the
+defaults must observe nothing.  The differential programs (replay_diff: stack buffers, write(),
+free(), threads; adapt_switch: ranks calling from different sites) must print what plain MPICH
+prints while learning is on; TNBC_LEARN=0 must learn nothing."""
 
 import json
 import os
@@ -231,17 +232,30 @@ def main():
         expect("TNBC_PLAN_OUT" in r.stderr, f"no message about TNBC_PLAN_OUT: {r.stderr}")
     s.check("TNBC_LEARN=0: nothing observed, no plan written, and it says so", off)
 
+    def default_one_node():
+        # Learning is on by default, but a communicator within one node runs every call
+        # blocking (TNBC_ADAPT=on): nothing is observed there and no site is learned.
+        prefix = os.path.join(tmp, "default1")
+        r = mpirun(PROG, P, preload="tnbc", args=[20], timeout=120,
+                   env={"TNBC_MIN_BYTES": "4K", "TNBC_STATS": prefix})
+        expect(lines(r.stdout) == lines(mpirun(PROG, P, args=[20], timeout=120).stdout), "differs")
+        for rank in range(P):
+            keys = read_json(f"{prefix}.{rank}.json")["adapt"]["keys"]
+            expect(keys and all(k["one_node"] and k["blocking_calls"] > 0 for k in keys), f"rank {rank}: {keys}")
+            expect(all(k["learning"]["designated"] == 0 and k["learning"]["observed"] == 0
+                       and not k["learning"]["sites"] for k in keys), f"rank {rank} observed on one node: {keys}")
+    s.check("the defaults on one node: every call blocking, nothing observed, no site learned", default_one_node)
+
     def turns_on_cluster(per_node, op="alltoall"):
         # Cyclic placement: nodes {0, 2} and {1, 3}; the world key spans both, so its learned
         # order becomes a turn order and its early calls compare turns on and off.  With
         # op="alltoallv" the program's calls are Alltoallvs whose ranks receive different
-        # amounts: the key's turn order is still one for all.
+        # amounts: the key's turn order is still one for all.  TNBC_LEARN keeps its default (on).
         prefix = os.path.join(tmp, f"turns{per_node}{op}")
         mode = {"LEARN_ORDER_ALLTOALLV": "1"} if op == "alltoallv" else {}
         want = ref.get("out") if op == "alltoall" else lines(mpirun(PROG, P, args=[ITERS], env=mode, timeout=120).stdout)
         out = lines(cluster_run(PROG, args=[ITERS], preload="tnbc", placement="cyclic", timeout=240,
-                                env={"TNBC_LEARN": "1", "TNBC_LEARN_PER_NODE": per_node,
-                                     "TNBC_STATS": prefix, **mode}).stdout)
+                                env={"TNBC_LEARN_PER_NODE": per_node, "TNBC_STATS": prefix, **mode}).stdout)
         expect(want and out == want, f"differs from plain MPICH: {sorted(set(out) ^ set(want or []))[:6]}")
         states, gated = [], []
         for r in range(P):
@@ -264,8 +278,9 @@ def main():
             expect(gated == [0] * P, f"sends gated with TNBC_LEARN_PER_NODE=0: {gated}")
 
     if os.geteuid() == 0:
-        s.check("2 emulated nodes: the learned order becomes the turn order, turns on and off "
-                "compared and decided alike on every rank, identical bytes", lambda: turns_on_cluster("1"))
+        s.check("2 emulated nodes, learning by default: the learned order becomes the turn order, "
+                "turns on and off compared and decided alike on every rank, identical bytes",
+                lambda: turns_on_cluster("1"))
         s.check("2 emulated nodes, TNBC_LEARN_PER_NODE=0: no turns, identical bytes",
                 lambda: turns_on_cluster("0"))
         s.check("2 emulated nodes, Alltoallvs of different sizes per rank: the key's learned turns "
