@@ -152,7 +152,7 @@ def learn_table(args, rows):
         "|---|---|---|---|---|---|---|",
     ]
     for name, desc, curc, crc, res in rows:
-        p, nl, t, q = (res[k]["mean"] for k in ("plain", "tnbc", "learn", "plan"))
+        p, nl, t, q = (res[k]["mean"] for k in ("plain", "nolearn", "tnbc", "plan"))
         reached = f"{(p - t) / (p - q):.0%}" if p - q > 0 else "n/a (the plan gains nothing)"
         lines.append(f"| {name} | {p/1e3:.1f} ms | {q/1e3:.1f} ms | {t/1e3:.1f} ms | {nl/1e3:.1f} ms "
                      f"| {t/nl:.2f} | {reached} |")
@@ -160,9 +160,10 @@ def learn_table(args, rows):
               "with (rank 0's statistics: its path, its per-node turns, how many calls compared "
               "turns on and off, and how many ran blocking):", ""]
     for name, desc, curc, crc, res in rows:
-        means = "; ".join(f"{k} " + ", ".join(f"{m/1e3:.1f}" for m in res[k]["means"])
-                          for k in ("plain", "tnbc", "learn", "plan") if k in res)
-        lines.append(f"- {name}: {means}.  Learning: " + "; ".join(res["learn"]["turns"]) + ".")
+        means = "; ".join(f"{shown} " + ", ".join(f"{m/1e3:.1f}" for m in res[k]["means"])
+                          for k, shown in (("plain", "plain"), ("nolearn", "learning off"),
+                                           ("tnbc", "learning on"), ("plan", "plan")) if k in res)
+        lines.append(f"- {name}: {means}.  Learning: " + "; ".join(res["tnbc"]["turns"]) + ".")
     return lines
 
 
@@ -188,13 +189,13 @@ def main():
     ap.add_argument("--scenarios", default=",".join(sc[0] for sc in SCENARIOS),
                     help="scenarios to measure, comma-separated (default: all)")
     ap.add_argument("--learn", action="store_true",
-                    help="run libtnbc.so without a plan twice, with learning off (tnbc, TNBC_LEARN=0) and "
-                         "on (learn, TNBC_LEARN=1, the default), to show what learning the read order "
+                    help="add libtnbc.so without a plan and with learning off (nolearn, TNBC_LEARN=0) "
+                         "beside its default (tnbc, learning on), to show what learning the read order "
                          "(docs/replay.md, \"Learning the order\") gains or costs; runs must be longer than "
                          "the warm-up (--iters 20 or more)")
     ap.add_argument("--learn-only", action="store_true",
                     help="measure only what the learning goal compares (plain MPICH, libtnbc.so with no "
-                         "plan, with TNBC_LEARN=1, and with the plan) and write only the learning table, "
+                         "plan, learning on (its default) and off, and with the plan) and write only the learning table, "
                          "with the turns each learning run decided (docs/learn-overlap.md); no --none-blocks "
                          "or --free-cores tables")
     ap.add_argument("--mpi", choices=("mpich", "openmpi"), default="mpich",
@@ -246,24 +247,24 @@ def main():
             # The MPI-3 version once more with MPICH's own progress thread, which moves the data
             # while the program computes (Open MPI's ob1 has none).
             CONFIGS += (("mpi3a", "mpi3", False, None, {"MPIR_CVAR_ASYNC_PROGRESS": "1"}),)
-        if args.learn or args.learn_only:
-            # Learning is on by default: the comparison is the default without it (tnbc, with
-            # TNBC_LEARN=0) against the default named (learn).
-            CONFIGS = ((CONFIGS[0], ("tnbc", "blocking", True, None, {"TNBC_LEARN": "0"}),
-                        ("learn", "blocking", True, None, {"TNBC_LEARN": "1"})) + CONFIGS[2:])
+        learning = args.learn  # --learn-only sets it too
+        if learning:
+            # Learning is on by default (tnbc): the comparison adds the default without it.
+            CONFIGS = CONFIGS[:2] + (("nolearn", "blocking", True, None, {"TNBC_LEARN": "0"}),) + CONFIGS[2:]
         if args.learn_only:
-            CONFIGS = tuple(c for c in CONFIGS if c[0] in ("plain", "tnbc", "learn", "plan"))
+            CONFIGS = tuple(c for c in CONFIGS if c[0] in ("plain", "tnbc", "nolearn", "plan"))
         stats_dir = tempfile.mkdtemp(prefix="tnbc_overlap_stats_")
         stats_runs = [0]
 
         def run_config(label, mode, pre, pl, env, *a, **kw):
-            """One run of a configuration; a learning run also reports the per-node turns and
-            the path its world key ended with (rank 0's statistics)."""
-            if label != "learn":
+            """One run of a configuration; with --learn the default's runs (which learn) also
+            report the per-node turns and the path their world key ended with (rank 0's
+            statistics)."""
+            if not (learning and label == "tnbc"):
                 return run(mode, pre, *a, plan=pl, env=env, **kw)
             stats_runs[0] += 1
             prefix = os.path.join(stats_dir, f"learn{stats_runs[0]}")
-            r = run(mode, pre, *a, plan=pl, env={**env, "TNBC_STATS": prefix}, **kw)
+            r = run(mode, pre, *a, plan=pl, env={**(env or {}), "TNBC_STATS": prefix}, **kw)
             try:
                 with open(f"{prefix}.0.json", encoding="utf-8") as f:
                     keys = [k for k in json.load(f)["adapt"]["keys"] if k["op"] == "alltoall"]
