@@ -10,17 +10,22 @@ against the mean of the --plan files' calls from --steady-from on (the plan's ea
   the price of the measuring calls: the sum of their excess over the plan's mean.
 
 The default --measuring is what the per-call decision (shim/adapt.hpp, default Policy) spends
-measuring in 450 calls of overlap scenario b, as TNBC_LOG=debug shows it: the 6 blocking
-warm-up calls and the first early probe (calls 0-14), the calls without per-node turns of the
-turn comparisons after a probe (17-18, 117-118), the blocking probes with the call after them
-(47-49, 113-115, 243-248).  docs/learn-overlap.md, "450 calls", was made this way:
+measuring in up to 1000 calls of overlap scenario b, where its decisions are wide (early saves
+more than 10%: Policy::wide_gain), as TNBC_LOG=debug shows it: the 6 blocking warm-up calls
+and the first early probe of one round of per-node turns (calls 0-10), the calls without
+turns of the comparison in the first run (13-14), the blocking probes with the call after
+them (75-77, 333-335).  Before wide decisions (TNBC_ADAPT_WIDE=0, as in docs/learn-overlap.md
+up to "1000 calls") the measuring calls of 450 calls were
+0-14,17-18,47-49,113-115,117-118,243-248.  docs/learn-overlap.md, "450 calls", was made this
+way (before wide decisions, hence its --measuring):
 
   tnbc-cluster run --ppn 2 --placement cyclic --timeout 600 --env OVERLAP_SKIP_TCOMM=1 \\
       --env OVERLAP_ITER_TIMES=1 --env TNBC_PLAN=PLAN --preload build/shim/libtnbc.so \\
       -- build/bench/overlap 1048576 450 blocking 0 244400 1 > plan1.txt
   (the same with --env TNBC_LEARN=1 instead of TNBC_PLAN, > learn1.txt; in turn, 3 times each;
    PLAN from `bench/overlap.py`, which writes it in its work folder, or `tnbc-order plan`)
-  python3 bench/iter_costs.py --plan plan1.txt plan2.txt plan3.txt -- learn1.txt learn2.txt learn3.txt
+  python3 bench/iter_costs.py --measuring 0-14,17-18,47-49,113-115,117-118,243-248 \\
+      --plan plan1.txt plan2.txt plan3.txt -- learn1.txt learn2.txt learn3.txt
 """
 
 import argparse
@@ -28,7 +33,7 @@ import re
 import sys
 
 LINE = re.compile(r"iter rank=(\d+) i=(\d+) total_ms=([0-9.]+)")
-DEFAULT_MEASURING = "0-14,17-18,47-49,113-115,117-118,243-248"
+DEFAULT_MEASURING = "0-10,13-14,75-77,333-335"
 
 
 def slowest_per_iteration(path):

@@ -68,10 +68,14 @@ namespace {
 /// Four calls that compare turns on and off: on, off, off, on (a drift over them cancels out).
 constexpr std::uint64_t kCompare = 4;
 bool compare_on(std::uint64_t i) { return i % kCompare == 0 || i % kCompare == kCompare - 1; }
-/// Rounds of kCompare calls before the first decision of the turns: one round (2 calls with
-/// turns and 2 without per rank) told turns on from off wrongly in one of four runs at 200
-/// Mbit/s where they differ by 10% (docs/learn-overlap.md); later comparisons take one round.
+/// Rounds of kCompare calls before the first decision of the turns, when the first round's
+/// comparison is not wide (Policy::wide_gain): one round (2 calls with turns and 2 without per
+/// rank) told turns on from off wrongly in one of four runs at 200 Mbit/s where they differ by
+/// 10% (docs/learn-overlap.md); later comparisons take one round.
 constexpr std::uint64_t kFirstCompareRounds = 2;
+
+/// The share of the loser's cost that the cheaper of two means saves (0 when one is missing).
+double saving(double winner, double loser) { return winner > 0 && loser > 0 ? 1.0 - winner / loser : 0.0; }
 
 }  // namespace
 
@@ -81,10 +85,11 @@ std::uint64_t KeyState::early_probe_length() const {
   // it is not measured (advance), so the probe has probe_calls after it.
   const std::uint64_t p = 1 + static_cast<std::uint64_t>(policy_.probe_calls);
   if (!turns_allowed_) return p;
-  // With turns: the first call and the comparison's rounds.  Every early probe compares them,
-  // decided or not: a probe comes after a blocking run, and early may only win with the other
-  // turns (a first comparison that chose wrong is mended there).
-  return std::max(p, 1 + kCompare * (turns_decided() ? 1 : kFirstCompareRounds));
+  // With turns: the first call and a round of the comparison (decide() adds a second before
+  // the first decision of the turns when the first is not wide).  Every early probe compares
+  // them, decided or not: a probe comes after a blocking run, and early may only win with the
+  // other turns (a first comparison that chose wrong is mended there).
+  return std::max(p, 1 + kCompare);
 }
 
 void KeyState::allow_turns() {
@@ -176,6 +181,7 @@ Vote KeyState::measure(const Intervals& iv) {
 }
 
 Path KeyState::decide(const Vote& summed, const Intervals& iv) {
+  extended_ = false;
   if (summed.force_blocking > 0 || summed.force_early > 0) {
     const Path forced = summed.force_blocking > 0 ? Path::blocking : Path::early;
     if (decisions_ > 0 && forced != chosen_) ++switches_;
@@ -203,10 +209,22 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
     // From then on turns must save enter_gain to be turned on, and are kept above keep_gain.
     const double need = !turns_decided() || turns_chosen_ ? policy_.keep_gain : policy_.enter_gain;
     const bool on = summed.turns_on_ns < (1.0 - need) * summed.turns_off_ns;
+    const bool wide = on ? saving(summed.turns_on_ns, summed.turns_off_ns) >= policy_.wide_gain
+                         : saving(summed.turns_off_ns, summed.turns_on_ns) >= policy_.wide_gain;
+    // The first comparison, in an early probe of one round: if it is not wide, the probe goes
+    // on for another round and nothing is decided yet (the means then run over both rounds:
+    // nothing is rebased).
+    if (!turns_decided() && after_probe && !wide &&
+        segment_end_ - segment_start_ < 1 + kCompare * kFirstCompareRounds) {
+      segment_end_ += kCompare;
+      extended_ = true;
+      return path_;
+    }
     const bool same = turns_decided() && on == turns_chosen_;
     if (turns_decided() && !same) ++turn_switches_;
-    // A confirmation doubles the runs until the next comparison; a change compares at once.
-    trial_gap_ = same ? std::min(trial_gap_ * 2, std::max(policy_.max_trial_gap, 1u)) : 1;
+    // A confirmation doubles the runs until the next comparison (a wide one quadruples them);
+    // a change compares at once.
+    trial_gap_ = same ? std::min(trial_gap_ * (wide ? 4 : 2), std::max(policy_.max_trial_gap, 1u)) : 1;
     // New turns, or a probe that compared both: what early costs with the turns it will use
     // is their compared mean (the early mean measured other turns, or a mix of both).
     if (!same || after_probe) early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
@@ -215,17 +233,21 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
   }
   rebase_turns(iv);  // each comparison stands alone
   Path next = Path::blocking;  // nobody measured: the path that cannot lose
+  bool wide = false;
   if (summed.ranks_measured > 0) {
     const double need = (decisions_ > 0 && chosen_ == Path::early) ? policy_.keep_gain : policy_.enter_gain;
     if (early_ns < (1.0 - need) * summed.blocking_ns) next = Path::early;
+    wide = (next == Path::early ? saving(early_ns, summed.blocking_ns) : saving(summed.blocking_ns, early_ns)) >=
+           policy_.wide_gain;
   }
-  if (decisions_ > 0) {
-    if (next == chosen_) {
-      run_ = std::min<std::uint64_t>(run_ * 2, policy_.max_run);
-    } else {
-      run_ = policy_.first_run;
-      ++switches_;
-    }
+  // A wide decision counts as two confirmations (Policy::wide_gain); a switch starts again.
+  if (decisions_ == 0) {
+    run_ = std::min<std::uint64_t>(std::uint64_t{policy_.first_run} * (wide ? 2 : 1), policy_.max_run);
+  } else if (next == chosen_) {
+    run_ = std::min<std::uint64_t>(run_ * (wide ? 4 : 2), policy_.max_run);
+  } else {
+    run_ = policy_.first_run;
+    ++switches_;
   }
   ++decisions_;
   chosen_ = next;

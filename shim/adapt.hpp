@@ -40,7 +40,8 @@
 // ranks) and kept while it saves more than `keep_gain`: hysteresis, so noise does not flip the
 // path.  Each confirmation doubles the run before the next probe (up to `max_run`), so a stable
 // program pays for probing the losing path less and less often; a change of decision starts
-// again from `first_run`.
+// again from `first_run`.  A wide decision (the winner saves `wide_gain` or more) counts as two
+// confirmations: where one path is far cheaper, probing the other is what costs.
 //
 // Per-node turns (docs/replay.md, "Per-node priority") are decided the same way for a key that
 // has an agreed turn order (learned: learn.hpp) and spans nodes: its early calls compare turns
@@ -116,6 +117,16 @@ struct Policy {
   std::uint32_t max_run = 1024;     ///< longest run between probes
   double enter_gain = 0.05;         ///< early must save this share of the blocking time to win
   double keep_gain = 0.0;           ///< early keeps winning while it saves more than this share
+  /// A decision is *wide* when its winner saves at least this share of the loser's cost (the
+  /// mean intervals summed over the ranks).  A wide decision counts as two: the first decision
+  /// of a key starts with a run of 2 x first_run, a wide confirmation quadruples the run (a
+  /// narrow one doubles it), and a wide confirmation of the turns quadruples the runs between
+  /// their comparisons.  The first comparison of the turns takes one round of four calls when
+  /// it is wide, two when it is not.  Where the paths differ by this much, noise does not flip the
+  /// choice (enter_gain is half as much), and every call of a probe of the losing path costs
+  /// that difference: probing it less often is where the saving is.  A switch still starts
+  /// again from first_run.
+  double wide_gain = 0.10;
   /// Early calls at the start of a run that compare per-node turns on and off once they are
   /// decided (on, off, off, on: a drift over the four cancels out); every early call compares
   /// them before.  The same enter_gain and keep_gain decide turns against no turns.
@@ -169,9 +180,9 @@ class KeyState {
   /// The key has an agreed per-node turn order from now on (called at the same call on every
   /// rank, the first of an early segment).  Its early calls then compare turns on and off:
   /// until turns are decided, and in every early probe, each call after the first of the
-  /// segment alternates on, off, off, on (an early probe is lengthened to hold two rounds of
-  /// four such calls before the first decision of the turns, one round after it), and the first
-  /// goes with turns while undecided;
+  /// segment alternates on, off, off, on (an early probe is lengthened to hold one round of four
+  /// such calls; before the first decision of the turns, a comparison that is not wide adds a
+  /// second round: extended()), and the first goes with turns while undecided;
   /// once decided, the first turn_trial_calls after the first of a run do, in one run of
   /// every trial gap (Policy::max_trial_gap), and the rest use the decision, uncompared (only
   /// calls next to each other are compared, so that a phase change within a run does not
@@ -200,6 +211,9 @@ class KeyState {
   bool probing() const { return probing_; }
   /// The current path comes from a plan's "return", not from measurements.
   bool forced() const { return forced_; }
+  /// The last decide() did not decide: the first comparison of the turns was narrow, and the
+  /// early probe goes on for another round of them (every rank does the same with the same sums).
+  bool extended() const { return extended_; }
   /// The last mean costs this rank measured (ns per call; 0: none yet).
   double last_blocking_ns() const { return mean_blocking_; }
   double last_early_ns() const { return mean_early_; }
@@ -218,6 +232,7 @@ class KeyState {
   Path chosen_ = Path::early;
   bool probing_ = true;
   bool forced_ = false;
+  bool extended_ = false;
   bool decide_at_end_ = false;  // the current segment ends in a decision point
   std::uint64_t calls_ = 0;
   std::uint64_t segment_start_ = 0, segment_end_ = 0;

@@ -207,6 +207,14 @@ constexpr std::array kSettings = {
             "6% of a call when the program has nothing to overlap (measured on 2 emulated "
             "nodes); a short program is better served by a plan.",
             kInt<&Config::adapt_warmup, 0, 1000000>},
+    Setting{"TNBC_ADAPT_WIDE", "int", "10", Agree::value,
+            "libtnbc.so: with TNBC_ADAPT=on or measure, a decision whose chosen path saves at "
+            "least this percentage of the other path's cost counts as two confirmations: the "
+            "first run before the next probe is 64 calls instead of 32, a confirmation "
+            "quadruples the run instead of doubling it, and the first comparison of per-node "
+            "turns takes one round of 4 calls instead of two (docs/replay.md, \"Deciding per "
+            "call\").  0..99; 0: no decision counts twice (for experiments and comparisons).",
+            kInt<&Config::adapt_wide, 0, 99>},
     Setting{"TNBC_LEARN", "bool", "1", Agree::value,
             "libtnbc.so: learn each call site's first-touch order while the program runs and "
             "use it as the per-message priorities (and, measured, the per-node turns) of its "

@@ -74,6 +74,7 @@ CommState& comm_state(MPI_Comm comm) {
 bool start_decisions(const config::Config& cfg, bool plan_loaded) {
   g_adapt = cfg.adapt != config::Adapt::off;
   g_policy.warmup_calls = static_cast<std::uint32_t>(cfg.adapt_warmup);
+  g_policy.wide_gain = cfg.adapt_wide > 0 ? cfg.adapt_wide / 100.0 : 1.0;  // 1: no saving is that wide
   g_one_node = cfg.adapt == config::Adapt::on;
   g_plan_loaded = plan_loaded;
   node::learn();  // collective: before anything that may fail on this rank alone
@@ -178,15 +179,21 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
     const auto summed = adapt::Vote::from_array(sum);
     const adapt::Path p = key->state.decide(summed, key->intervals);
     key->learning.turns_chosen = key->state.turns_decided() && key->state.turns_chosen();
-    log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
-               "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
-               key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
-               summed.ranks_measured, p == adapt::Path::early ? "early" : "blocking");
-    if (summed.turn_ranks > 0)
+    if (key->state.extended()) {
       log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
-                 "without {:.0f} us (sums over {:.0f} ranks): turns {}",
-                 key->op, cs.id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks,
-                 key->state.turns_chosen() ? "on" : "off");
+                 "without {:.0f} us (sums over {:.0f} ranks): too close to decide, compared once more",
+                 key->op, cs.id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks);
+    } else {
+      log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
+                 "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
+                 key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
+                 summed.ranks_measured, p == adapt::Path::early ? "early" : "blocking");
+      if (summed.turn_ranks > 0)
+        log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
+                   "without {:.0f} us (sums over {:.0f} ranks): turns {}",
+                   key->op, cs.id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks,
+                   key->state.turns_chosen() ? "on" : "off");
+    }
   }
   d.path = key->state.path();
   // Entering the early path (every rank at the same call): what the blocking calls before it

@@ -72,7 +72,7 @@ struct Decision {
   const priority::PlanEntry* turn_order = nullptr;
 };
 
-/// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP), creates the communicator attribute
+/// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP, TNBC_ADAPT_WIDE), creates the communicator attribute
 /// that holds each communicator's keys and learns which ranks share this node (collective over
 /// MPI_COMM_WORLD, so every rank calls it).  plan_loaded: the first call of each key asks every
 /// rank's plan.  False if MPI cannot create the attribute.

@@ -143,8 +143,11 @@ def main():
 
     def switch_local():
         prefix = os.path.join(tmp, "switch")
+        # TNBC_ADAPT_WIDE=0: runs of 32, 64 between the probes, so that the paths switch
+        # within 60 calls (wide decisions would make the first run 64 calls).
         out = lines(mpirun(SWITCH, 4, preload="tnbc", args=[60], timeout=180,
-                           env={"TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_STATS": prefix}).stdout)
+                           env={"TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_ADAPT_WIDE": "0",
+                                "TNBC_STATS": prefix}).stdout)
         diff = sorted(set(out) ^ set(switch_ref.get("out", [])))
         expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
         check_switches(prefix, 4)

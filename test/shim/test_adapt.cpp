@@ -53,6 +53,12 @@ struct Sim {
   }
 };
 
+/// No decision is wide (Policy::wide_gain): every confirmation doubles the run.
+Policy narrow(Policy p = Policy{}) {
+  p.wide_gain = 1.0;
+  return p;
+}
+
 Policy small() {
   Policy p;
   p.warmup_calls = 2;
@@ -61,7 +67,7 @@ Policy small() {
   p.max_run = 16;
   p.enter_gain = 0.05;
   p.keep_gain = 0.0;
-  return p;
+  return narrow(p);
 }
 
 }  // namespace
@@ -318,12 +324,18 @@ struct TurnSim {
 
 }  // namespace
 
-TEST_CASE("turns: the first early probe compares turns on and off and keeps the cheaper") {
+TEST_CASE("turns: the first early probe compares turns on and off and keeps the cheaper (narrow)") {
   // Early without turns saves nothing (200 against 200); with turns it saves a quarter.
-  TurnSim s(Policy{}, 200, 200, 150);
-  s.calls(15);
-  // Warm-up 0..5 blocking; the probe is lengthened to 9 calls: on (not compared), then two
-  // rounds of on, off, off, on.
+  TurnSim s(narrow(), 200, 200, 150);
+  s.calls(11);
+  // Warm-up 0..5 blocking; the probe is lengthened to 5 calls: on (not compared), then a round
+  // of on, off, off, on.  Narrow (every comparison is), it is extended by a second round.
+  REQUIRE(s.key.decision_due());
+  s.call();
+  REQUIRE(s.key.extended());
+  REQUIRE_FALSE(s.key.turns_decided());
+  REQUIRE(s.key.decisions() == 0);
+  s.calls(3);
   REQUIRE(s.paths[5] == Path::blocking);
   for (int i = 6; i < 15; ++i) REQUIRE(s.paths[static_cast<std::size_t>(i)] == Path::early);
   REQUIRE(s.turns == std::vector<bool>{false, false, false, false, false, false, true, true, false, false, true,
@@ -335,15 +347,15 @@ TEST_CASE("turns: the first early probe compares turns on and off and keeps the 
   // Early is judged with the turns it will use: it wins.
   REQUIRE(s.key.chosen() == Path::early);
   // Without a turn order, the same costs keep blocking.
-  TurnSim no(Policy{}, 200, 200, 150);
+  TurnSim no(narrow(), 200, 200, 150);
   no.learns = false;
   no.calls(40);
   REQUIRE(no.key.chosen() == Path::blocking);
   REQUIRE(no.count_turns(0, 40) == 0);
 }
 
-TEST_CASE("turns that cost more are turned off; runs compare them ever less often") {
-  TurnSim s(Policy{}, 150, 200, 250);
+TEST_CASE("turns that cost more are turned off; runs compare them ever less often (narrow)") {
+  TurnSim s(narrow(), 150, 200, 250);
   s.calls(16);
   REQUIRE(s.key.turns_decided());
   REQUIRE(!s.key.turns_chosen());
@@ -366,8 +378,8 @@ TEST_CASE("turns that cost more are turned off; runs compare them ever less ofte
   REQUIRE(s.count_turns(0, s.turns.size()) <= 2 * 6);
 }
 
-TEST_CASE("turns follow a change of phase, with the hysteresis of the path") {
-  TurnSim s(Policy{}, 200, 300, 150);
+TEST_CASE("turns follow a change of phase, with the hysteresis of the path (narrow)") {
+  TurnSim s(narrow(), 200, 300, 150);
   s.calls(100);
   REQUIRE(s.key.turns_chosen());
   REQUIRE(s.key.chosen() == Path::early);
@@ -433,4 +445,85 @@ TEST_CASE("turns: the first decision has no incumbent; later ones keep hysteresi
   t.calls(600);
   REQUIRE(!t.key.turns_chosen());
   REQUIRE(t.key.turn_switches() == 0);
+}
+
+TEST_CASE("a wide decision counts as two: a first run of 2 x first_run, confirmations quadruple the runs") {
+  // Early saves half (wide: at least wide_gain, 10%).  Warm-up 0..5, early probe 6..8, the
+  // first decision at call 9 starts a run of 64 (not 32); blocking probes follow it at 73, 74.
+  Sim s(Policy{}, 100, 200);
+  s.calls(9 + 64 + 2 + 256 + 2 + 1);
+  REQUIRE(s.key.switches() == 0);
+  REQUIRE(s.count(Path::early, 9, 73) == 64);
+  REQUIRE((s.paths[73] == Path::blocking && s.paths[74] == Path::blocking));
+  // Confirmed (wide): a run of 4 x 64 = 256, then the next probe at 331, 332.
+  REQUIRE(s.count(Path::early, 75, 331) == 256);
+  REQUIRE((s.paths[331] == Path::blocking && s.paths[332] == Path::blocking));
+  REQUIRE(s.paths[333] == Path::early);
+  // Early that saves 8% (narrow): the first run is 32, the next probe at calls 41, 42.
+  Sim n(Policy{}, 184, 200);
+  n.calls(45);
+  REQUIRE(n.key.chosen() == Path::early);
+  REQUIRE(n.count(Path::early, 9, 41) == 32);
+  REQUIRE((n.paths[41] == Path::blocking && n.paths[42] == Path::blocking));
+  // Blocking that saves a third of early's cost (wide): early is probed after 64 calls, not 32.
+  Sim b(Policy{}, 300, 200);
+  b.calls(9 + 64 + 3);
+  REQUIRE(b.key.chosen() == Path::blocking);
+  REQUIRE(b.count(Path::blocking, 9, 73) == 64);
+  REQUIRE(b.count(Path::early, 73, 76) == 3);
+}
+
+TEST_CASE("a switch starts again from first_run, however wide") {
+  Sim s(Policy{}, 100, 200);
+  s.calls(400);  // runs of 64 and 256: early, confirmed twice
+  REQUIRE(s.key.chosen() == Path::early);
+  s.early_ns = 400;  // the program now reads the data at once: blocking saves half
+  while (s.key.switches() == 0) s.call();
+  REQUIRE(s.key.chosen() == Path::blocking);
+  // The switch fell at the call just made: a run of 32 blocking calls, then an early probe.
+  const std::size_t at = s.paths.size() - 1;
+  s.calls(32 + 1);
+  REQUIRE(s.count(Path::blocking, at, at + 32) == 32);
+  REQUIRE(s.paths[at + 32] == Path::early);
+}
+
+TEST_CASE("turns: a wide first comparison decides after one round; a narrow one takes two") {
+  SECTION("wide: turns save a quarter") {
+    TurnSim s(Policy{}, 200, 200, 150);
+    s.calls(11);
+    // Warm-up 0..5; the probe 6..10: on (not compared), then on, off, off, on.
+    REQUIRE(s.turns == std::vector<bool>{false, false, false, false, false, false, true, true, false, false, true});
+    REQUIRE(s.key.decision_due());
+    s.call();
+    REQUIRE_FALSE(s.key.extended());
+    REQUIRE(s.key.turns_decided());
+    REQUIRE(s.key.turns_chosen());
+    REQUIRE(s.key.chosen() == Path::early);
+    // Early with turns saves a quarter against blocking (wide): the run is 64 calls.
+    s.calls(64 + 1);
+    REQUIRE(s.count_turns(11, 11 + 64) >= 60);
+    REQUIRE(s.paths[11 + 64] == Path::blocking);
+  }
+  SECTION("narrow: turns save 5%") {
+    TurnSim s(Policy{}, 200, 300, 190);
+    s.calls(12);
+    REQUIRE(s.key.extended());
+    REQUIRE_FALSE(s.key.turns_decided());
+    REQUIRE(s.paths[11] == Path::early);
+    s.calls(3);
+    REQUIRE(s.key.decision_due());
+    s.call();
+    REQUIRE_FALSE(s.key.extended());
+    REQUIRE(s.key.turns_decided());
+    REQUIRE(s.key.turns_chosen());
+    // Both rounds count: 4 calls with turns and 4 without since the probe's second call.
+    REQUIRE(s.count_turns(7, 15) == 4);
+  }
+  SECTION("wide the wrong way: turns cost a quarter more, off after one round") {
+    TurnSim s(Policy{}, 200, 300, 250);
+    s.calls(12);
+    REQUIRE(s.key.turns_decided());
+    REQUIRE_FALSE(s.key.turns_chosen());
+    REQUIRE(s.key.chosen() == Path::early);
+  }
 }
