@@ -39,9 +39,9 @@ struct CommState {
 int g_comm_keyval = MPI_KEYVAL_INVALID;
 std::uint64_t g_next_comm_id = 0;
 
-/// A key that runs blocking without measuring: its communicator lies within one node and
-/// TNBC_ADAPT=on (not measure).
-bool one_node_rule(const Key& k) { return k.one_node && g_one_node; }
+/// Calls that run blocking without measuring: their communicator lies within one node
+/// (`one_node`) and TNBC_ADAPT=on (not measure).  Keys and communicators alike.
+bool one_node_rule(bool one_node) { return one_node && g_one_node; }
 
 int delete_comm_state(MPI_Comm, int, void* value, void*) {
   delete static_cast<CommState*>(value);
@@ -128,7 +128,7 @@ adapt::Costs& site_costs(Key& key, std::int64_t site) {
 
 }  // namespace
 
-bool measured(MPI_Comm comm) { return g_adapt && !(g_one_node && comm_state(comm).one_node); }
+bool measured(MPI_Comm comm) { return g_adapt && !one_node_rule(comm_state(comm).one_node); }
 
 Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
                 std::int64_t site) {
@@ -163,7 +163,7 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
   }
   Decision d{adapt::Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
   if (!g_adapt) return d;
-  if (one_node_rule(*key)) return {adapt::Path::blocking, key, "one_node", key->shape, d.costs};
+  if (one_node_rule(key->one_node)) return {adapt::Path::blocking, key, "one_node", key->shape, d.costs};
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = util::now_ns();
   if (key->last_entry_ns != 0)
@@ -179,21 +179,18 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
     const auto summed = adapt::Vote::from_array(sum);
     const adapt::Path p = key->state.decide(summed, key->intervals);
     key->learning.turns_chosen = key->state.turns_decided() && key->state.turns_chosen();
-    if (key->state.extended()) {
-      log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
-                 "without {:.0f} us (sums over {:.0f} ranks): too close to decide, compared once more",
-                 key->op, cs.id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks);
-    } else {
+    if (!key->state.extended())
       log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
                  "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
                  key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
                  summed.ranks_measured, p == adapt::Path::early ? "early" : "blocking");
-      if (summed.turn_ranks > 0)
-        log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
-                   "without {:.0f} us (sums over {:.0f} ranks): turns {}",
-                   key->op, cs.id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks,
-                   key->state.turns_chosen() ? "on" : "off");
-    }
+    if (summed.turn_ranks > 0)
+      log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
+                 "without {:.0f} us (sums over {:.0f} ranks): {}",
+                 key->op, cs.id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks,
+                 key->state.extended()        ? "too close to decide, compared once more"
+                 : key->state.turns_chosen() ? "turns on"
+                                             : "turns off");
   }
   d.path = key->state.path();
   // Entering the early path (every rank at the same call): what the blocking calls before it
@@ -220,7 +217,7 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
 }
 
 void done(const Decision& d) {
-  if (g_adapt && d.key != nullptr && !one_node_rule(*d.key)) d.key->state.advance(d.key->intervals);
+  if (g_adapt && d.key != nullptr && !one_node_rule(d.key->one_node)) d.key->state.advance(d.key->intervals);
 }
 
 
@@ -280,7 +277,7 @@ std::string keys_json(const std::function<std::string(std::int64_t)>& site_name)
   bool first = true;
   for (const Key& k : g_keys) {
     const auto& iv = k.intervals;
-    const char* path = g_adapt && one_node_rule(k) ? "blocking"
+    const char* path = g_adapt && one_node_rule(k.one_node) ? "blocking"
                        : !g_adapt || !k.state.decided() ? "undecided"
                        : k.state.chosen() == adapt::Path::early ? "early" : "blocking";
     Totals all;
