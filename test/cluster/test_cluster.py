@@ -86,6 +86,39 @@ def main():
         expect(rate and rate[0] <= 50 * 1.15, f"rate {rate} Mbit/s exceeds --rate 50mbit")
     s.check("--rate shapes the links to the given rate", rate_option)
 
+    def congestion_control():
+        # What a connection from node 0 to node 1 runs, told by the socket itself.
+        def connection_cc():
+            server = subprocess.Popen(
+                ["ip", "netns", "exec", "tnbc-n1", sys.executable, "-c",
+                 "import socket\ns = socket.create_server(('10.213.0.11', 5719))\nprint('up', flush=True)\n"
+                 "s.settimeout(20)\nc, _ = s.accept()\nc.recv(1)"],
+                stdout=subprocess.PIPE, text=True)
+            try:
+                expect(server.stdout.readline().strip() == "up", "the listener in tnbc-n1 did not start")
+                client = subprocess.run(
+                    ["ip", "netns", "exec", "tnbc-n0", sys.executable, "-c",
+                     "import socket\nc = socket.create_connection(('10.213.0.11', 5719), timeout=20)\n"
+                     "print(c.getsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, 16).rstrip(b'\\0').decode())\n"
+                     "c.send(b'x')"],
+                    capture_output=True, text=True, timeout=30)
+                return client.stdout.strip()
+            finally:
+                server.wait(timeout=30)
+        host = subprocess.run(["sysctl", "-n", "net.ipv4.tcp_congestion_control"],
+                              capture_output=True, text=True).stdout.strip()
+        try:
+            cluster("up")
+            expect(connection_cc() == "cubic", f"default: {connection_cc()} (the host runs {host})")
+            expect("tcp cubic" in cluster("status").stdout, cluster("status").stdout)
+            cluster("up", cluster_opts=["--congestion", "reno"])  # a running cluster: new connections
+            expect(connection_cc() == "reno", f"--congestion reno: {connection_cc()}")
+            cluster("up", cluster_opts=["--congestion", "host"])
+            expect(connection_cc() == host, f"--congestion host: {connection_cc()}, the host runs {host}")
+        finally:
+            cluster("down")
+    s.check("TCP congestion control: cubic whatever the host runs, --congestion as asked", congestion_control)
+
     ref = {}
 
     def local_reference():
@@ -110,6 +143,8 @@ def main():
         for args, msg in ((["run"], "run: no program given"),
                           (["--nodes", "0", "up"], "--nodes must be 1..50"),
                           (["--rate", "fast", "up"], "--rate must look like"),
+                          (["--congestion", "a b", "up"], "--congestion must name an algorithm"),
+                          (["--congestion", "nosuch", "up"], "cannot set TCP congestion control 'nosuch'"),
                           (["frobnicate"], "unknown command 'frobnicate'"),
                           (["run", "--placement", "random", "--", MIXED], "--placement must be block or cyclic"),
                           (["run", "--preload", "/nonexistent.so", "--", MIXED], "--preload: no such file"),
