@@ -106,9 +106,13 @@ std::pair<bool, bool> KeyState::turn_plan(std::uint64_t j) const {
   // Undecided, it takes turns, so that a communicator's turn window is set up there.
   if (j == 0) return {turns_decided() ? turns_chosen_ : true, false};
   if (!turns_decided() || decide_at_end_) return {compare_on(j - 1), true};  // undecided, or a probe
-  // A run: its first turn_trial_calls compare, in a trial run long enough to hold them.
-  const std::uint64_t trial = policy_.turn_trial_calls;
-  if (trial_run_ && j <= trial && segment_end_ - segment_start_ > trial + 1) return {compare_on(j - 1), true};
+  // A run: its last turn_trial_calls compare, in a trial run long enough to hold them, next to
+  // the probe that follows, as the paths are judged by a run's last calls.  Not its first
+  // calls: right after a decision point the calls run behind for a few calls (measured in
+  // overlap scenario b: +35 ms for the first call with turns), and a trial there once turned
+  // turns off for 130 calls where they saved 15% (docs/learn-overlap.md, "Congestion control").
+  const std::uint64_t trial = policy_.turn_trial_calls, length = segment_end_ - segment_start_;
+  if (trial_run_ && length > trial + 1 && j >= length - trial) return {compare_on(j - (length - trial)), true};
   // Only calls next to each other are compared: a run's other calls may see another phase.
   return {turns_chosen_, false};
 }
@@ -225,9 +229,10 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
     // A confirmation doubles the runs until the next comparison (a wide one quadruples them);
     // a change compares at once.
     trial_gap_ = same ? std::min(trial_gap_ * (wide ? 4 : 2), std::max(policy_.max_trial_gap, 1u)) : 1;
-    // New turns, or a probe that compared both: what early costs with the turns it will use
-    // is their compared mean (the early mean measured other turns, or a mix of both).
-    if (!same || after_probe) early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
+    // New turns, or a probe or trial run that compared both (a trial is a run's last calls,
+    // the ones its early mean is taken from): what early costs with the turns it will use is
+    // their compared mean (the early mean measured other turns, or a mix of both).
+    if (!same || after_probe || trial_run_) early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
     ++turn_decisions_;
     turns_chosen_ = on;
   }

@@ -127,9 +127,10 @@ struct Policy {
   /// that difference: probing it less often is where the saving is.  A switch still starts
   /// again from first_run.
   double wide_gain = 0.10;
-  /// Early calls at the start of a run that compare per-node turns on and off once they are
-  /// decided (on, off, off, on: a drift over the four cancels out); every early call compares
-  /// them before.  The same enter_gain and keep_gain decide turns against no turns.
+  /// Early calls at the end of a run that compare per-node turns on and off once they are
+  /// decided (on, off, off, on: a drift over the four cancels out), next to the probe that
+  /// follows; every early call compares them before.  The same enter_gain and keep_gain decide
+  /// turns against no turns.
   std::uint32_t turn_trial_calls = 4;
   /// Runs between two that compare turns, at most: 1 after a change of the turns, doubled by
   /// each decision that confirms them (the losing choice costs ever fewer calls, as the probes
@@ -183,14 +184,14 @@ class KeyState {
   /// segment alternates on, off, off, on (an early probe is lengthened to hold one round of four
   /// such calls; before the first decision of the turns, a comparison that is not wide adds a
   /// second round: extended()), and the first goes with turns while undecided;
-  /// once decided, the first turn_trial_calls after the first of a run do, in one run of
-  /// every trial gap (Policy::max_trial_gap), and the rest use the decision, uncompared (only
-  /// calls next to each other are compared, so that a phase change within a run does not
-  /// count for one choice).  A decision point decides turns from the summed means when every
-  /// measuring rank compared both (the first such decision has no incumbent: the cheaper wins;
-  /// after it, turns are turned on by enter_gain and kept by keep_gain, as the paths are); when
-  /// the turns change, or a probe compared them, it judges the early path by the compared mean
-  /// of the turns it will use.
+  /// once decided, the last turn_trial_calls of a run do, in one run of every trial gap
+  /// (Policy::max_trial_gap), and the rest use the decision, uncompared (only calls next to
+  /// each other are compared, so that a phase change within a run does not count for one
+  /// choice).  A decision point decides turns from the summed means when every measuring rank
+  /// compared both (the first such decision has no incumbent: the cheaper wins; after it, turns
+  /// are turned on by enter_gain and kept by keep_gain, as the paths are); when the turns
+  /// change, or a probe or a trial run compared them, it judges the early path by the compared
+  /// mean of the turns it will use.
   void allow_turns();
   bool turns_allowed() const { return turns_allowed_; }
   /// Whether the next call (on the early path) takes per-node turns, and what its interval
