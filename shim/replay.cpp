@@ -337,6 +337,7 @@ void stop(Runtime& rt) {
   rt.stats().faults = trace::ReplayGuard::instance().faults();
   rt.stats().fault_wait_ns = trace::ReplayGuard::instance().fault_wait_ns();
   rt.stats().init_ns = Engine::instance().init_ns();
+  rt.stats().turn_calls = Engine::instance().turn_calls();
   rt.stats().gated_sends = Engine::instance().gated_sends();
   rt.stats().turn_wait_ns = Engine::instance().turn_wait_ns();
   rt.stats().progress_cpu_ns = Engine::instance().progress_cpu_ns();

@@ -47,6 +47,7 @@ struct Stats {
   std::atomic<std::uint64_t> faults{0};
   std::atomic<std::uint64_t> fault_wait_ns{0};
   std::atomic<std::uint64_t> init_ns{0};  ///< time inside early-returning calls before return
+  std::atomic<std::uint64_t> turn_calls{0};    ///< collectives that took turns on their node
   std::atomic<std::uint64_t> gated_sends{0};   ///< inter-node sends held for the node's turn
   std::atomic<std::uint64_t> turn_wait_ns{0};  ///< time spent waiting for the node's turn
   std::atomic<std::uint64_t> progress_cpu_ns{0};  ///< CPU time of the progress thread

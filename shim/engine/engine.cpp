@@ -63,6 +63,7 @@ void Engine::complete_overlapping(const void* p, std::size_t n) {
 }
 
 std::uint64_t Engine::init_ns() const { return init_ns_.load(); }
+std::uint64_t Engine::turn_calls() const { return engine::g_turn_calls.load(); }
 std::uint64_t Engine::gated_sends() const { return engine::g_gated_sends.load(); }
 std::uint64_t Engine::turn_wait_ns() const { return engine::g_turn_wait_ns.load(); }
 std::uint64_t Engine::progress_cpu_ns() const { return progress_->cpu_ns(); }

@@ -114,6 +114,7 @@ class Engine {
   std::uint64_t init_ns() const;
   /// Per-node priority: inter-node sends that had to wait for this rank's turn on its node,
   /// and the time collectives spent waiting for it.
+  std::uint64_t turn_calls() const;
   std::uint64_t gated_sends() const;
   std::uint64_t turn_wait_ns() const;
   /// CPU time of the progress thread (CLOCK_THREAD_CPUTIME_ID) and its rounds.

@@ -8,6 +8,7 @@
 
 namespace tnbc::shim::engine {
 
+std::atomic<std::uint64_t> g_turn_calls{0};    // collectives that took turns on their node
 std::atomic<std::uint64_t> g_gated_sends{0};   // inter-node sends held for the node's turn
 std::atomic<std::uint64_t> g_turn_wait_ns{0};  // time collectives waited for the node's turn
 
@@ -48,6 +49,7 @@ void gate(NodeTurn& t, const std::vector<Step>& steps, Shadow& sh, std::uint32_t
   t.gate_value = static_cast<std::uint64_t>(seq) * kTurnStride + k;
   t.first_on_node = k == 0;
   t.on_node = &sh.on_node;
+  g_turn_calls.fetch_add(1, std::memory_order_relaxed);
   std::vector<char> peer_seen(sh.on_node.size(), 0);
   for (const Step& s : steps) {
     if (!t.remote(s)) continue;

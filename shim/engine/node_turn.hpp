@@ -1,7 +1,7 @@
 // Per-node priority: the ranks of a node inject their inter-node sends one after the other, in
 // the plan's order, taking turns on the node's turn counters (shadow.hpp draws them); and the
 // send window, which bounds the inter-node body chunks in flight under per-node priority.
-// The counters gated_sends and turn_wait_ns count the waits for a turn.
+// The counters turn_calls, gated_sends and turn_wait_ns count the turns taken and the waits for them.
 #pragma once
 
 #include <atomic>
@@ -18,8 +18,10 @@ namespace tnbc::shim::engine {
 using schedule::Kind;
 using schedule::Step;
 
-/// Inter-node sends that had to wait for this rank's turn on its node, and the time
-/// collectives waited for it.
+/// Collectives that took turns on their node (whether or not they had to wait), inter-node
+/// sends that had to wait for this rank's turn on its node, and the time collectives waited
+/// for it.
+extern std::atomic<std::uint64_t> g_turn_calls;
 extern std::atomic<std::uint64_t> g_gated_sends;
 extern std::atomic<std::uint64_t> g_turn_wait_ns;
 

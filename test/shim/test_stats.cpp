@@ -14,6 +14,7 @@ TEST_CASE("statistics JSON has every documented key with the counted values", "[
   s.bcast.count_fallback("inter\"comm");
   s.barrier_calls = 3;
   s.init_ns = 1500;
+  s.turn_calls = 5;
   s.gated_sends = 4;
   s.turn_wait_ns = 2500;
   auto j = s.to_json(7, "tnbc", "0.1.0");
@@ -25,5 +26,5 @@ TEST_CASE("statistics JSON has every documented key with the counted values", "[
   CHECK(j.find(R"("fallback_reasons":{"inter\"comm":1})") != std::string::npos);
   CHECK(j.find(R"("barrier":{"calls":3,"algo":"mpich","root":0})") != std::string::npos);
   CHECK(j.find(R"("init_us":1.500)") != std::string::npos);
-  CHECK(j.find(R"("node_priority":{"gated_sends":4,"turn_wait_us":2.500})") != std::string::npos);
+  CHECK(j.find(R"("node_priority":{"turn_calls":5,"gated_sends":4,"turn_wait_us":2.500})") != std::string::npos);
 }
