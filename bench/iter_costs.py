@@ -16,8 +16,9 @@ and the first early probe of one round of per-node turns (calls 0-10), the calls
 turns of the comparison at the end of the first run (72-73), the blocking probes with the
 call after them (75-77, 333-335).  Until 2026-11-25 a run compared the turns in its first
 calls instead: the calls without turns were then 13-14 (--measuring 0-10,13-14,75-77,333-335,
-as in docs/learn-overlap.md up to "Congestion control").  Before wide decisions (TNBC_ADAPT_WIDE=0, as in docs/learn-overlap.md
-up to "1000 calls") the measuring calls of 450 calls were
+as in the sections of docs/learn-overlap.md below "Turns compared at the end of a run").
+Before wide decisions (TNBC_ADAPT_WIDE=0, as in docs/learn-overlap.md up to "1000 calls")
+the measuring calls of 450 calls were
 0-14,17-18,47-49,113-115,117-118,243-248.  docs/learn-overlap.md, "450 calls", was made this
 way (before wide decisions, hence its --measuring):
 

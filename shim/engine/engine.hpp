@@ -112,8 +112,8 @@ class Engine {
   void complete_overlapping(const void* p, std::size_t n);
 
   std::uint64_t init_ns() const;
-  /// Per-node priority: inter-node sends that had to wait for this rank's turn on its node,
-  /// and the time collectives spent waiting for it.
+  /// Per-node priority: collectives that took turns on their node, inter-node sends that had
+  /// to wait for this rank's turn, and the time collectives spent waiting for it.
   std::uint64_t turn_calls() const;
   std::uint64_t gated_sends() const;
   std::uint64_t turn_wait_ns() const;

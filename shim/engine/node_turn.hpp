@@ -1,7 +1,8 @@
 // Per-node priority: the ranks of a node inject their inter-node sends one after the other, in
 // the plan's order, taking turns on the node's turn counters (shadow.hpp draws them); and the
 // send window, which bounds the inter-node body chunks in flight under per-node priority.
-// The counters turn_calls, gated_sends and turn_wait_ns count the turns taken and the waits for them.
+// The counters turn_calls, gated_sends and turn_wait_ns count the turns taken and the waits
+// for them.
 #pragma once
 
 #include <atomic>
