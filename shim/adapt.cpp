@@ -227,8 +227,14 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
     const bool same = turns_decided() && on == turns_chosen_;
     if (turns_decided() && !same) ++turn_switches_;
     // A confirmation doubles the runs until the next comparison (a wide one quadruples them);
-    // a change compares at once.
-    trial_gap_ = same ? std::min(trial_gap_ * (wide ? 4 : 2), std::max(policy_.max_trial_gap, 1u)) : 1;
+    // a change compares at once.  The first decision of the turns, when wide, counts as a
+    // decision and a confirmation (as the paths' first decision does): the first run keeps its
+    // turns uncompared and the second compares them.
+    const std::uint32_t max_gap = std::max(policy_.max_trial_gap, 1u);
+    if (same)
+      trial_gap_ = std::min(trial_gap_ * (wide ? 4 : 2), max_gap);
+    else
+      trial_gap_ = !turns_decided() && wide ? std::min(2u, max_gap) : 1;
     // New turns, or a probe or trial run that compared both (a trial is a run's last calls,
     // the ones its early mean is taken from): what early costs with the turns it will use is
     // their compared mean (the early mean measured other turns, or a mix of both).

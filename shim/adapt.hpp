@@ -120,8 +120,8 @@ struct Policy {
   /// A decision is *wide* when its winner saves at least this share of the loser's cost (the
   /// mean intervals summed over the ranks).  A wide decision counts as two: the first decision
   /// of a key starts with a run of 2 x first_run, a wide confirmation quadruples the run (a
-  /// narrow one doubles it), and a wide confirmation of the turns quadruples the runs between
-  /// their comparisons.  The first comparison of the turns takes one round of four calls when
+  /// narrow one doubles it), a wide confirmation of the turns quadruples the runs between
+  /// their comparisons, and a wide first decision of the turns makes that gap 2 runs, not 1.  The first comparison of the turns takes one round of four calls when
   /// it is wide, two when it is not.  Where the paths differ by this much, noise does not flip the
   /// choice (enter_gain is half as much), and every call of a probe of the losing path costs
   /// that difference: probing it less often is where the saving is.  A switch still starts
@@ -132,8 +132,8 @@ struct Policy {
   /// follows; every early call compares them before.  The same enter_gain and keep_gain decide
   /// turns against no turns.
   std::uint32_t turn_trial_calls = 4;
-  /// Runs between two that compare turns, at most: 1 after a change of the turns, doubled by
-  /// each decision that confirms them (the losing choice costs ever fewer calls, as the probes
+  /// Runs between two that compare turns, at most: 1 after a change of the turns (2 after a
+  /// wide first decision of them), doubled by each decision that confirms them (the losing choice costs ever fewer calls, as the probes
   /// of the paths do).
   std::uint32_t max_trial_gap = 8;
 };

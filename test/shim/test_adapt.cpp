@@ -505,10 +505,16 @@ TEST_CASE("turns: a wide first comparison decides after one round; a narrow one 
     REQUIRE(s.key.turns_decided());
     REQUIRE(s.key.turns_chosen());
     REQUIRE(s.key.chosen() == Path::early);
-    // Early with turns saves a quarter against blocking (wide): the run is 64 calls.
+    // Early with turns saves a quarter against blocking (wide): the run is 64 calls.  The
+    // first decision of the turns was wide too: it counts as a confirmation, so this run takes
+    // turns in every call, uncompared, and the next run compares them in its last 4 calls.
     s.calls(64 + 1);
-    REQUIRE(s.count_turns(11, 11 + 64) >= 60);
+    REQUIRE(s.count_turns(11, 11 + 64) == 64);
     REQUIRE(s.paths[11 + 64] == Path::blocking);
+    s.calls(1 + 1 + 256);  // the blocking probe's second call, the decision, a run of 4 x 64
+    REQUIRE(s.paths[77] == Path::early);
+    REQUIRE(s.count_turns(77, 77 + 252) == 252);
+    REQUIRE((s.turns[329] && !s.turns[330] && !s.turns[331] && s.turns[332]));
   }
   SECTION("narrow: turns save 5%") {
     TurnSim s(Policy{}, 200, 300, 190);
@@ -546,11 +552,15 @@ TEST_CASE("turns: a run compares them in its last calls, not in the calls that r
   REQUIRE(s.key.turns_decided());
   REQUIRE(s.key.turns_chosen());
   REQUIRE(s.key.chosen() == Path::early);
-  // The first run (calls 11..74, wide: 64) takes turns but for its last 4, which compare.
+  // The first run (calls 11..74, wide: 64) takes turns uncompared (the wide first decision of
+  // the turns counts as a confirmation); the second (77..332, 4 x 64) takes turns but for its
+  // last 4, which compare.
   s.calls(64 + 2 + 1);
-  REQUIRE(s.count_turns(11, 71) == 60);
-  REQUIRE((s.turns[71] && !s.turns[72] && !s.turns[73] && s.turns[74]));
+  REQUIRE(s.count_turns(11, 75) == 64);
   REQUIRE((s.paths[75] == Path::blocking && s.paths[76] == Path::blocking));
+  s.calls(256);
+  REQUIRE(s.count_turns(77, 329) == 252);
+  REQUIRE((s.turns[329] && !s.turns[330] && !s.turns[331] && s.turns[332]));
   REQUIRE(s.key.turns_chosen());
   REQUIRE(s.key.turn_switches() == 0);
   s.calls(1000);
