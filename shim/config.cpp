@@ -211,8 +211,9 @@ constexpr std::array kSettings = {
             "libtnbc.so: with TNBC_ADAPT=on or measure, a decision whose chosen path saves at "
             "least this percentage of the other path's cost counts as two confirmations: the "
             "first run before the next probe is 64 calls instead of 32, a confirmation "
-            "quadruples the run instead of doubling it, and the first comparison of per-node "
-            "turns takes one round of 4 calls instead of two (docs/replay.md, \"Deciding per "
+            "quadruples the run instead of doubling it, the first comparison of per-node "
+            "turns takes one round of 4 calls instead of two, and a wide first decision of the "
+            "turns lets the first run keep them uncompared (docs/replay.md, \"Deciding per "
             "call\").  0..99; 0: no decision counts twice (for experiments and comparisons).",
             kInt<&Config::adapt_wide, 0, 99>},
     Setting{"TNBC_LEARN", "bool", "1", Agree::value,
