@@ -11,12 +11,15 @@ against the mean of the --plan files' calls from --steady-from on (the plan's ea
 
 The default --measuring is what the per-call decision (shim/adapt.hpp, default Policy) spends
 measuring in up to 1000 calls of overlap scenario b, where its decisions are wide (early saves
-more than 10%: Policy::wide_gain), as TNBC_LOG=debug shows it: the 6 blocking warm-up calls
-and the first early probe of one round of per-node turns (calls 0-10), the blocking probes
-with the call after them (75-77, 333-335) and the calls without turns of the comparison at the
-end of the second run (330-331): the first decision of the turns is wide there and counts as a
-confirmation, so the first run does not compare them.  Before that (2026-11-25, 06:00 UTC) the
-first run compared them at its end (72-73: --measuring 0-10,72-73,75-77,333-335, as in
+more than 10%: Policy::wide_gain), as TNBC_LOG=debug shows it: the 3 blocking warm-up calls
+(its reads leave room to overlap: the warm-up ends at its room point) and the first early
+probe of one round of per-node turns (calls 0-7), the blocking probes with the call after them
+(72-74, 330-332) and the calls without turns of the comparison at the end of the second run
+(327-328): the first decision of the turns is wide there and counts as a confirmation, so the
+first run does not compare them.  Before the room point (2026-11-26) the warm-up was 6 calls
+and every later call 3 calls later (--measuring 0-10,75-77,330-331,333-335, as in
+docs/learn-overlap.md, "A wide first decision of the turns is a confirmation").  Before that
+(2026-11-25, 06:00 UTC) the first run compared them at its end (72-73: --measuring 0-10,72-73,75-77,333-335, as in
 docs/learn-overlap.md, "Turns compared at the end of a run"), and before 2026-11-25 in its
 first calls (13-14: --measuring 0-10,13-14,75-77,333-335, as in the sections below that one).
 Before wide decisions (TNBC_ADAPT_WIDE=0, as in docs/learn-overlap.md up to "1000 calls")
@@ -38,7 +41,7 @@ import re
 import sys
 
 LINE = re.compile(r"iter rank=(\d+) i=(\d+) total_ms=([0-9.]+)")
-DEFAULT_MEASURING = "0-10,75-77,330-331,333-335"
+DEFAULT_MEASURING = "0-7,72-74,327-328,330-332"
 
 
 def slowest_per_iteration(path):

@@ -340,13 +340,13 @@ def main():
         "once per share.",
         "",
         ("*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
-         f"{args.iters} calls, fewer than the per-call decision's warm-up (6 blocking calls, "
+         f"{args.iters} calls, no more than the per-call decision's shortest warm-up (3 blocking calls, "
          "docs/replay.md, \"Deciding per call\"), so it runs them all as plain MPICH.  "
-         if args.iters <= 6 else
+         if args.iters <= 3 else
          "*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
          f"{args.iters} calls, the first 6 blocking (the per-call decision's warm-up, docs/replay.md, "
-         "\"Deciding per call\"), "
-         "then 3 early (the first not measured), then the cheaper path.  ") +
+         "\"Deciding per call\"; 3 where the reads observed in them leave room to overlap), "
+         "then an early probe of 3-5 calls (the first not measured), then the cheaper path.  ") +
         "*MPI-3* is MPI_Ialltoall and MPI_Wait before the first read; *MPI-3, async progress* "
         "the same with MPICH's progress thread (MPIR_CVAR_ASYNC_PROGRESS=1), which moves the "
         "data while the program computes, at the price of a core it keeps busy.  "
@@ -384,7 +384,8 @@ def main():
             "(the slowest rank counts).  Scenarios and work as in docs/replay-overlap.md (Tcomm, plain "
             f"MPICH, exchange only = {tcomm/1e3:.1f} ms sizes the work).  *plan* is libtnbc.so with the plan "
             "of a traced run (blocks 0..p-1, per-node priority on, `return early` from the first call); "
-            "*no plan* is libtnbc.so without a plan (the per-call decision: 6 blocking warm-up calls, then "
+            "*no plan* is libtnbc.so without a plan (the per-call decision: 6 blocking warm-up calls, 3 where "
+            "the reads observed in them leave room to overlap, then "
             "probes), with learning off (*TNBC_LEARN=0*) and on (*TNBC_LEARN=1*, the default): the read order is observed in the "
             "blocking calls, agreed at learn points, and becomes the per-message order and the per-node "
             "turn order, whose use the per-call decision measures (docs/replay.md, \"Learning the order\").",

@@ -45,6 +45,11 @@ std::vector<std::uint32_t> segment_order(std::span<const std::size_t> piece_orde
   return order;
 }
 
+std::optional<double> overlap_share(const SitePlan& plan) {
+  if (plan.analysis.verdict == Verdict::unread || !(plan.inputs.tcomm_us > 0)) return std::nullopt;
+  return plan.prediction.plan_us / plan.inputs.tcomm_us;
+}
+
 SitePlan plan_site(const CallSite& site, const PlannerOptions& options) {
   SitePlan out;
   out.analysis = analyse(site, options.consensus);
@@ -91,10 +96,10 @@ SitePlan plan_site(const CallSite& site, const PlannerOptions& options) {
   }
   // The data is read and Tcomm known: nothing to win where the predicted overlap is a sliver of
   // the exchange; much to win, from the first call, where it is most of it.
-  if (out.analysis.verdict != Verdict::unread && out.inputs.tcomm_us > 0) {
-    if (options.blocking_below > 0 && out.prediction.plan_us < options.blocking_below * out.inputs.tcomm_us)
+  if (const auto share = overlap_share(out)) {
+    if (options.blocking_below > 0 && *share < options.blocking_below)
       e.ret = Return::blocking;
-    else if (options.early_above > 0 && out.prediction.plan_us >= options.early_above * out.inputs.tcomm_us)
+    else if (options.early_above > 0 && *share >= options.early_above)
       e.ret = Return::early;
   }
   Plan single;

@@ -57,6 +57,12 @@ struct SitePlan {
 /// whose sub-message count differs from its communicator size.
 SitePlan plan_site(const CallSite& site, const PlannerOptions& options = {});
 
+/// The predicted overlap of a planned site (simulated, its consensus order) as a share of its
+/// Tcomm: what plan_site's return verdicts compare with blocking_below and early_above, and
+/// what replay mode's room point asks of a rank's own observations (shim/learn.hpp, room()).
+/// nullopt where the data is never read (verdict unread) or Tcomm is unknown.
+std::optional<double> overlap_share(const SitePlan& plan);
+
 /// Plans every site; sites that cannot be planned are left out and their warnings appended to
 /// *warnings (when not null).  Two sites with the same key keep the first.
 Plan make_plan(const Observations& observations, const PlannerOptions& options = {},

@@ -19,6 +19,8 @@ void Vote::to_array(double out[kFields]) const {
   out[5] = turn_ranks;
   out[6] = turns_on_ns;
   out[7] = turns_off_ns;
+  out[8] = room_voters;
+  out[9] = room_ranks;
 }
 
 Vote Vote::from_array(const double in[kFields]) {
@@ -31,6 +33,8 @@ Vote Vote::from_array(const double in[kFields]) {
   v.turn_ranks = in[5];
   v.turns_on_ns = in[6];
   v.turns_off_ns = in[7];
+  v.room_voters = in[8];
+  v.room_ranks = in[9];
   return v;
 }
 
@@ -41,6 +45,8 @@ KeyState::KeyState(const Policy& policy, bool decide_first) : policy_(policy) {
   run_ = policy_.first_run;
   begin_warmup(nullptr);
   if (decide_first) {
+    // The first call asks the plan (decide()); the warm-up, if any, starts there.
+    warmup_ = false;
     segment_end_ = 0;
     decide_at_end_ = true;
   }
@@ -73,6 +79,9 @@ bool compare_on(std::uint64_t i) { return i % kCompare == 0 || i % kCompare == k
 /// rank) told turns on from off wrongly in one of four runs at 200 Mbit/s where they differ by
 /// 10% (docs/learn-overlap.md); later comparisons take one round.
 constexpr std::uint64_t kFirstCompareRounds = 2;
+/// The first calls of a key's warm-up, not measured: they pay for connections and first
+/// touches (in overlap scenarios b and c the first two took 3-14% more than the next four).
+constexpr std::uint64_t kWarmupUnmeasured = 2;
 
 /// The share of the loser's cost that the cheaper of two means saves (0 when one is missing).
 double saving(double winner, double loser) { return winner > 0 && loser > 0 ? 1.0 - winner / loser : 0.0; }
@@ -128,12 +137,18 @@ Turns KeyState::turns_sample() const {
 void KeyState::begin_warmup(const Intervals* iv) {
   // Blocking first, for warmup_calls: a program that makes a key's call only a few times never
   // pays for a probe of the engine (adapt.hpp).
-  begin_segment(Path::blocking, std::max(policy_.warmup_calls, policy_.probe_calls), false, iv);
+  const std::uint64_t length = std::max(policy_.warmup_calls, policy_.probe_calls);
+  begin_segment(Path::blocking, length, false, iv);
   probing_ = true;
+  warmup_ = true;
+  // The room point comes after the first measured call (kWarmupUnmeasured), before the end.
+  const std::uint64_t room = std::max<std::uint64_t>(policy_.room_calls, kWarmupUnmeasured + 1);
+  room_at_ = policy_.room_calls > 0 && room < length ? segment_start_ + room : 0;
 }
 
 void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Intervals* iv) {
   path_ = p;
+  warmup_ = false;
   segment_start_ = calls_;
   segment_end_ = calls_ + std::max<std::uint64_t>(length, 1);
   decide_at_end_ = decide_at_end;
@@ -146,10 +161,17 @@ void KeyState::advance(const Intervals& iv) {
   // follows it: a program whose phase changed during a long run is compared as it is now, and
   // the first calls of a key (connections, first touches) are not compared at all.  (Intervals are recorded
   // at the next call's entry, so the counters now hold those of the calls before this one.)
+  const std::uint64_t length = segment_end_ - segment_start_;
   const std::uint64_t window = 2 * static_cast<std::uint64_t>(policy_.probe_calls);
-  if (!decide_at_end_ && segment_end_ - segment_start_ > window &&
-      calls_ == segment_end_ - window + 1)
+  if (warmup_) {
+    // The warm-up is measured from its call kWarmupUnmeasured (or its last, when shorter),
+    // over its last `window` calls when it is longer: so it is at its room point too.
+    const std::uint64_t from = std::min(kWarmupUnmeasured, length - 1);
+    if (calls_ == segment_start_ + from + 1 || (length > from + window && calls_ == segment_end_ - window + 1))
+      rebase(path_, iv);
+  } else if (!decide_at_end_ && length > window && calls_ == segment_end_ - window + 1) {
     rebase(path_, iv);
+  }
   // An early probe is measured from its second call on (early_probe_length): the counters hold
   // the first call's interval once the second call is done.
   if (decide_at_end_ && path_ == Path::early && calls_ == segment_start_ + 2) rebase(path_, iv);
@@ -198,6 +220,17 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
     return forced;
   }
   forced_ = false;
+  if (room_point()) {
+    // The warm-up's room point decides only whether the warm-up ends here: when most ranks
+    // that observed its calls found room to overlap, the early probe follows at once.
+    room_at_ = 0;
+    if (summed.room_voters > 0 && 2 * summed.room_ranks > summed.room_voters) {
+      short_warmup_ = true;
+      begin_segment(Path::early, early_probe_length(), true, &iv);
+      probing_ = true;
+    }
+    return path_;
+  }
   if (calls_ == 0 && summed.ranks_measured <= 0) {
     // The first call asked the plan, which has nothing to say here: measure.
     begin_warmup(&iv);

@@ -7,15 +7,23 @@
 // *key* -- (communicator, operation, size class), the same on every rank for the same call --
 // measures both paths and keeps the cheaper one:
 //
-//   calls of a key:  [blocking W] [early probe 1+P] D [chosen path R] [other path P] D ...
+//   calls of a key:  [blocking W, or Wr] [early probe 1+P] D [chosen path R] [other path P] D ...
 //
-//   W: the warm-up.  The first W calls of a key run blocking, and only their last 2P calls are
-//      measured (the first calls pay for connections and first touches).
+//   W: the warm-up.  The first W calls of a key run blocking; its first 2 calls are not
+//      measured (they pay for connections and first touches: 3-14% more than the next ones in
+//      overlap scenarios b and c), of the others the last 2P are (at least one call).
 //      A probe of the early path costs at worst about 6% of a call (measured: a kernel that
 //      reads 8 MiB at once after the call, on two emulated nodes; before the buffer pool it was
 //      half a call, and the warm-up was 32 calls), so the probes come after 6 calls: a program
 //      that makes a collective fewer than about 10 times runs it as plain MPICH would, and a
 //      plan (`return early`) makes it return early from the first call.
+//   Wr: the room point.  Where early pays, every warm-up call costs what early saves (in overlap
+//      scenario b a fifth of a call each, the largest part of what deciding cost at 150 calls).
+//      So at call Wr (3) of the warm-up the ranks vote (a decision point that decides nothing
+//      else) on what the warm-up's observed calls show (learn.hpp, room()): where most ranks'
+//      reads leave room to overlap, the warm-up ends there and the early probe follows; where
+//      they do not (the data read at once, as in the NAS-like kernels, where a probe after 3
+//      calls made runs of 4-10 calls 2-13% slower), the warm-up runs its W calls.
 //   An early probe is 1 + P calls, measured from its second call: the first pays for the change
 //      of path (the engine's buffers, a learn point, turn counters set up the first time), a
 //      cost of probing, not of the path.
@@ -109,6 +117,10 @@ struct Costs {
 
 struct Policy {
   std::uint32_t warmup_calls = 6;   ///< blocking calls of a key before early is first tried
+  /// The room point: the warm-up ends after this many calls where most ranks that observed its
+  /// calls found room to overlap (Vote::room_ranks).  At least 3 (the warm-up measures from its
+  /// third call); 0, or warmup_calls or more: no room point.
+  std::uint32_t room_calls = 3;
   std::uint32_t probe_calls = 2;    ///< calls per probe of a path
   /// Calls on the chosen path before the first re-probe: a probe of the other path every 32
   /// calls costs at worst 2 x 6% of a call in 34 (early probed) or 2 x what early saves
@@ -141,7 +153,7 @@ struct Policy {
 /// One rank's contribution to a decision, summed over the communicator.  Plain doubles so that
 /// the sum is one MPI_Allreduce of kFields doubles.
 struct Vote {
-  static constexpr int kFields = 8;
+  static constexpr int kFields = 10;
   double ranks_measured = 0;  ///< 1 if this rank measured both paths
   double blocking_ns = 0;     ///< mean interval after a blocking call on this rank
   double early_ns = 0;        ///< mean interval after an early call on this rank
@@ -150,6 +162,10 @@ struct Vote {
   double turn_ranks = 0;      ///< 1 if this rank measured early calls with turns on and off
   double turns_on_ns = 0;     ///< mean interval after an early call with per-node turns
   double turns_off_ns = 0;    ///< ... and without them
+  /// At a room point (KeyState::room_point): 1 if this rank observed calls of the key, and 1 if
+  /// they leave room to overlap.
+  double room_voters = 0;
+  double room_ranks = 0;
 
   void to_array(double out[kFields]) const;
   static Vote from_array(const double in[kFields]);
@@ -167,7 +183,13 @@ class KeyState {
   Path path() const { return path_; }
   /// True when the next call is a decision point: measure() locally, sum the votes over the
   /// communicator, decide(), then use path().
-  bool decision_due() const { return calls_ == segment_end_; }
+  bool decision_due() const { return calls_ == segment_end_ || room_point(); }
+  /// True when the next call is the warm-up's room point (Policy::room_calls): a decision point
+  /// whose vote carries room_voters and room_ranks, and which decides only whether the
+  /// warm-up ends here.
+  bool room_point() const { return warmup_ && room_at_ != 0 && calls_ == room_at_; }
+  /// The warm-up ended at its room point.
+  bool short_warmup() const { return short_warmup_; }
   /// This rank's vote: the mean interval of each path since its latest segment began.
   Vote measure(const Intervals& intervals);
   /// Applies the summed votes; returns the path from now on.  A plan's vote wins over the
@@ -234,6 +256,9 @@ class KeyState {
   bool probing_ = true;
   bool forced_ = false;
   bool extended_ = false;
+  bool warmup_ = false;         // the current segment is the key's warm-up
+  bool short_warmup_ = false;   // it ended at its room point
+  std::uint64_t room_at_ = 0;   // the warm-up's room point (0: none)
   bool decide_at_end_ = false;  // the current segment ends in a decision point
   std::uint64_t calls_ = 0;
   std::uint64_t segment_start_ = 0, segment_end_ = 0;

@@ -203,10 +203,21 @@ constexpr std::array kSettings = {
     Setting{"TNBC_ADAPT_WARMUP", "int", "6", Agree::value,
             "libtnbc.so: with TNBC_ADAPT=on or measure, the calls of each (communicator, "
             "operation, size class) that run blocking before returning early is first tried "
-            "(0..1000000; only the last 4 are measured).  A probe of the early path costs up to "
-            "6% of a call when the program has nothing to overlap (measured on 2 emulated "
-            "nodes); a short program is better served by a plan.",
+            "(0..1000000; at least 2; the first 2 are not measured, of the others the last 4 "
+            "are).  A probe of the early path costs up to 6% of a call when the program has "
+            "nothing to overlap (measured on 2 emulated nodes); a short program is better "
+            "served by a plan.  TNBC_ADAPT_WARMUP_ROOM ends it sooner where the program's reads "
+            "leave room to overlap.",
             kInt<&Config::adapt_warmup, 0, 1000000>},
+    Setting{"TNBC_ADAPT_WARMUP_ROOM", "int", "3", Agree::value,
+            "libtnbc.so: with TNBC_ADAPT=on or measure and TNBC_LEARN on, the warm-up of a key "
+            "ends after this many calls (at least 3) where most ranks' reads of the calls it "
+            "observed leave room to overlap (the predicted overlap of a rank's own observations, "
+            "as `tnbc-order plan` predicts it from a trace, at least a quarter of the exchange): "
+            "the ranks vote once there, and the early probe follows at once.  Elsewhere the "
+            "warm-up runs its TNBC_ADAPT_WARMUP calls.  0 (or TNBC_ADAPT_WARMUP or more): "
+            "always the whole warm-up.",
+            kInt<&Config::adapt_warmup_room, 0, 1000000>},
     Setting{"TNBC_ADAPT_WIDE", "int", "10", Agree::value,
             "libtnbc.so: with TNBC_ADAPT=on or measure, a decision whose chosen path saves at "
             "least this percentage of the other path's cost counts as two confirmations: the "

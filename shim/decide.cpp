@@ -74,6 +74,9 @@ CommState& comm_state(MPI_Comm comm) {
 bool start_decisions(const config::Config& cfg, bool plan_loaded) {
   g_adapt = cfg.adapt != config::Adapt::off;
   g_policy.warmup_calls = static_cast<std::uint32_t>(cfg.adapt_warmup);
+  // The room point asks what the warm-up observed: only where learning observes (the same
+  // settings on every rank, so every rank has the same decision points).
+  g_policy.room_calls = cfg.learn && cfg.adapt != config::Adapt::off ? static_cast<std::uint32_t>(cfg.adapt_warmup_room) : 0;
   g_policy.wide_gain = cfg.adapt_wide > 0 ? cfg.adapt_wide / 100.0 : 1.0;  // 1: no saving is that wide
   g_one_node = cfg.adapt == config::Adapt::on;
   g_plan_loaded = plan_loaded;
@@ -174,12 +177,24 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
     adapt::Vote vote = key->state.measure(key->intervals);
     if (entry && entry->ret == priority::Return::blocking) vote.force_blocking = 1;
     if (entry && entry->ret == priority::Return::early) vote.force_early = 1;
+    const bool room_point = key->state.room_point();
+    if (room_point) {
+      if (const auto room = learn::room(key->learning)) {
+        vote.room_voters = 1;
+        vote.room_ranks = *room ? 1 : 0;
+      }
+    }
     vote.to_array(mine);
     PMPI_Allreduce(mine, sum, adapt::Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
     const auto summed = adapt::Vote::from_array(sum);
     const adapt::Path p = key->state.decide(summed, key->intervals);
     key->learning.turns_chosen = key->state.turns_decided() && key->state.turns_chosen();
-    if (!key->state.extended())
+    if (room_point)
+      log::debug("{} of {} bytes on communicator {}: {:.0f} of the {:.0f} ranks that observed its warm-up found "
+                 "room to overlap: {}",
+                 key->op, bytes, cs.id, summed.room_ranks, summed.room_voters,
+                 key->state.short_warmup() ? "the warm-up ends here" : "the warm-up goes on");
+    else if (!key->state.extended())
       log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
                  "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
                  key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
@@ -291,10 +306,10 @@ std::string keys_json(const std::function<std::string(std::int64_t)>& site_name)
     }
     out += fmt::format(
         R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
-        R"("decisions":{},"switches":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},"sites":[{}],)"
-        R"("learning":{},"turns":{}}})",
+        R"("decisions":{},"switches":{},"short_warmup":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},)"
+        R"("sites":[{}],"learning":{},"turns":{}}})",
         first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
-        k.state.decisions(), k.state.switches(), all.fields(),
+        k.state.decisions(), k.state.switches(), k.state.short_warmup() ? "true" : "false", all.fields(),
         mean_us(iv.early_interval_ns.load(), iv.early_intervals.load()),
         mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites, learn::json(k.learning),
         turns_json(k));

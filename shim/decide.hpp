@@ -86,7 +86,8 @@ bool measured(MPI_Comm comm);
 
 /// Decides the path of this call.  Called by every rank of `comm` for the same collective,
 /// after the checks every rank shares and before anything rank-local: at a decision point it
-/// is collective over `comm` (one MPI_Allreduce of five doubles); so is a call that enters the
+/// is collective over `comm` (one MPI_Allreduce of adapt::Vote::kFields doubles; the warm-up's
+/// room point is one too); so is a call that enters the
 /// early path after blocking calls were observed (the learn point of learn.hpp).  `bytes` must be the same
 /// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for
 /// the call, whose "return" is this rank's vote (ranks may find different entries: the votes

@@ -309,6 +309,27 @@ void drain() {
   unhold();
 }
 
+std::optional<bool> room(KeyLearning& k) {
+  if (!g_enabled) return std::nullopt;
+  const std::uint64_t t0 = util::now_ns();
+  settle();
+  const SiteLearning* most = nullptr;
+  for (const SiteLearning& s : k.sites)
+    if (!s.samples.empty() && s.messages > 0 && (most == nullptr || s.samples.size() > most->samples.size())) most = &s;
+  std::optional<bool> out;
+  if (most != nullptr) {
+    priority::CallSite site;
+    site.op = k.op;
+    site.messages = most->messages;
+    site.comm_size = k.comm_size;
+    site.message_bytes = most->message_bytes;
+    site.ranks.push_back({0, std::vector<priority::CallRecord>(most->samples.begin(), most->samples.end())});
+    if (const auto share = priority::overlap_share(priority::plan_site(site))) out = *share >= kRoomShare;
+  }
+  k.learn_ns += util::now_ns() - t0;
+  return out;
+}
+
 void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
   if (!g_enabled || k.designated == k.designated_learned) return;
   k.designated_learned = k.designated;

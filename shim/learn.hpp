@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -165,6 +166,20 @@ void release(const void* p, std::size_t n, bool touch);
 /// A fence (an MPI call that may touch any memory): opens everything, sub-messages not read
 /// yet become unobserved.
 void drain();
+
+/// The share of an exchange (Tcomm) that a rank's reads must be predicted to leave for the
+/// computation to overlap for room() to say yes.  Measured (tnbc-order show on traces, 2 x 2
+/// ranks at 200 Mbit/s): overlap scenarios b and c 75% and 51%; the NAS-like kernels 2-3% (FT)
+/// and 13-16% (IS's Alltoallv), data read at once under 1%.
+inline constexpr double kRoomShare = 0.25;
+
+/// The room point of the per-call decision (adapt.hpp): whether this rank's observed calls of
+/// the key leave room to overlap -- the predicted overlap of its own observations of the site
+/// it observed most (priority::overlap_share, the rule `tnbc-order plan` applies to a trace)
+/// is at least kRoomShare of the exchange.  nullopt when it observed nothing there, or nothing
+/// read (it does not vote).  Rank-local; settles the observations in flight, as a learn point
+/// does (the samples stay for the learn point).
+std::optional<bool> room(KeyLearning& k);
 
 /// The key enters the early path: collective over `comm` when calls were designated since the
 /// last learn point (the same on every rank).  `call`: the key's call count.

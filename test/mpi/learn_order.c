@@ -8,7 +8,8 @@
  *   site_fixed  reads the sources p-1 .. 0 (reverse), always
  *   site_phase  reads the sources 0 .. p-1 before iteration PHASE_AT (default ITERS / 2), then
  *               p-1 .. 0: the program's phase changes halfway
- * Between two blocks a rank waits ~300 us, so first touches are well apart.  Every rank prints
+ * Between two blocks a rank waits ~300 us (LEARN_ORDER_PAUSE_US), so first touches are well
+ * apart; with 10000 its reads leave room to overlap on the emulated cluster.  Every rank prints
  * one checksum line per call; the test compares them with plain MPICH's.
  * LEARN_ORDER_ALLTOALLV=1 makes both calls MPI_Alltoallv, rank s sending rank r
  * (1 + (s + r) % 3) x 32 KiB: blocks of 32, 64 and 96 KiB, every rank receiving its own mix. */
@@ -21,6 +22,7 @@
 static int rank, size;
 static const size_t blk = 64 * 1024;
 static int use_v;  /* LEARN_ORDER_ALLTOALLV=1 */
+static long pause_between = 300;  /* LEARN_ORDER_PAUSE_US */
 static int *scount, *sdispl, *rcount, *rdispl;
 
 static uint64_t read_block(const char *p, size_t n) {
@@ -30,7 +32,7 @@ static uint64_t read_block(const char *p, size_t n) {
 }
 
 static void pause_us(long us) {
-  struct timespec ts = {0, us * 1000};
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
   nanosleep(&ts, NULL);
 }
 
@@ -43,7 +45,7 @@ static uint64_t read_in(const char *recv, int reverse) {
   for (int k = 0; k < size; k++) {
     int s = reverse ? size - 1 - k : k;
     h ^= read_block(recv + rdispl[s], (size_t)rcount[s]) + (uint64_t)s;
-    pause_us(300);
+    pause_us(pause_between);
   }
   return h;
 }
@@ -73,6 +75,8 @@ int main(int argc, char **argv) {
   int phase_at = argc > 2 ? atoi(argv[2]) : iters / 2;
   const char *v = getenv("LEARN_ORDER_ALLTOALLV");
   use_v = v != NULL && v[0] == '1';
+  const char *pause = getenv("LEARN_ORDER_PAUSE_US");
+  if (pause != NULL && atol(pause) > 0) pause_between = atol(pause);
   scount = malloc(sizeof(int) * size), sdispl = malloc(sizeof(int) * size);
   rcount = malloc(sizeof(int) * size), rdispl = malloc(sizeof(int) * size);
   for (int p = 0, so = 0, ro = 0; p < size; p++) {

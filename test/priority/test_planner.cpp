@@ -148,3 +148,26 @@ TEST_CASE("a site read at once gets 'return blocking', one read late 'return ear
   REQUIRE(some.prediction.plan_us < 0.5 * some.inputs.tcomm_us);
   CHECK(some.entry->ret == Return::measure);
 }
+
+TEST_CASE("overlap_share: the predicted overlap as a share of Tcomm, none where nothing is read", "[planner]") {
+  std::vector<std::size_t> order{2, 0, 3, 1};
+  CallSite site = reading_site(Op::alltoall, 4, 4, {order});
+  // Read 10-40 us after the return of a 1000 us exchange: a sliver.
+  const auto at_once = overlap_share(plan_site(site));
+  REQUIRE(at_once);
+  CHECK(*at_once < 0.1);
+  // The same reads 900 us later: most of the exchange.
+  for (auto& c : site.ranks[0].calls)
+    for (auto& t : c.touches) t = FirstTouch::at(t.delay_us + 900);
+  const SitePlan late = plan_site(site);
+  REQUIRE(overlap_share(late));
+  CHECK(*overlap_share(late) == Approx(late.prediction.plan_us / late.inputs.tcomm_us));
+  CHECK(*overlap_share(late) >= 0.5);
+  // Nothing read: no share (a rank that never reads its data does not vote on room).
+  for (auto& c : site.ranks[0].calls) c.touches.assign(4, FirstTouch::untouched());
+  CHECK_FALSE(overlap_share(plan_site(site)));
+  // Tcomm unknown: no share.
+  CallSite no_tcomm = reading_site(Op::alltoall, 4, 4, {order});
+  no_tcomm.ranks[0].calls[0].tcomm_us = 0;
+  CHECK_FALSE(overlap_share(plan_site(no_tcomm)));
+}

@@ -18,6 +18,7 @@ prints while learning is on; TNBC_LEARN=0 must learn nothing."""
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 
@@ -280,7 +281,36 @@ def main():
         else:
             expect(gated == [0] * P, f"sends gated with TNBC_LEARN_PER_NODE=0: {gated}")
 
+    def room_on_cluster(pause_us, room):
+        # The warm-up's room point (shim/adapt.hpp): reads 10 ms apart leave room to overlap an
+        # exchange of about 10 ms, reads 0.3 ms apart do not.  Every rank must come to the same
+        # verdict (the ranks vote), with identical bytes either way.
+        prefix = os.path.join(tmp, f"room{pause_us}")
+        env = {"LEARN_ORDER_PAUSE_US": str(pause_us)}
+        want = ref.get("out")
+        res = cluster_run(PROG, args=[ITERS], preload="tnbc", placement="cyclic", timeout=240,
+                          env={"TNBC_STATS": prefix, "TNBC_LOG": "debug", **env})
+        out = lines(res.stdout)
+        expect(want and out == want, f"differs from plain MPICH: {sorted(set(out) ^ set(want or []))[:6]}")
+        verdicts = []
+        for r in range(P):
+            world = [k for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]
+                     if k["op"] == "alltoall" and k["comm_size"] == P]
+            expect(len(world) == 1 and world[0]["decisions"] >= 1, f"rank {r}: keys {world}")
+            verdicts.append(world[0]["short_warmup"])
+        expect(verdicts == [room] * P, f"short warm-up per rank {verdicts}, expected {room} everywhere")
+        # Each rank says what the vote was, once, at the key's third call: every rank observed.
+        votes = re.findall(r"tnbc\[(\d)\]: alltoall of \d+ bytes on communicator 0: (\d) of the (\d) ranks that "
+                           r"observed its warm-up found room to overlap: the warm-up (ends here|goes on)", res.stderr)
+        expect(sorted(v[0] for v in votes) == [str(r) for r in range(P)], f"room votes logged: {votes}")
+        expect(all(v[2] == str(P) and (int(v[1]) > P // 2) == room and (v[3] == "ends here") == room for v in votes),
+               f"room votes: {votes}")
+
     if os.geteuid() == 0:
+        s.check("2 emulated nodes, reads that leave room to overlap: every rank ends the warm-up after 3 "
+                "calls, identical bytes", lambda: room_on_cluster(10000, True))
+        s.check("2 emulated nodes, reads at once: the whole warm-up of 6 calls, identical bytes",
+                lambda: room_on_cluster(300, False))
         s.check("2 emulated nodes, learning by default: the learned order becomes the turn order, "
                 "turns on and off compared and decided alike on every rank, identical bytes",
                 lambda: turns_on_cluster("1"))

@@ -24,6 +24,9 @@ struct Sim {
   Intervals iv;
   double early_ns, blocking_ns;
   int ranks = 4;
+  /// At a room point: how many ranks observed the warm-up, and how many of them found room.
+  int room_voters = 0, room_ranks = 0;
+  int room_points = 0;  // room points met
   std::vector<Path> paths;
 
   Sim(Policy p, double early, double blocking) : policy(p), key(p), early_ns(early), blocking_ns(blocking) {}
@@ -35,6 +38,11 @@ struct Sim {
     if (key.decision_due()) {
       Vote v = key.measure(iv);
       Vote sum{v.ranks_measured * ranks, v.blocking_ns * ranks, v.early_ns * ranks};
+      if (key.room_point()) {
+        ++room_points;
+        sum.room_voters = room_voters;
+        sum.room_ranks = room_ranks;
+      }
       key.decide(sum, iv);
     }
     const Path p = key.path();
@@ -57,6 +65,15 @@ struct Sim {
 Policy narrow(Policy p = Policy{}) {
   p.wide_gain = 1.0;
   return p;
+}
+
+/// Runs `n` calls of `s` whose first 2 calls cost what the Sim was made with (connections,
+/// first touches) and whose later blocking calls cost 200.  (A call's interval is recorded at
+/// the next call's entry: the cost changes after the third call begins.)
+void slow_start(Sim& s, int n) {
+  s.calls(3);
+  s.blocking_ns = 200;
+  s.calls(n - 3);
 }
 
 Policy small() {
@@ -117,6 +134,100 @@ TEST_CASE("the warm-up is judged by its last calls: slow first calls do not make
   REQUIRE(s.key.decisions() >= 1);
   REQUIRE(s.key.chosen() == Path::blocking);
   REQUIRE(s.key.switches() == 0);
+}
+
+TEST_CASE("a short warm-up leaves out its first 2 calls too") {
+  // The first 2 calls pay for connections (10x); after that early costs 2% less than blocking,
+  // under enter_gain: blocking must win.  Counting the first 2 calls, early would look 5x cheaper.
+  for (std::uint32_t warmup : {3u, 4u, 6u}) {
+    CAPTURE(warmup);
+    Policy p;
+    p.warmup_calls = warmup;
+    Sim s(p, 196, 2000);
+    slow_start(s, static_cast<int>(warmup) + 3 + 1);  // the warm-up, the probe, the decision
+    REQUIRE(s.count(Path::blocking, 0, warmup) == static_cast<int>(warmup));
+    REQUIRE(s.key.decisions() == 1);
+    REQUIRE(s.key.chosen() == Path::blocking);
+    REQUIRE(s.key.last_blocking_ns() == 200);
+  }
+  // A warm-up of 1 or 2 calls measures its last call.
+  for (std::uint32_t warmup : {1u, 2u}) {
+    CAPTURE(warmup);
+    Policy p;
+    p.warmup_calls = warmup;
+    p.probe_calls = 1;
+    Sim s(p, 100, 300);
+    s.calls(static_cast<int>(warmup));
+    s.blocking_ns = 200;
+    s.calls(2 + 1);  // the probe, the decision
+    REQUIRE(s.key.decisions() == 1);
+    REQUIRE(s.key.last_blocking_ns() == 200);
+  }
+}
+
+TEST_CASE("the room point: where most ranks found room, the warm-up ends after 3 calls") {
+  // The first 2 calls pay for connections (10x): the short warm-up measures its third call only.
+  auto run = [](Sim& s, int voters, int room, int n) {
+    s.room_voters = voters;
+    s.room_ranks = room;
+    slow_start(s, n);
+  };
+  SECTION("3 of 4 ranks found room: the early probe follows at once, then the first decision") {
+    Sim s(Policy{}, 150, 2000);
+    run(s, 4, 3, 7);
+    REQUIRE(s.room_points == 1);
+    REQUIRE(s.key.short_warmup());
+    REQUIRE(s.paths == std::vector<Path>{Path::blocking, Path::blocking, Path::blocking, Path::early, Path::early,
+                                         Path::early, Path::early});
+    // The room point decided nothing else; the probe's end (call 6) is the first decision.
+    REQUIRE(s.key.decisions() == 1);
+    REQUIRE(s.key.chosen() == Path::early);
+    REQUIRE(s.key.last_blocking_ns() == 200);
+  }
+  SECTION("half the ranks, or none of them, or nobody observed: the whole warm-up") {
+    for (auto [voters, room] : {std::pair{4, 2}, std::pair{4, 0}, std::pair{0, 0}}) {
+      CAPTURE(voters, room);
+      Sim s(Policy{}, 150, 2000);
+      run(s, voters, room, 10);
+      REQUIRE(s.room_points == 1);
+      REQUIRE_FALSE(s.key.short_warmup());
+      REQUIRE(s.count(Path::blocking, 0, 6) == 6);
+      REQUIRE(s.count(Path::early, 6, 9) == 3);
+      REQUIRE(s.key.decisions() == 1);
+      REQUIRE(s.key.last_blocking_ns() == 200);
+    }
+  }
+  SECTION("room_calls 0, or not shorter than the warm-up: no room point") {
+    for (std::uint32_t room_calls : {0u, 6u, 9u}) {
+      CAPTURE(room_calls);
+      Policy p;
+      p.room_calls = room_calls;
+      Sim s(p, 150, 2000);
+      run(s, 4, 4, 10);
+      REQUIRE(s.room_points == 0);
+      REQUIRE(s.count(Path::blocking, 0, 6) == 6);
+    }
+  }
+  SECTION("a room point sooner than the third call comes at the third: the first 2 are not measured") {
+    Policy p;
+    p.room_calls = 1;
+    Sim s(p, 150, 2000);
+    run(s, 4, 4, 7);
+    REQUIRE(s.room_points == 1);
+    REQUIRE(s.count(Path::blocking, 0, 3) == 3);
+    REQUIRE(s.key.last_blocking_ns() == 200);
+  }
+  SECTION("a later room point: the warm-up is measured from its third call to the room point") {
+    Policy p;
+    p.warmup_calls = 20;
+    p.room_calls = 5;
+    Sim s(p, 150, 2000);
+    run(s, 4, 4, 9);
+    REQUIRE(s.key.short_warmup());
+    REQUIRE(s.count(Path::blocking, 0, 5) == 5);
+    REQUIRE(s.key.decisions() == 1);
+    REQUIRE(s.key.last_blocking_ns() == 200);
+  }
 }
 
 TEST_CASE("early that saves time is kept; the runs between probes double up to the limit") {
