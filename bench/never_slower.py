@@ -38,8 +38,8 @@ NODES, PPN = 2, 2
 
 # (name, where, block bytes, iterations, work in ms per iteration)
 # Each key of the per-call decision learns in its first calls (6 blocking, or 3 where the reads
-# leave room to overlap; 3-5 early; then probes between growing runs): the cluster cases make 72-100 calls so that the decision has a
-# run to show, as a real program makes thousands.  On one node every call runs blocking.
+# leave room to overlap; 3-5 early; then probes between growing runs): the cluster cases make
+# 72-100 calls so that the decision has a run to show, as a real program makes thousands.  On one node every call runs blocking.
 CASES = [
     ("1 MiB, read at once", "local", 1 << 20, 40, 0),
     ("1 MiB, 20 ms work", "local", 1 << 20, 30, 20),

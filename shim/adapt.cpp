@@ -164,8 +164,10 @@ void KeyState::advance(const Intervals& iv) {
   const std::uint64_t length = segment_end_ - segment_start_;
   const std::uint64_t window = 2 * static_cast<std::uint64_t>(policy_.probe_calls);
   if (warmup_) {
-    // The warm-up is measured from its call kWarmupUnmeasured (or its last, when shorter),
-    // over its last `window` calls when it is longer: so it is at its room point too.
+    // The warm-up is measured from its call kWarmupUnmeasured (or its last, when shorter), and
+    // over its last `window` calls when it is longer than that.  The first rebase comes before
+    // any room point (the third call at the soonest): a warm-up that ends there is measured
+    // from kWarmupUnmeasured to the room point.
     const std::uint64_t from = std::min(kWarmupUnmeasured, length - 1);
     if (calls_ == segment_start_ + from + 1 || (length > from + window && calls_ == segment_end_ - window + 1))
       rebase(path_, iv);

@@ -204,9 +204,9 @@ constexpr std::array kSettings = {
             "libtnbc.so: with TNBC_ADAPT=on or measure, the calls of each (communicator, "
             "operation, size class) that run blocking before returning early is first tried "
             "(0..1000000; at least 2 are made; the first 2 are not measured, the first only when "
-            "there are 2, and of the others the last 4 are).  A probe of the early path costs up to 6% of a call when the program has "
-            "nothing to overlap (measured on 2 emulated nodes); a short program is better "
-            "served by a plan.  TNBC_ADAPT_WARMUP_ROOM ends it sooner where the program's reads "
+            "there are 2, and of the others the last 4 are).  A probe of the early path costs up "
+            "to 6% of a call when the program has nothing to overlap (measured on 2 emulated "
+            "nodes); a short program is better served by a plan.  TNBC_ADAPT_WARMUP_ROOM ends it sooner where the program's reads "
             "leave room to overlap.",
             kInt<&Config::adapt_warmup, 0, 1000000>},
     Setting{"TNBC_ADAPT_WARMUP_ROOM", "int", "3", Agree::value,

@@ -76,7 +76,8 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded) {
   g_policy.warmup_calls = static_cast<std::uint32_t>(cfg.adapt_warmup);
   // The room point asks what the warm-up observed: only where learning observes (the same
   // settings on every rank, so every rank has the same decision points).
-  g_policy.room_calls = cfg.learn && cfg.adapt != config::Adapt::off ? static_cast<std::uint32_t>(cfg.adapt_warmup_room) : 0;
+  const bool observes = cfg.learn && cfg.adapt != config::Adapt::off;
+  g_policy.room_calls = observes ? static_cast<std::uint32_t>(cfg.adapt_warmup_room) : 0;
   g_policy.wide_gain = cfg.adapt_wide > 0 ? cfg.adapt_wide / 100.0 : 1.0;  // 1: no saving is that wide
   g_one_node = cfg.adapt == config::Adapt::on;
   g_plan_loaded = plan_loaded;
