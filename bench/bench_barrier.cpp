@@ -14,11 +14,11 @@
 #include <unistd.h>
 #include <vector>
 
-#include "arena.hpp"
-#include "barrier.hpp"
-#include "machines.hpp"
-#include "min_numa_dist.hpp"
-#include "numa_model.hpp"
+#include "barrier/arena.hpp"
+#include "barrier/barrier.hpp"
+#include "barrier/machines.hpp"
+#include "barrier/min_numa_dist.hpp"
+#include "barrier/numa_model.hpp"
 
 using namespace tnbc::barrier;
 

@@ -9,7 +9,7 @@ against the mean of the --plan files' calls from --steady-from on (the plan's ea
   the mean of the calls that are not measuring calls (--measuring), and
   the price of the measuring calls: the sum of their excess over the plan's mean.
 
-The default --measuring is what the per-call decision (shim/adapt.hpp, default Policy) spends
+The default --measuring is what the per-call decision (shim/replay/decide/policy.hpp, default Policy) spends
 measuring in up to 1000 calls of overlap scenario b, where its decisions are wide (early saves
 more than 10%: Policy::wide_gain), as TNBC_LOG=debug shows it: the 3 blocking warm-up calls
 (its reads leave room to overlap: the warm-up ends at its room point) and the first early
@@ -28,7 +28,7 @@ the measuring calls of 450 calls were
 way (before wide decisions, hence its --measuring):
 
   tnbc-cluster run --ppn 2 --placement cyclic --timeout 600 --env OVERLAP_SKIP_TCOMM=1 \\
-      --env OVERLAP_ITER_TIMES=1 --env TNBC_PLAN=PLAN --preload build/shim/libtnbc.so \\
+      --env OVERLAP_ITER_TIMES=1 --env TNBC_PLAN=PLAN --preload build/shim/replay/libtnbc.so \\
       -- build/bench/overlap 1048576 450 blocking 0 244400 1 > plan1.txt
   (the same with --env TNBC_LEARN=1 instead of TNBC_PLAN, > learn1.txt; in turn, 3 times each;
    PLAN from `bench/overlap.py`, which writes it in its work folder, or `tnbc-order plan`)

@@ -95,7 +95,7 @@ class Bench:
         self.a = a
         self.build = os.path.abspath(a.build)
         self.prog = os.path.join(self.build, "bench", "curc")
-        self.lib = os.path.join(self.build, "shim", "libtnbc.so")
+        self.lib = os.path.join(self.build, "shim", "replay", "libtnbc.so")
         self.cluster = os.path.join(self.build, "tools", "tnbc-cluster")
         self.work = tempfile.mkdtemp(prefix="tnbc_never_")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TNBC_", "MPIR_CVAR"))}

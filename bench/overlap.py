@@ -42,8 +42,8 @@ MPI = "mpich"  # --mpi: the build, libraries and launcher used (use_mpi)
 BUILD = os.path.join(ROOT, "build")
 CLUSTER = os.path.join(BUILD, "tools", "tnbc-cluster")
 PROG = os.path.join(BUILD, "bench", "overlap")
-LIB = os.path.join(BUILD, "shim", "libtnbc.so")
-TRACE_LIB = os.path.join(BUILD, "shim", "libtnbc_trace.so")
+LIB = os.path.join(BUILD, "shim", "replay", "libtnbc.so")
+TRACE_LIB = os.path.join(BUILD, "trace", "libtnbc_trace.so")
 DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
 
 
@@ -56,8 +56,8 @@ def use_mpi(mpi):
     BUILD = os.path.join(ROOT, "build" + suffix)
     CLUSTER = os.path.join(BUILD, "tools", "tnbc-cluster")
     PROG = os.path.join(BUILD, "bench", "overlap")
-    LIB = os.path.join(BUILD, "shim", f"libtnbc{suffix}.so")
-    TRACE_LIB = os.path.join(BUILD, "shim", f"libtnbc_trace{suffix}.so")
+    LIB = os.path.join(BUILD, "shim", "replay", f"libtnbc{suffix}.so")
+    TRACE_LIB = os.path.join(BUILD, "trace", f"libtnbc_trace{suffix}.so")
     DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
 NODES, PPN = 2, 2  # the emulated cluster: nodes, and ranks per node
 

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "trace/page_guard.hpp"
-#include "trace/tsc_clock.hpp"
+#include "shim/observe/page_guard.hpp"
+#include "shim/observe/tsc_clock.hpp"
 
 using namespace tnbc::trace;
 using Clock = std::chrono::steady_clock;

@@ -1,4 +1,4 @@
-#include "priority/consensus.hpp"
+#include "consensus.hpp"
 
 #include <algorithm>
 #include <cmath>

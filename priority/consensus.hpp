@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "priority/observations.hpp"
+#include "observations.hpp"
 
 namespace tnbc::priority {
 
@@ -110,7 +110,7 @@ struct Consensus {
 };
 /// From the ranks' summaries (each rank one vote; summaries of another length are left out).
 /// analyse() orders with the same two functions: replay mode's online learning
-/// (shim/learn.hpp) gathers summaries from every rank and calls consensus() itself.
+/// (shim/replay/learn/learn.hpp) gathers summaries from every rank and calls consensus() itself.
 Consensus consensus(std::span<const RankSummary> ranks, std::size_t messages);
 
 /// Kendall-style concordance in [0, 1] of `order` with `reference` (both permutations of

@@ -1,4 +1,4 @@
-#include "priority/cost_model.hpp"
+#include "cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -11,8 +11,8 @@
 #include <span>
 #include <vector>
 
-#include "priority/consensus.hpp"
-#include "priority/observations.hpp"
+#include "consensus.hpp"
+#include "observations.hpp"
 
 namespace tnbc::priority {
 

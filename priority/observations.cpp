@@ -1,4 +1,4 @@
-#include "priority/observations.hpp"
+#include "observations.hpp"
 
 namespace tnbc::priority {
 

@@ -1,4 +1,4 @@
-#include "priority/plan.hpp"
+#include "plan.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -13,9 +13,9 @@
 #include <variant>
 #include <vector>
 
-#include "priority/consensus.hpp"
-#include "priority/cost_model.hpp"
-#include "priority/observations.hpp"
+#include "consensus.hpp"
+#include "cost_model.hpp"
+#include "observations.hpp"
 
 namespace tnbc::priority {
 

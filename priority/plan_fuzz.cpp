@@ -8,7 +8,7 @@
 #include <string_view>
 #include <variant>
 
-#include "priority/plan.hpp"
+#include "plan.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tnbc::priority;

@@ -1,4 +1,4 @@
-#include "priority/planner.hpp"
+#include "planner.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "priority/consensus.hpp"
-#include "priority/cost_model.hpp"
-#include "priority/observations.hpp"
-#include "priority/plan.hpp"
+#include "consensus.hpp"
+#include "cost_model.hpp"
+#include "observations.hpp"
+#include "plan.hpp"
 
 namespace tnbc::priority {
 
@@ -59,7 +59,7 @@ SitePlan plan_site(const CallSite& site, const PlannerOptions& options = {});
 
 /// The predicted overlap of a planned site (simulated, its consensus order) as a share of its
 /// Tcomm: what plan_site's return verdicts compare with blocking_below and early_above, and
-/// what replay mode's room point asks of a rank's own observations (shim/learn.hpp, room()).
+/// what replay mode's room point asks of a rank's own observations (shim/replay/learn/learn.hpp, room()).
 /// nullopt where the data is never read (verdict unread) or Tcomm is unknown.
 std::optional<double> overlap_share(const SitePlan& plan);
 

@@ -1,7 +1,7 @@
 // What the interposed C library functions share (io_interpose.hpp): the guard test, resolving the
 // next definition, and the "before the call" helpers the table shim/libc_functions.tsv names.
 // The helpers do nothing on a thread inside MPI (fence.hpp), the progress thread included.
-// Included by the generated wrappers (tools/gen_interposers.py) and by io_interpose.cpp.
+// Included by the generated wrappers (shim/gen_interposers.py) and by io_interpose.cpp.
 #pragma once
 
 #include <aio.h>

@@ -18,7 +18,7 @@
 extern char** environ;
 
 /// Set before PMPI_Init when the process runs the other MPI: the generated MPI_x trampolines
-/// then jump straight to PMPI_x, arguments untouched (mpi_wrappers.cpp, tools/gen_wrappers.py).
+/// then jump straight to PMPI_x, arguments untouched (mpi_wrappers.cpp, shim/gen_wrappers.py).
 extern "C" {
 __attribute__((visibility("hidden"))) unsigned char tnbc_mpi_mismatch = 0;
 }

@@ -1,6 +1,6 @@
 // The interposed signal functions (shim/libc_functions.tsv, rows "custom"): a SIGSEGV handler the
 // program installs while tnbc's is installed becomes the handler tnbc passes foreign faults to,
-// not the kernel's (trace/segv.hpp, program_sigaction).  Every other signal, and SIGSEGV while
+// not the kernel's (shim/observe/segv.hpp, program_sigaction).  Every other signal, and SIGSEGV while
 // tnbc has no handler installed, goes straight to the C library.
 #include <signal.h>
 
@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "io_interpose_impl.hpp"
-#include "trace/segv.hpp"
+#include "shim/observe/segv.hpp"
 
 using namespace tnbc::shim::interpose;
 namespace segv = tnbc::trace::segv;

@@ -24,8 +24,8 @@ MPI = os.environ.get("TNBCTEST_MPI", "mpich")
 assert MPI in ("mpich", "openmpi"), f"TNBCTEST_MPI={MPI}: expected mpich or openmpi"
 _SUFFIX = "" if MPI == "mpich" else "-" + MPI
 LIBS = {
-    "tnbc": os.path.join(BUILD, "shim", f"libtnbc{_SUFFIX}.so"),
-    "tnbc_trace": os.path.join(BUILD, "shim", f"libtnbc_trace{_SUFFIX}.so"),
+    "tnbc": os.path.join(BUILD, "shim", "replay", f"libtnbc{_SUFFIX}.so"),
+    "tnbc_trace": os.path.join(BUILD, "trace", f"libtnbc_trace{_SUFFIX}.so"),
 }
 # Open MPI's launcher on one node: as root it needs --allow-run-as-root, with more ranks than
 # cores --oversubscribe; the shared-memory and self transports over ob1 keep UCX (and its

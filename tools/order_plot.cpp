@@ -1,5 +1,5 @@
 // See order_plot.hpp.
-#include "tools/order_plot.hpp"
+#include "order_plot.hpp"
 
 #include <algorithm>
 #include <cmath>

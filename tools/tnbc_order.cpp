@@ -16,10 +16,10 @@
 
 #include <fmt/format.h>
 
-#include "config.hpp"
+#include "shim/config.hpp"
 #include "priority/planner.hpp"
-#include "tools/order_plot.hpp"
-#include "tools/trace_observations.hpp"
+#include "order_plot.hpp"
+#include "trace_observations.hpp"
 #include "trace/trace_file.hpp"
 #include "util/file.hpp"
 #include "util/json.hpp"

@@ -1,4 +1,4 @@
-#include "tools/trace_observations.hpp"
+#include "trace_observations.hpp"
 
 #include "trace/trace_file.hpp"
 

@@ -16,7 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "callsite.hpp"
+#include "shim/observe/callsite.hpp"
+#include "shim/observe/page_guard.hpp"  // Outcome
 
 namespace tnbc::trace {
 
@@ -28,15 +29,6 @@ inline constexpr std::uint32_t kTraceVersion = 2;
 inline constexpr std::int32_t kMaxRanks = 1 << 24;
 /// Longest string (module path, symbol, hostname, job id) a file may hold.
 inline constexpr std::uint32_t kMaxString = 4096;
-
-/// What became of one sub-message by the end of the run (the page guard decides; the file
-/// keeps it in each sub-message's flags).
-enum class Outcome : std::uint8_t {
-  untouched = 0,   ///< observable to the end and never read
-  touched = 1,     ///< its first touch was recorded
-  unobserved = 2,  ///< its last protected page was opened by a neighbour's touch before it was read
-  released = 3,    ///< overwritten or given back (new collective into it, free, munmap) unread
-};
 
 /// The traced operation.
 enum class TracedOp : std::uint8_t {

@@ -9,7 +9,7 @@
 #include <span>
 #include <string>
 
-#include "trace/trace_file.hpp"
+#include "trace_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tnbc::trace;

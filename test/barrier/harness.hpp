@@ -15,8 +15,8 @@
 #include <unistd.h>
 #include <vector>
 
-#include "arena.hpp"
-#include "barrier.hpp"
+#include "barrier/arena.hpp"
+#include "barrier/barrier.hpp"
 
 namespace tnbc::barrier::test {
 

@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "harness.hpp"
-#include "tree.hpp"
+#include "barrier/tree.hpp"
 
 using namespace tnbc::barrier;
 using namespace tnbc::barrier::test;

@@ -4,8 +4,8 @@
 
 #include <vector>
 
-#include "machines.hpp"
-#include "min_numa_dist.hpp"
+#include "barrier/machines.hpp"
+#include "barrier/min_numa_dist.hpp"
 
 using namespace tnbc::barrier;
 

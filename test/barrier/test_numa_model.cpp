@@ -3,9 +3,9 @@
 // on a symmetric one, and for dissemination (no root), nothing changes.
 #include <catch2/catch.hpp>
 
-#include "machines.hpp"
-#include "min_numa_dist.hpp"
-#include "numa_model.hpp"
+#include "barrier/machines.hpp"
+#include "barrier/min_numa_dist.hpp"
+#include "barrier/numa_model.hpp"
 
 using namespace tnbc::barrier;
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "topology.hpp"
+#include "barrier/topology.hpp"
 
 using namespace tnbc::barrier;
 

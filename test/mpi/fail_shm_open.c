@@ -1,6 +1,6 @@
 /* Preloaded beside libtnbc.so by the tests to make shm_open fail on chosen ranks, for segment
  * names with a chosen prefix: the failure paths of the engine's per-node turn counters
- * (shim/engine/shadow.cpp, prepare_node) under real MPI processes.
+ * (shim/replay/engine/shadow.cpp, prepare_node) under real MPI processes.
  *
  *   TNBCTEST_FAIL_SHM_PREFIX  names that fail, e.g. "/tnbc-turns-" (unset: nothing fails)
  *   TNBCTEST_FAIL_SHM_RANKS   comma-separated world ranks that fail (PMI_RANK under MPICH's

@@ -1,4 +1,4 @@
-/* An MPI_Alltoallv with one block over 2 GiB, for test/replay/test_mpi_replay.py.
+/* An MPI_Alltoallv with one block over 2 GiB, for test/shim/replay/test_mpi_replay.py.
  *
  *   large_block
  *

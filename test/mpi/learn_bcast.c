@@ -1,5 +1,5 @@
 /* A known read order of an MPI_Bcast buffer, for replay mode's online learning of Bcast
- * segment orders (shim/learn.hpp), for test/replay/test_learn.py.
+ * segment orders (shim/replay/learn/learn.hpp), for test/shim/replay/test_learn.py.
  *
  *   learn_bcast [ITERS [BYTES [split]]]
  *

@@ -1,5 +1,5 @@
-/* Known read orders for replay mode's online learning (shim/learn.hpp), for
- * test/replay/test_learn.py.
+/* Known read orders for replay mode's online learning (shim/replay/learn/learn.hpp), for
+ * test/shim/replay/test_learn.py.
  *
  *   learn_order [ITERS [PHASE_AT]]
  *

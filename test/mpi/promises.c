@@ -1,5 +1,5 @@
 /* What a program may do with a receive buffer right after a blocking collective returns, one
- * scenario per run (test/replay/test_promises.py runs each with and without libtnbc.so and
+ * scenario per run (test/shim/replay/test_promises.py runs each with and without libtnbc.so and
  * compares): keep it in shared memory, re-protect it, hand it to the kernel through fortified,
  * vectored, message and raw system calls, fork, install its own SIGSEGV handler, set up an
  * io_uring, move the mapping with mremap.

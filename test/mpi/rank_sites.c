@@ -1,7 +1,7 @@
 /* One MPI_Bcast called from a different place on the root than on the other ranks, as programs
  * do ("if (rank == root) { prepare; MPI_Bcast } else { MPI_Bcast; use }"): traced, the two call
  * sites get plan entries of their own, which a replaying library must not let shape the
- * messages differently on different ranks.  test/replay/test_promises.py drives it.
+ * messages differently on different ranks.  test/shim/replay/test_promises.py drives it.
  *
  *   rank_sites            1 MiB from rank 0, eight rounds; every rank prints a checksum and ok/BAD */
 #include <mpi.h>

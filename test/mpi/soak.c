@@ -1,4 +1,4 @@
-/* The soak of the long test mode (test/replay/test_soak.py): a long pseudo-random sequence of
+/* The soak of the long test mode (test/shim/replay/test_soak.py): a long pseudo-random sequence of
  * collectives whose every received byte each rank checks itself, with what real programs do to a
  * receive buffer right after the call returns (while a replaying library may still have it in
  * flight).
@@ -35,42 +35,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define PAGE 4096
-#define MAX_RANKS 16
-/* Largest receive span of one call (buffer offset included), and the size of each static slot. */
-#define MAX_SPAN (2u << 20)
-#define SLOT_BYTES (MAX_SPAN + PAGE)
-#define MAX_STACK_SPAN (1u << 20)
+#include "soak.h"
 
-enum op { OP_ALLTOALL, OP_ALLTOALLV, OP_BCAST, OP_BARRIER };
 static const char* const op_names[] = {"alltoall", "alltoallv", "bcast", "barrier"};
-
-enum comm_kind { C_WORLD, C_DUP, C_SPLIT_PARITY, C_SPLIT_HALVES_REVERSED, C_FRESH_DUP, C_KINDS };
-
-enum mem { M_HEAP, M_ALIGNED, M_STATIC, M_STACK, M_MMAP, M_SHARED_ANON, M_SHARED_FILE };
 static const char* const mem_names[] = {"heap", "aligned", "static", "stack", "mmap", "shared_anon", "shared_file"};
-
-/* What the program does with the receive buffer after the call returns. */
-enum action {
-  A_FORWARD,   /* reads it front to back */
-  A_BACKWARD,  /* back to front */
-  A_PAGES,     /* one byte of random pages first, then all of it */
-  A_SCRIBBLE,  /* writes bytes of its own into random pages, then reads all */
-  A_DEFER,     /* does not touch it before the next collective returns */
-  A_WRITE,     /* write() to a file, read back into another buffer */
-  A_PWRITEV,   /* pwritev() of three pieces, read back */
-  A_FREE,      /* frees (unmaps) it unread */
-  A_REALLOC,   /* realloc() (heap) or mremap() (mmap) to a larger size, reads the moved bytes */
-  A_MPROTECT,  /* makes its pages read-only, reads, makes them writable again */
-  A_FORK,      /* fork(): the child reads it and reports; then the parent */
-  A_SIGNAL,    /* raise(SIGUSR1): the handler reads it */
-  A_THREAD     /* another thread reads it */
-};
 static const char* const action_names[] = {"forward", "backward", "pages", "scribble", "defer", "write", "pwritev",
                                            "free", "realloc", "mprotect", "fork", "signal", "thread"};
 
-static int rank, size;
-static const char* tmpdir;
+int rank, size;
+const char* tmpdir;
 static uint64_t g_shared_rng, g_local_rng;
 
 /* splitmix64 */
@@ -81,10 +54,9 @@ static uint64_t next(uint64_t* s) {
   return z ^ (z >> 31);
 }
 static uint64_t shared(uint64_t n) { return next(&g_shared_rng) % n; }
-static uint64_t local(uint64_t n) { return next(&g_local_rng) % n; }
+uint64_t local(uint64_t n) { return next(&g_local_rng) % n; }
 
-static void die(const char* what) __attribute__((noreturn));
-static void die(const char* what) {
+void die(const char* what) {
   fprintf(stderr, "rank %d: %s: %s\n", rank, what, strerror(errno));
   MPI_Abort(MPI_COMM_WORLD, 3);
   exit(3);
@@ -145,91 +117,6 @@ static void make_comms(void) {
   MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &g_comms[C_SPLIT_PARITY].comm);
   MPI_Comm_split(MPI_COMM_WORLD, rank < size / 2, -rank, &g_comms[C_SPLIT_HALVES_REVERSED].comm);
   for (int k = C_WORLD; k < C_FRESH_DUP; ++k) describe(&g_comms[k]);
-}
-
-/* ---- receive buffers ---- */
-
-struct buffer {
-  enum mem mem;
-  unsigned char* base; /* the allocation */
-  size_t alloc;
-  unsigned char* p;    /* the buffer: base + offset */
-  size_t n;
-  int slot;            /* M_STATIC */
-};
-
-static unsigned char g_static[2][SLOT_BYTES] __attribute__((aligned(PAGE)));
-static int g_slot_busy[2];
-
-static size_t round_up(size_t n) { return (n + PAGE - 1) & ~(size_t)(PAGE - 1); }
-
-/* Memory for n bytes at a random offset (the stack's memory is the caller's). */
-static void acquire(struct buffer* b, enum mem mem, size_t n, unsigned char* stack) {
-  b->mem = mem;
-  b->n = n;
-  size_t offset = local(2) ? 0 : local(PAGE);
-  b->alloc = round_up(n + offset + 1);
-  switch (mem) {
-    case M_HEAP:
-      b->base = malloc(n + offset + 1);
-      if (!b->base) die("malloc");
-      break;
-    case M_ALIGNED:
-      if (posix_memalign((void**)&b->base, PAGE, b->alloc)) die("posix_memalign");
-      break;
-    case M_STATIC:
-      b->slot = g_slot_busy[0] ? 1 : 0;
-      g_slot_busy[b->slot] = 1;
-      b->base = g_static[b->slot];
-      break;
-    case M_STACK:
-      b->base = stack;
-      break;
-    case M_MMAP:
-    case M_SHARED_ANON:
-      b->base = mmap(NULL, b->alloc, PROT_READ | PROT_WRITE,
-                     (mem == M_MMAP ? MAP_PRIVATE : MAP_SHARED) | MAP_ANONYMOUS, -1, 0);
-      if (b->base == MAP_FAILED) die("mmap");
-      break;
-    case M_SHARED_FILE: { /* a file of its own: a deferred buffer may still be mapped */
-      char path[4096];
-      snprintf(path, sizeof path, "%s/soak.%d.map", tmpdir, rank);
-      int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-      if (fd < 0 || unlink(path) != 0 || ftruncate(fd, (off_t)b->alloc) != 0) die("mapped file");
-      b->base = mmap(NULL, b->alloc, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (b->base == MAP_FAILED) die("mmap");
-      close(fd);
-      break;
-    }
-  }
-  b->p = b->base + offset;
-}
-
-static void release(struct buffer* b) {
-  switch (b->mem) {
-    case M_HEAP:
-    case M_ALIGNED: free(b->base); break;
-    case M_STATIC: g_slot_busy[b->slot] = 0; break;
-    case M_STACK: break;
-    case M_MMAP:
-    case M_SHARED_ANON:
-    case M_SHARED_FILE:
-      if (munmap(b->base, b->alloc) != 0) die("munmap");
-      break;
-  }
-  b->base = NULL;
-}
-
-/* A kind of memory for a receive span of n bytes; the stack and static slots only when free. */
-static enum mem pick_mem(size_t n, int stack_ok) {
-  for (;;) {
-    uint64_t r = local(100);
-    enum mem m = r < 30 ? M_HEAP : r < 45 ? M_ALIGNED : r < 60 ? M_STATIC : r < 72 ? M_STACK
-               : r < 92 ? M_MMAP : r < 96 ? M_SHARED_ANON : M_SHARED_FILE;
-    if (m == M_STATIC && (n + PAGE + 1 > SLOT_BYTES || (g_slot_busy[0] && g_slot_busy[1]))) continue;
-    if (m == M_STACK && (!stack_ok || n + PAGE + 1 > MAX_STACK_SPAN)) continue;
-    return m;
-  }
 }
 
 /* ---- one call's bookkeeping ---- */

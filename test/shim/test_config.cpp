@@ -5,7 +5,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "config.hpp"
+#include "shim/config.hpp"
 
 using namespace tnbc::config;
 

@@ -43,7 +43,7 @@ def libc_public_functions():
 
 
 def libc_table():
-    out = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "gen_interposers.py"), "--table",
+    out = subprocess.run([sys.executable, os.path.join(SOURCE, "shim", "gen_interposers.py"), "--table",
                           os.path.join(SOURCE, "shim", "libc_functions.tsv"), "--list"],
                          capture_output=True, text=True, check=True).stdout
     return dict(line.split() for line in out.splitlines())
@@ -70,7 +70,7 @@ def libmpich_path():
 
 
 def generator_listing(mpi_h):
-    out = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "gen_wrappers.py"), "--mpi", MPI, "--mpi-h", mpi_h,
+    out = subprocess.run([sys.executable, os.path.join(SOURCE, "shim", "gen_wrappers.py"), "--mpi", MPI, "--mpi-h", mpi_h,
                           "--table", os.path.join(SOURCE, "shim", "mpi_functions.tsv"), "--list"],
                          capture_output=True, text=True, check=True).stdout
     return dict(line.split(None, 1) for line in out.splitlines())

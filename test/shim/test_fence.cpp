@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "fence.hpp"
+#include "shim/fence.hpp"
 
 using namespace tnbc::shim;
 

@@ -14,8 +14,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "io_interpose.hpp"
-#include "mode.hpp"
+#include "shim/io_interpose.hpp"
+#include "shim/mode.hpp"
 
 namespace tnbc::shim {
 namespace {

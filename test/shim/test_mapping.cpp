@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "mapping.hpp"
+#include "shim/mapping.hpp"
 
 using namespace tnbc::shim;
 

@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "shm_segment.hpp"
+#include "shim/shm_segment.hpp"
 
 using namespace tnbc::shim;
 

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include "stats.hpp"
+#include "shim/stats.hpp"
 
 using namespace tnbc::shim;
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/gen_wrappers.py: the classes it emits, and the table errors it refuses."""
+"""shim/gen_wrappers.py: the classes it emits, and the table errors it refuses."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ import tempfile
 
 from tnbc_testlib import SOURCE, Suite, expect
 
-GEN = os.path.join(SOURCE, "tools", "gen_wrappers.py")
+GEN = os.path.join(SOURCE, "shim", "gen_wrappers.py")
 
 
 def mpi_h():

@@ -99,7 +99,7 @@ def main():
     def window_at_scale():
         # 16 nodes x 4 ranks: each rank sends bodies to 60 peers on other nodes.  With a send
         # window of 2 chunks the members' turns left the links idle (plan 194.8 ms against no
-        # plan's 136.5 ms); one chunk per remote peer (shim/engine/schedule_pieces.hpp,
+        # plan's 136.5 ms); one chunk per remote peer (shim/replay/engine/schedule_pieces.hpp,
         # send_window) keeps the plan from losing to no plan.
         d = predict("--nodes", 16, "--ppn", 4, "--bytes", 1 << 18, "--link", "10gbit", "--latency", "5us",
                     "--scenario", "b")

@@ -8,7 +8,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "trace/page_guard.hpp"
+#include "shim/observe/page_guard.hpp"
 #include "test/bit_flips.hpp"
 #include "trace/trace_file.hpp"
 #include "util/checksum.hpp"

@@ -1,6 +1,6 @@
 #include "alltoall.hpp"
 
-#include "shim/engine/schedule_pieces.hpp"
+#include "shim/replay/engine/schedule_pieces.hpp"
 
 #include <simgrid/s4u.hpp>
 

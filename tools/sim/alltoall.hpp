@@ -1,9 +1,9 @@
 // One MPI_Alltoall (or MPI_Alltoallv) simulated on SimGrid, twice: as plain MPICH runs it and as
 // the replay engine runs it, one actor per rank, every message a SimGrid communication.
 //
-// The engine's side runs the step lists of shim/engine/schedule.hpp, built by the engine's own
+// The engine's side runs the step lists of shim/replay/engine/schedule.hpp, built by the engine's own
 // builder with the arguments Engine::alltoallv gets for an MPI_Alltoall, and posts them as the
-// progress thread does (shim/engine/progress.cpp): every receive at once; the send side copied
+// progress thread does (shim/replay/engine/progress.cpp): every receive at once; the send side copied
 // by the caller at memory speed, edge pieces first, each send posted once its bytes are copied;
 // body sends only after all of this rank's heads and tails arrived; the call returns when the
 // sub-messages on the partial first and last page of the receive buffer are in and the send side
@@ -20,14 +20,14 @@
 #include <vector>
 
 #include "platform.hpp"
-#include "shim/engine/schedule.hpp"
+#include "shim/replay/engine/schedule.hpp"
 
 namespace tnbc::sim {
 
 namespace schedule = tnbc::shim::schedule;
 
 /// The step list rank `rank` of `size` runs for an MPI_Alltoall of `block` bytes per rank:
-/// shim/engine/schedule.hpp's builder with the counts and displacements replay.cpp passes
+/// shim/replay/engine/schedule.hpp's builder with the counts and displacements replay.cpp passes
 /// (block i at i * block on both sides).  `order`: a plan's read order, empty = none.
 schedule::Schedule alltoall_steps(int rank, int size, std::size_t block, std::span<const int> order,
                                     std::size_t chunk_bytes);

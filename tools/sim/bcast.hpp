@@ -1,7 +1,7 @@
 // One MPI_Bcast simulated on SimGrid: as plain MPICH runs it and as the replay engine runs it in
 // one or more tree shapes, one actor per rank, every message a SimGrid communication.
 //
-// The engine's side runs the step list shim/engine/schedule.hpp's bcast builder makes (edges
+// The engine's side runs the step list shim/replay/engine/schedule.hpp's bcast builder makes (edges
 // first, then the segments; a rank forwards a piece to its children once it has received it),
 // posted as progress.cpp posts it: every receive at once, a send once its `after` step is done
 // (the root's once the caller copied its bytes, edge pieces first), messages to one child in

@@ -1,0 +1,247 @@
+#include "barrier_shim.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <sched.h>
+#include <string>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <vector>
+
+#include "barrier/barrier.hpp"
+#include "shim/comm_attr.hpp"
+#include "shim/fence.hpp"
+#include "shim/log.hpp"
+#include "barrier/min_numa_dist.hpp"
+#include "shim/runtime.hpp"
+#include "shim/shm_segment.hpp"
+#include "barrier/topology.hpp"
+
+namespace tnbc::shim {
+namespace {
+
+/// The barrier of one communicator.
+struct CommBarrier {
+  bool passthrough = true;
+  bool multi_node = false;
+  barrier::Algorithm algorithm = barrier::Algorithm::dissemination;
+  barrier::Participant self{barrier::Segment(nullptr, 0), 0, 1, 0, 0, {}};
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Comm leaders = MPI_COMM_NULL;
+  void* base = nullptr;
+  std::size_t bytes = 0;
+  int leaders_rc = MPI_SUCCESS;
+  int root_in_comm = 0;  ///< the node root as a rank of the communicator
+};
+
+struct State {
+  int keyval = MPI_KEYVAL_INVALID;
+  bool mpich = false;                        // TNBC_BARRIER_ALGO=mpich
+  std::optional<barrier::Algorithm> fixed;   // nullopt: auto
+  int root = config::kBarrierRootAuto;
+  int split = 0;  // TNBC_BARRIER_SPLIT
+  std::unique_ptr<barrier::Topology> topology;
+  int world_rank = 0;
+  std::atomic<bool> stopped{false};
+  std::atomic<bool> warned{false};
+};
+State g_state;
+
+/// One message per process about a failed setup, from the communicator's rank 0.
+void warn_setup(int comm_rank, const std::string& what) {
+  if (comm_rank != 0 || g_state.warned.exchange(true)) return;
+  log::warn("shared-memory barrier unavailable ({}); MPI_Barrier passes through to MPICH", what);
+}
+
+void release(CommBarrier* cb, bool call_mpi) {
+  if (cb->base) munmap(cb->base, cb->bytes);
+  cb->base = nullptr;
+  if (call_mpi) {
+    if (cb->leaders != MPI_COMM_NULL) PMPI_Comm_free(&cb->leaders);
+    if (cb->node != MPI_COMM_NULL) PMPI_Comm_free(&cb->node);
+  }
+}
+
+int delete_attr(MPI_Comm, int, void* value, void*) {
+  auto* cb = static_cast<CommBarrier*>(value);
+  // After barrier_stop MPI may be finalising: unmap, but call no MPI.
+  release(cb, !g_state.stopped.load());
+  delete cb;
+  return MPI_SUCCESS;
+}
+
+/// Collective over `comm`: builds its barrier (see the header).
+CommBarrier* setup(MPI_Comm comm) {
+  auto* cb = new CommBarrier;
+  int rank = 0, size = 0;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &size);
+  PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &cb->node);
+  int node_rank = 0, node_size = 1;
+  PMPI_Comm_rank(cb->node, &node_rank);
+  if (g_state.split > 0) {  // emulated nodes of `split` ranks (testing)
+    MPI_Comm part;
+    PMPI_Comm_split(cb->node, node_rank / g_state.split, node_rank, &part);
+    PMPI_Comm_free(&cb->node);
+    cb->node = part;
+    PMPI_Comm_rank(cb->node, &node_rank);
+  }
+  PMPI_Comm_size(cb->node, &node_size);
+
+  // Root: MinNumaDist over the NUMA nodes of the node's ranks, unless fixed.
+  int my_numa = std::max(0, g_state.topology->node_of_self(g_state.world_rank));
+  std::vector<int> numa(static_cast<std::size_t>(node_size));
+  PMPI_Allgather(&my_numa, 1, MPI_INT, numa.data(), 1, MPI_INT, cb->node);
+  int root = g_state.root != config::kBarrierRootAuto && g_state.root < node_size
+                 ? g_state.root
+                 : barrier::min_numa_dist(*g_state.topology, numa);
+
+  // Segment: created and placed by the root, mapped and placed by the others.
+  cb->bytes = barrier::Segment::bytes(node_size);
+  char name[shm::kNameBytes] = {};
+  std::string err;
+  if (node_size > barrier::kMaxLocalSize) err = "too many ranks on one node";
+  else if (node_rank == root) err = shm::create(shm::kBarrier, cb->bytes, name, &cb->base);
+  if (node_rank == root && err.empty())
+    barrier::Segment(cb->base, node_size).place_global();
+  PMPI_Bcast(name, shm::kNameBytes, MPI_CHAR, root, cb->node);
+  if (node_rank != root && err.empty()) {
+    if (name[0] == '\0') err = "the node root could not create the segment";
+    else err = shm::open(name, cb->bytes, &cb->base);
+  }
+  if (err.empty()) barrier::Segment(cb->base, node_size).place_rank(node_rank, root);
+  // Every rank of the node has mapped it (or given up): the name is no longer needed.  Agreed
+  // on the node first, so that the name lives only while the node's ranks open it, not while
+  // other nodes set up; then on the communicator.
+  int ok = err.empty() ? 1 : 0, node_ok = 0, all_ok = 0;
+  PMPI_Allreduce(&ok, &node_ok, 1, MPI_INT, MPI_MIN, cb->node);
+  if (node_rank == root && name[0] != '\0') shm_unlink(name);
+  if (node_size < size) PMPI_Allreduce(&node_ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
+  else all_ok = node_ok;
+  if (!all_ok) {
+    warn_setup(rank, err.empty() ? "failed on another rank" : err);
+    release(cb, true);
+    return cb;
+  }
+
+  cb->multi_node = node_size < size;
+  if (cb->multi_node)
+    PMPI_Comm_split(comm, node_rank == root ? 0 : MPI_UNDEFINED, rank, &cb->leaders);
+  cb->algorithm = g_state.fixed ? *g_state.fixed : barrier::choose_auto(node_size);
+  cpu_set_t cpus;
+  bool oversubscribed = sched_getaffinity(0, sizeof cpus, &cpus) == 0 &&
+                        node_size > CPU_COUNT(&cpus);
+  cb->self = barrier::Participant{barrier::Segment(cb->base, node_size), node_rank, node_size,
+                                  root, 0,
+                                  oversubscribed ? barrier::kOversubscribed : barrier::WaitPolicy{}};
+  MPI_Group node_group, comm_group;
+  PMPI_Comm_group(cb->node, &node_group);
+  PMPI_Comm_group(comm, &comm_group);
+  PMPI_Group_translate_ranks(node_group, 1, &root, comm_group, &cb->root_in_comm);
+  PMPI_Group_free(&node_group);
+  PMPI_Group_free(&comm_group);
+  cb->passthrough = false;
+  return cb;
+}
+
+/// The cached barrier of `comm`, built on first use; nullptr for inter-communicators.
+CommBarrier* lookup(MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL) return nullptr;  // MPICH reports the error
+  // The cached state first: one call on every barrier after the first.  Inter-communicators
+  // never get it, so they pay for the second look.
+  void* value = nullptr;
+  int found = 0;
+  PMPI_Comm_get_attr(comm, g_state.keyval, &value, &found);
+  if (found) return static_cast<CommBarrier*>(value);
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) return nullptr;
+  CommBarrier* cb = setup(comm);
+  PMPI_Comm_set_attr(comm, g_state.keyval, cb);
+  return cb;
+}
+
+void leaders_sync(void* context) {
+  // Always the same (blocking) collective on every leader: a blocking and a non-blocking
+  // barrier do not match each other, so choosing by the local number of collectives in flight
+  // hangs as soon as two leaders see different numbers (measured on the emulated cluster).
+  // Blocking is safe with collectives in flight: the engine's progress thread calls MPI
+  // concurrently (MPI_THREAD_MULTIPLE) and holds no lock this thread needs.
+  auto* cb = static_cast<CommBarrier*>(context);
+  cb->leaders_rc = PMPI_Barrier(cb->leaders);
+}
+
+void start_barrier(Runtime& rt) {
+  const config::Config& cfg = rt.config();
+  g_state.world_rank = rt.world_rank();
+  g_state.mpich = cfg.barrier_algo == "mpich";
+  g_state.fixed = barrier::parse_algorithm(cfg.barrier_algo);
+  g_state.root = cfg.barrier_root;
+  g_state.split = cfg.barrier_split;
+  g_state.topology = std::make_unique<barrier::NumaTopology>();
+  if (g_state.mpich) {
+    rt.stats().barrier_algo = "mpich";
+    return;
+  }
+  if (!cfg.numa_topology.empty()) {
+    barrier::TopologyParse parsed = barrier::load_topology(cfg.numa_topology);
+    if (parsed.topology && static_cast<int>(parsed.topology->rank_nodes().size()) < rt.world_size())
+      parsed.error = fmt::format("{}: lists {} ranks, MPI_COMM_WORLD has {}", cfg.numa_topology,
+                                 parsed.topology->rank_nodes().size(), rt.world_size());
+    if (parsed.error.empty())
+      g_state.topology = std::make_unique<barrier::MatrixTopology>(std::move(*parsed.topology));
+    else
+      log::warn_rank0("TNBC_NUMA_TOPOLOGY={}; using the host topology (libnuma)", parsed.error);
+  }
+  PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_attr, &g_state.keyval, nullptr);
+  CommBarrier* world = lookup(MPI_COMM_WORLD);
+  if (world && !world->passthrough) {
+    rt.stats().barrier_algo = std::string(barrier::to_string(world->algorithm));
+    rt.stats().barrier_root = world->root_in_comm;
+  } else {
+    rt.stats().barrier_algo = "mpich";
+  }
+}
+
+}  // namespace
+
+void barrier_start(Runtime& rt) {
+  try {
+    start_barrier(rt);
+  } catch (const std::exception& e) {  // no exception into MPI_Init's C caller
+    log::warn("shared-memory barrier not started ({}); MPI_Barrier passes through", e.what());
+    g_state.mpich = true;
+    rt.stats().barrier_algo = "mpich";
+  }
+}
+
+void barrier_stop(Runtime&) {
+  if (g_state.keyval == MPI_KEYVAL_INVALID) return;
+  delete_attr_if_set(MPI_COMM_WORLD, g_state.keyval);
+  g_state.stopped.store(true);
+  PMPI_Comm_free_keyval(&g_state.keyval);
+}
+
+int barrier(MPI_Comm comm) {
+  if (g_state.mpich || g_state.keyval == MPI_KEYVAL_INVALID || g_state.stopped.load())
+    return PMPI_Barrier(comm);
+  CommBarrier* cb = nullptr;
+  try {
+    cb = lookup(comm);
+  } catch (const std::exception& e) {  // std::bad_alloc in setup; no exception into C callers
+    warn_setup(0, e.what());
+    return PMPI_Barrier(comm);
+  }
+  if (!cb || cb->passthrough) return PMPI_Barrier(comm);
+  if (!cb->multi_node) {
+    barrier::run(cb->algorithm, cb->self);
+    return MPI_SUCCESS;
+  }
+  barrier::hierarchical(cb->algorithm, cb->self, leaders_sync, cb);
+  return cb->self.rank == cb->self.root ? cb->leaders_rc : MPI_SUCCESS;
+}
+
+}  // namespace tnbc::shim

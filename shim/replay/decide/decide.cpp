@@ -1,0 +1,322 @@
+// Per-call decisions of replay mode (decide.hpp).
+#include "decide.hpp"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "shim/log.hpp"
+#include "shim/node.hpp"
+#include "util/hash.hpp"
+#include "util/json.hpp"
+#include "util/clock.hpp"
+
+namespace tnbc::shim::replay {
+namespace {
+
+bool g_plan_loaded = false;  // the first call of a key asks every rank's plan
+
+/// Every key ever made.  Never shrinks: operations in flight and guard slots point at the
+/// costs inside, and a deque keeps its elements where they are when it grows.
+std::mutex g_keys_mutex;
+std::deque<Key> g_keys;
+adapt::Policy g_policy;
+bool g_adapt = true;      // TNBC_ADAPT is not off
+bool g_one_node = true;   // ... and a communicator on one node runs blocking without measuring
+
+/// Per user communicator (an attribute, so a dup or a split starts afresh and a freed
+/// communicator's handle, when MPI reuses it, does not inherit its decisions).
+struct CommState {
+  std::uint64_t id = 0;
+  bool one_node = false;
+  std::vector<char> peer_on_node;  // per rank of the communicator: shares this rank's node
+  std::map<std::uint32_t, Key*> keys;  // (operation << 8 | size class) -> key
+};
+int g_comm_keyval = MPI_KEYVAL_INVALID;
+std::uint64_t g_next_comm_id = 0;
+
+/// Calls that run blocking without measuring: their communicator lies within one node
+/// (`one_node`) and TNBC_ADAPT=on (not measure).  Keys and communicators alike.
+bool one_node_rule(bool one_node) { return one_node && g_one_node; }
+
+int delete_comm_state(MPI_Comm, int, void* value, void*) {
+  delete static_cast<CommState*>(value);
+  return MPI_SUCCESS;
+}
+
+CommState& comm_state(MPI_Comm comm) {
+  void* value = nullptr;
+  int flag = 0;
+  PMPI_Comm_get_attr(comm, g_comm_keyval, &value, &flag);
+  if (flag) return *static_cast<CommState*>(value);
+  auto* cs = new CommState;
+  // Every rank of `comm` on this rank's node: the same answer on every rank of `comm` (if all
+  // of them share one rank's node, they share each other's).  Without the node's members
+  // (node.hpp) every communicator counts as spanning nodes, and is measured.
+  if (node::known()) {
+    cs->peer_on_node = node::peers(comm);
+    cs->one_node = std::all_of(cs->peer_on_node.begin(), cs->peer_on_node.end(), [](char c) { return c != 0; });
+  }
+  {
+    std::lock_guard lock(g_keys_mutex);
+    cs->id = g_next_comm_id++;
+  }
+  PMPI_Comm_set_attr(comm, g_comm_keyval, cs);
+  return *cs;
+}
+
+}  // namespace
+
+bool start_decisions(const config::Config& cfg, bool plan_loaded) {
+  g_adapt = cfg.adapt != config::Adapt::off;
+  g_policy.warmup_calls = static_cast<std::uint32_t>(cfg.adapt_warmup);
+  // The room point asks what the warm-up observed: only where learning observes (the same
+  // settings on every rank, so every rank has the same decision points).
+  const bool observes = cfg.learn && cfg.adapt != config::Adapt::off;
+  g_policy.room_calls = observes ? static_cast<std::uint32_t>(cfg.adapt_warmup_room) : 0;
+  g_policy.wide_gain = cfg.adapt_wide > 0 ? cfg.adapt_wide / 100.0 : 1.0;  // 1: no saving is that wide
+  g_one_node = cfg.adapt == config::Adapt::on;
+  g_plan_loaded = plan_loaded;
+  node::learn();  // collective: before anything that may fail on this rank alone
+  return PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) == MPI_SUCCESS;
+}
+
+namespace {
+
+/// What in `entry` decides which messages a call exchanges (0: no entry).
+std::uint64_t shape_hash(const priority::PlanEntry* entry) {
+  if (entry == nullptr) return 0;
+  const std::int64_t fields[] = {static_cast<std::int64_t>(entry->op), entry->segments,
+                                 static_cast<std::int64_t>(entry->tree.kind), entry->tree.chains,
+                                 entry->per_node ? 1 : 0};
+  std::uint64_t h = util::fnv(util::kFnvOffset, fields, sizeof fields);
+  // Per-node turns follow the order: it must be the same too.  (Without them the order only
+  // says when each rank posts its messages.)
+  if (entry->per_node) h = util::fnv(h, entry->order.data(), entry->order.size() * sizeof(entry->order[0]));
+  return h | 1;  // never 0, the hash of no entry
+}
+
+/// The key's first call with a plan: every rank's entry must shape the messages alike.
+void agree_shape(Key& key, MPI_Comm comm, const priority::PlanEntry* entry) {
+  const std::uint64_t h = shape_hash(entry);
+  std::uint64_t mine[2] = {h, ~h}, most[2] = {0, 0};
+  PMPI_Allreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, comm);
+  key.shape_agreed = true;
+  const bool same = most[0] == h && most[1] == ~h;  // max == min on every rank
+  key.shape = same ? entry : nullptr;
+  key.shape_unused_told = !same;  // said here: no second message about the same shape
+  if (!same)
+    log::warn_rank0("plan: the ranks' entries for {} on communicator {} differ in segments, tree or "
+                    "per-node order (the call is made from different call sites): its calls use "
+                    "the default shape",
+                    key.op, key.comm_id);
+}
+
+}  // namespace
+
+namespace {
+
+/// The key's costs for call site `site` (added on its first call from there).
+adapt::Costs& site_costs(Key& key, std::int64_t site) {
+  for (SiteCosts& s : key.sites)
+    if (s.site == site) return s.costs;
+  std::lock_guard lock(g_keys_mutex);  // keys_json may be reading
+  SiteCosts& s = key.sites.emplace_back();
+  s.site = site;
+  return s.costs;
+}
+
+}  // namespace
+
+bool measured(MPI_Comm comm) { return g_adapt && !one_node_rule(comm_state(comm).one_node); }
+
+Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
+                std::int64_t site) {
+  CommState& cs = comm_state(comm);
+  const std::uint32_t cls = static_cast<std::uint32_t>(priority::size_class(bytes));
+  const std::uint32_t id = static_cast<std::uint32_t>(op) << 8 | cls;
+  Key*& key = cs.keys[id];
+  if (key == nullptr) {
+    std::lock_guard lock(g_keys_mutex);
+    // With a plan, the first call of a key asks every rank's plan before taking a path.
+    key = &g_keys.emplace_back(g_policy, g_plan_loaded);
+    key->op = priority::to_string(op);
+    key->size_class = cls;
+    key->comm_id = cs.id;
+    PMPI_Comm_size(comm, &key->comm_size);
+    key->one_node = cs.one_node;
+    key->peer_on_node = cs.peer_on_node;
+    learn::add_key(key->learning, op, key->comm_size);
+  }
+  // Alltoallv's ranks find their entries by their own receive sizes, so they may differ: the
+  // agreement is what makes its per-node turns safe (every rank of a node takes them or none).
+  if (g_plan_loaded && !key->shape_agreed) agree_shape(*key, comm, entry);
+  // The shape is agreed once per key, at its first call: a later call from another site whose
+  // entry asks for per-node turns gets none if the first call's site had no such entry (no
+  // collective can agree again: the ranks cannot tell, together, that the site changed).
+  if (entry != nullptr && entry->per_node && !(key->shape != nullptr && key->shape->per_node) &&
+      !key->shape_unused_told) {
+    key->shape_unused_told = true;
+    log::warn_rank0("plan: per-node turns of site {} not taken: {} on communicator {} agreed its plan "
+                    "shape at its first call, made from a site without them",
+                    entry->site, key->op, key->comm_id);
+  }
+  Decision d{adapt::Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
+  if (!g_adapt) return d;
+  if (one_node_rule(key->one_node)) return {adapt::Path::blocking, key, "one_node", key->shape, d.costs};
+  // The previous call's interval ends here: it is what that call's path cost the program.
+  const std::uint64_t entered = util::now_ns();
+  if (key->last_entry_ns != 0)
+    key->intervals.add_interval(key->last_path, entered - key->last_entry_ns, key->last_turns);
+  key->last_entry_ns = entered;
+  if (key->state.decision_due()) {
+    double mine[adapt::Vote::kFields], sum[adapt::Vote::kFields];
+    adapt::Vote vote = key->state.measure(key->intervals);
+    if (entry && entry->ret == priority::Return::blocking) vote.force_blocking = 1;
+    if (entry && entry->ret == priority::Return::early) vote.force_early = 1;
+    const bool room_point = key->state.room_point();
+    if (room_point) {
+      if (const auto room = learn::room(key->learning)) {
+        vote.room_voters = 1;
+        vote.room_ranks = *room ? 1 : 0;
+      }
+    }
+    vote.to_array(mine);
+    PMPI_Allreduce(mine, sum, adapt::Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
+    const auto summed = adapt::Vote::from_array(sum);
+    const adapt::Path p = key->state.decide(summed, key->intervals);
+    key->learning.turns_chosen = key->state.turns_decided() && key->state.turns_chosen();
+    if (room_point)
+      log::debug("{} of {} bytes on communicator {}: {:.0f} of the {:.0f} ranks that observed its warm-up found "
+                 "room to overlap: {}",
+                 key->op, bytes, cs.id, summed.room_ranks, summed.room_voters,
+                 key->state.short_warmup() ? "the warm-up ends here" : "the warm-up goes on");
+    else if (!key->state.extended())
+      log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
+                 "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
+                 key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
+                 summed.ranks_measured, p == adapt::Path::early ? "early" : "blocking");
+    if (summed.turn_ranks > 0)
+      log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
+                 "without {:.0f} us (sums over {:.0f} ranks): {}",
+                 key->op, cs.id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks,
+                 key->state.extended()        ? "too close to decide, compared once more"
+                 : key->state.turns_chosen() ? "turns on"
+                                             : "turns off");
+  }
+  d.path = key->state.path();
+  // Entering the early path (every rank at the same call): what the blocking calls before it
+  // observed becomes the order of its calls.
+  if (d.path == adapt::Path::early && key->last_path == adapt::Path::blocking) {
+    learn::learn_point(key->learning, comm, key->state.calls());
+    // A learned turn order (of source ranks, the same on every rank) for an Alltoall or
+    // Alltoallv that spans nodes: from now on its early calls compare per-node turns on and off.
+    // (A Bcast's learned order is of segments: no turns.)
+    if (key->learning.turns != nullptr && !key->one_node && op != priority::Op::bcast) key->state.allow_turns();
+  }
+  key->last_path = d.path;
+  key->last_turns = adapt::Turns::none;
+  if (d.path == adapt::Path::early && key->state.turns_allowed()) {
+    d.turns = key->state.turns_on();
+    d.turn_order = key->learning.turns;
+    key->last_turns = key->state.turns_sample();
+  }
+  if (d.path == adapt::Path::blocking) {
+    d.why = key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
+    d.observe = learn::designate(key->learning, key->state.calls(), key->state.probing());
+  }
+  return d;
+}
+
+void done(const Decision& d) {
+  if (g_adapt && d.key != nullptr && !one_node_rule(d.key->one_node)) d.key->state.advance(d.key->intervals);
+}
+
+
+
+namespace {
+
+/// The costs of a key's calls from one site, or summed over its sites.
+struct Totals {
+  std::uint64_t early_calls = 0, init_ns = 0, setup_ns = 0, send_copy_ns = 0, inside_wait_ns = 0,
+                publish_ns = 0, wait_ns = 0, progress_cpu_ns = 0, blocking_calls = 0, blocking_ns = 0,
+                intra_node_bytes = 0, inter_node_bytes = 0;
+  void add(const adapt::Costs& c) {
+    early_calls += c.early_calls.load(), init_ns += c.init_ns.load(), setup_ns += c.setup_ns.load();
+    send_copy_ns += c.send_copy_ns.load(), inside_wait_ns += c.inside_wait_ns.load();
+    publish_ns += c.publish_ns.load(), wait_ns += c.wait_ns.load(), progress_cpu_ns += c.progress_cpu_ns.load();
+    blocking_calls += c.blocking_calls.load(), blocking_ns += c.blocking_ns.load();
+    intra_node_bytes += c.intra_node_bytes.load(), inter_node_bytes += c.inter_node_bytes.load();
+  }
+  /// The JSON fields (no braces) of docs/config.md's "keys" entries.
+  std::string fields() const {
+    auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    return fmt::format(
+        R"("early_calls":{},"blocking_calls":{},"init_us":{:.3f},"setup_us":{:.3f},"send_copy_us":{:.3f},)"
+        R"("inside_wait_us":{:.3f},"publish_us":{:.3f},"wait_us":{:.3f},"progress_cpu_us":{:.3f},)"
+        R"("blocking_us":{:.3f},"intra_node_bytes":{},"inter_node_bytes":{})",
+        early_calls, blocking_calls, us(init_ns), us(setup_ns), us(send_copy_ns), us(inside_wait_ns),
+        us(publish_ns), us(wait_ns), us(progress_cpu_ns), us(blocking_ns), intra_node_bytes, inter_node_bytes);
+  }
+};
+
+}  // namespace
+
+namespace {
+
+/// Mean microseconds of `n` intervals summing to `ns` (0 without any).
+double mean_us(std::uint64_t ns, std::uint64_t n) { return n ? static_cast<double>(ns) / 1000.0 / static_cast<double>(n) : 0.0; }
+
+/// The "turns" object of a key in the statistics (docs/config.md): per-node turns decided by
+/// measurement (learned turn orders only).
+std::string turns_json(const Key& k) {
+  const auto& iv = k.intervals;
+  const char* state = !k.state.turns_allowed() ? "none" : !k.state.turns_decided() ? "undecided"
+                      : k.state.turns_chosen()  ? "on" : "off";
+  return fmt::format(
+      R"({{"state":"{}","decisions":{},"switches":{},"on_calls":{},"off_calls":{},"on_interval_us":{:.3f},)"
+      R"("off_interval_us":{:.3f}}})",
+      state, k.state.turn_decisions(), k.state.turn_switches(), iv.turns_on_intervals.load(),
+      iv.turns_off_intervals.load(), mean_us(iv.turns_on_ns.load(), iv.turns_on_intervals.load()),
+      mean_us(iv.turns_off_ns.load(), iv.turns_off_intervals.load()));
+}
+
+}  // namespace
+
+std::string keys_json(const std::function<std::string(std::int64_t)>& site_name) {
+  std::lock_guard lock(g_keys_mutex);
+  std::string out = fmt::format(R"({{"enabled":{},"keys":[)", g_adapt ? "true" : "false");
+  bool first = true;
+  for (const Key& k : g_keys) {
+    const auto& iv = k.intervals;
+    const char* path = g_adapt && one_node_rule(k.one_node) ? "blocking"
+                       : !g_adapt || !k.state.decided() ? "undecided"
+                       : k.state.chosen() == adapt::Path::early ? "early" : "blocking";
+    Totals all;
+    std::string sites;
+    for (const SiteCosts& s : k.sites) {
+      Totals one;
+      one.add(s.costs);
+      all.add(s.costs);
+      sites += fmt::format(R"({}{{"site":"{}",{}}})", sites.empty() ? "" : ",",
+                           util::json_escape(s.site >= 0 ? site_name(s.site) : std::string()), one.fields());
+    }
+    out += fmt::format(
+        R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
+        R"("decisions":{},"switches":{},"short_warmup":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},)"
+        R"("sites":[{}],"learning":{},"turns":{}}})",
+        first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
+        k.state.decisions(), k.state.switches(), k.state.short_warmup() ? "true" : "false", all.fields(),
+        mean_us(iv.early_interval_ns.load(), iv.early_intervals.load()),
+        mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites, learn::json(k.learning),
+        turns_json(k));
+    first = false;
+  }
+  return out + "]}";
+}
+
+}  // namespace tnbc::shim::replay

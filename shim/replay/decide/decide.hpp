@@ -1,0 +1,117 @@
+// The per-call decision of replay mode (decide/policy.hpp applied per communicator): one key per
+// (communicator, operation, size class) with its decision state and what its calls cost, the
+// agreed decision points (one MPI_Allreduce of a vote), and the rule that a communicator within
+// one node runs blocking.  replay.cpp asks decide() before each call and done() after it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "policy.hpp"
+#include "shim/config.hpp"
+#include "shim/replay/learn/learn.hpp"
+#include "priority/plan.hpp"
+
+namespace tnbc::shim::replay {
+
+/// What the calls of one key made from one call site cost (the statistics' breakdown).
+struct SiteCosts {
+  std::int64_t site = -1;  ///< index in replay.cpp's call-site table; -1: not captured
+  adapt::Costs costs;
+};
+
+/// One (communicator, operation, size class): its decision state and what its calls cost.
+struct Key {
+  Key(const adapt::Policy& p, bool decide_first) : state(p, decide_first) {}
+  adapt::KeyState state;
+  adapt::Intervals intervals;  ///< what the decision compares
+  learn::KeyLearning learning;  ///< the read orders learned for its call sites (learn.hpp)
+  /// Costs per call site (one entry, site -1, when call sites are not captured).  A deque:
+  /// operations in flight point into it while it grows.  Only the thread calling the key's
+  /// collective adds to it (MPI forbids concurrent collectives on one communicator).
+  std::deque<SiteCosts> sites;
+  /// Per rank of the communicator: 1 if it shares this rank's node.
+  std::vector<char> peer_on_node;
+  std::string_view op;
+  /// priority::size_class of the call's total bytes (0 for Alltoallv), as plans write it.
+  std::uint32_t size_class = 0;
+  std::uint64_t comm_id = 0;
+  int comm_size = 0;
+  bool one_node = false;
+  std::uint64_t last_entry_ns = 0;  // entry of the key's previous call (0: none yet)
+  adapt::Path last_path = adapt::Path::blocking;
+  adapt::Turns last_turns = adapt::Turns::none;  // what the previous call's interval compares
+  // The plan entry whose message shape (Bcast segments and tree, per-node turns in their order)
+  // every call of the key uses: this rank's entry at the key's first call if every rank's had
+  // the same shape, else none (the defaults).  Agreed once, at that first call.
+  bool shape_agreed = false;
+  bool shape_unused_told = false;  // a later call's per-node entry the agreed shape lacks: said once
+  const priority::PlanEntry* shape = nullptr;
+};
+
+/// The path of one call and the key it belongs to.  `why` names the reason of a blocking path
+/// (a fallback reason of the statistics).
+struct Decision {
+  adapt::Path path = adapt::Path::early;
+  Key* key = nullptr;
+  const char* why = nullptr;
+  /// The plan entry that shapes this call's messages, the same in shape on every rank (Key::shape).
+  const priority::PlanEntry* shape = nullptr;
+  /// Where this call's costs go: the key's entry for the call site.
+  adapt::Costs* costs = nullptr;
+  /// A blocking call designated for observation (learn.hpp): watch its receive buffer.
+  bool observe = false;
+  /// An early call that takes per-node turns in `turn_order` (learned for the key and decided
+  /// by measurement, the same on every rank: decide/policy.hpp, KeyState::allow_turns).
+  bool turns = false;
+  const priority::PlanEntry* turn_order = nullptr;
+};
+
+/// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP, TNBC_ADAPT_WIDE), creates the communicator attribute
+/// that holds each communicator's keys and learns which ranks share this node (collective over
+/// MPI_COMM_WORLD, so every rank calls it).  plan_loaded: the first call of each key asks every
+/// rank's plan.  False if MPI cannot create the attribute.
+bool start_decisions(const config::Config& cfg, bool plan_loaded);
+
+/// Whether calls on `comm` are measured and may return early under the per-call decision: not
+/// with TNBC_ADAPT=off (every call early, nothing measured), nor on a communicator within one
+/// node under TNBC_ADAPT=on (every call blocking, nothing measured).  Local, no communication:
+/// learning asks it before it pays for a call's site.
+bool measured(MPI_Comm comm);
+
+/// Decides the path of this call.  Called by every rank of `comm` for the same collective,
+/// after the checks every rank shares and before anything rank-local: at a decision point it
+/// is collective over `comm` (one MPI_Allreduce of adapt::Vote::kFields doubles; the warm-up's
+/// room point is one too); so is a call that enters the
+/// early path after blocking calls were observed (the learn point of learn.hpp).  `bytes` must be the same
+/// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for
+/// the call, whose "return" is this rank's vote (ranks may find different entries: the votes
+/// are summed, and "blocking" from any rank wins).  With a plan, the key's first call is also
+/// collective: the ranks agree on the shape its entries give the messages (Key::shape), since
+/// each rank finds its entry by its own call site and a program may call one collective from
+/// different places on different ranks.
+/// `site`: the call site (-1: not captured), whose costs the call's are.
+Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
+                std::int64_t site);
+
+/// Counts `bytes` received from rank `from` of the decision's communicator (a rank's own bytes
+/// are not counted).
+inline void count_received(const Decision& d, int self, int from, std::uint64_t bytes) {
+  if (from == self || bytes == 0 || from < 0 || static_cast<std::size_t>(from) >= d.key->peer_on_node.size()) return;
+  d.costs->add_received(d.key->peer_on_node[static_cast<std::size_t>(from)] != 0, bytes);
+}
+
+/// Counts the call just made on the decision's path.
+void done(const Decision& d);
+
+/// The statistics of every key, as the "keys" array of docs/config.md; `site_name` spells a
+/// call site's index as plans do.
+std::string keys_json(const std::function<std::string(std::int64_t)>& site_name);
+
+}  // namespace tnbc::shim::replay

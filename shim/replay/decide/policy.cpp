@@ -1,0 +1,309 @@
+#include "policy.hpp"
+
+#include <algorithm>
+
+namespace tnbc::shim::adapt {
+namespace {
+
+std::uint64_t load(const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); }
+
+}  // namespace
+
+void Vote::to_array(double out[kFields]) const {
+  out[0] = ranks_measured;
+  out[1] = blocking_ns;
+  out[2] = early_ns;
+  out[3] = force_blocking;
+  out[4] = force_early;
+  out[5] = turn_ranks;
+  out[6] = turns_on_ns;
+  out[7] = turns_off_ns;
+  out[8] = room_voters;
+  out[9] = room_ranks;
+}
+
+Vote Vote::from_array(const double in[kFields]) {
+  Vote v;
+  v.ranks_measured = in[0];
+  v.blocking_ns = in[1];
+  v.early_ns = in[2];
+  v.force_blocking = in[3];
+  v.force_early = in[4];
+  v.turn_ranks = in[5];
+  v.turns_on_ns = in[6];
+  v.turns_off_ns = in[7];
+  v.room_voters = in[8];
+  v.room_ranks = in[9];
+  return v;
+}
+
+KeyState::KeyState(const Policy& policy, bool decide_first) : policy_(policy) {
+  policy_.probe_calls = std::max<std::uint32_t>(policy_.probe_calls, 1);
+  policy_.first_run = std::max<std::uint32_t>(policy_.first_run, 1);
+  policy_.max_run = std::max(policy_.max_run, policy_.first_run);
+  run_ = policy_.first_run;
+  begin_warmup(nullptr);
+  if (decide_first) {
+    // The first call asks the plan (decide()); the warm-up, if any, starts there.
+    warmup_ = false;
+    segment_end_ = 0;
+    decide_at_end_ = true;
+  }
+}
+
+void KeyState::rebase(Path p, const Intervals& iv) {
+  if (p == Path::early) {
+    base_early_n_ = load(iv.early_intervals);
+    base_early_ns_ = load(iv.early_interval_ns);
+  } else {
+    base_blocking_n_ = load(iv.blocking_intervals);
+    base_blocking_ns_ = load(iv.blocking_interval_ns);
+  }
+}
+
+void KeyState::rebase_turns(const Intervals& iv) {
+  base_on_n_ = load(iv.turns_on_intervals);
+  base_on_ns_ = load(iv.turns_on_ns);
+  base_off_n_ = load(iv.turns_off_intervals);
+  base_off_ns_ = load(iv.turns_off_ns);
+}
+
+namespace {
+
+/// Four calls that compare turns on and off: on, off, off, on (a drift over them cancels out).
+constexpr std::uint64_t kCompare = 4;
+bool compare_on(std::uint64_t i) { return i % kCompare == 0 || i % kCompare == kCompare - 1; }
+/// Rounds of kCompare calls before the first decision of the turns, when the first round's
+/// comparison is not wide (Policy::wide_gain): one round (2 calls with turns and 2 without per
+/// rank) told turns on from off wrongly in one of four runs at 200 Mbit/s where they differ by
+/// 10% (docs/learn-overlap.md); later comparisons take one round.
+constexpr std::uint64_t kFirstCompareRounds = 2;
+/// The first calls of a key's warm-up, not measured: they pay for connections and first
+/// touches (in overlap scenarios b and c the first two took 3-14% more than the next four).
+constexpr std::uint64_t kWarmupUnmeasured = 2;
+
+/// The share of the loser's cost that the cheaper of two means saves (0 when one is missing).
+double saving(double winner, double loser) { return winner > 0 && loser > 0 ? 1.0 - winner / loser : 0.0; }
+
+}  // namespace
+
+std::uint64_t KeyState::early_probe_length() const {
+  // The first call of an early probe pays for the change of path (the drain of the blocking
+  // calls' pace, a learn point, the engine's buffers and a turn window set up the first time):
+  // it is not measured (advance), so the probe has probe_calls after it.
+  const std::uint64_t p = 1 + static_cast<std::uint64_t>(policy_.probe_calls);
+  if (!turns_allowed_) return p;
+  // With turns: the first call and a round of the comparison (decide() adds a second before
+  // the first decision of the turns when the first is not wide).  Every early probe compares
+  // them, decided or not: a probe comes after a blocking run, and early may only win with the
+  // other turns (a first comparison that chose wrong is mended there).
+  return std::max(p, 1 + kCompare);
+}
+
+void KeyState::allow_turns() {
+  if (turns_allowed_) return;
+  turns_allowed_ = true;
+  // Allowed at the first call of an early probe: lengthen it to compare turns at once.
+  if (path_ == Path::early && decide_at_end_ && calls_ == segment_start_)
+    segment_end_ = std::max(segment_end_, segment_start_ + early_probe_length());
+}
+
+std::pair<bool, bool> KeyState::turn_plan(std::uint64_t j) const {
+  if (!turns_allowed_ || path_ != Path::early) return {false, false};
+  // The first call of a segment pays for the change of path (and a learn point): not compared.
+  // Undecided, it takes turns, so that a communicator's turn window is set up there.
+  if (j == 0) return {turns_decided() ? turns_chosen_ : true, false};
+  if (!turns_decided() || decide_at_end_) return {compare_on(j - 1), true};  // undecided, or a probe
+  // A run: its last turn_trial_calls compare, in a trial run long enough to hold them, next to
+  // the probe that follows, as the paths are judged by a run's last calls.  Not its first
+  // calls: right after a decision point the calls run behind for a few calls (measured in
+  // overlap scenario b: +35 ms for the first call with turns), and a trial there once turned
+  // turns off for 130 calls where they saved 15% (docs/learn-overlap.md, "Congestion control").
+  const std::uint64_t trial = policy_.turn_trial_calls, length = segment_end_ - segment_start_;
+  if (trial_run_ && length > trial + 1 && j >= length - trial) return {compare_on(j - (length - trial)), true};
+  // Only calls next to each other are compared: a run's other calls may see another phase.
+  return {turns_chosen_, false};
+}
+
+bool KeyState::turns_on() const { return turn_plan(calls_ - segment_start_).first; }
+
+Turns KeyState::turns_sample() const {
+  const auto [on, counted] = turn_plan(calls_ - segment_start_);
+  if (!counted) return Turns::none;
+  return on ? Turns::on : Turns::off;
+}
+
+void KeyState::begin_warmup(const Intervals* iv) {
+  // Blocking first, for warmup_calls: a program that makes a key's call only a few times never
+  // pays for a probe of the engine (decide/policy.hpp).
+  const std::uint64_t length = std::max(policy_.warmup_calls, policy_.probe_calls);
+  begin_segment(Path::blocking, length, false, iv);
+  probing_ = true;
+  warmup_ = true;
+  // The room point comes after the first measured call (kWarmupUnmeasured), before the end.
+  const std::uint64_t room = std::max<std::uint64_t>(policy_.room_calls, kWarmupUnmeasured + 1);
+  room_at_ = policy_.room_calls > 0 && room < length ? segment_start_ + room : 0;
+}
+
+void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Intervals* iv) {
+  path_ = p;
+  warmup_ = false;
+  segment_start_ = calls_;
+  segment_end_ = calls_ + std::max<std::uint64_t>(length, 1);
+  decide_at_end_ = decide_at_end;
+  if (iv) rebase(p, *iv);  // no intervals: a new key, whose counters start at 0
+}
+
+void KeyState::advance(const Intervals& iv) {
+  ++calls_;
+  // A run (and the warm-up) is measured over its last calls only, next to the probe that
+  // follows it: a program whose phase changed during a long run is compared as it is now, and
+  // the first calls of a key (connections, first touches) are not compared at all.  (Intervals are recorded
+  // at the next call's entry, so the counters now hold those of the calls before this one.)
+  const std::uint64_t length = segment_end_ - segment_start_;
+  const std::uint64_t window = 2 * static_cast<std::uint64_t>(policy_.probe_calls);
+  if (warmup_) {
+    // The warm-up is measured from its call kWarmupUnmeasured (or its last, when shorter), and
+    // over its last `window` calls when it is longer than that.  The first rebase comes before
+    // any room point (the third call at the soonest): a warm-up that ends there is measured
+    // from kWarmupUnmeasured to the room point.
+    const std::uint64_t from = std::min(kWarmupUnmeasured, length - 1);
+    if (calls_ == segment_start_ + from + 1 || (length > from + window && calls_ == segment_end_ - window + 1))
+      rebase(path_, iv);
+  } else if (!decide_at_end_ && length > window && calls_ == segment_end_ - window + 1) {
+    rebase(path_, iv);
+  }
+  // An early probe is measured from its second call on (early_probe_length): the counters hold
+  // the first call's interval once the second call is done.
+  if (decide_at_end_ && path_ == Path::early && calls_ == segment_start_ + 2) rebase(path_, iv);
+  if (calls_ != segment_end_ || decide_at_end_) return;
+  // End of the first probe or of a run on the chosen path: probe the other path, then decide.
+  const Path next = path_ == Path::early ? Path::blocking : Path::early;
+  begin_segment(next, next == Path::early ? early_probe_length() : policy_.probe_calls, true, &iv);
+  probing_ = true;
+}
+
+Vote KeyState::measure(const Intervals& iv) {
+  const std::uint64_t ec = load(iv.early_intervals) - base_early_n_;
+  const std::uint64_t bc = load(iv.blocking_intervals) - base_blocking_n_;
+  if (ec > 0) mean_early_ = static_cast<double>(load(iv.early_interval_ns) - base_early_ns_) / static_cast<double>(ec);
+  if (bc > 0)
+    mean_blocking_ = static_cast<double>(load(iv.blocking_interval_ns) - base_blocking_ns_) / static_cast<double>(bc);
+  Vote v;
+  // A rank that has not measured both paths (it cannot happen on the schedule above, but a
+  // measurement may be empty) abstains rather than vote with a zero.
+  if (ec > 0 && bc > 0) {
+    v.ranks_measured = 1;
+    v.blocking_ns = mean_blocking_;
+    v.early_ns = mean_early_;
+  }
+  const std::uint64_t on = load(iv.turns_on_intervals) - base_on_n_;
+  const std::uint64_t off = load(iv.turns_off_intervals) - base_off_n_;
+  if (v.ranks_measured > 0 && on > 0 && off > 0) {
+    v.turn_ranks = 1;
+    v.turns_on_ns = static_cast<double>(load(iv.turns_on_ns) - base_on_ns_) / static_cast<double>(on);
+    v.turns_off_ns = static_cast<double>(load(iv.turns_off_ns) - base_off_ns_) / static_cast<double>(off);
+  }
+  return v;
+}
+
+Path KeyState::decide(const Vote& summed, const Intervals& iv) {
+  extended_ = false;
+  if (summed.force_blocking > 0 || summed.force_early > 0) {
+    const Path forced = summed.force_blocking > 0 ? Path::blocking : Path::early;
+    if (decisions_ > 0 && forced != chosen_) ++switches_;
+    ++decisions_;
+    chosen_ = forced;
+    probing_ = false;
+    forced_ = true;
+    begin_segment(forced, policy_.max_run, true, &iv);
+    rebase_turns(iv);
+    return forced;
+  }
+  forced_ = false;
+  if (room_point()) {
+    // The warm-up's room point decides only whether the warm-up ends here: when most ranks
+    // that observed its calls found room to overlap, the early probe follows at once.
+    room_at_ = 0;
+    if (summed.room_voters > 0 && 2 * summed.room_ranks > summed.room_voters) {
+      short_warmup_ = true;
+      begin_segment(Path::early, early_probe_length(), true, &iv);
+      probing_ = true;
+    }
+    return path_;
+  }
+  if (calls_ == 0 && summed.ranks_measured <= 0) {
+    // The first call asked the plan, which has nothing to say here: measure.
+    begin_warmup(&iv);
+    return path_;
+  }
+  // Turns first, when every rank that measured the paths compared them (the sums then run over
+  // the same ranks): early is then judged by the mean of the turns it will use.
+  double early_ns = summed.early_ns;
+  // The segment that ends here was an early probe: its early mean mixes both turns.
+  const bool after_probe = path_ == Path::early && decide_at_end_;
+  if (turns_allowed_ && summed.turn_ranks > 0 && summed.turn_ranks >= summed.ranks_measured) {
+    // The first decision has no incumbent: the cheaper wins (keep_gain, the smaller margin).
+    // From then on turns must save enter_gain to be turned on, and are kept above keep_gain.
+    const double need = !turns_decided() || turns_chosen_ ? policy_.keep_gain : policy_.enter_gain;
+    const bool on = summed.turns_on_ns < (1.0 - need) * summed.turns_off_ns;
+    const bool wide = on ? saving(summed.turns_on_ns, summed.turns_off_ns) >= policy_.wide_gain
+                         : saving(summed.turns_off_ns, summed.turns_on_ns) >= policy_.wide_gain;
+    // The first comparison, in an early probe of one round: if it is not wide, the probe goes
+    // on for another round and nothing is decided yet (the means then run over both rounds:
+    // nothing is rebased).
+    if (!turns_decided() && after_probe && !wide &&
+        segment_end_ - segment_start_ < 1 + kCompare * kFirstCompareRounds) {
+      segment_end_ += kCompare;
+      extended_ = true;
+      return path_;
+    }
+    const bool same = turns_decided() && on == turns_chosen_;
+    if (turns_decided() && !same) ++turn_switches_;
+    // A confirmation doubles the runs until the next comparison (a wide one quadruples them);
+    // a change compares at once.  The first decision of the turns, when wide, counts as a
+    // decision and a confirmation (as the paths' first decision does): the first run keeps its
+    // turns uncompared and the second compares them.
+    const std::uint32_t max_gap = std::max(policy_.max_trial_gap, 1u);
+    if (same)
+      trial_gap_ = std::min(trial_gap_ * (wide ? 4 : 2), max_gap);
+    else
+      trial_gap_ = !turns_decided() && wide ? std::min(2u, max_gap) : 1;
+    // New turns, or a probe or trial run that compared both (a trial is a run's last calls,
+    // the ones its early mean is taken from): what early costs with the turns it will use is
+    // their compared mean (the early mean measured other turns, or a mix of both).
+    if (!same || after_probe || trial_run_) early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
+    ++turn_decisions_;
+    turns_chosen_ = on;
+  }
+  rebase_turns(iv);  // each comparison stands alone
+  Path next = Path::blocking;  // nobody measured: the path that cannot lose
+  bool wide = false;
+  if (summed.ranks_measured > 0) {
+    const double need = (decisions_ > 0 && chosen_ == Path::early) ? policy_.keep_gain : policy_.enter_gain;
+    if (early_ns < (1.0 - need) * summed.blocking_ns) next = Path::early;
+    wide = (next == Path::early ? saving(early_ns, summed.blocking_ns) : saving(summed.blocking_ns, early_ns)) >=
+           policy_.wide_gain;
+  }
+  // A wide decision counts as two confirmations (Policy::wide_gain); a switch starts again.
+  if (decisions_ == 0) {
+    run_ = std::min<std::uint64_t>(std::uint64_t{policy_.first_run} * (wide ? 2 : 1), policy_.max_run);
+  } else if (next == chosen_) {
+    run_ = std::min<std::uint64_t>(run_ * (wide ? 4 : 2), policy_.max_run);
+  } else {
+    run_ = policy_.first_run;
+    ++switches_;
+  }
+  ++decisions_;
+  chosen_ = next;
+  probing_ = false;
+  begin_segment(next, run_, false, &iv);
+  if (next == Path::early && turns_decided()) {
+    trial_run_ = ++runs_since_trial_ >= trial_gap_;
+    if (trial_run_) runs_since_trial_ = 0;
+  }
+  return next;
+}
+
+
+}  // namespace tnbc::shim::adapt

@@ -1,0 +1,262 @@
+// Per-call decision of libtnbc.so: return early (the engine) or run the plain blocking call.
+//
+// Returning early costs something (the send copy, mirror pages, protection, chunked messages,
+// a progress thread that takes CPU) and gains only where the program leaves room: computation
+// after the call that does not read the data.  Where nothing can overlap, or where shared memory
+// moves the data faster than the machinery pays back, the blocking call is faster.  So each
+// *key* -- (communicator, operation, size class), the same on every rank for the same call --
+// measures both paths and keeps the cheaper one:
+//
+//   calls of a key:  [blocking W, or Wr] [early probe 1+P] D [chosen path R] [other path P] D ...
+//
+//   W: the warm-up.  The first W calls of a key run blocking; its first 2 calls are not
+//      measured (they pay for connections and first touches: 3-14% more than the next ones in
+//      overlap scenarios b and c), of the others the last 2P are (at least one call).
+//      A probe of the early path costs at worst about 6% of a call (measured: a kernel that
+//      reads 8 MiB at once after the call, on two emulated nodes; before the buffer pool it was
+//      half a call, and the warm-up was 32 calls), so the probes come after 6 calls: a program
+//      that makes a collective fewer than about 10 times runs it as plain MPICH would, and a
+//      plan (`return early`) makes it return early from the first call.
+//   Wr: the room point.  Where early pays, every warm-up call costs what early saves (in overlap
+//      scenario b a fifth of a call each, the largest part of what deciding cost at 150 calls).
+//      So at call Wr (3) of the warm-up the ranks vote (a decision point that decides nothing
+//      else) on what the warm-up's observed calls show (learn.hpp, room()): where most ranks'
+//      reads leave room to overlap, the warm-up ends there and the early probe follows; where
+//      they do not (the data read at once, as in the NAS-like kernels, where a probe after 3
+//      calls made runs of 4-10 calls 2-13% slower), the warm-up runs its W calls.
+//   An early probe is 1 + P calls, measured from its second call: the first pays for the change
+//      of path (the engine's buffers, a learn point, turn counters set up the first time), a
+//      cost of probing, not of the path.
+//   A run R (the warm-up included) is measured over its last 2P calls only, next to the probe
+//   that follows it, so that a program whose phase changed during a long run is compared as it
+//   is now.
+//
+//   D: a decision point.  Every rank reaches it at the same call of the key (collectives on a
+//      communicator are called in the same order everywhere), reduces its local measurements
+//      over the communicator (Vote, summed) and applies the same rule to the same sums, so all
+//      ranks take the same path until the next decision point: the engine's messages only
+//      match the engine's messages.
+//   cost of a call: the time from its entry to the entry of the next call of the same key,
+//      on the rank's clock.  A program that calls a collective over and over does the same work
+//      between the calls whichever path they take, so what differs is what the path costs the
+//      program as it runs: time inside the call, waits for guarded pages and fences, the CPU
+//      the progress thread and the network stack take from the program's computation (on a
+//      full node, where no core is spare), cache and TLB effects.  The parts the library can
+//      see (time inside, waits, progress-thread CPU) are kept beside it for the statistics.
+//
+// Early is chosen when it saves at least `enter_gain` of the blocking time (summed over the
+// ranks) and kept while it saves more than `keep_gain`: hysteresis, so noise does not flip the
+// path.  Each confirmation doubles the run before the next probe (up to `max_run`), so a stable
+// program pays for probing the losing path less and less often; a change of decision starts
+// again from `first_run`.  A wide decision (the winner saves `wide_gain` or more) counts as two
+// confirmations: where one path is far cheaper, probing the other is what costs.
+//
+// Per-node turns (docs/replay.md, "Per-node priority") are decided the same way for a key that
+// has an agreed turn order (learned: learn.hpp) and spans nodes: its early calls compare turns
+// on and off and keep the cheaper (see KeyState::allow_turns).
+//
+// This file holds the policy only (no MPI): decide.cpp owns the keys and the reduction.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <utility>
+
+#include "shim/replay/engine/costs.hpp"
+
+namespace tnbc::shim::adapt {
+
+enum class Path : std::uint8_t { blocking, early };
+
+/// Which per-node turns an early call's interval measures: none (not compared: the key has no
+/// turn order, or the call is the first of its run), on or off.
+enum class Turns : std::uint8_t { none, on, off };
+
+/// What the decision compares, per key: the time from a call's entry to the next call's entry
+/// of the same key, by the path of the first of the two.  Written by the calling thread.
+struct Intervals {
+  std::atomic<std::uint64_t> early_intervals{0}, early_interval_ns{0};
+  std::atomic<std::uint64_t> blocking_intervals{0}, blocking_interval_ns{0};
+  /// The early intervals again, by the per-node turns their call took (Turns::none: neither).
+  std::atomic<std::uint64_t> turns_on_intervals{0}, turns_on_ns{0};
+  std::atomic<std::uint64_t> turns_off_intervals{0}, turns_off_ns{0};
+
+  /// Records the interval that ended now, from a call made on `p` with per-node turns `turns`.
+  void add_interval(Path p, std::uint64_t ns, Turns turns = Turns::none) {
+    auto& n = p == Path::early ? early_intervals : blocking_intervals;
+    auto& t = p == Path::early ? early_interval_ns : blocking_interval_ns;
+    t.fetch_add(ns, std::memory_order_relaxed);
+    n.fetch_add(1, std::memory_order_relaxed);
+    if (p != Path::early || turns == Turns::none) return;
+    (turns == Turns::on ? turns_on_ns : turns_off_ns).fetch_add(ns, std::memory_order_relaxed);
+    (turns == Turns::on ? turns_on_intervals : turns_off_intervals).fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
+/// What a key's calls cost, by path (the engine fills in the early side).
+using Costs = engine::Costs;
+
+struct Policy {
+  std::uint32_t warmup_calls = 6;   ///< blocking calls of a key before early is first tried
+  /// The room point: the warm-up ends after this many calls where most ranks that observed its
+  /// calls found room to overlap (Vote::room_ranks).  At least 3 (the warm-up measures from its
+  /// third call); 0, or warmup_calls or more: no room point.
+  std::uint32_t room_calls = 3;
+  std::uint32_t probe_calls = 2;    ///< calls per probe of a path
+  /// Calls on the chosen path before the first re-probe: a probe of the other path every 32
+  /// calls costs at worst 2 x 6% of a call in 34 (early probed) or 2 x what early saves
+  /// (blocking probed), well under 3%.
+  std::uint32_t first_run = 32;
+  std::uint32_t max_run = 1024;     ///< longest run between probes
+  double enter_gain = 0.05;         ///< early must save this share of the blocking time to win
+  double keep_gain = 0.0;           ///< early keeps winning while it saves more than this share
+  /// A decision is *wide* when its winner saves at least this share of the loser's cost (the
+  /// mean intervals summed over the ranks).  A wide decision counts as two: the first decision
+  /// of a key starts with a run of 2 x first_run, a wide confirmation quadruples the run (a
+  /// narrow one doubles it), a wide confirmation of the turns quadruples the runs between
+  /// their comparisons, and a wide first decision of the turns makes that gap 2 runs, not 1.  The first comparison of the turns takes one round of four calls when
+  /// it is wide, two when it is not.  Where the paths differ by this much, noise does not flip the
+  /// choice (enter_gain is half as much), and every call of a probe of the losing path costs
+  /// that difference: probing it less often is where the saving is.  A switch still starts
+  /// again from first_run.
+  double wide_gain = 0.10;
+  /// Early calls at the end of a run that compare per-node turns on and off once they are
+  /// decided (on, off, off, on: a drift over the four cancels out), next to the probe that
+  /// follows; every early call compares them before.  The same enter_gain and keep_gain decide
+  /// turns against no turns.
+  std::uint32_t turn_trial_calls = 4;
+  /// Runs between two that compare turns, at most: 1 after a change of the turns (2 after a
+  /// wide first decision of them), doubled by each decision that confirms them (the losing choice costs ever fewer calls, as the probes
+  /// of the paths do).
+  std::uint32_t max_trial_gap = 8;
+};
+
+/// One rank's contribution to a decision, summed over the communicator.  Plain doubles so that
+/// the sum is one MPI_Allreduce of kFields doubles.
+struct Vote {
+  static constexpr int kFields = 10;
+  double ranks_measured = 0;  ///< 1 if this rank measured both paths
+  double blocking_ns = 0;     ///< mean interval after a blocking call on this rank
+  double early_ns = 0;        ///< mean interval after an early call on this rank
+  double force_blocking = 0;  ///< 1 if this rank's plan says "return blocking" for the call
+  double force_early = 0;     ///< 1 if it says "return early"
+  double turn_ranks = 0;      ///< 1 if this rank measured early calls with turns on and off
+  double turns_on_ns = 0;     ///< mean interval after an early call with per-node turns
+  double turns_off_ns = 0;    ///< ... and without them
+  /// At a room point (KeyState::room_point): 1 if this rank observed calls of the key, and 1 if
+  /// they leave room to overlap.
+  double room_voters = 0;
+  double room_ranks = 0;
+
+  void to_array(double out[kFields]) const;
+  static Vote from_array(const double in[kFields]);
+};
+
+/// The decision state of one key.  Every rank holds one per key and drives it with the same
+/// calls and the same summed votes, so every rank's path() is the same.
+class KeyState {
+ public:
+  /// `decide_first`: the first call is a decision point (a plan may force the path: every rank
+  /// must hear it before the first call takes a path).
+  explicit KeyState(const Policy& policy, bool decide_first = false);
+
+  /// The path of the next call of this key.
+  Path path() const { return path_; }
+  /// True when the next call is a decision point: measure() locally, sum the votes over the
+  /// communicator, decide(), then use path().
+  bool decision_due() const { return calls_ == segment_end_ || room_point(); }
+  /// True when the next call is the warm-up's room point (Policy::room_calls): a decision point
+  /// whose vote carries room_voters and room_ranks, and which decides only whether the
+  /// warm-up ends here.
+  bool room_point() const { return warmup_ && room_at_ != 0 && calls_ == room_at_; }
+  /// The warm-up ended at its room point.
+  bool short_warmup() const { return short_warmup_; }
+  /// This rank's vote: the mean interval of each path since its latest segment began.
+  Vote measure(const Intervals& intervals);
+  /// Applies the summed votes; returns the path from now on.  A plan's vote wins over the
+  /// measurements ("blocking" over "early"): that path runs max_run calls, without probes,
+  /// then the next decision asks again.  With no vote at all at the first decision point, the
+  /// probes begin.
+  Path decide(const Vote& summed, const Intervals& intervals);
+  /// Counts one call made on path().
+  void advance(const Intervals& intervals);
+
+  /// The key has an agreed per-node turn order from now on (called at the same call on every
+  /// rank, the first of an early segment).  Its early calls then compare turns on and off:
+  /// until turns are decided, and in every early probe, each call after the first of the
+  /// segment alternates on, off, off, on (an early probe is lengthened to hold one round of four
+  /// such calls; before the first decision of the turns, a comparison that is not wide adds a
+  /// second round: extended()), and the first goes with turns while undecided;
+  /// once decided, the last turn_trial_calls of a run do, in one run of every trial gap
+  /// (Policy::max_trial_gap), and the rest use the decision, uncompared (only calls next to
+  /// each other are compared, so that a phase change within a run does not count for one
+  /// choice).  A decision point decides turns from the summed means when every measuring rank
+  /// compared both (the first such decision has no incumbent: the cheaper wins; after it, turns
+  /// are turned on by enter_gain and kept by keep_gain, as the paths are); when the turns
+  /// change, or a probe or a trial run compared them, it judges the early path by the compared
+  /// mean of the turns it will use.
+  void allow_turns();
+  bool turns_allowed() const { return turns_allowed_; }
+  /// Whether the next call (on the early path) takes per-node turns, and what its interval
+  /// measures (Turns::none: not compared).
+  bool turns_on() const;
+  Turns turns_sample() const;
+  bool turns_decided() const { return turn_decisions_ > 0; }
+  bool turns_chosen() const { return turns_chosen_; }
+  std::uint64_t turn_decisions() const { return turn_decisions_; }
+  std::uint64_t turn_switches() const { return turn_switches_; }
+
+  /// Statistics and tests.
+  std::uint64_t calls() const { return calls_; }
+  bool decided() const { return decisions_ > 0; }
+  Path chosen() const { return chosen_; }
+  std::uint64_t decisions() const { return decisions_; }
+  std::uint64_t switches() const { return switches_; }
+  bool probing() const { return probing_; }
+  /// The current path comes from a plan's "return", not from measurements.
+  bool forced() const { return forced_; }
+  /// The last decide() did not decide: the first comparison of the turns was narrow, and the
+  /// early probe goes on for another round of them (every rank does the same with the same sums).
+  bool extended() const { return extended_; }
+  /// The last mean costs this rank measured (ns per call; 0: none yet).
+  double last_blocking_ns() const { return mean_blocking_; }
+  double last_early_ns() const { return mean_early_; }
+
+ private:
+  void begin_warmup(const Intervals* intervals);
+  void begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Intervals* intervals);
+  void rebase(Path p, const Intervals& intervals);
+  void rebase_turns(const Intervals& intervals);
+  /// The turns of the call `j` calls into the current (early) segment, and whether it counts.
+  std::pair<bool, bool> turn_plan(std::uint64_t j) const;
+  std::uint64_t early_probe_length() const;
+
+  Policy policy_;
+  Path path_ = Path::early;
+  Path chosen_ = Path::early;
+  bool probing_ = true;
+  bool forced_ = false;
+  bool extended_ = false;
+  bool warmup_ = false;         // the current segment is the key's warm-up
+  bool short_warmup_ = false;   // it ended at its room point
+  std::uint64_t room_at_ = 0;   // the warm-up's room point (0: none)
+  bool decide_at_end_ = false;  // the current segment ends in a decision point
+  std::uint64_t calls_ = 0;
+  std::uint64_t segment_start_ = 0, segment_end_ = 0;
+  std::uint64_t run_ = 0;  // length of the next run on the chosen path
+  // Interval counters when the latest segment of each path began: a path's mean runs from
+  // there to the decision point (the last call's interval ends at the decision point's entry).
+  std::uint64_t base_early_n_ = 0, base_early_ns_ = 0;
+  std::uint64_t base_blocking_n_ = 0, base_blocking_ns_ = 0;
+  double mean_blocking_ = 0, mean_early_ = 0;
+  std::uint64_t decisions_ = 0, switches_ = 0;
+  // Per-node turns: allowed once the key has a turn order; chosen after a decision; the
+  // counters of both kinds of early intervals at the last decision point.
+  bool turns_allowed_ = false, turns_chosen_ = false;
+  bool trial_run_ = false;  // the current early run compares turns
+  std::uint32_t trial_gap_ = 1, runs_since_trial_ = 0;
+  std::uint64_t turn_decisions_ = 0, turn_switches_ = 0;
+  std::uint64_t base_on_n_ = 0, base_on_ns_ = 0, base_off_n_ = 0, base_off_ns_ = 0;
+};
+
+}  // namespace tnbc::shim::adapt

@@ -1,0 +1,206 @@
+// The Engine (engine.hpp): starting and stopping it, and one collective from the call's entry
+// to its return (build the op, set up both sides, hand it over, wait for the edges).
+#include "engine.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "shim/log.hpp"
+#include "util/clock.hpp"
+#include "node_turn.hpp"
+#include "schedule_pieces.hpp"
+#include "op.hpp"
+#include "progress.hpp"
+#include "receive_mirror.hpp"
+#include "replay_guard.hpp"
+#include "buffer_pool.hpp"
+#include "send_copy.hpp"
+#include "shadow.hpp"
+#include "waker.hpp"
+
+namespace tnbc::shim {
+
+using engine::Op;
+using schedule::Kind;
+using schedule::Step;
+
+Engine::Engine() : progress_(std::make_unique<engine::Progress>()) {}
+Engine::~Engine() = default;
+
+Engine& Engine::instance() {
+  // Never destroyed: at exit its progress thread may still run (a program that ends without
+  // MPI_Finalize) or not exist at all (a fork()ed child inherits the object, not the thread),
+  // and destroying a std::thread that was never joined terminates the process.
+  static Engine* e = new Engine;
+  return *e;
+}
+
+std::optional<std::string> Engine::start(const EngineOptions& options) {
+  options_ = options;
+  page_size_ = engine::system_page_size();
+  engine::BufferPool::instance().set_bound(options_.max_memory_bytes);
+  log::debug("engine: received pages are published by {}", engine::start_publishing());
+  if (auto err = engine::start_shadows()) return err;
+  if (auto err = engine::ReplayGuard::instance().install()) return err;
+  engine::ReplayGuard::instance().set_wait_hooks(engine::waker_begin_wait, engine::waker_end_wait);
+  progress_->start(options_, page_size_);
+  return std::nullopt;
+}
+
+void Engine::stop() {
+  progress_->stop();
+  engine::stop_shadows();
+  engine::ReplayGuard::instance().uninstall();
+}
+
+void Engine::drain() { progress_->drain(); }
+
+void Engine::prepare_node(MPI_Comm comm) { engine::prepare_node(*engine::shadow(comm)); }
+
+void Engine::complete_overlapping(const void* p, std::size_t n) {
+  progress_->complete_overlapping(reinterpret_cast<std::uintptr_t>(p), n);
+}
+
+std::uint64_t Engine::init_ns() const { return init_ns_.load(); }
+std::uint64_t Engine::turn_calls() const { return engine::g_turn_calls.load(); }
+std::uint64_t Engine::gated_sends() const { return engine::g_gated_sends.load(); }
+std::uint64_t Engine::turn_wait_ns() const { return engine::g_turn_wait_ns.load(); }
+std::uint64_t Engine::progress_cpu_ns() const { return progress_->cpu_ns(); }
+std::uint64_t Engine::progress_rounds() const { return progress_->rounds(); }
+std::uint64_t Engine::progress_user_ns() const { return progress_->user_ns(); }
+std::uint64_t Engine::progress_system_ns() const { return progress_->system_ns(); }
+std::uint64_t Engine::fence_wait_ns() const { return progress_->fence_wait_ns(); }
+
+bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {
+  // The pool maps at most max_memory_bytes; what is in flight gives its buffers back when it
+  // completes, so a call that finds no room drains and tries once more.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (attempt == 1) drain();
+    if (receives && !engine::reserve_mirror(op, page_size_)) continue;
+    if (sendbuf != nullptr && !engine::prepare_send_side(op, sendbuf, true)) {
+      op.recv.mirror_buf.reset();
+      continue;
+    }
+    return true;
+  }
+  return false;
+}
+
+Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
+  const std::uint64_t t0 = util::now_ns();
+  const std::size_t n = op->steps.size();
+  op->reqs.assign(n, MPI_REQUEST_NULL);
+  op->state.assign(n, 0);
+  op->remaining = n;
+  const bool receives = std::any_of(op->steps.begin(), op->steps.end(),
+                                    [](const Step& s) { return s.kind != Kind::send; });
+  if (sendbuf != nullptr && op->recv.recv_base != nullptr && engine::send_meets_receive(*op, sendbuf, page_size_)) {
+    // The send side is copied after the receive pages are protected: a send byte on a guarded
+    // page would fault on our own op and wait for it forever.  Such a call completes instead.
+    allow_early = false;
+  }
+  // An early return holds a send copy and a mirror until the op completes: within the bound,
+  // or the call waits, sending from the caller's buffer and receiving in place.
+  const char* why = nullptr;
+  if (allow_early && !reserve(*op, sendbuf, receives)) {
+    allow_early = false;
+    why = "memory";
+  }
+  if (!allow_early && sendbuf != nullptr) engine::prepare_send_side(*op, sendbuf, false);
+  bool early = false;
+  if (!receives) {
+    early = allow_early;  // e.g. the bcast root: nothing to guard once the send side is copied
+  } else if (allow_early && engine::prepare_receive(*op, page_size_)) {
+    early = true;
+  } else {
+    engine::receive_direct(*op);
+  }
+  if (!early) op->caller_released.store(true, std::memory_order_release);
+  Op& ref = *op;
+  engine::Costs* costs = ref.costs;  // `ref` may be retired and gone once released
+  const std::uint64_t t1 = util::now_ns();
+  progress_->submit(op);  // `op` keeps it alive here: the progress thread drops its reference at retire
+  if (sendbuf != nullptr) engine::fill_send_side(ref, sendbuf);
+  const std::uint64_t t2 = util::now_ns();
+  // What the call cost before returning, by stage (statistics, decide/policy.hpp).
+  auto charge = [&](std::uint64_t end) {
+    if (!costs) return;
+    costs->init_ns.fetch_add(end - t0, std::memory_order_relaxed);
+    costs->setup_ns.fetch_add(t1 - t0, std::memory_order_relaxed);
+    costs->send_copy_ns.fetch_add(t2 - t1, std::memory_order_relaxed);
+    costs->inside_wait_ns.fetch_add(end - t2, std::memory_order_relaxed);
+  };
+  if (!early) {
+    progress_->wait_done(ref);
+    charge(util::now_ns());
+    return {false, why};
+  }
+  if (ref.edges.edge_pending.load(std::memory_order_acquire) != 0) progress_->wait_edges(ref);
+  if (!ref.edges.edge_step.empty()) engine::copy_edges(ref, page_size_);
+  const std::uint64_t end = util::now_ns();
+  ref.caller_released.store(true, std::memory_order_release);
+  init_ns_.fetch_add(end - t0, std::memory_order_relaxed);
+  charge(end);
+  return {true, nullptr};
+}
+
+namespace {
+
+/// A new operation on `comm`'s shadow communicator with the next sequence number, and the
+/// caller's rank and size.
+struct NewOp {
+  std::shared_ptr<Op> op = std::make_shared<Op>();
+  engine::Shadow* shadow = nullptr;
+  std::uint32_t seq = 0;
+  int rank = 0, size = 0;
+};
+NewOp new_op(MPI_Comm comm) {
+  NewOp n;
+  PMPI_Comm_rank(comm, &n.rank);
+  PMPI_Comm_size(comm, &n.size);
+  n.shadow = engine::shadow(comm);
+  n.seq = n.shadow->seq++;
+  n.op->comm = n.shadow->comm;
+  n.op->tag = engine::tag_of(n.seq);
+  return n;
+}
+
+}  // namespace
+
+Engine::Result Engine::alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
+                       std::span<const std::size_t> send_displs, void* recvbuf,
+                       std::span<const std::size_t> recv_bytes,
+                       std::span<const std::size_t> recv_displs, MPI_Comm comm,
+                       std::span<const int> recv_order, bool per_node, bool allow_early,
+                       engine::Costs* costs) {
+  NewOp n = new_op(comm);
+  n.op->costs = costs;
+  n.op->steps = schedule::alltoallv(n.rank, n.size, send_bytes, send_displs, recv_bytes,
+                                    recv_displs, recv_order, {options_.chunk_bytes}).steps;
+  n.op->window.window = static_cast<std::size_t>(options_.chunk_window);
+  n.op->edges.edge_recvs_left = static_cast<std::size_t>(std::count_if(
+      n.op->steps.begin(), n.op->steps.end(), [](const Step& s) { return s.kind == Kind::recv && s.edge; }));
+  if (per_node) {
+    engine::gate(n.op->turn, n.op->steps, *n.shadow, n.seq, n.rank, recv_order);
+    n.op->window.window = schedule::send_window(n.op->window.window, n.op->turn.remote_peers);
+  }
+  n.op->recv.recv_base = static_cast<char*>(recvbuf);
+  return run(std::move(n.op), sendbuf, allow_early);
+}
+
+Engine::Result Engine::bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments,
+                   int chains, std::span<const int> segment_order, bool allow_early,
+                   engine::Costs* costs) {
+  NewOp n = new_op(comm);
+  n.op->costs = costs;
+  n.op->steps = schedule::bcast(n.rank, n.size, root, bytes, std::min(segments, 253), chains,
+                                segment_order).steps;
+  if (n.rank == root) return run(std::move(n.op), buffer, allow_early);
+  // Forwards read the segments just received, from the mirror (or the buffer when direct).
+  n.op->sends_from_mirror = true;
+  n.op->recv.recv_base = static_cast<char*>(buffer);
+  return run(std::move(n.op), nullptr, allow_early);
+}
+
+}  // namespace tnbc::shim

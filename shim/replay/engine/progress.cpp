@@ -1,0 +1,268 @@
+// The progress loop (run, post, progress, step_done) and the waits on it (progress.hpp).
+#include "progress.hpp"
+
+#include <pthread.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+
+#include "util/clock.hpp"
+#include "buffer_pool.hpp"
+#include "shim/fence.hpp"
+#include "waker.hpp"
+
+namespace tnbc::shim::engine {
+
+void Progress::start(const EngineOptions& options, std::size_t page_size) {
+  sleep_us_ = options.progress_sleep_us;
+  max_sleep_us_ = options.progress_max_sleep_us;
+  page_size_ = page_size;
+  stopping_ = false;
+  // The progress thread starts with every asynchronous signal blocked: a signal sent to the
+  // process (a timer, SIGTERM, SIGUSR1) goes to one of the program's threads, never to this one,
+  // whose handler could read a receive page that only this thread can publish.
+  sigset_t all, before;
+  sigfillset(&all);
+  for (int sync : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&all, sync);
+  pthread_sigmask(SIG_BLOCK, &all, &before);
+  // The progress thread lives inside MPI (fence.hpp): the interposed C library functions that
+  // MPI calls on it never wait for guarded pages, which only this thread can publish.
+  thread_ = std::thread([this] {
+    MpiScope inside;
+    run();
+  });
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+}
+
+void Progress::stop() {
+  drain();
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  g_waker.kick();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Progress::submit(std::shared_ptr<Op> op) {
+  {
+    std::lock_guard lock(mutex_);
+    all_.push_back(op.get());
+    g_in_flight.fetch_add(1, std::memory_order_acq_rel);
+    incoming_.push_back(std::move(op));
+  }
+  work_cv_.notify_one();
+  g_waker.kick();  // a new op: the progress thread may be on a long nap
+}
+
+void Progress::wait_edges(Op& op) {
+  std::unique_lock lock(mutex_);
+  timed_wait(done_cv_, lock, [&] { return op.edges.edge_pending.load(std::memory_order_acquire) == 0; });
+}
+
+void Progress::wait_done(Op& op) {
+  std::unique_lock lock(mutex_);
+  timed_wait(done_cv_, lock, [&] { return op.done.load(std::memory_order_acquire); });
+}
+
+void Progress::drain() { fence([](const Op&) { return true; }); }
+
+void Progress::complete_overlapping(std::uintptr_t p, std::size_t n) {
+  fence([&](const Op& op) { return op.recv.overlaps(p, n); });
+}
+
+template <typename Which>
+void Progress::fence(Which which) {
+  std::unique_lock lock(mutex_);
+  // The keys of the ops waited for, each once: the program waited for all of them, whichever
+  // finished last, so each is charged the whole wait.
+  std::vector<engine::Costs*> keys;
+  for (const Op* op : all_)
+    if (which(*op) && std::find(keys.begin(), keys.end(), op->costs) == keys.end()) keys.push_back(op->costs);
+  if (keys.empty()) return;
+  const std::uint64_t ns = timed_wait(done_cv_, lock, [&] {
+    return std::none_of(all_.begin(), all_.end(), [&](const Op* op) { return which(*op); });
+  });
+  fence_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
+  for (engine::Costs* k : keys)
+    if (k != nullptr) k->add_wait(ns);
+}
+
+void Progress::record_rusage() {
+  struct rusage ru {};
+  if (getrusage(RUSAGE_THREAD, &ru) != 0) return;
+  auto ns = [](const timeval& tv) {
+    return static_cast<std::uint64_t>(tv.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(tv.tv_usec) * 1000ull;
+  };
+  user_ns_.store(ns(ru.ru_utime), std::memory_order_relaxed);
+  system_ns_.store(ns(ru.ru_stime), std::memory_order_relaxed);
+}
+
+// Kept buffers idle this long are unmapped while no operation is in flight.
+constexpr unsigned kIdleTrimMs = 1000;
+
+void Progress::run() {
+  std::vector<std::shared_ptr<Op>> active;
+  const unsigned min_nap = sleep_us_;
+  const unsigned max_nap = std::max(max_sleep_us_, min_nap);
+  // While somebody waits for the engine the naps stop growing at ten times the shortest: a
+  // wait that lasts (a peer that has not entered the collective yet) must not cost a fifth of
+  // a core in rounds that find nothing (measured with 20 us naps: 18-21%), and one that ends
+  // soon is noticed within this much.
+  const unsigned waited_nap = std::min(max_nap, std::max(10 * min_nap, 1u));
+  unsigned nap = min_nap;
+  std::uint64_t cpu_mark = util::thread_cpu_ns();
+  while (true) {
+    const std::uint32_t seen = g_waker.word();
+    {
+      std::unique_lock lock(mutex_);
+      // Idle: kept engine buffers that no call has taken for a while go back to the system, so
+      // a program that stopped calling collectives does not keep their memory.
+      while (active.empty() && !stopping_ && incoming_.empty())
+        if (!work_cv_.wait_for(lock, std::chrono::milliseconds(kIdleTrimMs / 2),
+                               [&] { return stopping_ || !incoming_.empty(); }))
+          BufferPool::instance().trim_idle(kIdleTrimMs * 1000000ull);
+      if (stopping_ && active.empty() && incoming_.empty()) {
+        record_rusage();
+        return;
+      }
+      if (active.empty()) cpu_mark = util::thread_cpu_ns();  // idle time between ops is nobody's
+      while (!incoming_.empty()) {
+        active.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+    }
+    bool moved = false;
+    for (auto& op : active) moved |= progress(*op);
+    // This round's CPU time, shared by the ops it served (decide/policy.hpp counts it as their cost).
+    const std::uint64_t cpu_now = util::thread_cpu_ns(), cpu = cpu_now - cpu_mark;
+    cpu_mark = cpu_now;
+    cpu_ns_.fetch_add(cpu, std::memory_order_relaxed);
+    rounds_.fetch_add(1, std::memory_order_relaxed);
+    for (auto& op : active)
+      if (op->costs) op->costs->progress_cpu_ns.fetch_add(cpu / active.size(), std::memory_order_relaxed);
+    bool retired = false;
+    for (auto it = active.begin(); it != active.end();) {
+      if ((*it)->remaining == 0 && (*it)->caller_released.load(std::memory_order_acquire)) {
+        retire(**it, page_size_);
+        {
+          std::lock_guard lock(mutex_);
+          all_.erase(std::find(all_.begin(), all_.end(), it->get()));
+        }
+        g_in_flight.fetch_sub(1, std::memory_order_acq_rel);
+        it = active.erase(it);
+        retired = true;
+      } else {
+        ++it;
+      }
+    }
+    if (retired || moved) {
+      std::lock_guard lock(mutex_);  // pairs with the predicate checks of the waiters
+      done_cv_.notify_all();
+    }
+    if (!moved && !retired && !active.empty()) {
+      // Nothing moved: nap instead of spinning, the application may need this core; longer
+      // each time nothing moves, unless somebody waits for us.
+      nap = std::min(g_waker.waited_for() ? waited_nap : max_nap, nap == 0 ? 1u : nap * 2);
+      g_waker.nap(nap, seen);
+    } else {
+      nap = min_nap;
+    }
+  }
+}
+
+void Progress::post(Op& op, std::size_t i) {
+  const Step& s = op.steps[i];
+  const int tag = op.tag | (s.piece & 0xff);
+  const int count = static_cast<int>(s.bytes);
+  if (s.kind == Kind::recv) {
+    PMPI_Irecv(op.recv.mirror_at(s.offset), count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
+  } else {
+    const char* src = op.sends_from_mirror ? op.recv.mirror_at(s.offset) : op.send.base + s.offset;
+    // Windowed sends (inter-node bodies under per-node priority) are synchronous: they
+    // complete when the receiver has matched them, not when the transport has taken a local
+    // copy (eager), so the window and the per-node turn bound what is really on the way
+    // instead of what sits in socket buffers.
+    if (op.window.windowed(s, op.turn)) PMPI_Issend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
+    else PMPI_Isend(src, count, MPI_BYTE, s.peer, tag, op.comm, &op.reqs[i]);
+  }
+  op.state[i] = 1;
+}
+
+bool Progress::progress(Op& op) {
+  bool moved = false;
+  std::vector<std::size_t> ready;
+  if (op.turn.pass_if_nothing_to_send()) moved = true;  // nothing to send off the node
+  // Post what may go: everything without a pending dependency, in schedule order.  Windowed
+  // sends (inter-node bodies under per-node priority) go strictly in order, at most `window`
+  // unfinished.
+  std::size_t unfinished = 0;
+  for (std::size_t i = 0; i < op.steps.size(); ++i) {
+    if (op.state[i] == 2) continue;
+    const Step& s = op.steps[i];
+    if (op.window.windowed(s, op.turn) && unfinished++ >= op.window.window) continue;
+    if (op.state[i] != 0) continue;
+    if (s.kind != Kind::recv && !op.send.step_copied(i)) continue;  // the caller is still copying
+    if (op.edges.held_for_edges(s)) continue;
+    if (s.kind == Kind::copy) {  // the caller copied the own block into place
+      step_done(op, i, ready);
+      moved = true;
+    } else if (s.after < 0 || op.state[static_cast<std::size_t>(s.after)] == 2) {
+      if (op.turn.remote(s) && !op.turn.may_send()) continue;  // not this rank's turn on the node yet
+      post(op, i);
+      moved = true;
+    }
+  }
+  // Test what is posted.
+  std::vector<MPI_Request> reqs;
+  std::vector<std::size_t> which;
+  for (std::size_t i = 0; i < op.steps.size(); ++i)
+    if (op.state[i] == 1) {
+      reqs.push_back(op.reqs[i]);
+      which.push_back(i);
+    }
+  if (!reqs.empty()) {
+    std::vector<int> indices(reqs.size());
+    int outcount = 0;
+    PMPI_Testsome(static_cast<int>(reqs.size()), reqs.data(), &outcount, indices.data(),
+                  MPI_STATUSES_IGNORE);
+    for (int k = 0; k < outcount && outcount != MPI_UNDEFINED; ++k) {
+      std::size_t i = which[static_cast<std::size_t>(indices[static_cast<std::size_t>(k)])];
+      op.reqs[i] = MPI_REQUEST_NULL;
+      step_done(op, i, ready);
+      moved = true;
+    }
+  }
+  if (!ready.empty()) {
+    const std::uint64_t t0 = util::now_ns();
+    publish(op, ready, page_size_);
+    if (op.costs) op.costs->publish_ns.fetch_add(util::now_ns() - t0, std::memory_order_relaxed);
+  }
+  return moved;
+}
+
+void Progress::step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready) {
+  op.state[i] = 2;
+  --op.remaining;
+  const Step& s = op.steps[i];
+  op.turn.step_done(s);  // the last inter-node send: the next rank of the node may inject
+  if (s.kind == Kind::recv && s.edge && op.edges.edge_recvs_left > 0) --op.edges.edge_recvs_left;
+  bool touches_recv = s.kind != Kind::send || op.sends_from_mirror;
+  const ReceiveMirror& r = op.recv;
+  if (touches_recv && r.guard_pages > 0) {
+    auto b = reinterpret_cast<std::uintptr_t>(r.recv_base) + s.offset;
+    auto e = b + s.bytes;
+    for (std::uintptr_t pg = std::max(page_floor(b, page_size_), r.guard_lo);
+         pg < e && pg < r.guard_lo + r.guard_pages * page_size_; pg += page_size_) {
+      std::size_t idx = (pg - r.guard_lo) / page_size_;
+      if (--op.recv.holders[idx] == 0) ready.push_back(idx);
+    }
+  }
+  if (!op.edges.edge_step.empty() && op.edges.edge_step[i])
+    op.edges.edge_pending.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+}  // namespace tnbc::shim::engine

@@ -1,0 +1,54 @@
+// The progress thread's nap and its wake-up: one futex word (Waker, g_waker), and timed_wait,
+// the way a calling thread waits for the engine while keeping the progress thread awake.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+#include "util/clock.hpp"
+
+namespace tnbc::shim::engine {
+
+/// The progress thread naps between rounds that moved nothing, longer and longer while nothing
+/// happens (a thread that wakes every few microseconds takes a real share of a core the
+/// program computes on).  Whoever starts waiting for the engine -- a fault handler, a fence,
+/// a call waiting for its edge pages -- wakes it at once and keeps its naps short until the
+/// wait ends.  Async-signal-safe (atomics and the futex system call): the fault handler uses it.
+class Waker {
+ public:
+  std::uint32_t word() const { return word_.load(std::memory_order_acquire); }
+  void kick();
+  void begin_wait() {
+    waiters_.fetch_add(1, std::memory_order_acq_rel);
+    kick();
+  }
+  void end_wait() { waiters_.fetch_sub(1, std::memory_order_acq_rel); }
+  bool waited_for() const { return waiters_.load(std::memory_order_acquire) > 0; }
+  /// Sleeps `us` microseconds unless kicked since word() returned `seen`.
+  void nap(unsigned us, std::uint32_t seen);
+
+ private:
+  std::atomic<std::uint32_t> word_{0};
+  std::atomic<int> waiters_{0};
+};
+
+extern Waker g_waker;
+/// g_waker.begin_wait / end_wait as plain functions: the ReplayGuard's wait hooks (shim/replay/engine/replay_guard.hpp).
+void waker_begin_wait();
+void waker_end_wait();
+
+/// Waits on `cv` for `pred` with the progress thread kept awake, and returns the time waited
+/// (0 when `pred` already held: no wake-up, no clock reads).
+template <typename Pred>
+std::uint64_t timed_wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Pred pred) {
+  if (pred()) return 0;
+  const std::uint64_t t0 = util::now_ns();
+  g_waker.begin_wait();
+  cv.wait(lock, pred);
+  g_waker.end_wait();
+  return util::now_ns() - t0;
+}
+
+}  // namespace tnbc::shim::engine

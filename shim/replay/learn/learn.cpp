@@ -1,0 +1,444 @@
+// Online learning of the first-touch order (learn.hpp).
+#include "learn.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "shim/fence.hpp"
+#include "shim/log.hpp"
+#include "priority/consensus.hpp"
+#include "priority/planner.hpp"
+#include "shim/observe/tsc_clock.hpp"
+#include "util/clock.hpp"
+#include "util/file.hpp"
+#include "util/hash.hpp"
+#include "util/json.hpp"
+
+namespace tnbc::shim::learn {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+/// Observed calls waiting for their key's next learn point, at most (more are not observed).
+constexpr std::size_t kMaxPending = 64;
+
+bool g_enabled = false;
+bool g_turns = true;  // TNBC_LEARN_PER_NODE
+std::string g_plan_out;
+trace::TscClock g_clock;
+std::atomic<int> g_live{0};  // calls with protected pages (the guard's counter)
+std::unique_ptr<trace::PageGuard> g_guard;
+// While observed calls may guard pages, learning holds one count of g_in_flight, so that every
+// fenced MPI call reaches drain() (fence.hpp).
+std::atomic<bool> g_holding{false};
+void hold() {
+  if (!g_holding.exchange(true, std::memory_order_acq_rel)) g_in_flight.fetch_add(1, std::memory_order_acq_rel);
+}
+void unhold() {
+  if (g_holding.exchange(false, std::memory_order_acq_rel)) g_in_flight.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+/// One observed call, until the next learn point turns it into a sample.
+struct Pending {
+  SiteLearning* site;
+  const trace::GuardedCall* call;
+  std::uint64_t return_stamp;
+  double tcomm_us;
+};
+std::mutex g_mutex;  // g_pending, g_keys (the calling threads; never the fault handler)
+std::vector<Pending> g_pending;
+std::vector<KeyLearning*> g_keys;
+std::uint32_t g_next_index = 0;
+
+/// What the guard saw of one call, as trace mode's reader turns a traced call into a record
+/// (tools/trace_observations.cpp): overwritten unread counts as untouched.
+priority::CallRecord to_record(const Pending& p, double ticks_per_us) {
+  priority::CallRecord rec;
+  rec.tcomm_us = p.tcomm_us;
+  rec.touches.reserve(p.call->sub_count());
+  for (std::size_t i = 0; i < p.call->sub_count(); ++i) {
+    const auto outcome = p.call->outcome(i);
+    if (outcome == trace::Outcome::touched) {
+      if (auto t = p.call->touch(i)) {
+        const double delay = t->stamp > p.return_stamp && ticks_per_us > 0
+                                 ? static_cast<double>(t->stamp - p.return_stamp) / ticks_per_us
+                                 : 0.0;
+        rec.touches.push_back(priority::FirstTouch::at(delay));
+        continue;
+      }
+    }
+    if (p.call->observable(i) && (outcome == trace::Outcome::untouched || outcome == trace::Outcome::released))
+      rec.touches.push_back(priority::FirstTouch::untouched());
+    else
+      rec.touches.push_back(priority::FirstTouch::unobserved());
+  }
+  return rec;
+}
+
+/// Opens every guarded page and moves every observed call into its site's samples.
+void settle() {
+  std::lock_guard lock(g_mutex);
+  if (!g_guard) return;
+  g_guard->release_all();
+  g_clock.end();  // the rate over the run so far
+  const double tpu = g_clock.ticks_per_us();
+  for (const Pending& p : g_pending) {
+    SiteLearning& s = *p.site;
+    s.samples.push_back(to_record(p, tpu));
+    ++s.observed;
+    while (s.samples.size() > kWindow) s.samples.pop_front();
+  }
+  g_pending.clear();
+  g_guard->reset();
+  unhold();
+}
+
+SiteLearning* find_site(KeyLearning& k, std::uint64_t hash) {
+  for (SiteLearning& s : k.sites)
+    if (s.hash == hash) return &s;
+  return nullptr;
+}
+
+std::vector<std::uint32_t> as_u32(const std::vector<std::size_t>& order) { return {order.begin(), order.end()}; }
+
+/// Adopts `order` as the site's current order (a new entry: the old one stays valid).
+void adopt(const KeyLearning& k, SiteLearning& s, const priority::Consensus& c, std::uint64_t call) {
+  priority::PlanEntry& e = s.entries.emplace_back();
+  e.op = k.op;
+  e.comm_size = k.comm_size;
+  e.order = as_u32(c.order);
+  s.current = &e;
+  s.current_ordered = c.ordered;
+  s.learned_at_call = call;
+  s.candidate.clear();
+}
+
+/// The hysteresis of learn.hpp, applied to this learn point's consensus.
+void update(const KeyLearning& k, SiteLearning& s, const priority::Consensus& c, std::uint64_t call) {
+  const std::size_t n = c.order.size();
+  if (s.current == nullptr) return adopt(k, s, c, call);
+  std::vector<std::size_t> current(s.current->order.begin(), s.current->order.end());
+  if (priority::concordance(c.order, n - c.ordered, current, n - s.current_ordered) >= kKeepConcordance) {
+    s.candidate.clear();
+    return;
+  }
+  if (!s.candidate.empty() &&
+      priority::concordance(c.order, n - c.ordered, s.candidate, n - s.candidate_ordered) >= kKeepConcordance) {
+    ++s.changes;
+    return adopt(k, s, c, call);
+  }
+  s.candidate = c.order;
+  s.candidate_ordered = c.ordered;
+}
+
+}  // namespace
+
+bool start(const config::Config& cfg) {
+  g_enabled = cfg.learn && cfg.adapt != config::Adapt::off;
+  g_turns = cfg.learn_per_node;
+  g_plan_out = cfg.plan_out;
+  if (!g_enabled) {
+    if (!g_plan_out.empty())
+      log::warn_rank0("TNBC_PLAN_OUT={}: nothing is learned ({}), so no plan will be written", g_plan_out,
+                      cfg.learn ? "TNBC_ADAPT=off" : "TNBC_LEARN=0");
+    return false;
+  }
+  g_clock.begin();
+  g_guard = std::make_unique<trace::PageGuard>(g_clock.stamp_fn(), &g_live);
+  if (auto err = g_guard->install()) {
+    // This rank observes nothing but still takes part in every learn point.
+    log::warn("learning: cannot watch first touches on this rank ({}); it learns from the others", *err);
+    g_guard.reset();
+  }
+  return true;
+}
+
+namespace {
+
+void write_plan_out() {
+  if (g_plan_out.empty()) return;
+  int rank = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  priority::Plan plan;
+  {
+    std::lock_guard lock(g_mutex);
+    for (const KeyLearning* k : g_keys)
+      for (const SiteLearning& s : k->sites) {
+        if (s.current == nullptr || s.key.empty()) continue;
+        priority::PlanEntry e = *s.current;
+        e.site = s.key;
+        e.per_node = k->turns_chosen && s.current == k->turns;
+        e.agreement = s.agreement;
+        // Alltoall keys hold one size class; Alltoallv's sizes differ by rank: any class.
+        e.size_class = k->op == priority::Op::alltoall && s.message_bytes > 0 ? priority::size_class(s.message_bytes) : -1;
+        if (k->op == priority::Op::bcast) {
+          // As tnbc-order plan writes a Bcast: its segments and tree, the units' order as an
+          // order of the segments, the size class of the whole buffer.
+          if (s.bcast_segments <= 0 || s.total_bytes == 0) continue;
+          e.segments = s.bcast_segments;
+          e.tree = s.bcast_chains > 0 ? priority::TreeShape{priority::TreeKind::chains, s.bcast_chains}
+                                      : priority::TreeShape{priority::TreeKind::binomial, 0};
+          e.order = learned_segments(&s, s.bcast_segments);
+          e.size_class = priority::size_class(s.total_bytes);
+        }
+        const bool dup = std::any_of(plan.entries.begin(), plan.entries.end(), [&](const priority::PlanEntry& o) {
+          return o.site == e.site && o.op == e.op && o.comm_size == e.comm_size && o.size_class == e.size_class;
+        });
+        if (!dup) plan.entries.push_back(std::move(e));
+      }
+  }
+  if (auto bad = priority::validate_plan(plan)) {
+    log::warn("TNBC_PLAN_OUT={}: the learned plan is not valid ({}); not written", g_plan_out, *bad);
+    return;
+  }
+  const std::string text = priority::write_plan(plan, {"learned by libtnbc.so while the program ran (TNBC_LEARN)"});
+  if (auto err = util::write_file_atomic(g_plan_out, text))
+    log::warn("TNBC_PLAN_OUT: {}", *err);
+  else
+    log::info("learned plan written to {} ({} call sites)", g_plan_out, plan.entries.size());
+}
+
+}  // namespace
+
+void stop() {
+  if (!g_enabled) return;
+  settle();
+  // The guard object stays: an interposed system call on another thread may still look at it
+  // (it finds nothing guarded).
+  if (g_guard) g_guard->uninstall();
+  write_plan_out();
+}
+
+bool enabled() { return g_enabled; }
+bool wants_sites() { return g_enabled; }
+
+void add_key(KeyLearning& k, priority::Op op, int comm_size) {
+  k.op = op;
+  k.comm_size = comm_size;
+  std::lock_guard lock(g_mutex);
+  g_keys.push_back(&k);
+}
+
+std::uint64_t site_hash(const std::string& key) {
+  return util::fnv(util::kFnvOffset, key.data(), key.size()) | 1;
+}
+
+SiteLearning* site_of(KeyLearning& k, std::int64_t site, const std::string& key) {
+  if (!g_enabled || site < 0) return nullptr;
+  const std::uint64_t h = site_hash(key);
+  if (SiteLearning* s = find_site(k, h)) {
+    if (s->site < 0) s->site = site, s->key = key;  // learned from the others before this rank came here
+    return s;
+  }
+  if (k.sites.size() >= kMaxSites) return nullptr;
+  std::lock_guard lock(g_mutex);  // stop() may be reading
+  SiteLearning& s = k.sites.emplace_back();
+  s.hash = h;
+  s.site = site;
+  s.key = key;
+  return &s;
+}
+
+bool designate(KeyLearning& k, std::uint64_t call, bool probing) {
+  if (!g_enabled || k.comm_size > kMaxRanks) return false;
+  if (!probing && call % kBlockingRunEvery != 0) return false;
+  ++k.designated;
+  return true;
+}
+
+void observe(KeyLearning& k, SiteLearning& s, void* recvbuf, std::span<const trace::SubRange> subs,
+             std::uint64_t tcomm_ns, std::uint64_t message_bytes) {
+  if (!g_guard || subs.empty()) return;
+  const std::uint64_t t0 = util::now_ns();
+  std::lock_guard lock(g_mutex);
+  if (g_pending.size() >= kMaxPending) return;
+  std::string err;
+  const trace::GuardedCall* call = nullptr;
+  try {
+    call = g_guard->protect(g_next_index++, recvbuf, subs, &err, kSampledPages);
+  } catch (...) {
+    return;  // out of memory: this call is not observed
+  }
+  if (call == nullptr) {
+    log::debug("learning: call not observed: {}", err);
+    return;
+  }
+  s.messages = subs.size();
+  s.message_bytes = message_bytes;
+  s.total_bytes = 0;
+  for (const trace::SubRange& r : subs) s.total_bytes += r.length;
+  g_pending.push_back({&s, call, g_clock.stamp(), static_cast<double>(tcomm_ns) / 1000.0});
+  hold();
+  ++k.observed;
+  k.protect_ns += util::now_ns() - t0;
+}
+
+bool guarded() { return g_live.load(std::memory_order_acquire) != 0; }
+
+namespace {
+std::vector<std::uint32_t> segments_of(const priority::PlanEntry* e, int segments) {
+  if (e == nullptr || segments <= 0) return {};
+  const std::vector<std::size_t> units(e->order.begin(), e->order.end());
+  return priority::segment_order(units, units.size(), segments);
+}
+}  // namespace
+
+std::vector<std::uint32_t> learned_segments(const SiteLearning* s, int segments) {
+  return segments_of(s != nullptr ? s->current : nullptr, segments);
+}
+
+std::vector<std::uint32_t> learned_segments(const KeyLearning& k, const SiteLearning* s, int segments) {
+  return segments_of(s != nullptr && s->current != nullptr ? s->current : k.majority, segments);
+}
+
+void release(const void* p, std::size_t n, bool touch) {
+  if (g_live.load(std::memory_order_acquire) == 0 || p == nullptr || n == 0) return;
+  if (auto* g = g_guard.get())
+    g->release(p, n, touch ? trace::PageGuard::Release::touch : trace::PageGuard::Release::forget);
+}
+
+void drain() {
+  if (g_live.load(std::memory_order_acquire) == 0) return;
+  if (auto* g = g_guard.get()) g->release_all(/*lose_untouched=*/true);
+  unhold();
+}
+
+std::optional<bool> room(KeyLearning& k) {
+  if (!g_enabled) return std::nullopt;
+  const std::uint64_t t0 = util::now_ns();
+  settle();
+  const SiteLearning* most = nullptr;
+  for (const SiteLearning& s : k.sites)
+    if (!s.samples.empty() && s.messages > 0 && (most == nullptr || s.samples.size() > most->samples.size())) most = &s;
+  std::optional<bool> out;
+  if (most != nullptr) {
+    priority::CallSite site;
+    site.op = k.op;
+    site.messages = most->messages;
+    site.comm_size = k.comm_size;
+    site.message_bytes = most->message_bytes;
+    site.ranks.push_back({0, std::vector<priority::CallRecord>(most->samples.begin(), most->samples.end())});
+    if (const auto share = priority::overlap_share(priority::plan_site(site))) out = *share >= kRoomShare;
+  }
+  k.learn_ns += util::now_ns() - t0;
+  return out;
+}
+
+void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
+  if (!g_enabled || k.designated == k.designated_learned) return;
+  k.designated_learned = k.designated;
+  const std::uint64_t t0 = util::now_ns();
+  settle();
+  int ranks = 0;
+  PMPI_Comm_size(comm, &ranks);
+  const auto R = static_cast<std::size_t>(ranks);
+
+  // Which sites: (hash, sub-messages) of each rank's sites with samples; the union, by hash.
+  constexpr std::size_t kSlots = 2 * kMaxSites;
+  std::uint64_t mine[kSlots] = {};
+  std::size_t used = 0;
+  for (const SiteLearning& s : k.sites)
+    if (!s.samples.empty() && used < kSlots) mine[used++] = s.hash, mine[used++] = s.messages;
+  std::vector<std::uint64_t> all(kSlots * R);
+  std::uint64_t g0 = util::now_ns();
+  PMPI_Allgather(mine, static_cast<int>(kSlots), MPI_UINT64_T, all.data(), static_cast<int>(kSlots), MPI_UINT64_T, comm);
+  std::uint64_t gathered = util::now_ns() - g0;
+  std::map<std::uint64_t, std::size_t> sites;  // hash -> sub-messages (the largest any rank saw)
+  for (std::size_t i = 0; i + 1 < all.size(); i += 2)
+    if (all[i] != 0 && all[i + 1] != 0 && all[i + 1] <= static_cast<std::uint64_t>(priority::kMaxMessages))
+      sites[all[i]] = std::max<std::size_t>(sites[all[i]], all[i + 1]);
+  while (sites.size() > kMaxSites) sites.erase(std::prev(sites.end()));
+  if (sites.empty()) {
+    k.gather_ns += gathered;
+    k.learn_ns += util::now_ns() - t0 - gathered;
+    return;
+  }
+
+  // This rank's summary of each (NaN: nothing observed here), gathered from every rank.
+  std::size_t total = 0;
+  for (const auto& [h, n] : sites) total += 2 * n;
+  std::vector<double> send(total, kNaN), recv(total * R);
+  std::size_t at = 0;
+  for (const auto& [h, n] : sites) {
+    const SiteLearning* s = find_site(k, h);
+    if (s != nullptr && !s->samples.empty()) {
+      const std::vector<priority::CallRecord> calls(s->samples.begin(), s->samples.end());
+      const priority::RankSummary sum = priority::summarise_rank(calls, n);
+      std::copy(sum.delay.begin(), sum.delay.end(), send.begin() + static_cast<std::ptrdiff_t>(at));
+      std::copy(sum.position.begin(), sum.position.end(), send.begin() + static_cast<std::ptrdiff_t>(at + n));
+    }
+    at += 2 * n;
+  }
+  g0 = util::now_ns();
+  PMPI_Allgather(send.data(), static_cast<int>(total), MPI_DOUBLE, recv.data(), static_cast<int>(total), MPI_DOUBLE, comm);
+  gathered += util::now_ns() - g0;
+
+  // The same consensus on every rank, from the same numbers.
+  at = 0;
+  const priority::PlanEntry* turns = nullptr;  // the order of the site most ranks observed
+  std::size_t turns_seen = 0;
+  for (const auto& [h, n] : sites) {
+    std::vector<priority::RankSummary> ranks_seen;
+    for (std::size_t r = 0; r < R; ++r) {
+      const double* base = recv.data() + r * total + at;
+      priority::RankSummary sum{std::vector<double>(base, base + n), std::vector<double>(base + n, base + 2 * n)};
+      if (std::any_of(sum.delay.begin(), sum.delay.end(), [](double d) { return !std::isnan(d); }))
+        ranks_seen.push_back(std::move(sum));
+    }
+    at += 2 * n;
+    const priority::Consensus c = priority::consensus(ranks_seen, n);
+    if (c.ordered == 0) continue;  // nothing was read: no order to learn
+    SiteLearning* s = find_site(k, h);
+    if (s == nullptr) {
+      std::lock_guard lock(g_mutex);
+      s = &k.sites.emplace_back();
+      s->hash = h;
+    }
+    s->messages = n;
+    update(k, *s, c, call);
+    if (s->current != nullptr) {
+      const std::vector<std::size_t> current(s->current->order.begin(), s->current->order.end());
+      double agree = 0;
+      for (const priority::RankSummary& r : ranks_seen) {
+        const priority::Consensus own = priority::consensus(std::span(&r, 1), n);
+        agree += priority::concordance(own.order, n - own.ordered, current, n - s->current_ordered);
+      }
+      s->agreement = ranks_seen.empty() ? 1.0 : agree / static_cast<double>(ranks_seen.size());
+      if (ranks_seen.size() > turns_seen) turns = s->current, turns_seen = ranks_seen.size();
+    }
+  }
+  if (turns != nullptr) k.majority = turns;
+  if (turns != nullptr && g_turns) k.turns = turns;
+  // The next learn point hears only what is observed from now on: a phase change shows at the
+  // first point after it, and the hysteresis asks for a second one before the order changes.
+  for (SiteLearning& s : k.sites) s.samples.clear();
+  ++k.points;
+  k.gather_ns += gathered;
+  k.learn_ns += util::now_ns() - t0 - gathered;
+}
+
+std::string json(const KeyLearning& k) {
+  std::string sites;
+  for (const SiteLearning& s : k.sites) {
+    std::string order;
+    if (s.current != nullptr && s.current->order.size() <= 64)
+      order = fmt::format("{}", fmt::join(s.current->order, ","));
+    sites += fmt::format(
+        R"({}{{"site":"{}","learned":{},"at_call":{},"changes":{},"agreement":{:.3f},"observed":{},"order":[{}]}})",
+        sites.empty() ? "" : ",", util::json_escape(s.key), s.current ? "true" : "false", s.learned_at_call,
+        s.changes, s.agreement, s.observed, order);
+  }
+  return fmt::format(
+      R"({{"points":{},"designated":{},"observed":{},"applied":{},"protect_us":{:.3f},"learn_us":{:.3f},"gather_us":{:.3f},)"
+      R"("sites":[{}]}})",
+      k.points, k.designated, k.observed, k.applied, static_cast<double>(k.protect_ns) / 1e3,
+      static_cast<double>(k.learn_ns) / 1e3, static_cast<double>(k.gather_ns) / 1e3, sites);
+}
+
+}  // namespace tnbc::shim::learn

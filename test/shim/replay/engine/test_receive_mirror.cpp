@@ -1,0 +1,288 @@
+// The receive mirror of the replay engine (shim/replay/engine/receive_mirror.hpp) below MPI: plain
+// memory, and a "transport" that writes each receive step's bytes into the mirror as MPI would.
+// Partial first and last pages, a gap between sub-messages (Alltoallv), runs of pages published
+// together, both ways of publishing (writing through /proc/self/mem, the mirror kept whole for
+// the pool; moving pages with mremap, retire() unmapping only the mirror pages that did not
+// move), and the pool itself.
+#include <catch2/catch.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "shim/replay/engine/buffer_pool.hpp"
+#include "shim/replay/engine/op.hpp"
+#include "shim/replay/engine/receive_mirror.hpp"
+#include "shim/io_interpose.hpp"
+
+using tnbc::shim::engine::BufferPool;
+using tnbc::shim::engine::Op;
+using tnbc::shim::schedule::Kind;
+using tnbc::shim::schedule::Step;
+namespace engine = tnbc::shim::engine;
+
+namespace {
+
+const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+
+/// The protection of the mapping holding `p` as /proc/self/maps prints it ("rw-p", "---p"), or
+/// "" when nothing is mapped there.
+std::string protection(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  REQUIRE(f != nullptr);
+  char line[512];
+  std::string out;
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long lo = 0, hi = 0;
+    char perms[8] = {};
+    if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && a >= lo && a < hi) {
+      out = perms;
+      break;
+    }
+  }
+  std::fclose(f);
+  return out;
+}
+
+bool mapped(const void* p) {
+  return msync(const_cast<void*>(p), 1, MS_ASYNC) == 0 || errno != ENOMEM;
+}
+
+char byte_of(int sub, std::size_t i) { return static_cast<char>('A' + sub * 7 + static_cast<int>(i % 13)); }
+
+/// Seven pages filled with 'u', and an op receiving three sub-messages into the buffer that
+/// starts 100 bytes into the first page: [0, 5000), a gap of 3000 bytes the receive does not
+/// write, [8000, 14000) and [14000, 6 * page - 200).  The span [area + 100, area + 6 pages - 100)
+/// has four full pages (area + 1..4 pages, indices 0..3) and a partial page at each end.
+struct Fixture {
+  char* area = nullptr;
+  char* buf = nullptr;
+  std::size_t span = 0;
+  Op op;
+
+  /// by_write: publish through /proc/self/mem (the default where the kernel allows it), else
+  /// by mremap.
+  explicit Fixture(bool by_write = false) {
+    REQUIRE(std::string(engine::start_publishing()) == "write");  // this kernel allows it
+    engine::force_mremap_publishing(!by_write);
+    REQUIRE(kPage == 4096);  // the layout below is drawn for 4 KiB pages
+    void* m = mmap(nullptr, 7 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(m != MAP_FAILED);
+    area = static_cast<char*>(m);
+    std::memset(area, 'u', 7 * kPage);
+    buf = area + 100;
+    span = 6 * kPage - 200;
+    op.recv.recv_base = buf;
+    op.steps = {Step{Kind::recv, 1, 0, 5000, 0}, Step{Kind::recv, 2, 8000, 6000, 1},
+                Step{Kind::recv, 3, 14000, span - 14000, 2}};
+  }
+  ~Fixture() {
+    munmap(area, 7 * kPage);
+    engine::force_mremap_publishing(false);
+  }
+  bool prepare() { return engine::reserve_mirror(op, kPage) && engine::prepare_receive(op, kPage); }
+
+  /// What MPI does for each receive step: its bytes land in the mirror.
+  void arrive() {
+    for (const auto& s : op.steps)
+      for (std::size_t i = 0; i < s.bytes; ++i) op.recv.mirror_at(s.offset)[i] = byte_of(s.sub, i);
+  }
+  /// The byte blocking MPI would have left at buffer offset `off`.
+  char expected(std::size_t off) const {
+    for (const auto& s : op.steps)
+      if (off >= s.offset && off < s.offset + s.bytes) return byte_of(s.sub, off - s.offset);
+    return 'u';
+  }
+};
+
+}  // namespace
+
+TEST_CASE("receive mirror: full pages guarded, partial edges copied, gaps carried over, pages published in runs",
+          "[receive_mirror]") {
+  const bool by_write = GENERATE(false, true);
+  INFO((by_write ? "published by writing" : "published by mremap"));
+  const std::size_t kept_before = BufferPool::instance().kept();
+  Fixture f(by_write);
+  REQUIRE(f.prepare());
+  const auto& r = f.op.recv;
+  CHECK(r.guard_lo == reinterpret_cast<std::uintptr_t>(f.area + kPage));
+  CHECK(r.guard_pages == 4);
+  CHECK(r.slot >= 0);
+  CHECK(tnbc::shim::g_guarded_calls.load() == 1);
+  for (std::size_t p = 1; p <= 4; ++p) CHECK(protection(f.area + p * kPage) == "---p");
+  CHECK(protection(f.area) == "rw-p");              // the partial first page stays open
+  CHECK(protection(f.area + 5 * kPage) == "rw-p");  // and the partial last one
+  // Steps touching a partial page are edge steps: the first and the last sub-message.
+  CHECK(f.op.edges.edge_step == std::vector<char>{1, 0, 1});
+  CHECK(f.op.edges.edge_pending.load() == 2);
+
+  f.arrive();
+  std::vector<std::size_t> first{2, 0, 1};  // pages 0-2: one run, given out of order
+  engine::publish(f.op, first, kPage);
+  CHECK(first.empty());
+  for (std::size_t p = 0; p < 3; ++p) CHECK(r.published[p].load() == 1);
+  CHECK(r.published[3].load() == 0);
+  CHECK(protection(f.area + 4 * kPage) == "---p");  // page 3 not yet
+  std::vector<std::size_t> rest{3};
+  engine::publish(f.op, rest, kPage);
+  engine::copy_edges(f.op, kPage);
+
+  // Every byte is what blocking MPI gives: received bytes, the gap's and the edges' user bytes
+  // kept, and nothing outside the span touched.
+  std::size_t wrong = 0;
+  for (std::size_t off = 0; off < f.span; ++off) wrong += f.buf[off] != f.expected(off);
+  CHECK(wrong == 0);
+  for (std::size_t i = 0; i < 100; ++i) {
+    CHECK(f.area[i] == 'u');
+    CHECK(f.area[7 * kPage - 1 - i] == 'u');
+  }
+  for (std::size_t p = 1; p <= 4; ++p) CHECK(protection(f.area + p * kPage) == "rw-p");
+  char* mirror = r.mirror;
+  const std::size_t cover = r.cover_hi - r.cover_lo;
+  engine::retire(f.op, kPage);
+  CHECK(f.op.done.load());
+  CHECK(tnbc::shim::g_guarded_calls.load() == 0);
+  for (std::size_t p = 0; p < 7; ++p) CHECK(mapped(f.area + p * kPage));
+  if (by_write) {
+    // Nothing moved: the mirror is whole, and goes back to the pool with its op.
+    for (std::size_t p = 0; p < cover / kPage; ++p) CHECK(mapped(mirror + p * kPage));
+    f.op.recv.mirror_buf.reset();
+    CHECK(BufferPool::instance().kept() == kept_before + 1);
+  } else {
+    // The user's pages (moved from the mirror) stay; the mirror's own pages are all unmapped,
+    // and the pool forgot the buffer.
+    for (std::size_t p = 0; p < cover / kPage; ++p) CHECK_FALSE(mapped(mirror + p * kPage));
+    CHECK_FALSE(f.op.recv.mirror_buf);
+    CHECK(BufferPool::instance().kept() == kept_before);
+  }
+  wrong = 0;
+  for (std::size_t off = 0; off < f.span; ++off) wrong += f.buf[off] != f.expected(off);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("receive mirror: a reused mirror shows no byte of the call before", "[receive_mirror]") {
+  // One call fills a pool buffer with 'z'; the next call takes the same buffer and receives
+  // only into parts of its pages: the user must see its own bytes around them, never a 'z'.
+  BufferPool::instance().trim();
+  {
+    Fixture first(true);
+    REQUIRE(first.prepare());
+    std::memset(first.op.recv.mirror, 'z', first.op.recv.mirror_buf.bytes());
+    std::vector<std::size_t> all{0, 1, 2, 3};
+    engine::publish(first.op, all, kPage);
+    engine::retire(first.op, kPage);
+  }
+  REQUIRE(BufferPool::instance().kept() == 1);
+  Fixture f(true);
+  f.op.steps = {Step{Kind::recv, 1, 0, 5000, 0}, Step{Kind::recv, 3, 20000, f.span - 20000, 2}};
+  REQUIRE(f.prepare());
+  CHECK(BufferPool::instance().kept() == 0);  // it took the kept buffer
+  f.arrive();
+  std::vector<std::size_t> pages{0, 3};
+  engine::publish(f.op, pages, kPage);
+  engine::copy_edges(f.op, kPage);
+  std::size_t wrong = 0;
+  for (std::size_t off = 0; off < f.span; ++off) wrong += f.buf[off] != f.expected(off);
+  CHECK(wrong == 0);
+  engine::retire(f.op, kPage);
+}
+
+TEST_CASE("buffer pool: reuse, the bound, kept buffers unmapped to make room", "[buffer_pool]") {
+  BufferPool& pool = BufferPool::instance();
+  pool.trim();
+  const std::size_t base = pool.mapped();
+  pool.set_bound(base + 8 * kPage);
+  auto a = pool.acquire(3 * kPage + 1);  // rounded up to 4 pages
+  REQUIRE(a.p != nullptr);
+  CHECK(a.bytes == 4 * kPage);
+  CHECK(pool.mapped() == base + 4 * kPage);
+  std::memset(a.p, 1, a.bytes);
+  pool.release(a);
+  CHECK(pool.kept() == 1);
+  // The kept buffer comes back for a request that fits it, even a smaller one down to half.
+  auto b = pool.acquire(2 * kPage);
+  CHECK(b.p == a.p);
+  CHECK(pool.kept() == 0);
+  // Within the bound with b in use: 4 more pages fit, 5 do not.
+  auto c = pool.acquire(5 * kPage);
+  CHECK(c.p == nullptr);
+  auto d = pool.acquire(4 * kPage);
+  REQUIRE(d.p != nullptr);
+  CHECK(pool.mapped() == base + 8 * kPage);
+  pool.release(b);
+  pool.release(d);
+  // Both kept; 8 pages for a new buffer of 8 pages: the kept ones are unmapped to make room.
+  CHECK(pool.kept() == 2);
+  auto e = pool.acquire(8 * kPage);
+  REQUIRE(e.p != nullptr);
+  CHECK(pool.kept() == 0);
+  CHECK(pool.mapped() == base + 8 * kPage);
+  pool.release(e);
+  // No more than kKeep buffers are kept.
+  pool.set_bound(0);
+  pool.trim();
+  std::vector<BufferPool::Buffer> many;
+  for (std::size_t i = 0; i < BufferPool::kKeep + 2; ++i) many.push_back(pool.acquire(kPage));
+  for (auto& m : many) pool.release(m);
+  CHECK(pool.kept() == BufferPool::kKeep);
+  pool.trim();
+  CHECK(pool.mapped() == base);
+  // Kept buffers idle longer than asked go back to the system; fresher ones stay.
+  pool.release(pool.acquire(kPage));
+  pool.trim_idle(60ull * 1000000000ull);
+  CHECK(pool.kept() == 1);
+  usleep(20000);
+  pool.trim_idle(10ull * 1000000ull);
+  CHECK(pool.kept() == 0);
+  CHECK(pool.mapped() == base);
+}
+
+TEST_CASE("receive mirror: a page nobody receives into is never guarded; retire unmaps unmoved pages only",
+          "[receive_mirror]") {
+  Fixture f;  // published by mremap
+  // Only the first sub-message and the last: full pages 0 and 3 are partly written, pages 1 and
+  // 2 (area + 2 and 3 pages) not at all.
+  f.op.steps = {Step{Kind::recv, 1, 0, 5000, 0}, Step{Kind::recv, 3, 20000, f.span - 20000, 2}};
+  REQUIRE(f.prepare());
+  const auto& r = f.op.recv;
+  REQUIRE(r.guard_pages == 4);
+  // Pages holding no received byte are published from the start and never protected.
+  CHECK(r.published[1].load() == 1);
+  CHECK(r.published[2].load() == 1);
+  CHECK(protection(f.area + 2 * kPage) == "rw-p");
+  CHECK(protection(f.area + 3 * kPage) == "rw-p");
+  CHECK(protection(f.area + 4 * kPage) == "---p");
+  f.arrive();
+  std::vector<std::size_t> pages;
+  for (std::size_t p = 0; p < r.guard_pages; ++p)
+    if (r.published[p].load() == 0) pages.push_back(p);
+  CHECK(pages == std::vector<std::size_t>{0, 3});
+  engine::publish(f.op, pages, kPage);
+  engine::copy_edges(f.op, kPage);
+  char* mirror = r.mirror;
+  const std::size_t first_full = (r.guard_lo - r.cover_lo) / kPage;
+  engine::retire(f.op, kPage);
+  // The mirror pages of the untouched pages 1 and 2 did not move: retire unmapped them, with
+  // the edge pages; the user's pages there are their own, untouched.
+  CHECK_FALSE(mapped(mirror + (first_full + 1) * kPage));
+  CHECK_FALSE(mapped(mirror + (first_full + 2) * kPage));
+  CHECK_FALSE(mapped(mirror));
+  std::size_t wrong = 0;
+  for (std::size_t off = 0; off < f.span; ++off) wrong += f.buf[off] != f.expected(off);
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("receive mirror: a span without a full page is not mirrored", "[receive_mirror]") {
+  Fixture f;
+  f.op.steps = {Step{Kind::recv, 1, 0, 3000, 0}};
+  CHECK_FALSE(f.prepare());
+  CHECK(f.op.recv.mirror == nullptr);
+  CHECK(tnbc::shim::g_guarded_calls.load() == 0);
+}
