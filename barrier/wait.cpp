@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <ctime>
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
@@ -22,9 +23,10 @@ inline void cpu_relax() {
 #endif
 }
 
-void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected) {
-  // EAGAIN (value changed), EINTR and spurious wake-ups all just return: the caller re-checks.
-  util::raw::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, nullptr,
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected, const timespec* timeout) {
+  // EAGAIN (value changed), EINTR, ETIMEDOUT and spurious wake-ups all just return: the caller
+  // re-checks.
+  util::raw::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT, expected, timeout,
           nullptr, 0);
 }
 
@@ -48,15 +50,18 @@ void wait_until(Line& line, WaitPolicy& policy, Done done) {
     sched_yield();
   }
   bool slept = false;
+  const timespec nap{policy.progress_nap_us / 1000000, policy.progress_nap_us % 1000000 * 1000L};
   for (;;) {
     std::uint32_t v = line.value.load(std::memory_order_seq_cst);
     if (done(v)) break;
     line.sleepers.fetch_add(1, std::memory_order_seq_cst);
     // The kernel sleeps only if value still equals v, so a publish() that came after the
     // load above either changed value (no sleep) or sees sleepers > 0 (wakes us).
-    futex_wait(&line.value, v);
+    futex_wait(&line.value, v, policy.progress != nullptr ? &nap : nullptr);
     line.sleepers.fetch_sub(1, std::memory_order_relaxed);
     slept = true;
+    // A nap that did not end the wait: let the caller's MPI act before the next one.
+    if (policy.progress != nullptr && !done(line.value.load(std::memory_order_acquire))) policy.progress();
   }
   // Spinning was wasted (the core was probably needed elsewhere): start again from the least.
   if (slept) policy.spins = policy.min_spins;

@@ -34,17 +34,24 @@ static_assert(sizeof(Line) == kLineBytes);
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
 /// How long a waiter spins and yields before it sleeps.  Measured on the 2-core test machine
-/// (docs/barrier.md): on idle cores a barrier of 2 processes takes 0.1 us when waiters spin a
+/// (docs/measurements/barrier.md): on idle cores a barrier of 2 processes takes 0.1 us when waiters spin a
 /// few hundred iterations and 2-20 us when they sleep at once; with more runnable processes
 /// than cores (other jobs, or 4 ranks on 2 cores) spins of 2000+ made it 10-100x slower,
 /// because the spinner holds the core the rank it waits for needs.  So the spin budget adapts
 /// between min_spins and max_spins: a wait satisfied while spinning grows it slowly, a wait
 /// that had to sleep resets it to min_spins.  kOversubscribed fixes it at the minimum.
+///
+/// `progress`, when set, is called after every nap (of at most `progress_nap_us`) that did not
+/// end the wait: the shim drives MPI's progress with it, so that a peer whose MPI call
+/// (a synchronous send, a passive-target unlock) needs this rank's MPI to act completes while
+/// this rank waits here, as it would in MPI's own barrier.  Null: sleep until woken.
 struct WaitPolicy {
   int spins = 64;         ///< current pause-loop budget before the first sched_yield
   int yields = 2;         ///< sched_yield calls before sleeping on the futex
   int min_spins = 16;
   int max_spins = 256;    ///< ~10 us of pause on current x86 cores
+  void (*progress)() = nullptr;
+  int progress_nap_us = 1000;
 };
 /// For nodes with more ranks than cores: spin briefly, yield, sleep.
 inline constexpr WaitPolicy kOversubscribed{16, 2, 16, 16};

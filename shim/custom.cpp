@@ -1,8 +1,9 @@
 // Hand-written handlers of the `custom` functions of shim/mpi_functions.tsv.
 //
 // Each collective passes straight to PMPI when the runtime is not active (before MPI_Init,
-// after MPI_Finalize, TNBC_DISABLE=1) or when MPI itself is the caller (nested_in_mpi()).
-// Otherwise it counts the call and hands it to the library's Mode.
+// after MPI_Finalize, TNBC_DISABLE=1), when MPI itself is the caller (nested_in_mpi()), or when
+// MPI would refuse its arguments (the checks below).  Otherwise it counts the call and hands it
+// to the library's Mode.
 #include "custom.hpp"
 
 #include "fence.hpp"
@@ -10,6 +11,48 @@
 #include "runtime.hpp"
 
 namespace tnbc::shim::custom {
+namespace {
+
+// Arguments MPI refuses with an error before it moves any data.  Such a call goes straight to
+// PMPI, which reports the error through the communicator's error handler (MPI_ERRORS_RETURN:
+// the code comes back to the program) exactly as without the library; the modes only ever see
+// calls MPI would carry out.  (NULL count or displacement arrays are not checked: MPICH itself
+// reads them.)
+bool bad_comm(MPI_Comm comm) { return comm == MPI_COMM_NULL; }
+bool bad_type(MPI_Datatype type) { return type == MPI_DATATYPE_NULL; }
+bool bad_root(int root, MPI_Comm comm) {
+  int inter = 0, size = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) return false;  // MPI_ROOT, MPI_PROC_NULL and remote ranks: MPI checks them
+  PMPI_Comm_size(comm, &size);
+  return root < 0 || root >= size;
+}
+bool bad_counts(const int counts[], MPI_Comm comm) {
+  if (counts == nullptr) return false;
+  int inter = 0, n = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (inter) PMPI_Comm_remote_size(comm, &n);
+  else PMPI_Comm_size(comm, &n);
+  for (int i = 0; i < n; ++i)
+    if (counts[i] < 0) return true;
+  return false;
+}
+
+bool refused_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int recvcount,
+                      MPI_Datatype recvtype, MPI_Comm comm) {
+  return bad_comm(comm) || recvcount < 0 || bad_type(recvtype) ||
+         (sendbuf != MPI_IN_PLACE && (sendcount < 0 || bad_type(sendtype)));
+}
+bool refused_alltoallv(const void* sendbuf, const int sendcounts[], MPI_Datatype sendtype,
+                       const int recvcounts[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return bad_comm(comm) || bad_type(recvtype) || bad_counts(recvcounts, comm) ||
+         (sendbuf != MPI_IN_PLACE && (bad_type(sendtype) || bad_counts(sendcounts, comm)));
+}
+bool refused_bcast(int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  return bad_comm(comm) || count < 0 || bad_type(datatype) || bad_root(root, comm);
+}
+
+}  // namespace
 
 int MPI_Init(int* argc, char*** argv) {
   MpiScope scope;
@@ -17,6 +60,7 @@ int MPI_Init(int* argc, char*** argv) {
   int provided = MPI_THREAD_SINGLE;
   int rc = level == MPI_THREAD_SINGLE ? PMPI_Init(argc, argv)
                                       : PMPI_Init_thread(argc, argv, level, &provided);
+  if (rc == MPI_SUCCESS) runtime().set_program_thread_level(MPI_THREAD_SINGLE);
   if (rc == MPI_SUCCESS) runtime().start();
   return rc;
 }
@@ -27,7 +71,16 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   // The application sees the level it asked for (never less than MPI gave it): a mode that
   // needs more must not change what the application believes it runs with.
   if (rc == MPI_SUCCESS && *provided > required) *provided = required;
+  if (rc == MPI_SUCCESS) runtime().set_program_thread_level(*provided);
   if (rc == MPI_SUCCESS) runtime().start();
+  return rc;
+}
+
+// The level the application was given, not the one the mode asked for (MPI_Init_thread above).
+int MPI_Query_thread(int* provided) {
+  const int rc = PMPI_Query_thread(provided);
+  const int level = runtime().program_thread_level();
+  if (rc == MPI_SUCCESS && level >= 0 && *provided > level) *provided = level;
   return rc;
 }
 
@@ -39,7 +92,8 @@ int MPI_Finalize() {
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  if (!runtime().active() || nested_in_mpi())
+  if (!runtime().active() || nested_in_mpi() ||
+      refused_alltoall(sendbuf, sendcount, sendtype, recvcount, recvtype, comm))
     return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   MpiScope scope;
   runtime().stats().alltoall.count_call();
@@ -49,7 +103,8 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
                   MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
                   MPI_Datatype recvtype, MPI_Comm comm) {
-  if (!runtime().active() || nested_in_mpi())
+  if (!runtime().active() || nested_in_mpi() ||
+      refused_alltoallv(sendbuf, sendcounts, sendtype, recvcounts, recvtype, comm))
     return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                           recvtype, comm);
   MpiScope scope;
@@ -59,7 +114,7 @@ int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls
 }
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  if (!runtime().active() || nested_in_mpi())
+  if (!runtime().active() || nested_in_mpi() || refused_bcast(count, datatype, root, comm))
     return PMPI_Bcast(buffer, count, datatype, root, comm);
   MpiScope scope;
   runtime().stats().bcast.count_call();
@@ -67,7 +122,7 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 }
 
 int MPI_Barrier(MPI_Comm comm) {
-  if (!runtime().active() || nested_in_mpi()) return PMPI_Barrier(comm);
+  if (!runtime().active() || nested_in_mpi() || bad_comm(comm)) return PMPI_Barrier(comm);
   MpiScope scope;
   runtime().stats().barrier_calls.fetch_add(1, std::memory_order_relaxed);
   return mode().barrier(comm);

@@ -14,6 +14,11 @@ class Runtime {
   /// Before PMPI_Init(_thread): the thread level to ask MPI for when the application asks for
   /// `required` (the mode's need, unless TNBC_DISABLE=1).
   int thread_level_for(int required);
+  /// The thread level the application was given (MPI_Init: MPI_THREAD_SINGLE; MPI_Init_thread:
+  /// what it asked for, or less where MPI gave less): what MPI_Query_thread reports to it, however
+  /// high a level the mode asked MPI for.  -1 before initialisation.
+  int program_thread_level() const { return program_thread_level_.load(std::memory_order_acquire); }
+  void set_program_thread_level(int level) { program_thread_level_.store(level, std::memory_order_release); }
 
   /// After a successful PMPI_Init(_thread): reads the configuration once, reports unknown
   /// settings and bad values (rank 0), checks collectively that the settings which must agree
@@ -50,6 +55,7 @@ class Runtime {
   std::string running_mpi_;  // the first line of the running MPI's version string
   std::atomic<bool> active_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<int> program_thread_level_{-1};
 };
 
 Runtime& runtime();

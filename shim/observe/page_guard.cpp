@@ -49,10 +49,11 @@ std::optional<Touch> GuardedCall::touch(std::size_t i) const {
   return s.touch;
 }
 
-PageGuard::PageGuard(StampFn stamp, std::atomic<int>* live)
+PageGuard::PageGuard(StampFn stamp, std::atomic<int>* live, std::atomic<int>* shared)
     : stamp_(stamp),
       page_size_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
-      live_calls_(live != nullptr ? live : &own_live_) {}
+      live_calls_(live != nullptr ? live : &own_live_),
+      shared_calls_(shared) {}
 
 PageGuard::~PageGuard() {
   release_all();
@@ -156,7 +157,7 @@ void PageGuard::open_sub(GuardedCall& call, std::uint32_t i, Release how, std::u
     s.outcome.compare_exchange_strong(untouched, static_cast<std::uint8_t>(Outcome::unobserved));
   }
   if (call.closed_pages_.fetch_sub(interior, std::memory_order_acq_rel) == interior)
-    live_calls_->fetch_sub(1, std::memory_order_acq_rel);
+    count_live(-1);
 }
 
 void PageGuard::page_opened(GuardedCall& call, std::size_t idx) {
@@ -176,7 +177,7 @@ void PageGuard::page_opened(GuardedCall& call, std::size_t idx) {
     }
   }
   if (call.closed_pages_.fetch_sub(1, std::memory_order_acq_rel) == 1)
-    live_calls_->fetch_sub(1, std::memory_order_acq_rel);
+    count_live(-1);
 }
 
 GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const SubRange> subs,
@@ -271,7 +272,7 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
   GuardedCall* raw = call.get();
   calls_.push_back(std::move(call));
   if (raw->protected_pages_ == 0) return raw;
-  live_calls_->fetch_add(1, std::memory_order_acq_rel);
+  count_live(+1);
   // Publish before protecting: a page must never be protected while the handler cannot find it.
   publish_locked();
   // Protect each run of consecutive protectable pages with one call.
@@ -301,7 +302,7 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
         raw->subs_[i].outcome.store(static_cast<std::uint8_t>(Outcome::unobserved));
       }
       raw->closed_pages_.store(0);
-      live_calls_->fetch_sub(1, std::memory_order_acq_rel);
+      count_live(-1);
       publish_locked();
       *error = std::string("mprotect failed: ") + std::strerror(e);
       return nullptr;
@@ -392,7 +393,7 @@ void PageGuard::release_all(bool lose_untouched) {
         std::uint8_t closed = kProtected;
         if (c->page_state_[k].compare_exchange_strong(closed, kOpen) &&
             c->closed_pages_.fetch_sub(1, std::memory_order_acq_rel) == 1)
-          live_calls_->fetch_sub(1, std::memory_order_acq_rel);
+          count_live(-1);
       }
     }
   }

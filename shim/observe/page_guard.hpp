@@ -134,8 +134,10 @@ class PageGuard {
  public:
   /// `stamp` dates first touches; it must be async-signal-safe (TscClock::stamp_fn()).
   /// `live`, if given, is the counter of calls with protected pages (any_guarded() reads it): an
-  /// interposed system call can test it with one load without knowing the guard.
-  explicit PageGuard(StampFn stamp, std::atomic<int>* live = nullptr);
+  /// interposed system call can test it with one load without knowing the guard.  `shared`, if
+  /// given, is counted alike: a counter other guards add to too (replay mode's learning counts
+  /// its calls in the interposers' g_guarded_calls, beside the engine's, and in its own).
+  explicit PageGuard(StampFn stamp, std::atomic<int>* live = nullptr, std::atomic<int>* shared = nullptr);
   /// Opens every page and uninstalls the handler if installed.
   ~PageGuard();
   PageGuard(const PageGuard&) = delete;
@@ -212,6 +214,12 @@ class PageGuard {
   std::atomic<int> readers_{0};
   std::atomic<int> own_live_{0};
   std::atomic<int>* live_calls_;
+  std::atomic<int>* shared_calls_;  // null: none
+  /// A call gained (+1) or lost (-1) its last protected page.
+  void count_live(int delta) {
+    live_calls_->fetch_add(delta, std::memory_order_acq_rel);
+    if (shared_calls_ != nullptr) shared_calls_->fetch_add(delta, std::memory_order_acq_rel);
+  }
   std::atomic<std::uint64_t> seq_{0};
 };
 

@@ -74,6 +74,16 @@ int delete_attr(MPI_Comm, int, void* value, void*) {
 }
 
 /// Collective over `comm`: builds its barrier (see the header).
+/// Lets MPI act while a rank waits in the shared-memory barrier (barrier::WaitPolicy::progress):
+/// MPI's own barrier progresses every pending operation of the process while it waits, and a
+/// program may count on it (a peer's MPI_Ssend to a receive this rank posted, a passive-target
+/// unlock of this rank's window).  An MPI_Iprobe on MPI_COMM_WORLD runs MPICH's progress engine
+/// once and consumes nothing.
+void drive_mpi_progress() {
+  int flag = 0;
+  PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+}
+
 CommBarrier* setup(MPI_Comm comm) {
   auto* cb = new CommBarrier;
   int rank = 0, size = 0;
@@ -134,9 +144,10 @@ CommBarrier* setup(MPI_Comm comm) {
   cpu_set_t cpus;
   bool oversubscribed = sched_getaffinity(0, sizeof cpus, &cpus) == 0 &&
                         node_size > CPU_COUNT(&cpus);
+  barrier::WaitPolicy wait = oversubscribed ? barrier::kOversubscribed : barrier::WaitPolicy{};
+  wait.progress = drive_mpi_progress;
   cb->self = barrier::Participant{barrier::Segment(cb->base, node_size), node_rank, node_size,
-                                  root, 0,
-                                  oversubscribed ? barrier::kOversubscribed : barrier::WaitPolicy{}};
+                                  root, 0, wait};
   MPI_Group node_group, comm_group;
   PMPI_Comm_group(cb->node, &node_group);
   PMPI_Comm_group(comm, &comm_group);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "shim/fence.hpp"
+#include "shim/io_interpose.hpp"
 #include "shim/log.hpp"
 #include "priority/consensus.hpp"
 #include "priority/planner.hpp"
@@ -149,7 +150,9 @@ bool start(const config::Config& cfg) {
     return false;
   }
   g_clock.begin();
-  g_guard = std::make_unique<trace::PageGuard>(g_clock.stamp_fn(), &g_live);
+  // Its calls count in the interposers' counter too: a system call, mlock or mremap of a page it
+  // guards waits for it (Mode::release_range), as for the engine's pages.
+  g_guard = std::make_unique<trace::PageGuard>(g_clock.stamp_fn(), &g_live, &g_guarded_calls);
   if (auto err = g_guard->install()) {
     // This rank observes nothing but still takes part in every learn point.
     log::warn("learning: cannot watch first touches on this rank ({}); it learns from the others", *err);

@@ -1,0 +1,149 @@
+/* Legal MPI programs at the edges of what the library must pass through unchanged
+ * (test/shim/replay/test_legal_edges.py): every scenario prints lines that must equal plain
+ * MPICH's, and must not hang.
+ *
+ *   legal_edges bad_args       MPI_ERRORS_RETURN, then collectives MPI refuses (negative counts,
+ *                              MPI_DATATYPE_NULL, roots out of range, MPI_COMM_NULL): the error
+ *                              classes, then a correct call
+ *   legal_edges init_single    MPI_Init, then MPI_Query_thread and MPI_Is_thread_main
+ *   legal_edges init_funneled  MPI_Init_thread(FUNNELED), the same
+ *   legal_edges barrier_ssend  a rank waits in MPI_Barrier while a peer's MPI_Ssend to it needs
+ *                              its MPI to match the receive it posted before
+ *   legal_edges barrier_rma    a rank waits in MPI_Barrier while a peer locks, puts into and
+ *                              unlocks its window (passive target)
+ *   legal_edges syscalls_after DIR
+ *                              mlock, fwrite and mremap of a receive buffer right after the call */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, size;
+
+static void bad_args(void) {
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int buf[64] = {0}, rbuf[64] = {0}, counts[16], displs[16];
+  for (int i = 0; i < 16; ++i) counts[i] = 1, displs[i] = i;
+  int cls, rc;
+#define TRY(label, call)                                   \
+  rc = (call);                                             \
+  MPI_Error_class(rc, &cls);                               \
+  printf("%d %s class %d\n", rank, label, rc == MPI_SUCCESS ? 0 : cls);
+  TRY("alltoall negative count", MPI_Alltoall(buf, -1, MPI_INT, rbuf, -1, MPI_INT, MPI_COMM_WORLD));
+  TRY("alltoall null type", MPI_Alltoall(buf, 1, MPI_DATATYPE_NULL, rbuf, 1, MPI_DATATYPE_NULL, MPI_COMM_WORLD));
+  TRY("alltoall null comm", MPI_Alltoall(buf, 1, MPI_INT, rbuf, 1, MPI_INT, MPI_COMM_NULL));
+  TRY("alltoallv null type", MPI_Alltoallv(buf, counts, displs, MPI_DATATYPE_NULL, rbuf, counts, displs, MPI_INT, MPI_COMM_WORLD));
+  TRY("alltoallv null comm", MPI_Alltoallv(buf, counts, displs, MPI_INT, rbuf, counts, displs, MPI_INT, MPI_COMM_NULL));
+  TRY("bcast negative count", MPI_Bcast(buf, -1, MPI_INT, 0, MPI_COMM_WORLD));
+  TRY("bcast null type", MPI_Bcast(buf, 1, MPI_DATATYPE_NULL, 0, MPI_COMM_WORLD));
+  TRY("bcast root out of range", MPI_Bcast(buf, 1, MPI_INT, size, MPI_COMM_WORLD));
+  TRY("bcast negative root", MPI_Bcast(buf, 1, MPI_INT, -5, MPI_COMM_WORLD));
+  TRY("bcast null comm", MPI_Bcast(buf, 1, MPI_INT, 0, MPI_COMM_NULL));
+  TRY("barrier null comm", MPI_Barrier(MPI_COMM_NULL));
+  TRY("alltoall after the errors", MPI_Alltoall(buf, 1, MPI_INT, rbuf, 1, MPI_INT, MPI_COMM_WORLD));
+}
+
+/* Rank 0 posts a receive, then waits in MPI_Barrier; rank 1 sends synchronously to it first:
+ * its MPI_Ssend completes only once rank 0's MPI matches it, while rank 0 is in the barrier. */
+static void barrier_ssend(void) {
+  enum { N = 1 << 18 };
+  int* data = calloc(N, sizeof(int));
+  for (int i = 0; i < N; ++i) data[i] = i * 7 + 1;
+  if (rank == 0) {
+    MPI_Request rq;
+    MPI_Irecv(data, N, MPI_INT, 1, 5, MPI_COMM_WORLD, &rq);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+  } else {
+    if (rank == 1) MPI_Ssend(data, N, MPI_INT, 0, 5, MPI_COMM_WORLD);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  long sum = 0;
+  for (int i = 0; i < N; ++i) sum += data[i];
+  printf("%d ssend before the barrier: sum %ld\n", rank, sum);
+  free(data);
+}
+
+/* Rank 1 locks rank 0's window, puts into it and unlocks before the barrier, while rank 0
+ * waits in the barrier (passive target: rank 0's MPI may have to act for the unlock). */
+static void barrier_rma(void) {
+  enum { N = 1 << 16 };
+  int* base;
+  MPI_Win win;
+  MPI_Win_allocate(N * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+  for (int i = 0; i < N; ++i) base[i] = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 1) {
+    int* src = malloc(N * sizeof(int));
+    for (int i = 0; i < N; ++i) src[i] = i + 3;
+    MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win);
+    MPI_Put(src, N, MPI_INT, 0, 0, N, MPI_INT, win);
+    MPI_Win_unlock(0, win);
+    free(src);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_lock(MPI_LOCK_SHARED, rank, 0, win);
+  long sum = 0;
+  for (int i = 0; i < N; ++i) sum += base[i];
+  MPI_Win_unlock(rank, win);
+  printf("%d put before the barrier: sum %ld\n", rank, sum);
+  MPI_Win_free(&win);
+}
+
+/* Right after each MPI_Alltoall, before any read of its data: mlock, fwrite and mremap of the
+ * receive buffer (all legal; the kernel or the C library reads the pages, or moves them). */
+static void syscalls_after(const char* tmpdir) {
+  const size_t block = 1 << 16, n = block * (size_t)size;
+  unsigned char* send = malloc(n);
+  for (size_t i = 0; i < n; ++i) send[i] = (unsigned char)(rank * 31 + i * 7);
+  for (int round = 0; round < 8; ++round) {
+    unsigned char* recv = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    MPI_Alltoall(send, (int)block, MPI_BYTE, recv, (int)block, MPI_BYTE, MPI_COMM_WORLD);
+    const int locked = mlock(recv, n) == 0;
+    if (locked) munlock(recv, n);
+    MPI_Alltoall(send, (int)block, MPI_BYTE, recv, (int)block, MPI_BYTE, MPI_COMM_WORLD);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/edges.%d", tmpdir, rank);
+    FILE* f = fopen(path, "w");
+    const size_t written = f ? fwrite(recv, 1, n, f) : 0;
+    if (f) fclose(f);
+    unlink(path);
+    MPI_Alltoall(send, (int)block, MPI_BYTE, recv, (int)block, MPI_BYTE, MPI_COMM_WORLD);
+    unsigned char* moved = mremap(recv, n, 2 * n, MREMAP_MAYMOVE);
+    unsigned long sum = 0;
+    if (moved != MAP_FAILED)
+      for (size_t i = 0; i < n; ++i) sum += moved[i] * (i % 251 + 1);
+    printf("%d round %d mlock %d fwrite %zu mremap %s sum %lu\n", rank, round, locked, written,
+           moved == MAP_FAILED ? "failed" : "ok", sum);
+    munmap(moved == MAP_FAILED ? recv : moved, moved == MAP_FAILED ? n : 2 * n);
+  }
+  free(send);
+}
+
+int main(int argc, char** argv) {
+  const char* what = argc > 1 ? argv[1] : "bad_args";
+  if (strcmp(what, "init_single") == 0 || strcmp(what, "init_funneled") == 0) {
+    int provided = -1;
+    if (strcmp(what, "init_single") == 0) MPI_Init(&argc, &argv);
+    else MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int q = -1, main_thread = -1;
+    MPI_Query_thread(&q);
+    MPI_Is_thread_main(&main_thread);
+    printf("%d provided %d query %d main %d\n", rank, provided, q, main_thread);
+    MPI_Finalize();
+    return 0;
+  }
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (strcmp(what, "bad_args") == 0) bad_args();
+  if (strcmp(what, "barrier_ssend") == 0) barrier_ssend();
+  if (strcmp(what, "barrier_rma") == 0) barrier_rma();
+  if (strcmp(what, "syscalls_after") == 0) syscalls_after(argc > 2 ? argv[2] : "/tmp");
+  MPI_Finalize();
+  return 0;
+}

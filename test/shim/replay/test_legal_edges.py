@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Legal MPI programs at the edges (test/mpi/legal_edges.c) behave under libtnbc.so and
+libtnbc_trace.so exactly as under plain MPI: the error codes of arguments MPI refuses (with
+MPI_ERRORS_RETURN), the thread level the program asked for, and MPI progress while a rank waits
+in MPI_Barrier (a peer's synchronous send, a passive-target put).  Each run has a short limit: a
+barrier that does not let MPI progress hangs."""
+
+import os
+import tempfile
+
+from tnbc_testlib import BUILD, Suite, cluster_run, expect, mpirun, read_json
+
+PROG = os.path.join(BUILD, "test", "mpi", "legal_edges")
+RANKS = 4
+# The library's configurations: the defaults, the engine forced even on one node, trace mode.
+CONFIGS = {
+    "libtnbc.so defaults": ("tnbc", {}),
+    "libtnbc.so forced": ("tnbc", {"TNBC_ADAPT": "off", "TNBC_MIN_BYTES": "4"}),
+    "libtnbc_trace.so": ("tnbc_trace", {"TNBC_TRACE_DIR": "/tmp/tnbc_legal_edges_trace"}),
+}
+SCENARIOS = ["bad_args", "init_single", "init_funneled", "barrier_ssend", "barrier_rma"]
+
+
+def lines(res):
+    return sorted(l for l in res.stdout.splitlines() if l and l[0].isdigit())
+
+
+def main():
+    s = Suite("legal-edges")
+    for scenario in SCENARIOS:
+        def run(scenario=scenario):
+            plain = lines(mpirun(PROG, RANKS, args=[scenario], timeout=30))
+            expect(len(plain) >= RANKS, f"plain MPI printed {plain}")
+            for name, (lib, env) in CONFIGS.items():
+                res = mpirun(PROG, RANKS, args=[scenario], preload=lib, env=env, timeout=30, check=False)
+                expect(res.returncode == 0, f"{name}: exit {res.returncode}\n{res.stderr[-1500:]}")
+                got = lines(res)
+                expect(got == plain, f"{name} differs from plain MPI: {sorted(set(got) ^ set(plain))[:6]}")
+        s.check(f"{scenario}: the same lines as plain MPI, with the defaults, forced and traced", run)
+
+    def observed_syscalls():
+        # The blocking calls learning observes guard their receive pages (learn.hpp): mlock,
+        # fwrite and mremap right after them must wait for those pages as for the engine's.  On
+        # one node learning needs a decision that measures, whose warm-up never ends here.
+        tmp = tempfile.mkdtemp(prefix="tnbc_legal_edges_")
+        args = ["syscalls_after", tmp]
+        plain = lines(mpirun(PROG, RANKS, args=args, timeout=60))
+        prefix = os.path.join(tmp, "stats")
+        res = mpirun(PROG, RANKS, args=args, preload="tnbc", timeout=60, check=False,
+                     env={"TNBC_ADAPT": "measure", "TNBC_MIN_BYTES": "4K", "TNBC_ADAPT_WARMUP": "1000",
+                          "TNBC_STATS": prefix})
+        expect(res.returncode == 0, f"exit {res.returncode}\n{res.stderr[-1500:]}")
+        got = lines(res)
+        expect(got == plain, f"differs from plain MPI: {sorted(set(got) ^ set(plain))[:6]}")
+        observed = sum(k["learning"]["observed"] for r in range(RANKS)
+                       for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"])
+        expect(observed > 0, "learning observed no call: the check checked nothing")
+    s.check("mlock, fwrite and mremap right after calls learning observes: as plain MPI", observed_syscalls)
+
+    for scenario in ("barrier_ssend", "barrier_rma"):
+        def on_cluster(scenario=scenario):
+            plain = lines(cluster_run(PROG, args=[scenario], timeout=60))
+            res = cluster_run(PROG, args=[scenario], preload="tnbc", timeout=60)
+            expect(lines(res) == plain, f"differs from plain MPI on 2 nodes: {lines(res)} vs {plain}")
+        if os.geteuid() == 0:
+            s.check(f"{scenario} on 2 emulated nodes x 2 ranks: the same lines as plain MPI", on_cluster)
+    s.finish(skipped=None if os.geteuid() == 0 else "the 2-node checks (they need root)")
+
+
+if __name__ == "__main__":
+    main()
