@@ -2,7 +2,7 @@
 // access (wait.hpp's AccessRecorder) and weight it by the NUMA distance between the accessing
 // rank's node and the node holding the line (first touch: the global block on the root's
 // node, rank r's block on r's node).  A machine with one NUMA node cannot measure what
-// MinNumaDist changes; the model shows the direction on modelled machines (docs/barrier.md).
+// MinNumaDist changes; the model shows the direction on modelled machines (docs/measurements/barrier.md).
 #pragma once
 
 #include <span>

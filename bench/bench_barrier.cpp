@@ -4,7 +4,7 @@
 // usage: bench_barrier [size] [iterations] [spins] [yields] [algorithm...]
 //        (spins given: a fixed spin budget; otherwise the adaptive default)
 //        bench_barrier model     NUMA cost model on the seed paper's machines (numa_model.hpp)
-// Not run by `meson test`; docs/barrier.md records its results.
+// Not run by `meson test`; docs/measurements/barrier.md records its results.
 #include <atomic>
 #include <chrono>
 #include <cstdio>

@@ -18,13 +18,13 @@ probe of one round of per-node turns (calls 0-7), the blocking probes with the c
 (327-328): the first decision of the turns is wide there and counts as a confirmation, so the
 first run does not compare them.  Before the room point (2026-11-26) the warm-up was 6 calls
 and every later call 3 calls later (--measuring 0-10,75-77,330-331,333-335, as in
-docs/learn-overlap.md, "A wide first decision of the turns is a confirmation").  Before that
+docs/measurements/learn-overlap.md, "A wide first decision of the turns is a confirmation").  Before that
 (2026-11-25, 06:00 UTC) the first run compared them at its end (72-73: --measuring
-0-10,72-73,75-77,333-335, as in docs/learn-overlap.md, "Turns compared at the end of a run"), and before 2026-11-25 in its
+0-10,72-73,75-77,333-335, as in docs/measurements/learn-overlap.md, "Turns compared at the end of a run"), and before 2026-11-25 in its
 first calls (13-14: --measuring 0-10,13-14,75-77,333-335, as in the sections below that one).
-Before wide decisions (TNBC_ADAPT_WIDE=0, as in docs/learn-overlap.md up to "1000 calls")
+Before wide decisions (TNBC_ADAPT_WIDE=0, as in docs/measurements/learn-overlap.md up to "1000 calls")
 the measuring calls of 450 calls were
-0-14,17-18,47-49,113-115,117-118,243-248.  docs/learn-overlap.md, "450 calls", was made this
+0-14,17-18,47-49,113-115,117-118,243-248.  docs/measurements/learn-overlap.md, "450 calls", was made this
 way (before wide decisions, hence its --measuring):
 
   tnbc-cluster run --ppn 2 --placement cyclic --timeout 600 --env OVERLAP_SKIP_TCOMM=1 \\

@@ -17,7 +17,7 @@ pattern) and with work after the call.  Reports medians over the rounds as ratio
 MPICH of the same round, and what the library cost per call (time inside the call, time waited
 afterwards, progress-thread CPU, from TNBC_STATS).  Checksums must equal plain MPICH's.
 
-  bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--out docs/never-slower.md]
+  bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--out docs/measurements/never-slower.md]
 """
 
 import argparse
@@ -306,7 +306,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--rate", default="200mbit", help="link rate of the emulated nodes (default 200mbit)")
     p.add_argument("--only", choices=["local", "cluster"], help="run only the cases on one node or on the cluster")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "never-slower.md"),
+    p.add_argument("--out", default=os.path.join(ROOT, "docs", "measurements", "never-slower.md"),
                    help="Markdown file whose RESULTS section is rewritten ('-': print only)")
     p.add_argument("--blocking-only", action="store_true",
                    help="measure only the blocking path's own cost per call (printed, not written)")

@@ -20,7 +20,7 @@ cyclic (ranks dealt round robin, as in the paper's per-node priority figure).  T
 with work that sleeps instead of spinning (--free-cores), so that the progress threads have the
 cores to themselves.
 
-Writes docs/replay-overlap.md; a section of it headed "## Reading" (written by hand) is kept.
+Writes docs/measurements/replay-overlap.md; a section of it headed "## Reading" (written by hand) is kept.
 Needs root (network namespaces); takes about 20 minutes.
 """
 
@@ -196,20 +196,20 @@ def main():
     ap.add_argument("--learn-only", action="store_true",
                     help="measure only what the learning goal compares (plain MPICH, libtnbc.so with no "
                          "plan, learning on (its default) and off, and with the plan) and write only the learning table, "
-                         "with the turns each learning run decided (docs/learn-overlap.md); no --none-blocks "
+                         "with the turns each learning run decided (docs/measurements/learn-overlap.md); no --none-blocks "
                          "or --free-cores tables")
     ap.add_argument("--mpi", choices=("mpich", "openmpi"), default="mpich",
                     help="the MPI to measure: mpich (build/, the default) or openmpi (build-openmpi/, "
                          "meson -Dmpi=openmpi, launched with mpirun.openmpi)")
-    ap.add_argument("--out", help="the page written (default docs/replay-overlap.md, "
-                                  "docs/replay-overlap-openmpi.md with --mpi openmpi)")
+    ap.add_argument("--out", help="the page written (default docs/measurements/replay-overlap.md, "
+                                  "docs/measurements/replay-overlap-openmpi.md with --mpi openmpi)")
     args = ap.parse_args()
     if args.learn_only:
         args.learn, args.none_blocks, args.free_cores = True, "", ""
     use_mpi(args.mpi)
     if not args.out:
         name = "replay-overlap.md" if args.mpi == "mpich" else f"replay-overlap-{args.mpi}.md"
-        args.out = os.path.join(ROOT, "docs", name)
+        args.out = os.path.join(ROOT, "docs", "measurements", name)
     for path in (CLUSTER, PROG, LIB):
         if not os.path.exists(path):
             sys.exit(f"overlap.py: missing {path} (build {BUILD} first)")
@@ -381,7 +381,7 @@ def main():
             f"Measured {datetime.date.today()} by `bench/overlap.py --learn-only` on the emulated cluster: "
             f"{NODES} nodes x {PPN} ranks, {args.rate} per node and direction, MPI_Alltoall of "
             f"{args.block // 1024} KiB blocks, {args.repeat} rounds of {args.iters} iterations per configuration (each round runs every configuration once, in turn) "
-            "(the slowest rank counts).  Scenarios and work as in docs/replay-overlap.md (Tcomm, plain "
+            "(the slowest rank counts).  Scenarios and work as in docs/measurements/replay-overlap.md (Tcomm, plain "
             f"MPICH, exchange only = {tcomm/1e3:.1f} ms sizes the work).  *plan* is libtnbc.so with the plan "
             "of a traced run (blocks 0..p-1, per-node priority on, `return early` from the first call); "
             "*no plan* is libtnbc.so without a plan (the per-call decision: 6 blocking warm-up calls, 3 where "

@@ -9,7 +9,7 @@ default), for each placement and size.  Then `tnbc-sim --op bcast --json` predic
 (`plain_ms`, `tnbc_ms`: when the slowest rank has all of the data), and a Markdown table
 prints measured medians beside the predictions, each miss, and whether the two rank the same.
 
-docs/scale.md, "MPI_Bcast: seed 003's k chains", holds its output.  Needs root (network
+docs/measurements/scale.md, "MPI_Bcast: seed 003's k chains", holds its output.  Needs root (network
 namespaces) and a build (`tools/build`); takes a few minutes with the defaults.
 """
 

@@ -12,7 +12,7 @@ early, what tnbc-sim's "tnbc, no plan" models) and libtnbc.so with a plan of a t
 for the placement (`--work-ms`), and prints a Markdown table of measured medians beside the
 predictions, each miss, and whether the three configurations rank the same.
 
-docs/scale.md, "MPI_Alltoallv: bench/is's counts", holds its output.  Needs root (network
+docs/measurements/scale.md, "MPI_Alltoallv: bench/is's counts", holds its output.  Needs root (network
 namespaces) and a build (`tools/build`); takes about 15 minutes with the defaults.
 """
 

@@ -14,7 +14,7 @@ is the paper's.  It then predicts the five scenarios (the fractions of bench/ove
 block read whole) in block placement (ranks 0-3 on node 0) and cyclic (rank r on node r mod 16)
 and prints a Markdown table of the overlap predicted
 (plain MPICH's total minus libtnbc.so's) against formula (3), without a plan and with the plan
-(blocks 0..p-1, per-node turns).  docs/scale.md, "Against the T-NBC paper", holds its output.
+(blocks 0..p-1, per-node turns).  docs/measurements/scale.md, "Against the T-NBC paper", holds its output.
 Needs build/tools/tnbc-sim (`tools/build`); takes a few seconds.
 """
 

@@ -10,7 +10,7 @@ plan").  Then it asks `tnbc-sim --trace DIR --json` -- the work, the read order,
 placement all from the trace, nothing from the scenario -- and prints a Markdown table of measured
 medians beside the predictions, each miss, and whether the configurations rank the same.
 
-docs/scale.md, "Traces", holds its output.  Needs root (network namespaces) and a build
+docs/measurements/scale.md, "Traces", holds its output.  Needs root (network namespaces) and a build
 (`tools/build`); takes about 10 minutes with the defaults.
 """
 

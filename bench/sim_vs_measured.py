@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""tnbc-sim's plan prediction against the measured plan of docs/replay-overlap.md.
+"""tnbc-sim's plan prediction against the measured plan of docs/measurements/replay-overlap.md.
 
 For every row of the measured tables (spinning work; the rows with work that sleeps are left
 out), runs `tnbc-sim --json --scenario S --parts N --placement P --work-ms <the row's Tcomm>`
 with per-node turns (the default of the fluid model) and with `--per-node off`, and prints a
 Markdown table: the measured "tnbc, plan" and "engine alone" medians beside the predictions,
-and the share of rows within 15%.  docs/scale.md, "With the plan: per-node turns", holds its
+and the share of rows within 15%.  docs/measurements/scale.md, "With the plan: per-node turns", holds its
 output.  Needs build/tools/tnbc-sim (`tools/build`); takes a few seconds.
 """
 
@@ -57,8 +57,8 @@ def predict(sim, placement, parts, scenario, tcomm, per_node):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="the build folder (default build/)")
-    ap.add_argument("--measured", default=os.path.join(ROOT, "docs", "replay-overlap.md"),
-                    help="the measured tables (default docs/replay-overlap.md)")
+    ap.add_argument("--measured", default=os.path.join(ROOT, "docs", "measurements", "replay-overlap.md"),
+                    help="the measured tables (default docs/measurements/replay-overlap.md)")
     a = ap.parse_args()
     sim = os.path.join(a.build, "tools", "tnbc-sim")
     if not os.path.exists(sim):

@@ -281,17 +281,16 @@ constexpr std::array kSettings = {
             "MPI_Alltoall(v) keeps in flight, sent strictly in priority order as synchronous "
             "sends (a chunk is in flight until its receiver has matched it), so that a rank's "
             "turn on its node ends when its data has reached the other node; raised to one "
-            "chunk per peer on another node where a rank has more such peers (docs/scale.md, "
+            "chunk per peer on another node where a rank has more such peers (docs/measurements/scale.md, "
             "\"The send window at scale\"); 0 = all at once, as standard sends.  Other body "
             "chunks always go at once as standard sends.",
             kInt<&Config::chunk_window, 0, 254>},
     Setting{"TNBC_BARRIER_ALGO", "enum", "auto", Agree::value,
             "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (central_counter on nodes "
-            "with up to 8 ranks, mcs above; docs/barrier.md gives the measurements) or a "
-            "shared-memory "
-            "algorithm: central_counter, flat_tree, gather_release, combining_tree, "
-            "combining_tree_atomic, mcs, tournament, dissemination. libtnbc_trace.so always "
-            "uses MPICH's.",
+            "with up to 8 ranks, mcs above; docs/measurements/barrier.md gives the "
+            "measurements) or a shared-memory algorithm: central_counter, flat_tree, "
+            "gather_release, combining_tree, combining_tree_atomic, mcs, tournament, "
+            "dissemination. libtnbc_trace.so always uses MPICH's.",
             kBarrierAlgo},
     Setting{"TNBC_BARRIER_ROOT", "enum", "auto", Agree::value,
             "Root of the shared-memory barrier on each node (it places the global flags and "

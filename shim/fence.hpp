@@ -1,5 +1,5 @@
 // The fence: before an MPI call that may block or touch user memory, complete every
-// collective that is still in flight (architecture guide, hazard "The fence").
+// collective that is still in flight (docs/design.md, "The fence").
 //
 // Generated wrappers of class `fence` open a FenceScope.  Its fast path is one thread-local
 // increment and one atomic load; the slow path calls the drain hook the active mode installed.

@@ -64,4 +64,19 @@ int world_ranks_here() {
   return std::max(1, static_cast<int>(std::count(g_world_on_node.begin(), g_world_on_node.end(), 1)));
 }
 
+std::uint32_t index() {
+  if (!known()) return 0;
+  int world_rank = 0, world = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &world);
+  // The node's first rank leads it.
+  const auto first_here = std::find(g_world_on_node.begin(), g_world_on_node.end(), 1);
+  const int first = first_here != g_world_on_node.end() ? static_cast<int>(first_here - g_world_on_node.begin())
+                                                        : world_rank;
+  int leader = first == world_rank;
+  std::vector<int> leaders(static_cast<std::size_t>(world));
+  PMPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  return static_cast<std::uint32_t>(std::count(leaders.begin(), leaders.begin() + first, 1));
+}
+
 }  // namespace tnbc::shim::node

@@ -1,11 +1,13 @@
 // Which processes share this rank's node: learned once, at start, with one
 // MPI_Comm_split_type of MPI_COMM_WORLD; from then on any communicator's node members follow
 // from its group without a message.  Used by the per-call decision (a communicator within one
-// node) and by the engine's per-node turns (the ranks that take turns on this node).
+// node), the engine's per-node turns (the ranks that take turns on this node) and the trace
+// file's node index.
 #pragma once
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <vector>
 
 namespace tnbc::shim::node {
@@ -23,5 +25,9 @@ std::vector<char> peers(MPI_Comm comm);
 
 /// Ranks of MPI_COMM_WORLD on this rank's node (at least 1).
 int world_ranks_here();
+
+/// Collective over MPI_COMM_WORLD, after learn(): the index of this rank's node among the job's
+/// nodes, numbered in world-rank order of their first ranks (0 when learn() found nothing).
+std::uint32_t index();
 
 }  // namespace tnbc::shim::node

@@ -50,7 +50,7 @@ struct Prediction {
   std::size_t block_min = 0, block_max = 0;  ///< the smallest and largest block (they differ in an Alltoallv)
 };
 
-/// The model of a platform: --model, else by its rank count (docs/scale.md, "Timings").
+/// The model of a platform: --model, else by its rank count (docs/measurements/scale.md, "Timings").
 std::string model_for(const Args& a, const PlatformSpec& spec) {
   if (!a.model.empty()) return a.model;
   return spec.ranks() <= kFluidMaxRanks ? "fluid" : "pairs";
@@ -192,7 +192,7 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
 
 double ms(double s) { return s * 1e3; }
 
-/// The JSON object of one prediction (docs/scale.md names its fields).
+/// The JSON object of one prediction (docs/measurements/scale.md names its fields).
 std::string json_of(const Args& a, const Prediction& r) {
   const std::string plan_ms = a.plan ? fmt::format("{:.3f}", ms(r.tnbc_plan)) : "null";
   const std::string fat_tree =

@@ -39,6 +39,7 @@
 #include "shim/io_interpose.hpp"
 #include "shim/log.hpp"
 #include "shim/mode.hpp"
+#include "shim/node.hpp"
 #include "shim/runtime.hpp"
 #include "shim/observe/callsite.hpp"
 #include "shim/observe/page_guard.hpp"
@@ -127,22 +128,6 @@ void bcast_string(std::string& s, int root) {
   if (n > 0) PMPI_Bcast(s.data(), n, MPI_CHAR, root, MPI_COMM_WORLD);
 }
 
-// Index of this rank's node among the job's nodes (shared-memory domains), in world-rank order
-// of their first ranks.
-std::uint32_t node_index(int world_rank, int world_size) {
-  MPI_Comm node;
-  if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
-      MPI_SUCCESS)
-    return 0;
-  int first = world_rank;
-  PMPI_Allreduce(&world_rank, &first, 1, MPI_INT, MPI_MIN, node);
-  PMPI_Comm_free(&node);
-  int leader = first == world_rank;
-  std::vector<int> leaders(static_cast<std::size_t>(world_size));
-  PMPI_Allgather(&leader, 1, MPI_INT, leaders.data(), 1, MPI_INT, MPI_COMM_WORLD);
-  return static_cast<std::uint32_t>(std::count(leaders.begin(), leaders.begin() + first, 1));
-}
-
 // Receive-type facts: contiguous types only (no gaps, no offset), so that element k of a block
 // is at byte k * size.
 bool contiguous(MPI_Datatype type, std::size_t* size) {
@@ -177,7 +162,8 @@ class TraceMode final : public Mode {
     PMPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     bcast_string(d.dir, 0);
     bcast_string(d.job_id, 0);
-    node_ = node_index(rank_, size_);
+    node::learn();
+    node_ = node::index();
     if (!ok) {
       if (rank_ == 0) log::warn("trace disabled, the program runs untraced: {}", d.error);
       return;

@@ -1,3 +1,5 @@
+// Replay mode (replay.hpp): starting and stopping the engine, MPI_Alltoall and MPI_Alltoallv, and
+// the exchange the engine runs for both (bcast.cpp: MPI_Bcast; call.hpp: what the handlers share).
 #include "replay.hpp"
 
 #include <algorithm>
@@ -10,80 +12,22 @@
 
 #include <fmt/format.h>
 
-#include "shim/observe/callsite.hpp"
-#include "shim/observe/page_guard.hpp"
-#include "util/clock.hpp"
-#include "util/file.hpp"
-#include "shim/datatype.hpp"
-#include "shim/replay/decide/decide.hpp"
-#include "shim/replay/engine/schedule_pieces.hpp"
-#include "shim/fence.hpp"
-#include "shim/io_interpose.hpp"
-#include "shim/replay/learn/learn.hpp"
-#include "shim/log.hpp"
-#include "shim/mapping.hpp"
-#include "shim/node.hpp"
-#include "priority/cost_model.hpp"
-#include "priority/observations.hpp"
 #include "priority/plan.hpp"
+#include "shim/datatype.hpp"
+#include "shim/io_interpose.hpp"
+#include "shim/log.hpp"
+#include "shim/node.hpp"
+#include "shim/replay/call.hpp"
 #include "shim/replay/engine/replay_guard.hpp"
+#include "shim/replay/engine/schedule_pieces.hpp"
 #include "shim/stats.hpp"
+#include "util/clock.hpp"
 
 namespace tnbc::shim::replay {
 namespace {
 
-bool g_running = false;
-
-// The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site and to
-// break the statistics down by call site (TNBC_STATS).
-std::optional<priority::Plan> g_plan;
-trace::CallSiteTable g_sites;
-bool g_site_stats = false;  // TNBC_STATS is set: capture every call's site
-
-/// This call's site (an index of g_sites), or -1 when neither a plan, nor the statistics, nor
-/// learning on `comm` need it (capturing the stack costs microseconds; learning is on by
-/// default, and a communicator within one node, whose calls all run blocking, learns nothing).
-/// Must be called on the application's call chain, from the collective's handler.
-std::int64_t call_site(MPI_Comm comm) {
-  const bool wanted = g_plan || g_site_stats || (learn::wants_sites() && measured(comm));
-  return wanted ? static_cast<std::int64_t>(g_sites.capture()) : -1;
-}
-
-/// The learning of this call's site (learn.hpp), or nullptr: for an early call (which may use
-/// a learned order) and for a blocking call designated for observation.  A site is only known to
-/// learning once one of these reaches it (a communicator within one node never learns).
-learn::SiteLearning* learning_site(const Decision& d, std::int64_t site) {
-  if (site < 0 || !learn::enabled() || (d.path == adapt::Path::blocking && !d.observe)) return nullptr;
-  return learn::site_of(d.key->learning, site, g_sites.key(static_cast<std::uint32_t>(site)));
-}
-
-/// Before a collective uses a buffer that an observed call may still guard: opens it (`touch`:
-/// MPI reads it, which counts as the program's first touch; else it is overwritten).
-/// `elements` of `type` from `p`; nothing when nothing is guarded.
-void release_guarded(const void* p, std::size_t elements, MPI_Datatype type, bool touch) {
-  if (!learn::guarded() || p == nullptr || p == MPI_IN_PLACE || elements == 0) return;
-  const datatype::TypeInfo ti = datatype::info(type);
-  if (!ti.valid) return learn::drain();  // cannot tell where it lies: open everything
-  learn::release(p, elements * std::max<std::size_t>(datatype::reach(ti), 1), touch);
-}
-
-/// A designated blocking call of `ls` returned: watch the blocks of its receive buffer
-/// (contiguous receive types only, as trace mode watches them).
-void observe_blocks(const Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
-                    const int displs[], int size, MPI_Datatype recvtype, std::uint64_t tcomm_ns) {
-  if (!d.observe || ls == nullptr) return;
-  const datatype::TypeInfo ti = datatype::info(recvtype);
-  if (!ti.valid || !ti.contiguous || ti.lb != 0) return;
-  std::vector<trace::SubRange> subs(static_cast<std::size_t>(size));
-  std::uint64_t bytes = 0;
-  for (int i = 0; i < size; ++i) {
-    if (counts[i] < 0 || displs[i] < 0) return;
-    subs[static_cast<std::size_t>(i)] = {static_cast<std::size_t>(displs[i]) * ti.size,
-                                         static_cast<std::size_t>(counts[i]) * ti.size};
-    bytes += subs[static_cast<std::size_t>(i)].length;
-  }
-  learn::observe(d.key->learning, *ls, recvbuf, subs, tcomm_ns, size > 0 ? bytes / static_cast<std::uint64_t>(size) : 0);
-}
+using datatype::span_of;
+using datatype::TypeInfo;
 
 /// TNBC_MAX_MEMORY=auto: a quarter of this rank's share of the node's memory, or of what the
 /// address-space or data limit (ulimit -v / -d) leaves free now, whichever is smaller.
@@ -105,85 +49,9 @@ std::size_t auto_memory_bound() {
   return static_cast<std::size_t>(std::max<std::uint64_t>(room / 4, page));
 }
 
-/// Reads TNBC_PLAN.  Any problem: one message from rank 0, and default priorities.
-void load_plan(const std::string& path) {
-  if (path.empty()) return;
-  std::string text;
-  if (auto err = util::read_file(path, priority::kMaxPlanBytes, text)) {
-    log::warn_rank0("TNBC_PLAN={}; using default priorities", *err);
-    return;
-  }
-  auto parsed = priority::parse_plan(text);
-  if (auto* err = std::get_if<priority::PlanError>(&parsed)) {
-    log::warn_rank0("TNBC_PLAN={}: {}; using default priorities", path, err->to_string());
-    return;
-  }
-  g_plan = std::move(std::get<priority::Plan>(parsed));
-  log::info_rank0("plan {} loaded: {} call sites", path, g_plan->entries.size());
-}
-
-/// The plan entry for this call from `site` (call_site), or nullptr.
-const priority::PlanEntry* plan_entry(priority::Op op, MPI_Comm comm, std::uint64_t message_bytes, std::int64_t site) {
-  if (!g_plan || site < 0) return nullptr;
-  int size = 0;
-  PMPI_Comm_size(comm, &size);
-  const std::string key = g_sites.key(static_cast<std::uint32_t>(site));
-  return g_plan->find(key, op, size, message_bytes);
-}
-
-/// A plan order as the engine takes it.
-std::vector<int> as_ints(const std::vector<std::uint32_t>& order) {
-  return {order.begin(), order.end()};
-}
-
-using datatype::span_of;
-using datatype::TypeInfo;
-
-/// Why this rank must receive [p, p + n) in place rather than return early, or nullptr: the
-/// kernel may use it behind our back (io_uring), or its pages must stay where they are (shared,
-/// locked, hugetlb or device memory: mapping.hpp).  The fallback reason of the statistics.
-const char* receive_in_place(const void* p, std::size_t n) {
-  if (io_uring_in_use()) return "io_uring";
-  if (n != 0 && !mapping::replaceable(p, n)) return "mapping";
-  return nullptr;
-}
-
-/// The blocking call, after completing what is in flight (its buffers may be guarded, and MPI
-/// must never meet a guarded page while it holds its own locks).
-template <typename F>
-int plain(OpStats& st, std::string_view why, F&& call) {
-  st.count_fallback(why);
-  if (g_in_flight.load(std::memory_order_acquire) != 0) Engine::instance().drain();
-  return call();
-}
-
-/// The blocking call on the path a decision chose; its time (after the drain, which is charged
-/// to the early calls it waited for) is the blocking cost of the key.
-template <typename F>
-int plain(OpStats& st, const Decision& d, F&& call) {
-  const int rc = plain(st, d.why, [&] {
-    const std::uint64_t t0 = util::now_ns();
-    const int r = call();
-    d.costs->blocking_ns.fetch_add(util::now_ns() - t0, std::memory_order_relaxed);
-    return r;
-  });
-  d.costs->blocking_calls.fetch_add(1, std::memory_order_relaxed);
-  done(d);
-  return rc;
-}
-
-/// The reasons every rank shares for running the plain call (MPI_IN_PLACE is given by all ranks
-/// or none; a communicator is an inter-communicator for all), or nullptr.
-const char* shared_exclusion(const void* sendbuf, MPI_Comm comm) {
-  if (!g_running) return "engine_off";
-  if (sendbuf == MPI_IN_PLACE) return "in_place";
-  int inter = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  return inter ? "intercomm" : nullptr;
-}
-
 /// An alltoallv in elements, run by the engine in bytes.  Non-contiguous data is packed into a
 /// contiguous staging buffer (send) or received into one and unpacked (receive; no early return).
+/// Returns MPI_SUCCESS, or the first error of packing or unpacking.
 int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int sendcounts[], const int sdispls[],
              MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
              MPI_Datatype recvtype, MPI_Comm comm, bool allow_early, std::span<const int> recv_order,
@@ -196,6 +64,7 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
   std::vector<char> send_stage, recv_stage;
   const void* sptr = sendbuf;
   void* rptr = recvbuf;
+  int rc = MPI_SUCCESS;
 
   // Receive side first: its pages may still be guarded by an earlier collective, whose mirror
   // must be published before this one can guard them again.
@@ -241,8 +110,8 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
       sb[i] = static_cast<std::size_t>(sendcounts[i]) * sti.size;
       auto [p, len] = span_of(sendbuf, static_cast<std::size_t>(sdispls[i]), static_cast<std::size_t>(sendcounts[i]), sti);
       Engine::instance().complete_overlapping(p, len);
-      PMPI_Pack(static_cast<const char*>(sendbuf) + static_cast<MPI_Aint>(sdispls[i]) * sti.extent,
-                sendcounts[i], sendtype, send_stage.data(), static_cast<int>(total), &pos, comm);
+      keep_first_error(rc, PMPI_Pack(static_cast<const char*>(sendbuf) + static_cast<MPI_Aint>(sdispls[i]) * sti.extent,
+                                     sendcounts[i], sendtype, send_stage.data(), static_cast<int>(total), &pos, comm));
     }
     sptr = send_stage.data();
   }
@@ -266,14 +135,14 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
   if (!rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) {
       int pos = static_cast<int>(rd[i]);
-      PMPI_Unpack(recv_stage.data(), static_cast<int>(rtotal), &pos,
-                  static_cast<char*>(recvbuf) + static_cast<MPI_Aint>(rdispls[i]) * rti.extent,
-                  recvcounts[i], recvtype, comm);
+      keep_first_error(rc, PMPI_Unpack(recv_stage.data(), static_cast<int>(rtotal), &pos,
+                                       static_cast<char*>(recvbuf) + static_cast<MPI_Aint>(rdispls[i]) * rti.extent,
+                                       recvcounts[i], recvtype, comm));
     }
   }
   if (early) st.count_early_return();
   else st.count_fallback(why_direct ? why_direct : "no_full_page");
-  return MPI_SUCCESS;
+  return rc;
 }
 
 }  // namespace
@@ -292,8 +161,8 @@ bool start(Runtime& rt) {
   o.progress_sleep_us = static_cast<unsigned>(rt.config().progress_sleep_us);
   o.progress_max_sleep_us = static_cast<unsigned>(rt.config().progress_max_sleep_us);
   load_plan(rt.config().plan);
-  g_site_stats = !rt.config().stats_prefix.empty();
-  if (!start_decisions(rt.config(), g_plan.has_value()) && !err) err = "cannot create a communicator attribute";
+  set_site_statistics(!rt.config().stats_prefix.empty());
+  if (!start_decisions(rt.config(), plan() != nullptr) && !err) err = "cannot create a communicator attribute";
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
   o.max_memory_bytes = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
@@ -318,22 +187,22 @@ bool start(Runtime& rt) {
       log::warn("engine not started ({}): collectives run blocking on every rank", *err);
     return false;
   }
-  g_running = true;
+  set_running(true);
   learn::start(rt.config());
   // Per-node priority needs a node communicator and a shared-memory window per communicator:
   // collective and slow (tens of ms).  For MPI_COMM_WORLD set them up here, not inside the
   // application's first timed collective.  Every rank reads the same plan, so all come here.
-  if (g_plan && std::any_of(g_plan->entries.begin(), g_plan->entries.end(),
+  if (plan() && std::any_of(plan()->entries.begin(), plan()->entries.end(),
                             [](const priority::PlanEntry& e) { return e.per_node; }))
     Engine::instance().prepare_node(MPI_COMM_WORLD);
   return true;
 }
 
 void stop(Runtime& rt) {
-  if (!g_running) return;
+  if (!running()) return;
   learn::stop();
   Engine::instance().stop();
-  g_running = false;
+  set_running(false);
   rt.stats().faults = engine::ReplayGuard::instance().faults();
   rt.stats().fault_wait_ns = engine::ReplayGuard::instance().fault_wait_ns();
   rt.stats().init_ns = Engine::instance().init_ns();
@@ -345,7 +214,7 @@ void stop(Runtime& rt) {
   rt.stats().progress_user_ns = Engine::instance().progress_user_ns();
   rt.stats().progress_system_ns = Engine::instance().progress_system_ns();
   rt.stats().fence_wait_ns = Engine::instance().fence_wait_ns();
-  rt.stats().adapt_json = keys_json([](std::int64_t site) { return g_sites.key(static_cast<std::uint32_t>(site)); });
+  rt.stats().adapt_json = keys_json(site_key);
 }
 
 namespace {
@@ -394,11 +263,9 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   if (block * static_cast<std::size_t>(size) < rt.config().min_bytes) return plain(st, "small", blocking);
   if (block > INT_MAX || static_cast<long>(recvcount) * size > INT_MAX)
     return plain(st, "large_block", blocking);
-  const std::int64_t site = call_site(comm);
-  const auto* entry = plan_entry(priority::Op::alltoall, comm, block, site);
-  const Decision d = decide(comm, priority::Op::alltoall, block * static_cast<std::size_t>(size), entry, site);
-  learn::SiteLearning* ls = learning_site(d, site);
-  if (entry) st.count_planned();
+  const CallStart c = begin(st, comm, priority::Op::alltoall, block, block * static_cast<std::size_t>(size));
+  const Decision& d = c.d;
+  learn::SiteLearning* ls = c.ls;
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
   for (int i = 0; i < size; ++i) count_received(d, rank, i, block);
@@ -412,7 +279,7 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
       observe_blocks(d, ls, recvbuf, rcounts.data(), rdispls.data(), size, recvtype, util::now_ns() - t0);
     return rc;
   }
-  const CallOrder o = call_order(d, entry, ls);
+  const CallOrder o = call_order(d, c.entry, ls);
   return exchange(st, d, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
                   rdispls.data(), recvtype, comm, true, o.order, o.per_node);
 }
@@ -445,16 +312,15 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   PMPI_Type_size(recvtype, &tsize);
   std::size_t total = 0;
   for (int i = 0; i < size; ++i) total += static_cast<std::size_t>(recvcounts[i]) * static_cast<std::size_t>(tsize);
-  const std::int64_t site = call_site(comm);
-  const auto* entry = plan_entry(priority::Op::alltoallv, comm, size > 0 ? total / static_cast<std::size_t>(size) : 0, site);
   // The key has no size (class 0, the same everywhere); the plan entry only votes.
-  const Decision d = decide(comm, priority::Op::alltoallv, 0, entry, site);
-  learn::SiteLearning* ls = learning_site(d, site);
+  const CallStart c =
+      begin(st, comm, priority::Op::alltoallv, size > 0 ? total / static_cast<std::size_t>(size) : 0, 0);
+  const Decision& d = c.d;
+  learn::SiteLearning* ls = c.ls;
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
   for (int i = 0; i < size; ++i)
     count_received(d, rank, i, static_cast<std::uint64_t>(recvcounts[i]) * static_cast<std::uint64_t>(tsize));
-  if (entry) st.count_planned();
   if (d.path == adapt::Path::blocking) {
     const std::uint64_t t0 = util::now_ns();
     const int rc = plain(st, d, blocking);
@@ -465,127 +331,13 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   // on it: call_order takes turns only in the agreed order (IS-like class S hung when each rank
   // followed its own entry).  The key holds every size of the communicator's Alltoallv calls,
   // so the agreed order serves all of them.
-  const CallOrder o = call_order(d, entry, ls);
+  const CallOrder o = call_order(d, c.entry, ls);
   return exchange(st, d, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                   recvtype, comm, total >= rt.config().min_bytes, o.order, o.per_node);
 }
 
-namespace {
-
-struct BcastShape {
-  int segments = 1;
-  int chains = 0;  // 0 = binomial
-};
-
-/// Segments and tree of a replayed Bcast: the plan's, else the settings', else the LogGP
-/// model's choice (priority/cost_model.hpp, default parameters).  Every input is the same on every
-/// rank (plan file and call site, environment, communicator size, byte count), so every rank
-/// builds the same messages.
-BcastShape bcast_shape(const config::Config& cfg, const priority::PlanEntry* entry, int size, std::size_t bytes) {
-  BcastShape out;
-  // The LogGP model decides only what neither the plan nor a setting fixes.
-  std::optional<priority::BcastChoice> model;
-  auto modelled = [&]() -> const priority::BcastChoice& {
-    if (!model) model = priority::choose_bcast(priority::LogGP{}, size, bytes, priority::BcastLimits{});
-    return *model;
-  };
-  if (entry && entry->segments > 0) out.segments = entry->segments;
-  else if (cfg.bcast_segments > 0) out.segments = cfg.bcast_segments;
-  else out.segments = modelled().segments;
-  if (entry) out.chains = entry->tree.kind == priority::TreeKind::chains ? entry->tree.chains : 0;
-  else if (cfg.bcast_chains >= 0) out.chains = cfg.bcast_chains;
-  else out.chains = modelled().shape.kind == priority::TreeKind::chains ? modelled().shape.chains : 0;
-  return out;
-}
-
-}  // namespace
-
-int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
-  OpStats& st = rt.stats().bcast;
-  auto blocking = [&] { return PMPI_Bcast(buffer, count, datatype, root, comm); };
-  if (learn::guarded()) {
-    int me = 0;
-    PMPI_Comm_rank(comm, &me);
-    release_guarded(buffer, static_cast<std::size_t>(std::max(count, 0)), datatype, me == root);
-  }
-  if (const char* why = shared_exclusion(buffer, comm)) return plain(st, why, blocking);
-  int rank = 0;
-  PMPI_Comm_rank(comm, &rank);
-  const TypeInfo ti = datatype::info(datatype);
-  const std::size_t bytes = static_cast<std::size_t>(count) * ti.size;
-  if (bytes == 0) return plain(st, "empty", blocking);
-  if (bytes < rt.config().min_bytes) return plain(st, "small", blocking);
-  if (bytes > INT_MAX) return plain(st, "large_block", blocking);
-  const std::int64_t site = call_site(comm);
-  const auto* entry = plan_entry(priority::Op::bcast, comm, bytes, site);
-  if (entry) st.count_planned();
-  const Decision d = decide(comm, priority::Op::bcast, bytes, entry, site);
-  learn::SiteLearning* ls = learning_site(d, site);
-  // Whatever the tree, the data comes from the root: counted by where the root is.
-  count_received(d, rank, root, bytes);
-  int size = 1;
-  PMPI_Comm_size(comm, &size);
-  // Segment count and tree change the messages: they come from the plan entry every rank agreed
-  // on (decide.hpp) or from the settings, never from anything rank-local.  A site that learns
-  // keeps them: a learned plan of it is written with them (TNBC_PLAN_OUT).
-  auto shape_of_call = [&] {
-    const BcastShape shape = bcast_shape(rt.config(), d.shape, size, bytes);
-    if (ls != nullptr) ls->bcast_segments = shape.segments, ls->bcast_chains = shape.chains, ls->total_bytes = bytes;
-    return shape;
-  };
-  if (d.path == adapt::Path::blocking) {
-    const std::uint64_t t0 = util::now_ns();
-    const int rc = plain(st, d, blocking);
-    if (rc == MPI_SUCCESS && d.observe && ls != nullptr) shape_of_call();
-    // The root sends its buffer: only the others have something to read.
-    if (rc == MPI_SUCCESS && rank != root && d.observe && ls != nullptr && ti.contiguous) {
-      const auto units = trace::bcast_units(bytes, static_cast<std::size_t>(rt.config().trace_bcast_units),
-                                            static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
-      learn::observe(d.key->learning, *ls, buffer, units, util::now_ns() - t0,
-                     units.empty() ? 0 : bytes / units.size());
-    }
-    return rc;
-  }
-  const BcastShape shape = shape_of_call();
-  const int segments = shape.segments, chains = shape.chains;
-  // The segment order may be this call's own (it only says when segments are posted), if it
-  // orders as many segments as there are, else the agreed entry's, else the order learned for
-  // the site, or for the key when nobody else calls from this rank's site (a Bcast root whose
-  // call the compiler gave a copy of its own); the same on every rank.
-  auto orders_all = [&](const priority::PlanEntry* e) {
-    return e != nullptr && e->order.size() == static_cast<std::size_t>(segments);
-  };
-  const priority::PlanEntry* ordered = orders_all(entry) ? entry : orders_all(d.shape) ? d.shape : nullptr;
-  const std::vector<int> order =
-      ordered ? as_ints(ordered->order) : ls ? as_ints(learn::learned_segments(d.key->learning, ls, segments)) : std::vector<int>{};
-  if (ordered == nullptr && !order.empty()) ++d.key->learning.applied;
-
-  auto [lo, len] = span_of(buffer, 0, static_cast<std::size_t>(count), ti);
-  Engine::instance().complete_overlapping(lo, len);
-  bool early = false;
-  const char* in_place = rank != root ? receive_in_place(lo, len) : nullptr;
-  const char* why_direct = !ti.contiguous ? "datatype" : in_place ? in_place : "no_full_page";
-  d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
-  if (ti.contiguous) {
-    const Engine::Result r =
-        Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, in_place == nullptr, d.costs);
-    early = r.early;
-    if (r.why != nullptr) why_direct = r.why;
-  } else {
-    std::vector<char> stage(bytes);
-    int pos = 0;
-    if (rank == root) PMPI_Pack(buffer, count, datatype, stage.data(), static_cast<int>(bytes), &pos, comm);
-    Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false, d.costs);
-    if (rank != root) PMPI_Unpack(stage.data(), static_cast<int>(bytes), &pos, buffer, count, datatype, comm);
-  }
-  done(d);
-  if (early) st.count_early_return();
-  else st.count_fallback(why_direct);
-  return MPI_SUCCESS;
-}
-
 void release_range(const void* p, std::size_t n, bool touch) {
-  if (!g_running) return;
+  if (!running()) return;
   engine::ReplayGuard::instance().wait_range(p, n);
   if (p == nullptr && n == SIZE_MAX) learn::drain();
   else learn::release(p, n, touch);

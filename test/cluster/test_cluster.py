@@ -4,14 +4,18 @@ distinct hosts, inter-node traffic crosses the shaped links, programs give the s
 one node, with and without the tnbc libraries, and multi-node runs finish reliably.  In an Open
 MPI build the same checks run with `tnbc-cluster run --mpi openmpi`."""
 
+import json
 import os
 import subprocess
 import sys
+import tempfile
 
 from tnbc_testlib import BUILD, MPI, Suite, cluster, cluster_run, expect, mpirun
 
 MIXED = os.path.join(BUILD, "test", "mpi", "mixed")
 NETCHECK = os.path.join(BUILD, "test", "mpi", "netcheck")
+TRACE_ORDER = os.path.join(BUILD, "test", "mpi", "trace_order")
+TRACE_DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
 CONSECUTIVE_RUNS = int(os.environ.get("TNBCTEST_CLUSTER_RUNS", "20"))
 
 
@@ -129,6 +133,23 @@ def main():
             out = sorted(cluster_run(MIXED, args=["/tmp/tnbc_cluster.io"], preload=lib).stdout.splitlines())
             expect(out == ref.get("out"), f"output differs from the one-node run:\n{out}\nvs\n{ref.get('out')}")
         s.check(f"2 x 2 ranks under {lib or 'plain ' + MPI}: same output as on one node", same)
+
+    def trace_node_ids():
+        # The trace file's node index (shim/node.cpp, index()): nodes numbered by their first
+        # world rank, so cyclic placement puts rank r on node r mod 2.
+        tmp = tempfile.mkdtemp(prefix="tnbc_cluster_trace_")
+        os.chmod(tmp, 0o755)
+        folder = os.path.join(tmp, "trace")
+        cluster_run(TRACE_ORDER, args=[os.path.join(tmp, "out")], preload="tnbc_trace", placement="cyclic",
+                    env={"TNBC_TRACE_DIR": folder}, timeout=90)
+        ids = {}
+        for name in sorted(os.listdir(folder)):
+            res = subprocess.run([TRACE_DUMP, os.path.join(folder, name)], capture_output=True, text=True,
+                                 timeout=60)
+            d = json.loads(res.stdout)
+            ids[d["rank"]] = d["node_id"]
+        expect(ids == {0: 0, 1: 1, 2: 0, 3: 1}, f"node ids by rank: {ids}")
+    s.check("a trace on 2 nodes, cyclic placement: each rank's file names its node", trace_node_ids)
 
     def consecutive():
         cluster("up")

@@ -70,12 +70,30 @@ def main():
         out = run(tree(bad))
         expect(out.returncode == 1 and "shim/long.cpp: 601 lines" in out.stdout, out.stdout)
 
+    def a_long_reference_page():
+        bad = dict(GOOD)
+        bad["docs/replay.md"] = "line\n" * 251
+        bad["docs/measurements/notes.md"] = "line\n" * 900
+        out = run(tree(bad))
+        expect(out.returncode == 1 and "docs/replay.md: 251 lines" in out.stdout, out.stdout)
+        expect("notes.md" not in out.stdout, f"a measurements page was held to the limit: {out.stdout}")
+
+    def a_broken_link():
+        bad = dict(GOOD)
+        bad["docs/a.md"] = "see [b](b.md) and [c](measurements/c.md#x)\n"
+        bad["docs/b.md"] = "[back](a.md)\n"
+        out = run(tree(bad))
+        expect(out.returncode == 1 and "the link to measurements/c.md names no file" in out.stdout, out.stdout)
+        expect("b.md names" not in out.stdout and "a.md names" not in out.stdout, out.stdout)
+
     s.check("the source tree keeps its layering and sizes", this_tree)
     s.check("a tree that keeps the layers passes", a_good_tree)
     s.check("the engine including the decision is refused", the_engine_reaching_up)
     s.check("an include with '..' is refused", a_climbing_include)
     s.check("a bare name not in the including folder is refused", a_bare_name_from_elsewhere)
     s.check("a source file of 601 lines is refused", a_long_file)
+    s.check("a reference page of 251 lines is refused, a measurements page is not", a_long_reference_page)
+    s.check("a relative link to a missing page is refused", a_broken_link)
     return s.finish()
 
 

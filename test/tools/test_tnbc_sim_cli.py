@@ -69,7 +69,7 @@ def main():
                f"a prediction below the link bound: {d}")
         # One order on every rank moves no sender's sends relative to each other (each sender
         # stands at the same place in every receiver's order), so without per-node turns the
-        # plan predicts what no plan does, as measured (docs/learn-overlap.md: the plan with
+        # plan predicts what no plan does, as measured (docs/measurements/learn-overlap.md: the plan with
         # per-node off, 1.00x plain MPICH).
         expect(abs(d["tnbc_plan_ms"] - d["tnbc_ms"]) <= 0.02 * d["tnbc_ms"], f"the plan's order alone moved the prediction: {d}")
         # The engine's setup comes before its send copy: the call returns that much later.

@@ -21,7 +21,7 @@
 //   per-flow rule exactly, and re-solves (O(nodes^2)) at every message start and end.
 // - per_pair: every busy pair weighs one; re-solves only when a pair's link use starts or stops.
 //   The same as per_message whenever the pairs sharing a link carry equally many messages
-//   (an Alltoall on equal nodes, most of the time); otherwise an approximation (docs/scale.md
+//   (an Alltoall on equal nodes, most of the time); otherwise an approximation (docs/measurements/scale.md
 //   compares the two and SimGrid).
 // Not modelled (as in tnbc-sim's SimGrid platform they never bind): TCP's window bound
 // (network/TCP-gamma) and the per-flow bandwidth bound of the route.

@@ -15,7 +15,7 @@
 
 namespace tnbc::sim {
 
-/// Above this many ranks --model defaults to pairs (docs/scale.md, "Timings").
+/// Above this many ranks --model defaults to pairs (docs/measurements/scale.md, "Timings").
 constexpr int kFluidMaxRanks = 512;
 
 struct Args {

@@ -76,7 +76,7 @@ bool compare_on(std::uint64_t i) { return i % kCompare == 0 || i % kCompare == k
 /// Rounds of kCompare calls before the first decision of the turns, when the first round's
 /// comparison is not wide (Policy::wide_gain): one round (2 calls with turns and 2 without per
 /// rank) told turns on from off wrongly in one of four runs at 200 Mbit/s where they differ by
-/// 10% (docs/learn-overlap.md); later comparisons take one round.
+/// 10% (docs/measurements/learn-overlap.md); later comparisons take one round.
 constexpr std::uint64_t kFirstCompareRounds = 2;
 /// The first calls of a key's warm-up, not measured: they pay for connections and first
 /// touches (in overlap scenarios b and c the first two took 3-14% more than the next four).
@@ -118,7 +118,7 @@ std::pair<bool, bool> KeyState::turn_plan(std::uint64_t j) const {
   // the probe that follows, as the paths are judged by a run's last calls.  Not its first
   // calls: right after a decision point the calls run behind for a few calls (measured in
   // overlap scenario b: +35 ms for the first call with turns), and a trial there once turned
-  // turns off for 130 calls where they saved 15% (docs/learn-overlap.md, "Congestion control").
+  // turns off for 130 calls where they saved 15% (docs/measurements/learn-overlap.md, "Congestion control").
   const std::uint64_t trial = policy_.turn_trial_calls, length = segment_end_ - segment_start_;
   if (trial_run_ && length > trial + 1 && j >= length - trial) return {compare_on(j - (length - trial)), true};
   // Only calls next to each other are compared: a run's other calls may see another phase.

@@ -24,7 +24,7 @@ std::vector<int> turn_order(std::vector<int> members, std::span<const int> order
 /// every peer before chunk 1, so a window of one chunk per peer keeps every destination busy;
 /// a window of 2 across many peers leaves the links idle while a node's members wait their turns
 /// one after the other (tnbc-sim: the plan 1.4x slower than no plan at 16 nodes x 4 ranks,
-/// 6.5x at 2 x 32; docs/scale.md, "The send window at scale").  On 2 nodes x 2 ranks a rank
+/// 6.5x at 2 x 32; docs/measurements/scale.md, "The send window at scale").  On 2 nodes x 2 ranks a rank
 /// has 2 such peers, the default window.
 std::size_t send_window(std::size_t configured, std::size_t remote_peers);
 

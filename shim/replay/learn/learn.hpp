@@ -64,7 +64,7 @@ inline constexpr double kKeepConcordance = 0.9;      ///< an order this close to
 /// sub-message, not its length, and the pages stay writable without a fault each (a page
 /// opened by mprotect takes one more fault at its first write); neighbouring sub-messages'
 /// pages are protected with one call.  A sub-message read from either end is seen at its first
-/// touch (bench/trace_cost and docs/trace-cost.md measure both ways).
+/// touch (bench/trace_cost and docs/measurements/trace-cost.md measure both ways).
 inline constexpr std::size_t kSampledPages = 2;
 
 /// What one call site of one key learned (and this rank's own observations of it).

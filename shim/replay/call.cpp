@@ -1,0 +1,139 @@
+// What the three collectives' handlers share (call.hpp).
+#include "call.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "shim/datatype.hpp"
+#include "shim/io_interpose.hpp"
+#include "shim/log.hpp"
+#include "shim/mapping.hpp"
+#include "shim/observe/callsite.hpp"
+#include "shim/observe/page_guard.hpp"
+#include "util/file.hpp"
+
+namespace tnbc::shim::replay {
+namespace {
+
+bool g_running = false;
+
+// The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site and to
+// break the statistics down by call site (TNBC_STATS).
+std::optional<priority::Plan> g_plan;
+trace::CallSiteTable g_sites;
+bool g_site_stats = false;  // TNBC_STATS is set: capture every call's site
+
+}  // namespace
+
+bool running() { return g_running; }
+void set_running(bool on) { g_running = on; }
+const priority::Plan* plan() { return g_plan ? &*g_plan : nullptr; }
+void set_site_statistics(bool on) { g_site_stats = on; }
+std::string site_key(std::int64_t site) { return g_sites.key(static_cast<std::uint32_t>(site)); }
+
+/// This call's site (an index of g_sites), or -1 when neither a plan, nor the statistics, nor
+/// learning on `comm` need it (capturing the stack costs microseconds; learning is on by
+/// default, and a communicator within one node, whose calls all run blocking, learns nothing).
+/// Must be called on the application's call chain, from the collective's handler.
+std::int64_t call_site(MPI_Comm comm) {
+  const bool wanted = g_plan || g_site_stats || (learn::wants_sites() && measured(comm));
+  return wanted ? static_cast<std::int64_t>(g_sites.capture()) : -1;
+}
+
+/// The learning of this call's site (learn.hpp), or nullptr: for an early call (which may use
+/// a learned order) and for a blocking call designated for observation.  A site is only known to
+/// learning once one of these reaches it (a communicator within one node never learns).
+learn::SiteLearning* learning_site(const Decision& d, std::int64_t site) {
+  if (site < 0 || !learn::enabled() || (d.path == adapt::Path::blocking && !d.observe)) return nullptr;
+  return learn::site_of(d.key->learning, site, g_sites.key(static_cast<std::uint32_t>(site)));
+}
+
+/// Before a collective uses a buffer that an observed call may still guard: opens it (`touch`:
+/// MPI reads it, which counts as the program's first touch; else it is overwritten).
+/// `elements` of `type` from `p`; nothing when nothing is guarded.
+void release_guarded(const void* p, std::size_t elements, MPI_Datatype type, bool touch) {
+  if (!learn::guarded() || p == nullptr || p == MPI_IN_PLACE || elements == 0) return;
+  const datatype::TypeInfo ti = datatype::info(type);
+  if (!ti.valid) return learn::drain();  // cannot tell where it lies: open everything
+  learn::release(p, elements * std::max<std::size_t>(datatype::reach(ti), 1), touch);
+}
+
+/// A designated blocking call of `ls` returned: watch the blocks of its receive buffer
+/// (contiguous receive types only, as trace mode watches them).
+void observe_blocks(const Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
+                    const int displs[], int size, MPI_Datatype recvtype, std::uint64_t tcomm_ns) {
+  if (!d.observe || ls == nullptr) return;
+  const datatype::TypeInfo ti = datatype::info(recvtype);
+  if (!ti.valid || !ti.contiguous || ti.lb != 0) return;
+  std::vector<trace::SubRange> subs(static_cast<std::size_t>(size));
+  std::uint64_t bytes = 0;
+  for (int i = 0; i < size; ++i) {
+    if (counts[i] < 0 || displs[i] < 0) return;
+    subs[static_cast<std::size_t>(i)] = {static_cast<std::size_t>(displs[i]) * ti.size,
+                                         static_cast<std::size_t>(counts[i]) * ti.size};
+    bytes += subs[static_cast<std::size_t>(i)].length;
+  }
+  learn::observe(d.key->learning, *ls, recvbuf, subs, tcomm_ns, size > 0 ? bytes / static_cast<std::uint64_t>(size) : 0);
+}
+
+/// Reads TNBC_PLAN.  Any problem: one message from rank 0, and default priorities.
+void load_plan(const std::string& path) {
+  if (path.empty()) return;
+  std::string text;
+  if (auto err = util::read_file(path, priority::kMaxPlanBytes, text)) {
+    log::warn_rank0("TNBC_PLAN={}; using default priorities", *err);
+    return;
+  }
+  auto parsed = priority::parse_plan(text);
+  if (auto* err = std::get_if<priority::PlanError>(&parsed)) {
+    log::warn_rank0("TNBC_PLAN={}: {}; using default priorities", path, err->to_string());
+    return;
+  }
+  g_plan = std::move(std::get<priority::Plan>(parsed));
+  log::info_rank0("plan {} loaded: {} call sites", path, g_plan->entries.size());
+}
+
+/// The plan entry for this call from `site` (call_site), or nullptr.
+const priority::PlanEntry* plan_entry(priority::Op op, MPI_Comm comm, std::uint64_t message_bytes, std::int64_t site) {
+  if (!g_plan || site < 0) return nullptr;
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  const std::string key = g_sites.key(static_cast<std::uint32_t>(site));
+  return g_plan->find(key, op, size, message_bytes);
+}
+
+/// A plan order as the engine takes it.
+std::vector<int> as_ints(const std::vector<std::uint32_t>& order) {
+  return {order.begin(), order.end()};
+}
+
+/// Why this rank must receive [p, p + n) in place rather than return early, or nullptr: the
+/// kernel may use it behind our back (io_uring), or its pages must stay where they are (shared,
+/// locked, hugetlb or device memory: mapping.hpp).  The fallback reason of the statistics.
+const char* receive_in_place(const void* p, std::size_t n) {
+  if (io_uring_in_use()) return "io_uring";
+  if (n != 0 && !mapping::replaceable(p, n)) return "mapping";
+  return nullptr;
+}
+
+/// The reasons every rank shares for running the plain call (MPI_IN_PLACE is given by all ranks
+/// or none; a communicator is an inter-communicator for all), or nullptr.
+const char* shared_exclusion(const void* sendbuf, MPI_Comm comm) {
+  if (!g_running) return "engine_off";
+  if (sendbuf == MPI_IN_PLACE) return "in_place";
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  return inter ? "intercomm" : nullptr;
+}
+
+CallStart begin(OpStats& st, MPI_Comm comm, priority::Op op, std::uint64_t plan_bytes, std::uint64_t key_bytes) {
+  CallStart c;
+  c.site = call_site(comm);
+  c.entry = plan_entry(op, comm, plan_bytes, c.site);
+  if (c.entry) st.count_planned();
+  c.d = decide(comm, op, key_bytes, c.entry, c.site);
+  c.ls = learning_site(c.d, c.site);
+  return c;
+}
+
+}  // namespace tnbc::shim::replay
