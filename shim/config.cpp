@@ -153,9 +153,9 @@ constexpr std::array kSettings = {
             "between ranks: it changes only what a rank prints.",
             kLog},
     Setting{"TNBC_STATS", "path", "", Agree::no,
-            "If set, each rank writes PREFIX.<rank>.json at MPI_Finalize: calls, early "
-            "returns, fallbacks and their reasons, faults, barrier algorithm.  May differ between "
-            "ranks: each rank writes its own file.",
+            "If set, each rank writes PREFIX.<rank>.json at MPI_Finalize (creating PREFIX's "
+            "folder if missing): calls, early returns, fallbacks and their reasons, faults, "
+            "barrier algorithm.  May differ between ranks: each rank writes its own file.",
             kText<&Config::stats_prefix>},
     Setting{"TNBC_TRACE_DIR", "path", "", Agree::no,
             "libtnbc_trace.so: the folder that receives one trace file per rank "

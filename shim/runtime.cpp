@@ -149,7 +149,12 @@ void Runtime::stop() {
   active_.store(false, std::memory_order_release);
   if (config_.stats_prefix.empty()) return;
   std::string path = config_.stats_prefix + "." + std::to_string(world_rank_) + ".json";
-  if (auto err = util::write_file_atomic(path, stats_.to_json(world_rank_, mode().library(), kVersion))) {
+  // TNBC_STATS=run2/stats creates run2/, as TNBC_TRACE_DIR creates its folder.
+  const std::size_t slash = config_.stats_prefix.rfind('/');
+  std::optional<std::string> err;
+  if (slash != std::string::npos && slash > 0) err = util::make_dirs(config_.stats_prefix.substr(0, slash));
+  if (!err) err = util::write_file_atomic(path, stats_.to_json(world_rank_, mode().library(), kVersion));
+  if (err) {
     // Every rank usually fails the same way: say it once, from rank 0.
     if (world_rank_ == 0) log::warn("statistics not written: {}", *err);
     else log::debug("statistics not written: {}", *err);

@@ -60,22 +60,6 @@ struct Destination {
   std::string error;   // rank 0's reason when !ok
 };
 
-// Creates `path` and its missing parents.
-std::optional<std::string> make_dirs(const std::string& path) {
-  std::string partial;
-  std::size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = path.find('/', pos + 1);
-    partial = path.substr(0, pos);
-    if (partial.empty()) continue;
-    if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
-      return "cannot create " + partial + ": " + std::strerror(errno);
-  }
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return path + " is not a folder";
-  return std::nullopt;
-}
-
 // Rank 0: picks and creates the folder, and checks that a file can be created in it.
 Destination choose_destination(const std::string& configured) {
   Destination d;
@@ -98,7 +82,7 @@ Destination choose_destination(const std::string& configured) {
       }
       dir = base + "-" + std::to_string(k);
     }
-  } else if (auto err = make_dirs(dir)) {
+  } else if (auto err = util::make_dirs(dir)) {
     d.error = *err;
     return d;
   }
@@ -210,7 +194,7 @@ class TraceMode final : public Mode {
       const std::string path = dir_ + "/" + std::to_string(rank_) + ".tnbct";
       err = tr::write_trace(path, build_trace());
       // Ranks on another node may find the folder missing: create it and try once more.
-      if (err && !make_dirs(dir_) && !util::check_private_folder(dir_))
+      if (err && !util::make_dirs(dir_) && !util::check_private_folder(dir_))
         err = tr::write_trace(path, build_trace());
     } catch (...) {
       err = "out of memory while encoding the trace";  // every rank must still reach the reduction

@@ -140,6 +140,21 @@ std::optional<std::string> write_file_atomic(const std::string& path, std::strin
   return std::nullopt;
 }
 
+std::optional<std::string> make_dirs(const std::string& path) {
+  std::string partial;
+  std::size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    partial = path.substr(0, pos);
+    if (partial.empty()) continue;
+    if (mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
+      return "cannot create " + partial + ": " + std::strerror(errno);
+  }
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return path + " is not a folder";
+  return std::nullopt;
+}
+
 std::optional<std::string> check_private_folder(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return path + ": " + std::strerror(errno);

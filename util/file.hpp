@@ -57,6 +57,10 @@ std::optional<std::string> read_file(const std::string& path, std::uint64_t max_
 /// message naming the file, or nullopt; on error no temporary file is left behind.
 std::optional<std::string> write_file_atomic(const std::string& path, std::string_view content);
 
+/// Creates the folder `path` and its missing parents (mode 0755 less the umask); an existing
+/// folder is fine, so ranks may race to create the same one.  Returns the problem, or nullopt.
+std::optional<std::string> make_dirs(const std::string& path);
+
 /// Checks that the folder `path` is safe to create files in for this user, as ssh checks its
 /// files: it must be a folder owned by the effective user, and not writable by group or others
 /// unless the sticky bit is set (then nobody can remove or replace another user's files).

@@ -61,6 +61,14 @@ def main():
                 expect(d["barrier"]["calls"] == 3, f"barrier: {d['barrier']}")
         s.check(f"{lib}: TNBC_STATS writes one JSON file per rank with the counted calls", stats)
 
+        def stats_folder(lib=lib):
+            # As TNBC_TRACE_DIR, TNBC_STATS creates the folders its prefix names.
+            prefix = os.path.join(tmp, f"new_{lib}", "sub", "stats")
+            res = mpirun(MIXED, 4, preload=lib, env={"TNBC_STATS": prefix}, args=[os.path.join(tmp, "f.io")], cwd=tmp)
+            files = sorted(glob.glob(prefix + ".*.json"))
+            expect(len(files) == 4, f"expected 4 statistics files in a new folder, found {files}: {res.stderr[-800:]}")
+        s.check(f"{lib}: TNBC_STATS=<new folder>/<prefix> creates the folder", stats_folder)
+
     if os.path.exists(MIXED_F) and MPI == "openmpi":
         # Open MPI's Fortran bindings (libmpi_mpifh) call PMPI_* directly, MPI_Init included: a C
         # PMPI library sees nothing of a Fortran program, which runs as without it (above).
@@ -123,7 +131,10 @@ def main():
     s.check("bad settings: one message each, from rank 0, and the run goes on", bad_settings)
 
     def unwritable_stats():
-        res = mpirun(MIXED, 2, preload="tnbc", env={"TNBC_STATS": "/nonexistent-dir/stats"},
+        # A prefix whose folder cannot be made: its parent is a file (a missing folder is made).
+        blocker = os.path.join(tmp, "a_file")
+        open(blocker, "w").close()
+        res = mpirun(MIXED, 2, preload="tnbc", env={"TNBC_STATS": os.path.join(blocker, "stats")},
                      args=[os.path.join(tmp, "u.io")])
         msgs = [l for l in res.stderr.splitlines() if "statistics not written" in l]
         expect(len(msgs) == 1, f"expected one message: {res.stderr}")

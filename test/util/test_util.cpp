@@ -73,6 +73,20 @@ std::string read_whole(const std::string& path) {
 
 }  // namespace
 
+TEST_CASE("make_dirs makes missing parents, accepts what exists, names a file in the way", "[util]") {
+  TempDir d;
+  const std::string deep = d.path + "/a/b/c";
+  CHECK_FALSE(util::make_dirs(deep).has_value());
+  struct stat st {};
+  REQUIRE(stat(deep.c_str(), &st) == 0);
+  CHECK(S_ISDIR(st.st_mode));
+  CHECK_FALSE(util::make_dirs(deep).has_value());  // already there: fine (ranks race to make it)
+  { std::ofstream(d.path + "/file") << "x"; }
+  const auto err = util::make_dirs(d.path + "/file/sub");
+  REQUIRE(err.has_value());
+  CHECK(err->find("cannot create " + d.path + "/file/sub") == 0);
+}
+
 TEST_CASE("read_file reads a regular file and names what else it finds", "[util]") {
   TempDir d;
   const std::string file = d.path + "/f";
