@@ -25,7 +25,7 @@
 #include "shim/observe/page_guard.hpp"
 #include "shim/observe/tsc_clock.hpp"
 
-using namespace tnbc::trace;
+using namespace tnbc::shim::observe;
 using Clock = std::chrono::steady_clock;
 
 namespace {

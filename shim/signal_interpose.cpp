@@ -11,7 +11,7 @@
 #include "shim/observe/segv.hpp"
 
 using namespace tnbc::shim::interpose;
-namespace segv = tnbc::trace::segv;
+namespace segv = tnbc::shim::observe::segv;
 
 namespace {
 

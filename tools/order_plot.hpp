@@ -17,7 +17,7 @@ namespace tr = tnbc::trace;
 /// One call site: the observations of every rank, this tool's trace detail, and its plan.
 struct SiteView {
   const pr::CallSite* site;
-  const tr::CallSite* trace_site;
+  const tnbc::shim::observe::CallSite* trace_site;
   pr::SitePlan plan;
 };
 

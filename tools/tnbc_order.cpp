@@ -227,7 +227,7 @@ std::optional<TraceSet> load(const Args& args) {
 // ---- show --------------------------------------------------------------------------------
 
 std::vector<SiteView> analyse_all(const pr::Observations& obs,
-                                  const std::vector<tr::CallSite>& detail) {
+                                  const std::vector<tnbc::shim::observe::CallSite>& detail) {
   std::vector<SiteView> views;
   for (std::size_t i = 0; i < obs.sites.size(); ++i)
     views.push_back({&obs.sites[i], &detail[i], pr::plan_site(obs.sites[i])});
@@ -244,7 +244,7 @@ std::string show_text(const TraceSet& set, const std::vector<SiteView>& views) {
     const auto& s = *v.site;
     o += fmt::format("\ncall site {}: {}  (id {})\n", i + 1, pr::to_string(s.op), s.id);
     for (const auto& f : v.trace_site->frames) {
-      std::string where = tnbc::tools::frame_label(tr::Frame{f.module, f.offset, ""});
+      std::string where = tnbc::tools::frame_label(tnbc::shim::observe::Frame{f.module, f.offset, ""});
       o += fmt::format("  at {:<32} {}\n", f.symbol.empty() ? "?" : f.symbol, where);
     }
     o += fmt::format("  calls {} on {} rank{}, {} sub-messages of {} B, communicator of {}\n",
@@ -336,7 +336,7 @@ int cmd_show(const std::vector<std::string_view>& argv) {
   if (args.help) return std::fputs(kShowUsage.data(), stdout), kExitOk;
   auto set = load(args);
   if (!set) return kExitUsage;
-  std::vector<tr::CallSite> detail;
+  std::vector<tnbc::shim::observe::CallSite> detail;
   auto obs = tnbc::tools::to_observations(*set, &detail);
   auto views = analyse_all(obs, detail);
   std::string text = args.json ? show_json(*set, views) : show_text(*set, views);
@@ -446,7 +446,7 @@ int cmd_plot(const std::vector<std::string_view>& argv) {
   if (args.help) return std::fputs(kPlotUsage.data(), stdout), kExitOk;
   auto set = load(args);
   if (!set) return kExitUsage;
-  std::vector<tr::CallSite> detail;
+  std::vector<tnbc::shim::observe::CallSite> detail;
   auto obs = tnbc::tools::to_observations(*set, &detail);
   if (obs.sites.empty()) return input_error(args.dir + ": no traced call, nothing to plot");
   std::size_t pick = 0;

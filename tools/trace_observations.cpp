@@ -64,14 +64,14 @@ pr::Op to_priority(tr::TracedOp op) {
 
 }  // namespace
 
-std::string frame_label(const tr::Frame& frame) {
+std::string frame_label(const tnbc::shim::observe::Frame& frame) {
   if (!frame.symbol.empty()) return frame.symbol;
   char off[32];
   std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(frame.offset));
   return basename_of(frame.module) + off;
 }
 
-std::string site_key(const tr::CallSite& site) { return tr::CallSiteTable::key(site); }
+std::string site_key(const tnbc::shim::observe::CallSite& site) { return tnbc::shim::observe::CallSiteTable::key(site); }
 
 LoadResult load_trace_dir(const std::string& dir, bool partial) {
   LoadResult result;
@@ -156,7 +156,7 @@ LoadResult load_trace_dir(const std::string& dir, bool partial) {
 }
 
 pr::Observations to_observations(const std::vector<const tr::Trace*>& traces,
-                                 std::vector<tr::CallSite>* detail) {
+                                 std::vector<tnbc::shim::observe::CallSite>* detail) {
   pr::Observations obs;
   std::map<std::tuple<std::uint64_t, tr::TracedOp, std::int32_t>, std::size_t> index;
   std::vector<std::uint64_t> bytes_sum, bytes_count;
@@ -174,7 +174,7 @@ pr::Observations to_observations(const std::vector<const tr::Trace*>& traces,
     for (std::uint32_t ci = 0; ci < t->calls.size(); ++ci) {
       const tr::TraceCall& call = t->calls[ci];
       if (!(call.flags & tr::kCallTraced)) continue;
-      const tr::CallSite& cs = t->callsites[call.callsite];
+      const tnbc::shim::observe::CallSite& cs = t->callsites[call.callsite];
       auto key = std::make_tuple(cs.id, call.op, call.comm_size);
       auto [pos, inserted] = index.emplace(key, obs.sites.size());
       if (inserted) {
@@ -213,8 +213,8 @@ pr::Observations to_observations(const std::vector<const tr::Trace*>& traces,
           rec.touches.push_back(pr::FirstTouch::at(delay));
           continue;
         }
-        auto outcome = static_cast<tr::Outcome>(sub.outcome());
-        if (sub.observable() && (outcome == tr::Outcome::untouched || outcome == tr::Outcome::released))
+        auto outcome = static_cast<tnbc::shim::observe::Outcome>(sub.outcome());
+        if (sub.observable() && (outcome == tnbc::shim::observe::Outcome::untouched || outcome == tnbc::shim::observe::Outcome::released))
           rec.touches.push_back(pr::FirstTouch::untouched());
         else
           rec.touches.push_back(pr::FirstTouch::unobserved());
@@ -228,7 +228,7 @@ pr::Observations to_observations(const std::vector<const tr::Trace*>& traces,
   return obs;
 }
 
-pr::Observations to_observations(const TraceSet& traces, std::vector<tr::CallSite>* detail) {
+pr::Observations to_observations(const TraceSet& traces, std::vector<tnbc::shim::observe::CallSite>* detail) {
   std::vector<const tr::Trace*> list;
   for (const auto& t : traces.ranks)
     if (t) list.push_back(&*t);

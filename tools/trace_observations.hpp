@@ -41,9 +41,9 @@ LoadResult load_trace_dir(const std::string& dir, bool partial);
 
 /// The plan key of a call site: "<module basename>+0x<offset>" of each frame, innermost first,
 /// joined by ';' (position-independent, equal on every rank that runs the same binaries).
-std::string site_key(const trace::CallSite& site);
+std::string site_key(const shim::observe::CallSite& site);
 /// A frame for humans: its symbol, else "<module basename>+0x<offset>".
-std::string frame_label(const trace::Frame& frame);
+std::string frame_label(const shim::observe::Frame& frame);
 
 /// Converts loaded traces.  Call sites are grouped by (call-site id, operation, communicator
 /// size) across ranks, in order of first appearance (lowest rank first, then call order).
@@ -55,10 +55,10 @@ std::string frame_label(const trace::Frame& frame);
 /// message_bytes = mean sub-message size.  RankRecord::rank is the world rank.
 /// `detail`, when not null, receives the trace call site of each Observations site (same index).
 priority::Observations to_observations(const TraceSet& traces,
-                                       std::vector<trace::CallSite>* detail = nullptr);
+                                       std::vector<shim::observe::CallSite>* detail = nullptr);
 
 /// The same for a list of traces (null entries skipped), e.g. in tests.
 priority::Observations to_observations(const std::vector<const trace::Trace*>& traces,
-                                       std::vector<trace::CallSite>* detail = nullptr);
+                                       std::vector<shim::observe::CallSite>* detail = nullptr);
 
 }  // namespace tnbc::tools

@@ -5,7 +5,7 @@
 //
 // Sub-messages: MPI_Alltoall and MPI_Alltoallv, the block received from each source rank;
 // MPI_Bcast, the buffer cut into at most TNBC_TRACE_BCAST_UNITS equal units of whole pages
-// (trace::bcast_units(); the root's buffer is sent, not received: its call is recorded, not protected).
+// (shim::observe::bcast_units(); the root's buffer is sent, not received: its call is recorded, not protected).
 //
 // A call is recorded but not traced (counted as a fallback with its reason) when its receive
 // type is not contiguous ("datatype"), on an inter-communicator ("intercomm"), with negative
@@ -47,8 +47,11 @@
 #include "shim/observe/tsc_clock.hpp"
 #include "util/file.hpp"
 
-namespace tnbc::shim {
+namespace tnbc::trace {
 namespace {
+
+// The trace mode stands on the interposition layer both libraries share (shim/).
+using namespace tnbc::shim;
 
 namespace tr = tnbc::trace;
 
@@ -154,7 +157,7 @@ class TraceMode final : public Mode {
     }
     dir_ = d.dir;
     job_id_ = d.job_id;
-    guard_ = std::make_unique<tr::PageGuard>(clock_.stamp_fn(), &g_guarded_calls);
+    guard_ = std::make_unique<tnbc::shim::observe::PageGuard>(clock_.stamp_fn(), &g_guarded_calls);
     if (auto err = guard_->install()) {
       log::warn("trace disabled on this rank: {}", *err);
       guard_.reset();
@@ -219,8 +222,8 @@ class TraceMode final : public Mode {
   void release_range(const void* p, std::size_t n, ReleaseReason why) override {
     if (guard_)
       guard_->release(p, n,
-                      why == ReleaseReason::io ? tr::PageGuard::Release::touch
-                                               : tr::PageGuard::Release::forget);
+                      why == ReleaseReason::io ? tnbc::shim::observe::PageGuard::Release::touch
+                                               : tnbc::shim::observe::PageGuard::Release::forget);
   }
 
   int alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -312,12 +315,12 @@ class TraceMode final : public Mode {
     tr::TracedOp op;
     int comm_size;
     void* recvbuf;
-    std::vector<tr::SubRange> subs;
+    std::vector<tnbc::shim::observe::SubRange> subs;
     const char* untraced = nullptr;  // reason, if the call is not protected
   };
   struct Record {
     tr::TraceCall call;
-    const tr::GuardedCall* guarded = nullptr;
+    const tnbc::shim::observe::GuardedCall* guarded = nullptr;
   };
 
   static int comm_size(MPI_Comm comm) {
@@ -341,11 +344,11 @@ class TraceMode final : public Mode {
   }
   void release(const void* p, std::size_t n, bool touch) {
     if (guard_ && p != nullptr && n != 0 && g_guarded_calls.load(std::memory_order_acquire) != 0)
-      guard_->release(p, n, touch ? tr::PageGuard::Release::touch : tr::PageGuard::Release::forget);
+      guard_->release(p, n, touch ? tnbc::shim::observe::PageGuard::Release::touch : tnbc::shim::observe::PageGuard::Release::forget);
   }
 
-  std::vector<tr::SubRange> bcast_units(std::size_t bytes) const {
-    return tr::bcast_units(bytes, static_cast<std::size_t>(units_), static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
+  std::vector<tnbc::shim::observe::SubRange> bcast_units(std::size_t bytes) const {
+    return tnbc::shim::observe::bcast_units(bytes, static_cast<std::size_t>(units_), static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
   }
 
   // No exception may reach the C caller: if the bookkeeping fails (out of memory), the call still
@@ -430,7 +433,7 @@ class TraceMode final : public Mode {
     std::lock_guard lock(mutex_);
     for (std::size_t ci = 0; ci < records_.size(); ++ci) {
       tr::TraceCall call = records_[ci].call;
-      if (const tr::GuardedCall* g = records_[ci].guarded) {
+      if (const tnbc::shim::observe::GuardedCall* g = records_[ci].guarded) {
         for (std::size_t i = 0; i < call.subs.size(); ++i) {
           call.subs[i].flags =
               static_cast<std::uint8_t>((g->observable(i) ? tr::kSubObservable : 0) |
@@ -452,18 +455,18 @@ class TraceMode final : public Mode {
   std::uint32_t node_ = 0;
   bool writing_ = false;
   std::string dir_, job_id_;
-  tr::TscClock clock_;
-  tr::CallSiteTable sites_;
-  std::unique_ptr<tr::PageGuard> guard_;
+  tnbc::shim::observe::TscClock clock_;
+  tnbc::shim::observe::CallSiteTable sites_;
+  std::unique_ptr<tnbc::shim::observe::PageGuard> guard_;
   std::mutex mutex_;  // records_
   std::vector<Record> records_;
 };
 
 }  // namespace
+}  // namespace tnbc::trace
 
-Mode& mode() {
-  static TraceMode instance;
+// The library's mode (shim/mode.hpp): one per library.
+tnbc::shim::Mode& tnbc::shim::mode() {
+  static tnbc::trace::TraceMode instance;
   return instance;
 }
-
-}  // namespace tnbc::shim

@@ -21,6 +21,11 @@
 
 namespace tnbc::trace {
 
+// The file keeps what shim/observe/ captured: call sites and the page guard's outcomes.
+using shim::observe::CallSite;
+using shim::observe::Frame;
+using shim::observe::Outcome;
+
 inline constexpr char kTraceMagic[8] = {'T', 'N', 'B', 'C', 'T', 'R', 'C', '\0'};
 /// Version 2 added the checksum (util::fnv1a64 of every byte after the 28-byte prefix).
 inline constexpr std::uint32_t kTraceVersion = 2;

@@ -13,6 +13,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tnbc::trace;
+using namespace tnbc::shim::observe;
   auto bytes = std::as_bytes(std::span<const std::uint8_t>(data, size));
   auto result = parse_trace(bytes, "fuzz.tnbct");
   if (!result.trace) {

@@ -10,7 +10,7 @@
 
 #include "util/hash.hpp"
 
-namespace tnbc::trace {
+namespace tnbc::shim::observe {
 namespace {
 
 using util::fnv;
@@ -185,4 +185,4 @@ std::vector<CallSite> CallSiteTable::sites() const {
   return sites_;
 }
 
-}  // namespace tnbc::trace
+}  // namespace tnbc::shim::observe

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace tnbc::trace {
+namespace tnbc::shim::observe {
 
 /// One return address, position-independent.
 struct Frame {
@@ -66,4 +66,4 @@ class CallSiteTable {
   std::vector<std::string> keys_;  // key(sites_[i])
 };
 
-}  // namespace tnbc::trace
+}  // namespace tnbc::shim::observe

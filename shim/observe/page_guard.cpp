@@ -11,7 +11,7 @@
 #include "segv.hpp"
 #include "util/raw.hpp"
 
-namespace tnbc::trace {
+namespace tnbc::shim::observe {
 namespace {
 
 // State of one page of a call's span.
@@ -421,4 +421,4 @@ void PageGuard::reset() {
   calls_.clear();
 }
 
-}  // namespace tnbc::trace
+}  // namespace tnbc::shim::observe

@@ -45,7 +45,7 @@
 
 #include "tsc_clock.hpp"
 
-namespace tnbc::trace {
+namespace tnbc::shim::observe {
 
 /// What became of one sub-message by the end of the run (the page guard decides; the trace file
 /// keeps it in each sub-message's flags).
@@ -223,4 +223,4 @@ class PageGuard {
   std::atomic<std::uint64_t> seq_{0};
 };
 
-}  // namespace tnbc::trace
+}  // namespace tnbc::shim::observe

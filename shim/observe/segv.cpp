@@ -10,7 +10,7 @@
 
 #include "util/raw.hpp"
 
-namespace tnbc::trace::segv {
+namespace tnbc::shim::observe::segv {
 namespace {
 
 constexpr std::size_t kAltStackSize = 64 * 1024;
@@ -150,4 +150,4 @@ bool program_sigaction(const struct sigaction* act, struct sigaction* old) {
   return true;
 }
 
-}  // namespace tnbc::trace::segv
+}  // namespace tnbc::shim::observe::segv

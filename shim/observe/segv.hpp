@@ -32,7 +32,7 @@
 #include <optional>
 #include <string>
 
-namespace tnbc::trace::segv {
+namespace tnbc::shim::observe::segv {
 
 /// True when the fault `info` describes is the claimer's and has been dealt with.
 using Claim = bool (*)(const siginfo_t* info);
@@ -56,4 +56,4 @@ bool program_sigaction(const struct sigaction* act, struct sigaction* old);
 
 inline constexpr int kMaxClaims = 4;
 
-}  // namespace tnbc::trace::segv
+}  // namespace tnbc::shim::observe::segv

@@ -6,7 +6,7 @@
 #include <x86intrin.h>
 #endif
 
-namespace tnbc::trace {
+namespace tnbc::shim::observe {
 namespace {
 
 class HostTickSource final : public TickSource {
@@ -81,4 +81,4 @@ std::uint64_t TscClock::stamp() const {
 
 StampFn TscClock::stamp_fn() const { return uses_tsc_ ? stamp_tsc : stamp_monotonic; }
 
-}  // namespace tnbc::trace
+}  // namespace tnbc::shim::observe

@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-namespace tnbc::trace {
+namespace tnbc::shim::observe {
 
 /// Where stamps come from.  The real one reads the CPU; tests provide a fake.
 class TickSource {
@@ -72,4 +72,4 @@ class TscClock {
   double ticks_per_us_ = 0.0;
 };
 
-}  // namespace tnbc::trace
+}  // namespace tnbc::shim::observe

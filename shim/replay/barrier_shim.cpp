@@ -20,7 +20,7 @@
 #include "shim/shm_segment.hpp"
 #include "barrier/topology.hpp"
 
-namespace tnbc::shim {
+namespace tnbc::shim::replay {
 namespace {
 
 /// The barrier of one communicator.
@@ -255,4 +255,4 @@ int barrier(MPI_Comm comm) {
   return cb->self.rank == cb->self.root ? cb->leaders_rc : MPI_SUCCESS;
 }
 
-}  // namespace tnbc::shim
+}  // namespace tnbc::shim::replay

@@ -19,8 +19,10 @@
 #include <mpi.h>
 
 namespace tnbc::shim {
-
 class Runtime;
+}  // namespace tnbc::shim
+
+namespace tnbc::shim::replay {
 
 /// At mode start: reads the barrier settings, loads the topology, sets up MPI_COMM_WORLD and
 /// records the algorithm and root in the statistics.
@@ -31,4 +33,4 @@ void barrier_stop(Runtime& rt);
 /// MPI_Barrier(comm): the shared-memory barrier, or PMPI_Barrier where it does not apply.
 int barrier(MPI_Comm comm);
 
-}  // namespace tnbc::shim
+}  // namespace tnbc::shim::replay

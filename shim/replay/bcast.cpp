@@ -64,11 +64,11 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   if (bytes < rt.config().min_bytes) return plain(st, "small", blocking);
   if (bytes > INT_MAX) return plain(st, "large_block", blocking);
   const CallStart c = begin(st, comm, priority::Op::bcast, bytes, bytes);
-  const Decision& d = c.d;
+  const decide::Decision& d = c.d;
   const priority::PlanEntry* entry = c.entry;
   learn::SiteLearning* ls = c.ls;
   // Whatever the tree, the data comes from the root: counted by where the root is.
-  count_received(d, rank, root, bytes);
+  decide::count_received(d, rank, root, bytes);
   int size = 1;
   PMPI_Comm_size(comm, &size);
   // Segment count and tree change the messages: they come from the plan entry every rank agreed
@@ -79,13 +79,13 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
     if (ls != nullptr) ls->bcast_segments = shape.segments, ls->bcast_chains = shape.chains, ls->total_bytes = bytes;
     return shape;
   };
-  if (d.path == adapt::Path::blocking) {
+  if (d.path == decide::Path::blocking) {
     const std::uint64_t t0 = util::now_ns();
     const int rc = plain(st, d, blocking);
     if (rc == MPI_SUCCESS && d.observe && ls != nullptr) shape_of_call();
     // The root sends its buffer: only the others have something to read.
     if (rc == MPI_SUCCESS && rank != root && d.observe && ls != nullptr && ti.contiguous) {
-      const auto units = trace::bcast_units(bytes, static_cast<std::size_t>(rt.config().trace_bcast_units),
+      const auto units = observe::bcast_units(bytes, static_cast<std::size_t>(rt.config().trace_bcast_units),
                                             static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
       learn::observe(d.key->learning, *ls, buffer, units, util::now_ns() - t0,
                      units.empty() ? 0 : bytes / units.size());
@@ -107,25 +107,25 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   if (ordered == nullptr && !order.empty()) ++d.key->learning.applied;
 
   auto [lo, len] = span_of(buffer, 0, static_cast<std::size_t>(count), ti);
-  Engine::instance().complete_overlapping(lo, len);
+  engine::Engine::instance().complete_overlapping(lo, len);
   bool early = false;
   int rc = MPI_SUCCESS;  // the packing's or unpacking's error, after the exchange
   const char* in_place = rank != root ? receive_in_place(lo, len) : nullptr;
   const char* why_direct = !ti.contiguous ? "datatype" : in_place ? in_place : "no_full_page";
   d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
   if (ti.contiguous) {
-    const Engine::Result r =
-        Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, in_place == nullptr, d.costs);
+    const engine::Engine::Result r =
+        engine::Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, in_place == nullptr, d.costs);
     early = r.early;
     if (r.why != nullptr) why_direct = r.why;
   } else {
     std::vector<char> stage(bytes);
     int pos = 0;
     if (rank == root) rc = PMPI_Pack(buffer, count, datatype, stage.data(), static_cast<int>(bytes), &pos, comm);
-    Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false, d.costs);
+    engine::Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false, d.costs);
     if (rank != root) rc = PMPI_Unpack(stage.data(), static_cast<int>(bytes), &pos, buffer, count, datatype, comm);
   }
-  done(d);
+  decide::done(d);
   if (early) st.count_early_return();
   else st.count_fallback(why_direct);
   return rc;

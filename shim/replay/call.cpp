@@ -20,7 +20,7 @@ bool g_running = false;
 // The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site and to
 // break the statistics down by call site (TNBC_STATS).
 std::optional<priority::Plan> g_plan;
-trace::CallSiteTable g_sites;
+observe::CallSiteTable g_sites;
 bool g_site_stats = false;  // TNBC_STATS is set: capture every call's site
 
 }  // namespace
@@ -36,15 +36,15 @@ std::string site_key(std::int64_t site) { return g_sites.key(static_cast<std::ui
 /// default, and a communicator within one node, whose calls all run blocking, learns nothing).
 /// Must be called on the application's call chain, from the collective's handler.
 std::int64_t call_site(MPI_Comm comm) {
-  const bool wanted = g_plan || g_site_stats || (learn::wants_sites() && measured(comm));
+  const bool wanted = g_plan || g_site_stats || (learn::wants_sites() && decide::measured(comm));
   return wanted ? static_cast<std::int64_t>(g_sites.capture()) : -1;
 }
 
 /// The learning of this call's site (learn.hpp), or nullptr: for an early call (which may use
 /// a learned order) and for a blocking call designated for observation.  A site is only known to
 /// learning once one of these reaches it (a communicator within one node never learns).
-learn::SiteLearning* learning_site(const Decision& d, std::int64_t site) {
-  if (site < 0 || !learn::enabled() || (d.path == adapt::Path::blocking && !d.observe)) return nullptr;
+learn::SiteLearning* learning_site(const decide::Decision& d, std::int64_t site) {
+  if (site < 0 || !learn::enabled() || (d.path == decide::Path::blocking && !d.observe)) return nullptr;
   return learn::site_of(d.key->learning, site, g_sites.key(static_cast<std::uint32_t>(site)));
 }
 
@@ -60,12 +60,12 @@ void release_guarded(const void* p, std::size_t elements, MPI_Datatype type, boo
 
 /// A designated blocking call of `ls` returned: watch the blocks of its receive buffer
 /// (contiguous receive types only, as trace mode watches them).
-void observe_blocks(const Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
+void observe_blocks(const decide::Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
                     const int displs[], int size, MPI_Datatype recvtype, std::uint64_t tcomm_ns) {
   if (!d.observe || ls == nullptr) return;
   const datatype::TypeInfo ti = datatype::info(recvtype);
   if (!ti.valid || !ti.contiguous || ti.lb != 0) return;
-  std::vector<trace::SubRange> subs(static_cast<std::size_t>(size));
+  std::vector<observe::SubRange> subs(static_cast<std::size_t>(size));
   std::uint64_t bytes = 0;
   for (int i = 0; i < size; ++i) {
     if (counts[i] < 0 || displs[i] < 0) return;
@@ -131,7 +131,7 @@ CallStart begin(OpStats& st, MPI_Comm comm, priority::Op op, std::uint64_t plan_
   c.site = call_site(comm);
   c.entry = plan_entry(op, comm, plan_bytes, c.site);
   if (c.entry) st.count_planned();
-  c.d = decide(comm, op, key_bytes, c.entry, c.site);
+  c.d = decide::for_call(comm, op, key_bytes, c.entry, c.site);
   c.ls = learning_site(c.d, c.site);
   return c;
 }

@@ -46,14 +46,14 @@ std::int64_t call_site(MPI_Comm comm);
 const priority::PlanEntry* plan_entry(priority::Op op, MPI_Comm comm, std::uint64_t message_bytes,
                                       std::int64_t site);
 /// The learning of this call's site, or nullptr (learn.hpp).
-learn::SiteLearning* learning_site(const Decision& d, std::int64_t site);
+learn::SiteLearning* learning_site(const decide::Decision& d, std::int64_t site);
 
 /// One call's start, after its exclusions: where it was called from, what the plan says of it,
 /// the path every rank agreed on, and what learning keeps of its site.
 struct CallStart {
   std::int64_t site = -1;
   const priority::PlanEntry* entry = nullptr;
-  Decision d;
+  decide::Decision d;
   learn::SiteLearning* ls = nullptr;
 };
 /// Step 3 of every call: `plan_bytes` find the plan entry (per-block bytes of an Alltoall, the
@@ -66,7 +66,7 @@ CallStart begin(OpStats& st, MPI_Comm comm, priority::Op op, std::uint64_t plan_
 void release_guarded(const void* p, std::size_t elements, MPI_Datatype type, bool touch);
 /// A designated blocking call of `ls` returned: watch the blocks of its receive buffer
 /// (contiguous receive types only, as trace mode watches them).
-void observe_blocks(const Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
+void observe_blocks(const decide::Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
                     const int displs[], int size, MPI_Datatype recvtype, std::uint64_t tcomm_ns);
 /// The reasons every rank shares for running the plain call, or nullptr.
 const char* shared_exclusion(const void* sendbuf, MPI_Comm comm);
@@ -86,14 +86,14 @@ inline void keep_first_error(int& rc, int step) {
 template <typename F>
 int plain(OpStats& st, std::string_view why, F&& call) {
   st.count_fallback(why);
-  if (g_in_flight.load(std::memory_order_acquire) != 0) Engine::instance().drain();
+  if (g_in_flight.load(std::memory_order_acquire) != 0) engine::Engine::instance().drain();
   return call();
 }
 
 /// The blocking call on the path a decision chose; its time (after the drain, which is charged
 /// to the early calls it waited for) is the blocking cost of the key.
 template <typename F>
-int plain(OpStats& st, const Decision& d, F&& call) {
+int plain(OpStats& st, const decide::Decision& d, F&& call) {
   const int rc = plain(st, d.why, [&] {
     const std::uint64_t t0 = util::now_ns();
     const int r = call();
@@ -101,7 +101,7 @@ int plain(OpStats& st, const Decision& d, F&& call) {
     return r;
   });
   d.costs->blocking_calls.fetch_add(1, std::memory_order_relaxed);
-  done(d);
+  decide::done(d);
   return rc;
 }
 

@@ -17,7 +17,7 @@
 #include "shim/mode.hpp"
 #include "replay.hpp"
 
-namespace tnbc::shim {
+namespace tnbc::shim::replay {
 namespace {
 
 void drain_engine() { replay::drain(); }
@@ -77,17 +77,17 @@ class ReplayMode final : public Mode {
   int bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) override {
     return reported("MPI_Bcast", comm, [&] { return replay::bcast(runtime(), buffer, count, datatype, root, comm); });
   }
-  int barrier(MPI_Comm comm) override { return shim::barrier(comm); }
+  int barrier(MPI_Comm comm) override { return replay::barrier(comm); }
   void release_range(const void* p, std::size_t n, ReleaseReason why) override {
     replay::release_range(p, n, why == ReleaseReason::io);
   }
 };
 
 }  // namespace
+}  // namespace tnbc::shim::replay
 
-Mode& mode() {
-  static ReplayMode instance;
+// The library's mode (shim/mode.hpp): one per library.
+tnbc::shim::Mode& tnbc::shim::mode() {
+  static tnbc::shim::replay::ReplayMode instance;
   return instance;
 }
-
-}  // namespace tnbc::shim

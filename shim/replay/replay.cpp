@@ -52,7 +52,7 @@ std::size_t auto_memory_bound() {
 /// An alltoallv in elements, run by the engine in bytes.  Non-contiguous data is packed into a
 /// contiguous staging buffer (send) or received into one and unpacked (receive; no early return).
 /// Returns MPI_SUCCESS, or the first error of packing or unpacking.
-int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int sendcounts[], const int sdispls[],
+int exchange(OpStats& st, const decide::Decision& d, const void* sendbuf, const int sendcounts[], const int sdispls[],
              MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
              MPI_Datatype recvtype, MPI_Comm comm, bool allow_early, std::span<const int> recv_order,
              bool per_node) {
@@ -74,7 +74,7 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
     rb[i] = static_cast<std::size_t>(recvcounts[i]) * rti.size;
     rtotal += rb[i];
     auto [p, len] = span_of(recvbuf, static_cast<std::size_t>(rdispls[i]), static_cast<std::size_t>(recvcounts[i]), rti);
-    Engine::instance().complete_overlapping(p, len);
+    engine::Engine::instance().complete_overlapping(p, len);
     if (len == 0) continue;
     rlo = std::min(rlo, reinterpret_cast<std::uintptr_t>(p));
     rhi = std::max(rhi, reinterpret_cast<std::uintptr_t>(p) + len);
@@ -109,7 +109,7 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
       sd[i] = static_cast<std::size_t>(pos);
       sb[i] = static_cast<std::size_t>(sendcounts[i]) * sti.size;
       auto [p, len] = span_of(sendbuf, static_cast<std::size_t>(sdispls[i]), static_cast<std::size_t>(sendcounts[i]), sti);
-      Engine::instance().complete_overlapping(p, len);
+      engine::Engine::instance().complete_overlapping(p, len);
       keep_first_error(rc, PMPI_Pack(static_cast<const char*>(sendbuf) + static_cast<MPI_Aint>(sdispls[i]) * sti.extent,
                                      sendcounts[i], sendtype, send_stage.data(), static_cast<int>(total), &pos, comm));
     }
@@ -120,18 +120,18 @@ int exchange(OpStats& st, const Decision& d, const void* sendbuf, const int send
   // alone: the others would wait for the engine's messages (one rank decides this by its own
   // sizes; no such block has been seen).
   for (std::size_t i = 0; i < n; ++i)
-    if (sb[i] > schedule::kMaxSubMessageBytes || rb[i] > schedule::kMaxSubMessageBytes)
+    if (sb[i] > engine::schedule::kMaxSubMessageBytes || rb[i] > engine::schedule::kMaxSubMessageBytes)
       return plain(st, "large_block", [&] {
         return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                               recvtype, comm);
       });
 
   d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
-  const Engine::Result r = Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node,
+  const engine::Engine::Result r = engine::Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node,
                                                        allow_early, d.costs);
   const bool early = r.early;
   if (r.why != nullptr) why_direct = r.why;
-  done(d);
+  decide::done(d);
   if (!rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) {
       int pos = static_cast<int>(rd[i]);
@@ -157,12 +157,12 @@ bool start(Runtime& rt) {
   std::optional<std::string> err;
   if (provided < MPI_THREAD_MULTIPLE)
     err = fmt::format("MPI gave thread level {}, the engine needs MPI_THREAD_MULTIPLE", provided);
-  EngineOptions o;
+  engine::EngineOptions o;
   o.progress_sleep_us = static_cast<unsigned>(rt.config().progress_sleep_us);
   o.progress_max_sleep_us = static_cast<unsigned>(rt.config().progress_max_sleep_us);
   load_plan(rt.config().plan);
   set_site_statistics(!rt.config().stats_prefix.empty());
-  if (!start_decisions(rt.config(), plan() != nullptr) && !err) err = "cannot create a communicator attribute";
+  if (!decide::start_decisions(rt.config(), plan() != nullptr) && !err) err = "cannot create a communicator attribute";
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
   o.max_memory_bytes = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
@@ -171,7 +171,7 @@ bool start(Runtime& rt) {
   if (!err) subscribe_memory_events();
   bool started = false;
   if (!err) {
-    err = Engine::instance().start(o);
+    err = engine::Engine::instance().start(o);
     started = !err;
   }
   int world_rank = 0;
@@ -180,7 +180,7 @@ bool start(Runtime& rt) {
   int status[2] = {started ? 1 : 0, world_rank != 0 || started ? 1 : 0};
   PMPI_Allreduce(MPI_IN_PLACE, status, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!status[0]) {
-    if (started) Engine::instance().stop();
+    if (started) engine::Engine::instance().stop();
     // One message: rank 0's reason, or, when rank 0 could start, the reason of each rank that
     // could not (a fault of that process, not of the job).
     if (err && (world_rank == 0 || status[1]))
@@ -194,27 +194,27 @@ bool start(Runtime& rt) {
   // application's first timed collective.  Every rank reads the same plan, so all come here.
   if (plan() && std::any_of(plan()->entries.begin(), plan()->entries.end(),
                             [](const priority::PlanEntry& e) { return e.per_node; }))
-    Engine::instance().prepare_node(MPI_COMM_WORLD);
+    engine::Engine::instance().prepare_node(MPI_COMM_WORLD);
   return true;
 }
 
 void stop(Runtime& rt) {
   if (!running()) return;
   learn::stop();
-  Engine::instance().stop();
+  engine::Engine::instance().stop();
   set_running(false);
   rt.stats().faults = engine::ReplayGuard::instance().faults();
   rt.stats().fault_wait_ns = engine::ReplayGuard::instance().fault_wait_ns();
-  rt.stats().init_ns = Engine::instance().init_ns();
-  rt.stats().turn_calls = Engine::instance().turn_calls();
-  rt.stats().gated_sends = Engine::instance().gated_sends();
-  rt.stats().turn_wait_ns = Engine::instance().turn_wait_ns();
-  rt.stats().progress_cpu_ns = Engine::instance().progress_cpu_ns();
-  rt.stats().progress_rounds = Engine::instance().progress_rounds();
-  rt.stats().progress_user_ns = Engine::instance().progress_user_ns();
-  rt.stats().progress_system_ns = Engine::instance().progress_system_ns();
-  rt.stats().fence_wait_ns = Engine::instance().fence_wait_ns();
-  rt.stats().adapt_json = keys_json(site_key);
+  rt.stats().init_ns = engine::Engine::instance().init_ns();
+  rt.stats().turn_calls = engine::Engine::instance().turn_calls();
+  rt.stats().gated_sends = engine::Engine::instance().gated_sends();
+  rt.stats().turn_wait_ns = engine::Engine::instance().turn_wait_ns();
+  rt.stats().progress_cpu_ns = engine::Engine::instance().progress_cpu_ns();
+  rt.stats().progress_rounds = engine::Engine::instance().progress_rounds();
+  rt.stats().progress_user_ns = engine::Engine::instance().progress_user_ns();
+  rt.stats().progress_system_ns = engine::Engine::instance().progress_system_ns();
+  rt.stats().fence_wait_ns = engine::Engine::instance().fence_wait_ns();
+  rt.stats().adapt_json = decide::keys_json(site_key);
 }
 
 namespace {
@@ -230,7 +230,7 @@ struct CallOrder {
 /// (decide.hpp, Key::shape), else the order learned for the key when measurements chose turns.
 /// Without turns, the order of this call's own entry, or else the one learned for its site,
 /// only says when this rank posts its messages: safe whatever the others do.
-CallOrder call_order(const Decision& d, const priority::PlanEntry* entry, learn::SiteLearning* ls) {
+CallOrder call_order(const decide::Decision& d, const priority::PlanEntry* entry, learn::SiteLearning* ls) {
   const bool planned_turns = d.shape != nullptr && d.shape->per_node;
   const priority::PlanEntry* ordered = planned_turns ? d.shape
                                        : d.turns     ? d.turn_order
@@ -264,15 +264,15 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   if (block > INT_MAX || static_cast<long>(recvcount) * size > INT_MAX)
     return plain(st, "large_block", blocking);
   const CallStart c = begin(st, comm, priority::Op::alltoall, block, block * static_cast<std::size_t>(size));
-  const Decision& d = c.d;
+  const decide::Decision& d = c.d;
   learn::SiteLearning* ls = c.ls;
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
-  for (int i = 0; i < size; ++i) count_received(d, rank, i, block);
+  for (int i = 0; i < size; ++i) decide::count_received(d, rank, i, block);
   std::vector<int> scounts(static_cast<std::size_t>(size), sendcount), sdispls(static_cast<std::size_t>(size));
   std::vector<int> rcounts(static_cast<std::size_t>(size), recvcount), rdispls(static_cast<std::size_t>(size));
   for (int i = 0; i < size; ++i) sdispls[i] = i * sendcount, rdispls[i] = i * recvcount;
-  if (d.path == adapt::Path::blocking) {
+  if (d.path == decide::Path::blocking) {
     const std::uint64_t t0 = util::now_ns();
     const int rc = plain(st, d, blocking);
     if (rc == MPI_SUCCESS)
@@ -315,13 +315,13 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   // The key has no size (class 0, the same everywhere); the plan entry only votes.
   const CallStart c =
       begin(st, comm, priority::Op::alltoallv, size > 0 ? total / static_cast<std::size_t>(size) : 0, 0);
-  const Decision& d = c.d;
+  const decide::Decision& d = c.d;
   learn::SiteLearning* ls = c.ls;
   int rank = 0;
   PMPI_Comm_rank(comm, &rank);
   for (int i = 0; i < size; ++i)
-    count_received(d, rank, i, static_cast<std::uint64_t>(recvcounts[i]) * static_cast<std::uint64_t>(tsize));
-  if (d.path == adapt::Path::blocking) {
+    decide::count_received(d, rank, i, static_cast<std::uint64_t>(recvcounts[i]) * static_cast<std::uint64_t>(tsize));
+  if (d.path == decide::Path::blocking) {
     const std::uint64_t t0 = util::now_ns();
     const int rc = plain(st, d, blocking);
     if (rc == MPI_SUCCESS) observe_blocks(d, ls, recvbuf, recvcounts, rdispls, size, recvtype, util::now_ns() - t0);
@@ -344,7 +344,7 @@ void release_range(const void* p, std::size_t n, bool touch) {
 }
 
 void drain() {
-  Engine::instance().drain();
+  engine::Engine::instance().drain();
   learn::drain();
 }
 

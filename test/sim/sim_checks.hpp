@@ -18,7 +18,7 @@
 namespace tnbc::sim::test {
 
 using namespace tnbc::sim;
-namespace schedule = tnbc::shim::schedule;
+namespace schedule = tnbc::shim::replay::engine::schedule;
 
 // SimGrid's plain max-min model: no latency or bandwidth factors, no reverse traffic for TCP's
 // acknowledgements, so that a message of S bytes over links of bandwidth B and latencies L1, L2

@@ -20,7 +20,7 @@
 
 using namespace tnbc::sim;
 using namespace tnbc::sim::test;
-namespace schedule = tnbc::shim::schedule;
+namespace schedule = tnbc::shim::replay::engine::schedule;
 
 TEST_CASE("one link each way, two ranks, one message each", "[sim-one-link]") {
   // 2 nodes x 1 rank; each node's link 1 MB/s each way, 1 ms to the switch; memory 1 GB/s.

@@ -21,7 +21,7 @@
 
 using namespace tnbc::sim;
 using namespace tnbc::sim::test;
-namespace schedule = tnbc::shim::schedule;
+namespace schedule = tnbc::shim::replay::engine::schedule;
 
 TEST_CASE("is_like_blocks: bench/is's key spread, by hand", "[pure]") {
   // 4 ranks, 1 MB per pair on average: 1e6 keys of 4 bytes per rank.  The mean of four uniform

@@ -31,7 +31,7 @@ struct TempDir {
   std::string file(int rank) const { return path + "/" + std::to_string(rank) + ".tnbct"; }
 };
 
-std::uint8_t sub_flags(bool observable, trace::Outcome outcome) {
+std::uint8_t sub_flags(bool observable, shim::observe::Outcome outcome) {
   return static_cast<std::uint8_t>((observable ? trace::kSubObservable : 0) | (static_cast<unsigned>(outcome) << 1));
 }
 
@@ -72,10 +72,10 @@ TEST_CASE("adapter: delays are (touch - return) / ticks_per_us, outcomes map to 
           "[adapter]") {
   Trace t = make_trace(0, 1);
   auto c = make_call(trace::TracedOp::alltoall, 0, 4, 1000, 200, 4, 0);
-  c.subs[0].flags = sub_flags(true, trace::Outcome::touched);
-  c.subs[1].flags = sub_flags(true, trace::Outcome::untouched);
-  c.subs[2].flags = sub_flags(true, trace::Outcome::released);
-  c.subs[3].flags = sub_flags(true, trace::Outcome::unobserved);
+  c.subs[0].flags = sub_flags(true, shim::observe::Outcome::touched);
+  c.subs[1].flags = sub_flags(true, shim::observe::Outcome::untouched);
+  c.subs[2].flags = sub_flags(true, shim::observe::Outcome::released);
+  c.subs[3].flags = sub_flags(true, shim::observe::Outcome::unobserved);
   t.calls.push_back(c);
   // return stamp 1210; sub 0 touched at 1250 -> 20 µs.
   t.touches.push_back({0, 0, 1250, 0, 1});
@@ -99,7 +99,7 @@ TEST_CASE("adapter: delays are (touch - return) / ticks_per_us, outcomes map to 
 TEST_CASE("adapter: a sub-message that was not observable says nothing, even if untouched",
           "[adapter]") {
   Trace t = make_trace(0, 1);
-  auto c = make_call(trace::TracedOp::alltoall, 0, 2, 0, 10, 2, sub_flags(false, trace::Outcome::untouched));
+  auto c = make_call(trace::TracedOp::alltoall, 0, 2, 0, 10, 2, sub_flags(false, shim::observe::Outcome::untouched));
   t.calls.push_back(c);
   auto obs = tools::to_observations({&t});
   REQUIRE(obs.sites.size() == 1);
@@ -111,9 +111,9 @@ TEST_CASE("adapter: the work after a call runs to the next call of any site; byt
           "[adapter]") {
   Trace t = make_trace(0, 1);
   // Site 0 at 1000 (returns at 1210), site 1 at 1610, site 0 again at 3010 (the rank's last).
-  t.calls.push_back(make_call(trace::TracedOp::alltoall, 0, 2, 1000, 200, 2, sub_flags(true, trace::Outcome::untouched)));
-  t.calls.push_back(make_call(trace::TracedOp::bcast, 1, 2, 1610, 100, 1, sub_flags(true, trace::Outcome::untouched)));
-  t.calls.push_back(make_call(trace::TracedOp::alltoall, 0, 2, 3010, 200, 2, sub_flags(true, trace::Outcome::untouched)));
+  t.calls.push_back(make_call(trace::TracedOp::alltoall, 0, 2, 1000, 200, 2, sub_flags(true, shim::observe::Outcome::untouched)));
+  t.calls.push_back(make_call(trace::TracedOp::bcast, 1, 2, 1610, 100, 1, sub_flags(true, shim::observe::Outcome::untouched)));
+  t.calls.push_back(make_call(trace::TracedOp::alltoall, 0, 2, 3010, 200, 2, sub_flags(true, shim::observe::Outcome::untouched)));
   t.calls[2].subs[1].size = 1000;
   auto obs = tools::to_observations({&t});
   REQUIRE(obs.sites.size() == 2);
@@ -128,7 +128,7 @@ TEST_CASE("adapter: the work after a call runs to the next call of any site; byt
 
 TEST_CASE("adapter: a touch stamped before the return counts as delay 0", "[adapter]") {
   Trace t = make_trace(0, 1);
-  t.calls.push_back(make_call(trace::TracedOp::bcast, 0, 2, 1000, 100, 1, sub_flags(true, trace::Outcome::touched)));
+  t.calls.push_back(make_call(trace::TracedOp::bcast, 0, 2, 1000, 100, 1, sub_flags(true, shim::observe::Outcome::touched)));
   t.touches.push_back({0, 0, 1050, 0, 1});
   auto obs = tools::to_observations({&t});
   CHECK(obs.sites[0].ranks[0].calls[0].touches[0].delay_us == 0.0);
@@ -137,7 +137,7 @@ TEST_CASE("adapter: a touch stamped before the return counts as delay 0", "[adap
 TEST_CASE("adapter: calls are grouped by call site, operation and communicator size; untraced "
           "calls do not count",
           "[adapter]") {
-  std::uint8_t u = sub_flags(true, trace::Outcome::untouched);
+  std::uint8_t u = sub_flags(true, shim::observe::Outcome::untouched);
   Trace r0 = make_trace(0, 2), r1 = make_trace(1, 2);
   for (Trace* t : {&r0, &r1}) {
     t->calls.push_back(make_call(trace::TracedOp::alltoall, 0, 2, 0, 10, 2, u));    // A
@@ -153,7 +153,7 @@ TEST_CASE("adapter: calls are grouped by call site, operation and communicator s
   std::swap(r1.callsites[0], r1.callsites[1]);
   for (auto& c : r1.calls) c.callsite = 1 - c.callsite;
 
-  std::vector<trace::CallSite> detail;
+  std::vector<shim::observe::CallSite> detail;
   auto obs = tools::to_observations({&r0, &r1}, &detail);
   REQUIRE(obs.sites.size() == 4);
   REQUIRE(detail.size() == 4);
@@ -244,7 +244,7 @@ TEST_CASE("adapter: directory problems give one message naming the file and the 
 }
 
 TEST_CASE("adapter: site keys are valid plan ids", "[adapter]") {
-  trace::CallSite cs{1, {{"/odd dir/my app#1", 0x10, "f"}}};
+  shim::observe::CallSite cs{1, {{"/odd dir/my app#1", 0x10, "f"}}};
   CHECK(tools::site_key(cs) == "my_app_1+0x10");
-  CHECK(tools::site_key(trace::CallSite{}) == "?");
+  CHECK(tools::site_key(shim::observe::CallSite{}) == "?");
 }

@@ -14,6 +14,7 @@
 #include "util/checksum.hpp"
 
 using namespace tnbc::trace;
+using namespace tnbc::shim::observe;
 namespace fs = std::filesystem;
 
 namespace {

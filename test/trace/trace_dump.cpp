@@ -7,6 +7,7 @@
 #include "trace/trace_file.hpp"
 
 using namespace tnbc::trace;
+using namespace tnbc::shim::observe;
 
 namespace {
 

@@ -18,6 +18,7 @@
 namespace {
 
 using namespace tnbc::trace;
+using namespace tnbc::shim::observe;
 
 std::vector<std::string> make_seeds() {
   std::vector<std::string> seeds;

@@ -24,7 +24,7 @@
 
 namespace tnbc::sim {
 
-namespace schedule = tnbc::shim::schedule;
+namespace schedule = tnbc::shim::replay::engine::schedule;
 
 /// The step list rank `rank` of `size` runs for an MPI_Alltoall of `block` bytes per rank:
 /// shim/replay/engine/schedule.hpp's builder with the counts and displacements replay.cpp passes

@@ -15,7 +15,7 @@
 #include "util/json.hpp"
 #include "util/clock.hpp"
 
-namespace tnbc::shim::replay {
+namespace tnbc::shim::replay::decide {
 namespace {
 
 bool g_plan_loaded = false;  // the first call of a key asks every rank's plan
@@ -24,7 +24,7 @@ bool g_plan_loaded = false;  // the first call of a key asks every rank's plan
 /// costs inside, and a deque keeps its elements where they are when it grows.
 std::mutex g_keys_mutex;
 std::deque<Key> g_keys;
-adapt::Policy g_policy;
+Policy g_policy;
 bool g_adapt = true;      // TNBC_ADAPT is not off
 bool g_one_node = true;   // ... and a communicator on one node runs blocking without measuring
 
@@ -121,7 +121,7 @@ void agree_shape(Key& key, MPI_Comm comm, const priority::PlanEntry* entry) {
 namespace {
 
 /// The key's costs for call site `site` (added on its first call from there).
-adapt::Costs& site_costs(Key& key, std::int64_t site) {
+Costs& site_costs(Key& key, std::int64_t site) {
   for (SiteCosts& s : key.sites)
     if (s.site == site) return s.costs;
   std::lock_guard lock(g_keys_mutex);  // keys_json may be reading
@@ -134,7 +134,7 @@ adapt::Costs& site_costs(Key& key, std::int64_t site) {
 
 bool measured(MPI_Comm comm) { return g_adapt && !one_node_rule(comm_state(comm).one_node); }
 
-Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
+Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
                 std::int64_t site) {
   CommState& cs = comm_state(comm);
   const std::uint32_t cls = static_cast<std::uint32_t>(priority::size_class(bytes));
@@ -165,17 +165,17 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
                     "shape at its first call, made from a site without them",
                     entry->site, key->op, key->comm_id);
   }
-  Decision d{adapt::Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
+  Decision d{Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
   if (!g_adapt) return d;
-  if (one_node_rule(key->one_node)) return {adapt::Path::blocking, key, "one_node", key->shape, d.costs};
+  if (one_node_rule(key->one_node)) return {Path::blocking, key, "one_node", key->shape, d.costs};
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = util::now_ns();
   if (key->last_entry_ns != 0)
     key->intervals.add_interval(key->last_path, entered - key->last_entry_ns, key->last_turns);
   key->last_entry_ns = entered;
   if (key->state.decision_due()) {
-    double mine[adapt::Vote::kFields], sum[adapt::Vote::kFields];
-    adapt::Vote vote = key->state.measure(key->intervals);
+    double mine[Vote::kFields], sum[Vote::kFields];
+    Vote vote = key->state.measure(key->intervals);
     if (entry && entry->ret == priority::Return::blocking) vote.force_blocking = 1;
     if (entry && entry->ret == priority::Return::early) vote.force_early = 1;
     const bool room_point = key->state.room_point();
@@ -186,9 +186,9 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
       }
     }
     vote.to_array(mine);
-    PMPI_Allreduce(mine, sum, adapt::Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
-    const auto summed = adapt::Vote::from_array(sum);
-    const adapt::Path p = key->state.decide(summed, key->intervals);
+    PMPI_Allreduce(mine, sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
+    const auto summed = Vote::from_array(sum);
+    const Path p = key->state.decide(summed, key->intervals);
     key->learning.turns_chosen = key->state.turns_decided() && key->state.turns_chosen();
     if (room_point)
       log::debug("{} of {} bytes on communicator {}: {:.0f} of the {:.0f} ranks that observed its warm-up found "
@@ -199,7 +199,7 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
       log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
                  "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
                  key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
-                 summed.ranks_measured, p == adapt::Path::early ? "early" : "blocking");
+                 summed.ranks_measured, p == Path::early ? "early" : "blocking");
     if (summed.turn_ranks > 0)
       log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
                  "without {:.0f} us (sums over {:.0f} ranks): {}",
@@ -211,7 +211,7 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
   d.path = key->state.path();
   // Entering the early path (every rank at the same call): what the blocking calls before it
   // observed becomes the order of its calls.
-  if (d.path == adapt::Path::early && key->last_path == adapt::Path::blocking) {
+  if (d.path == Path::early && key->last_path == Path::blocking) {
     learn::learn_point(key->learning, comm, key->state.calls());
     // A learned turn order (of source ranks, the same on every rank) for an Alltoall or
     // Alltoallv that spans nodes: from now on its early calls compare per-node turns on and off.
@@ -219,13 +219,13 @@ Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const prior
     if (key->learning.turns != nullptr && !key->one_node && op != priority::Op::bcast) key->state.allow_turns();
   }
   key->last_path = d.path;
-  key->last_turns = adapt::Turns::none;
-  if (d.path == adapt::Path::early && key->state.turns_allowed()) {
+  key->last_turns = Turns::none;
+  if (d.path == Path::early && key->state.turns_allowed()) {
     d.turns = key->state.turns_on();
     d.turn_order = key->learning.turns;
     key->last_turns = key->state.turns_sample();
   }
-  if (d.path == adapt::Path::blocking) {
+  if (d.path == Path::blocking) {
     d.why = key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
     d.observe = learn::designate(key->learning, key->state.calls(), key->state.probing());
   }
@@ -245,7 +245,7 @@ struct Totals {
   std::uint64_t early_calls = 0, init_ns = 0, setup_ns = 0, send_copy_ns = 0, inside_wait_ns = 0,
                 publish_ns = 0, wait_ns = 0, progress_cpu_ns = 0, blocking_calls = 0, blocking_ns = 0,
                 intra_node_bytes = 0, inter_node_bytes = 0;
-  void add(const adapt::Costs& c) {
+  void add(const Costs& c) {
     early_calls += c.early_calls.load(), init_ns += c.init_ns.load(), setup_ns += c.setup_ns.load();
     send_copy_ns += c.send_copy_ns.load(), inside_wait_ns += c.inside_wait_ns.load();
     publish_ns += c.publish_ns.load(), wait_ns += c.wait_ns.load(), progress_cpu_ns += c.progress_cpu_ns.load();
@@ -295,7 +295,7 @@ std::string keys_json(const std::function<std::string(std::int64_t)>& site_name)
     const auto& iv = k.intervals;
     const char* path = g_adapt && one_node_rule(k.one_node) ? "blocking"
                        : !g_adapt || !k.state.decided() ? "undecided"
-                       : k.state.chosen() == adapt::Path::early ? "early" : "blocking";
+                       : k.state.chosen() == Path::early ? "early" : "blocking";
     Totals all;
     std::string sites;
     for (const SiteCosts& s : k.sites) {
@@ -319,4 +319,4 @@ std::string keys_json(const std::function<std::string(std::int64_t)>& site_name)
   return out + "]}";
 }
 
-}  // namespace tnbc::shim::replay
+}  // namespace tnbc::shim::replay::decide

@@ -18,19 +18,19 @@
 #include "shim/replay/learn/learn.hpp"
 #include "priority/plan.hpp"
 
-namespace tnbc::shim::replay {
+namespace tnbc::shim::replay::decide {
 
 /// What the calls of one key made from one call site cost (the statistics' breakdown).
 struct SiteCosts {
   std::int64_t site = -1;  ///< index in replay.cpp's call-site table; -1: not captured
-  adapt::Costs costs;
+  Costs costs;
 };
 
 /// One (communicator, operation, size class): its decision state and what its calls cost.
 struct Key {
-  Key(const adapt::Policy& p, bool decide_first) : state(p, decide_first) {}
-  adapt::KeyState state;
-  adapt::Intervals intervals;  ///< what the decision compares
+  Key(const Policy& p, bool decide_first) : state(p, decide_first) {}
+  KeyState state;
+  Intervals intervals;  ///< what the decision compares
   learn::KeyLearning learning;  ///< the read orders learned for its call sites (learn.hpp)
   /// Costs per call site (one entry, site -1, when call sites are not captured).  A deque:
   /// operations in flight point into it while it grows.  Only the thread calling the key's
@@ -45,8 +45,8 @@ struct Key {
   int comm_size = 0;
   bool one_node = false;
   std::uint64_t last_entry_ns = 0;  // entry of the key's previous call (0: none yet)
-  adapt::Path last_path = adapt::Path::blocking;
-  adapt::Turns last_turns = adapt::Turns::none;  // what the previous call's interval compares
+  Path last_path = Path::blocking;
+  Turns last_turns = Turns::none;  // what the previous call's interval compares
   // The plan entry whose message shape (Bcast segments and tree, per-node turns in their order)
   // every call of the key uses: this rank's entry at the key's first call if every rank's had
   // the same shape, else none (the defaults).  Agreed once, at that first call.
@@ -58,13 +58,13 @@ struct Key {
 /// The path of one call and the key it belongs to.  `why` names the reason of a blocking path
 /// (a fallback reason of the statistics).
 struct Decision {
-  adapt::Path path = adapt::Path::early;
+  Path path = Path::early;
   Key* key = nullptr;
   const char* why = nullptr;
   /// The plan entry that shapes this call's messages, the same in shape on every rank (Key::shape).
   const priority::PlanEntry* shape = nullptr;
   /// Where this call's costs go: the key's entry for the call site.
-  adapt::Costs* costs = nullptr;
+  Costs* costs = nullptr;
   /// A blocking call designated for observation (learn.hpp): watch its receive buffer.
   bool observe = false;
   /// An early call that takes per-node turns in `turn_order` (learned for the key and decided
@@ -87,7 +87,7 @@ bool measured(MPI_Comm comm);
 
 /// Decides the path of this call.  Called by every rank of `comm` for the same collective,
 /// after the checks every rank shares and before anything rank-local: at a decision point it
-/// is collective over `comm` (one MPI_Allreduce of adapt::Vote::kFields doubles; the warm-up's
+/// is collective over `comm` (one MPI_Allreduce of Vote::kFields doubles; the warm-up's
 /// room point is one too); so is a call that enters the
 /// early path after blocking calls were observed (the learn point of learn.hpp).  `bytes` must be the same
 /// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for
@@ -97,7 +97,7 @@ bool measured(MPI_Comm comm);
 /// each rank finds its entry by its own call site and a program may call one collective from
 /// different places on different ranks.
 /// `site`: the call site (-1: not captured), whose costs the call's are.
-Decision decide(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
+Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
                 std::int64_t site);
 
 /// Counts `bytes` received from rank `from` of the decision's communicator (a rank's own bytes
@@ -114,4 +114,4 @@ void done(const Decision& d);
 /// call site's index as plans do.
 std::string keys_json(const std::function<std::string(std::int64_t)>& site_name);
 
-}  // namespace tnbc::shim::replay
+}  // namespace tnbc::shim::replay::decide

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace tnbc::shim::adapt {
+namespace tnbc::shim::replay::decide {
 namespace {
 
 std::uint64_t load(const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); }
@@ -306,4 +306,4 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
 }
 
 
-}  // namespace tnbc::shim::adapt
+}  // namespace tnbc::shim::replay::decide

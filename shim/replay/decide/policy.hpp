@@ -64,7 +64,7 @@
 
 #include "shim/replay/engine/costs.hpp"
 
-namespace tnbc::shim::adapt {
+namespace tnbc::shim::replay::decide {
 
 enum class Path : std::uint8_t { blocking, early };
 
@@ -259,4 +259,4 @@ class KeyState {
   std::uint64_t base_on_n_ = 0, base_on_ns_ = 0, base_off_n_ = 0, base_off_ns_ = 0;
 };
 
-}  // namespace tnbc::shim::adapt
+}  // namespace tnbc::shim::replay::decide

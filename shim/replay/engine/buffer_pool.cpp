@@ -10,7 +10,7 @@
 #include "util/clock.hpp"
 #include "util/raw.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 namespace {
 bool smaller(const BufferPool::Buffer& a, const BufferPool::Buffer& b) { return a.bytes < b.bytes; }
@@ -94,4 +94,4 @@ std::size_t BufferPool::kept() const {
   return kept_.size();
 }
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

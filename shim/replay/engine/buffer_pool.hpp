@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 class BufferPool {
  public:
@@ -91,4 +91,4 @@ class PoolBuffer {
   BufferPool::Buffer b_;
 };
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 /// What calls cost the program, kept per call site of a key for the statistics (decide.hpp).
 /// Written by any thread (the caller, the progress thread, a fault handler: plain atomics,
@@ -31,4 +31,4 @@ struct Costs {
   }
 };
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

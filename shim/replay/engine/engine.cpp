@@ -19,7 +19,7 @@
 #include "shadow.hpp"
 #include "waker.hpp"
 
-namespace tnbc::shim {
+namespace tnbc::shim::replay::engine {
 
 using engine::Op;
 using schedule::Kind;
@@ -203,4 +203,4 @@ Engine::Result Engine::bcast(void* buffer, std::size_t bytes, int root, MPI_Comm
   return run(std::move(n.op), nullptr, allow_early);
 }
 
-}  // namespace tnbc::shim
+}  // namespace tnbc::shim::replay::engine

@@ -44,12 +44,10 @@
 
 #include "costs.hpp"
 
-namespace tnbc::shim {
+namespace tnbc::shim::replay::engine {
 
-namespace engine {
 struct Op;
 class Progress;
-}  // namespace engine
 
 struct EngineOptions {
   /// The progress thread's nap after a round that moved nothing starts at progress_sleep_us
@@ -145,4 +143,4 @@ class Engine {
   std::unique_ptr<engine::Progress> progress_;
 };
 
-}  // namespace tnbc::shim
+}  // namespace tnbc::shim::replay::engine

@@ -6,7 +6,7 @@
 #include "schedule_pieces.hpp"
 #include "util/clock.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 std::atomic<std::uint64_t> g_turn_calls{0};    // collectives that took turns on their node
 std::atomic<std::uint64_t> g_gated_sends{0};   // inter-node sends held for the node's turn
@@ -59,4 +59,4 @@ void gate(NodeTurn& t, const std::vector<Step>& steps, Shadow& sh, std::uint32_t
   }
 }
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

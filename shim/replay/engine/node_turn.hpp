@@ -14,7 +14,7 @@
 #include "schedule.hpp"
 #include "shadow.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 using schedule::Kind;
 using schedule::Step;
@@ -82,4 +82,4 @@ struct SendWindow {
   bool windowed(const Step& s, const NodeTurn& t) const { return window > 0 && t.remote(s); }
 };
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

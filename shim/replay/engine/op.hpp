@@ -17,7 +17,7 @@
 #include "schedule.hpp"
 #include "send_copy.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 using schedule::Kind;
 using schedule::Step;
@@ -52,4 +52,4 @@ struct Op {
   Op& operator=(const Op&) = delete;
 };
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

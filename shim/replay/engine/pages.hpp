@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 inline std::uintptr_t page_floor(std::uintptr_t a, std::size_t ps) { return a & ~(ps - 1); }
 inline std::uintptr_t page_ceil(std::uintptr_t a, std::size_t ps) { return (a + ps - 1) & ~(ps - 1); }
@@ -15,4 +15,4 @@ inline std::uintptr_t page_ceil(std::uintptr_t a, std::size_t ps) { return (a + 
 /// The machine's page size.
 inline std::size_t system_page_size() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

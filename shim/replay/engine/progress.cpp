@@ -13,7 +13,7 @@
 #include "shim/fence.hpp"
 #include "waker.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 void Progress::start(const EngineOptions& options, std::size_t page_size) {
   sleep_us_ = options.progress_sleep_us;
@@ -265,4 +265,4 @@ void Progress::step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready)
     op.edges.edge_pending.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

@@ -19,7 +19,7 @@
 #include "engine.hpp"
 #include "op.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 class Progress {
  public:
@@ -67,4 +67,4 @@ class Progress {
   std::thread thread_;
 };
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

@@ -19,7 +19,7 @@
 #include "replay_guard.hpp"
 #include "util/raw.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 namespace {
 
@@ -255,4 +255,4 @@ void retire(Op& op, std::size_t ps) {
   op.done.store(true, std::memory_order_release);
 }
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

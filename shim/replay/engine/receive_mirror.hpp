@@ -33,7 +33,7 @@
 #include "buffer_pool.hpp"
 #include "schedule.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 using schedule::Kind;
 using schedule::Step;
@@ -113,4 +113,4 @@ void publish(Op& op, std::vector<std::size_t>& pages, std::size_t ps);
 /// Releases the op's guard slot and what publishing left of a used-up mirror; marks it done.
 void retire(Op& op, std::size_t ps);
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

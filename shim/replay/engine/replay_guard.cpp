@@ -11,7 +11,7 @@
 #include <sched.h>
 #include <unistd.h>
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 namespace {
 
 std::atomic<bool> g_active{false};
@@ -33,7 +33,7 @@ ReplayGuard& ReplayGuard::instance() {
 std::optional<std::string> ReplayGuard::install() {
   if (installed_) return std::nullopt;
   page_size_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  if (auto err = trace::segv::add(claim)) return err;
+  if (auto err = observe::segv::add(claim)) return err;
   g_active.store(true, std::memory_order_release);
   installed_ = true;
   return std::nullopt;
@@ -42,7 +42,7 @@ std::optional<std::string> ReplayGuard::install() {
 void ReplayGuard::uninstall() {
   if (!installed_) return;
   g_active.store(false, std::memory_order_release);
-  trace::segv::remove(claim);
+  observe::segv::remove(claim);
   installed_ = false;
 }
 
@@ -160,4 +160,4 @@ bool ReplayGuard::wait_page(std::uintptr_t addr, bool fault) {
   return repeats <= 3;
 }
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

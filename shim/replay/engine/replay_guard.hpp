@@ -34,7 +34,7 @@
 #include <optional>
 #include <string>
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 class ReplayGuard {
  public:
@@ -100,4 +100,4 @@ class ReplayGuard {
   bool installed_ = false;
 };
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-namespace tnbc::shim::schedule {
+namespace tnbc::shim::replay::engine::schedule {
 
 enum class Kind {
   send,  ///< send `bytes` at `offset` of the send side to `peer`
@@ -86,4 +86,4 @@ struct TreeNode {
 };
 TreeNode bcast_tree(int rank, int size, int root, int chains);
 
-}  // namespace tnbc::shim::schedule
+}  // namespace tnbc::shim::replay::engine::schedule

@@ -6,7 +6,7 @@
 
 #include "schedule_pieces.hpp"
 
-namespace tnbc::shim::schedule {
+namespace tnbc::shim::replay::engine::schedule {
 
 /*
  * Algorithm: prioritised alltoall(v)
@@ -81,4 +81,4 @@ Schedule alltoallv(int rank, int size, std::span<const std::size_t> send_bytes,
   return s;
 }
 
-}  // namespace tnbc::shim::schedule
+}  // namespace tnbc::shim::replay::engine::schedule

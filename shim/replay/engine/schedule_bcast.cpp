@@ -6,7 +6,7 @@
 
 #include "schedule_pieces.hpp"
 
-namespace tnbc::shim::schedule {
+namespace tnbc::shim::replay::engine::schedule {
 
 /*
  * Algorithm: pipelined, prioritised broadcast
@@ -58,4 +58,4 @@ Schedule bcast(int rank, int size, int root, std::size_t total, int segments, in
   return s;
 }
 
-}  // namespace tnbc::shim::schedule
+}  // namespace tnbc::shim::replay::engine::schedule

@@ -6,7 +6,7 @@
 
 #include "schedule_pieces.hpp"
 
-namespace tnbc::shim::schedule {
+namespace tnbc::shim::replay::engine::schedule {
 
 /*
  * Algorithm: broadcast tree (k chains, or binomial)
@@ -46,4 +46,4 @@ TreeNode bcast_tree(int rank, int size, int root, int chains) {
   return t;
 }
 
-}  // namespace tnbc::shim::schedule
+}  // namespace tnbc::shim::replay::engine::schedule

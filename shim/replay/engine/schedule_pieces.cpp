@@ -4,7 +4,7 @@
 
 #include "schedule.hpp"
 
-namespace tnbc::shim::schedule {
+namespace tnbc::shim::replay::engine::schedule {
 
 std::vector<int> complete_order(std::span<const int> order, const std::vector<int>& fallback) {
   const int n = static_cast<int>(fallback.size());
@@ -46,4 +46,4 @@ std::vector<int> turn_order(std::vector<int> members, std::span<const int> order
   return members;
 }
 
-}  // namespace tnbc::shim::schedule
+}  // namespace tnbc::shim::replay::engine::schedule

@@ -8,7 +8,7 @@
 
 #include "schedule.hpp"
 
-namespace tnbc::shim::schedule {
+namespace tnbc::shim::replay::engine::schedule {
 
 /// The priority order as a permutation of 0..n-1: the listed entries first (duplicates and
 /// out-of-range entries ignored), then the missing ones in `fallback` order.
@@ -46,4 +46,4 @@ inline constexpr std::size_t kMaxSubMessageBytes = static_cast<std::size_t>(kMax
 /// travels whole.  At most kMaxSubMessageBytes.
 std::vector<Piece> pieces(std::size_t n, std::size_t chunk);
 
-}  // namespace tnbc::shim::schedule
+}  // namespace tnbc::shim::replay::engine::schedule

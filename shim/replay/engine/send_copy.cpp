@@ -8,7 +8,7 @@
 
 #include "op.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 namespace {
 std::pair<std::size_t, std::size_t> send_span(const Op& op) {
@@ -81,4 +81,4 @@ bool send_meets_receive(const Op& op, const void* sendbuf, std::uintptr_t ps) {
   return shi > slo && rhi > rlo && slo < page_floor(rhi, ps) && shi > page_ceil(rlo, ps);
 }
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

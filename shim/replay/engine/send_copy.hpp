@@ -9,7 +9,7 @@
 
 #include "buffer_pool.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 struct Op;
 
@@ -48,4 +48,4 @@ void fill_send_side(Op& op, const void* sendbuf);
 /// both sides at disjoint displacements).
 bool send_meets_receive(const Op& op, const void* sendbuf, std::uintptr_t ps);
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

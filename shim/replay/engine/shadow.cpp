@@ -13,7 +13,7 @@
 #include "shim/shm_segment.hpp"
 #include "util/clock.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 namespace {
 
 int g_keyval = MPI_KEYVAL_INVALID;
@@ -129,4 +129,4 @@ bool prepare_node(Shadow& sh) {
   return true;
 }
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

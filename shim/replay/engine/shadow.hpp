@@ -36,7 +36,7 @@
 #include <string>
 #include <vector>
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 /// Per user communicator: the shadow communicator our messages travel on (so they never match
 /// the application's) and the sequence number of the next collective, which goes into the tags
@@ -83,4 +83,4 @@ int tag_of(std::uint32_t seq);
 /// per-node priority on this node's ranks).
 bool prepare_node(Shadow& sh);
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

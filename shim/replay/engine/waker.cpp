@@ -8,7 +8,7 @@
 #include <ctime>
 #include "util/raw.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 Waker g_waker;
 
@@ -25,4 +25,4 @@ void Waker::nap(unsigned us, std::uint32_t seen) {
   util::raw::syscall(SYS_futex, &word_, FUTEX_WAIT_PRIVATE, seen, &ts, nullptr, 0);
 }
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

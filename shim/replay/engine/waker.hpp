@@ -9,7 +9,7 @@
 
 #include "util/clock.hpp"
 
-namespace tnbc::shim::engine {
+namespace tnbc::shim::replay::engine {
 
 /// The progress thread naps between rounds that moved nothing, longer and longer while nothing
 /// happens (a thread that wakes every few microseconds takes a real share of a core the
@@ -51,4 +51,4 @@ std::uint64_t timed_wait(std::condition_variable& cv, std::unique_lock<std::mute
   return util::now_ns() - t0;
 }
 
-}  // namespace tnbc::shim::engine
+}  // namespace tnbc::shim::replay::engine

@@ -21,7 +21,7 @@
 #include "util/hash.hpp"
 #include "util/json.hpp"
 
-namespace tnbc::shim::learn {
+namespace tnbc::shim::replay::learn {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -31,9 +31,9 @@ constexpr std::size_t kMaxPending = 64;
 bool g_enabled = false;
 bool g_turns = true;  // TNBC_LEARN_PER_NODE
 std::string g_plan_out;
-trace::TscClock g_clock;
+observe::TscClock g_clock;
 std::atomic<int> g_live{0};  // calls with protected pages (the guard's counter)
-std::unique_ptr<trace::PageGuard> g_guard;
+std::unique_ptr<observe::PageGuard> g_guard;
 // While observed calls may guard pages, learning holds one count of g_in_flight, so that every
 // fenced MPI call reaches drain() (fence.hpp).
 std::atomic<bool> g_holding{false};
@@ -47,7 +47,7 @@ void unhold() {
 /// One observed call, until the next learn point turns it into a sample.
 struct Pending {
   SiteLearning* site;
-  const trace::GuardedCall* call;
+  const observe::GuardedCall* call;
   std::uint64_t return_stamp;
   double tcomm_us;
 };
@@ -64,7 +64,7 @@ priority::CallRecord to_record(const Pending& p, double ticks_per_us) {
   rec.touches.reserve(p.call->sub_count());
   for (std::size_t i = 0; i < p.call->sub_count(); ++i) {
     const auto outcome = p.call->outcome(i);
-    if (outcome == trace::Outcome::touched) {
+    if (outcome == observe::Outcome::touched) {
       if (auto t = p.call->touch(i)) {
         const double delay = t->stamp > p.return_stamp && ticks_per_us > 0
                                  ? static_cast<double>(t->stamp - p.return_stamp) / ticks_per_us
@@ -73,7 +73,7 @@ priority::CallRecord to_record(const Pending& p, double ticks_per_us) {
         continue;
       }
     }
-    if (p.call->observable(i) && (outcome == trace::Outcome::untouched || outcome == trace::Outcome::released))
+    if (p.call->observable(i) && (outcome == observe::Outcome::untouched || outcome == observe::Outcome::released))
       rec.touches.push_back(priority::FirstTouch::untouched());
     else
       rec.touches.push_back(priority::FirstTouch::unobserved());
@@ -105,38 +105,6 @@ SiteLearning* find_site(KeyLearning& k, std::uint64_t hash) {
   return nullptr;
 }
 
-std::vector<std::uint32_t> as_u32(const std::vector<std::size_t>& order) { return {order.begin(), order.end()}; }
-
-/// Adopts `order` as the site's current order (a new entry: the old one stays valid).
-void adopt(const KeyLearning& k, SiteLearning& s, const priority::Consensus& c, std::uint64_t call) {
-  priority::PlanEntry& e = s.entries.emplace_back();
-  e.op = k.op;
-  e.comm_size = k.comm_size;
-  e.order = as_u32(c.order);
-  s.current = &e;
-  s.current_ordered = c.ordered;
-  s.learned_at_call = call;
-  s.candidate.clear();
-}
-
-/// The hysteresis of learn.hpp, applied to this learn point's consensus.
-void update(const KeyLearning& k, SiteLearning& s, const priority::Consensus& c, std::uint64_t call) {
-  const std::size_t n = c.order.size();
-  if (s.current == nullptr) return adopt(k, s, c, call);
-  std::vector<std::size_t> current(s.current->order.begin(), s.current->order.end());
-  if (priority::concordance(c.order, n - c.ordered, current, n - s.current_ordered) >= kKeepConcordance) {
-    s.candidate.clear();
-    return;
-  }
-  if (!s.candidate.empty() &&
-      priority::concordance(c.order, n - c.ordered, s.candidate, n - s.candidate_ordered) >= kKeepConcordance) {
-    ++s.changes;
-    return adopt(k, s, c, call);
-  }
-  s.candidate = c.order;
-  s.candidate_ordered = c.ordered;
-}
-
 }  // namespace
 
 bool start(const config::Config& cfg) {
@@ -152,7 +120,7 @@ bool start(const config::Config& cfg) {
   g_clock.begin();
   // Its calls count in the interposers' counter too: a system call, mlock or mremap of a page it
   // guards waits for it (Mode::release_range), as for the engine's pages.
-  g_guard = std::make_unique<trace::PageGuard>(g_clock.stamp_fn(), &g_live, &g_guarded_calls);
+  g_guard = std::make_unique<observe::PageGuard>(g_clock.stamp_fn(), &g_live, &g_guarded_calls);
   if (auto err = g_guard->install()) {
     // This rank observes nothing but still takes part in every learn point.
     log::warn("learning: cannot watch first touches on this rank ({}); it learns from the others", *err);
@@ -250,19 +218,19 @@ SiteLearning* site_of(KeyLearning& k, std::int64_t site, const std::string& key)
 
 bool designate(KeyLearning& k, std::uint64_t call, bool probing) {
   if (!g_enabled || k.comm_size > kMaxRanks) return false;
-  if (!probing && call % kBlockingRunEvery != 0) return false;
+  if (!designated(call, probing)) return false;
   ++k.designated;
   return true;
 }
 
-void observe(KeyLearning& k, SiteLearning& s, void* recvbuf, std::span<const trace::SubRange> subs,
+void observe(KeyLearning& k, SiteLearning& s, void* recvbuf, std::span<const observe::SubRange> subs,
              std::uint64_t tcomm_ns, std::uint64_t message_bytes) {
   if (!g_guard || subs.empty()) return;
   const std::uint64_t t0 = util::now_ns();
   std::lock_guard lock(g_mutex);
   if (g_pending.size() >= kMaxPending) return;
   std::string err;
-  const trace::GuardedCall* call = nullptr;
+  const observe::GuardedCall* call = nullptr;
   try {
     call = g_guard->protect(g_next_index++, recvbuf, subs, &err, kSampledPages);
   } catch (...) {
@@ -275,7 +243,7 @@ void observe(KeyLearning& k, SiteLearning& s, void* recvbuf, std::span<const tra
   s.messages = subs.size();
   s.message_bytes = message_bytes;
   s.total_bytes = 0;
-  for (const trace::SubRange& r : subs) s.total_bytes += r.length;
+  for (const observe::SubRange& r : subs) s.total_bytes += r.length;
   g_pending.push_back({&s, call, g_clock.stamp(), static_cast<double>(tcomm_ns) / 1000.0});
   hold();
   ++k.observed;
@@ -303,7 +271,7 @@ std::vector<std::uint32_t> learned_segments(const KeyLearning& k, const SiteLear
 void release(const void* p, std::size_t n, bool touch) {
   if (g_live.load(std::memory_order_acquire) == 0 || p == nullptr || n == 0) return;
   if (auto* g = g_guard.get())
-    g->release(p, n, touch ? trace::PageGuard::Release::touch : trace::PageGuard::Release::forget);
+    g->release(p, n, touch ? observe::PageGuard::Release::touch : observe::PageGuard::Release::forget);
 }
 
 void drain() {
@@ -444,4 +412,4 @@ std::string json(const KeyLearning& k) {
       static_cast<double>(k.learn_ns) / 1e3, static_cast<double>(k.gather_ns) / 1e3, sites);
 }
 
-}  // namespace tnbc::shim::learn
+}  // namespace tnbc::shim::replay::learn

@@ -7,7 +7,7 @@
 
 #include "shim/observe/callsite.hpp"
 
-using namespace tnbc::trace;
+using namespace tnbc::shim::observe;
 
 TEST_CASE("CallSiteTable: one chain is one site, another chain another", "[callsite]") {
   CallSiteTable table;

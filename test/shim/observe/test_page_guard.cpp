@@ -13,7 +13,7 @@
 
 #include "shim/observe/page_guard.hpp"
 
-using namespace tnbc::trace;
+using namespace tnbc::shim::observe;
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include "previous_handler.hpp"
 #include "shim/observe/segv.hpp"
 
-namespace segv = tnbc::trace::segv;
+namespace segv = tnbc::shim::observe::segv;
 
 namespace {
 

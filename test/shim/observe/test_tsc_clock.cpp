@@ -3,7 +3,7 @@
 
 #include "shim/observe/tsc_clock.hpp"
 
-using namespace tnbc::trace;
+using namespace tnbc::shim::observe;
 
 namespace {
 

@@ -7,14 +7,14 @@
 
 #include "shim/replay/decide/policy.hpp"
 
-namespace tnbc::shim::adapt::test {
+namespace tnbc::shim::replay::decide::test {
 
-using tnbc::shim::adapt::Intervals;
-using tnbc::shim::adapt::KeyState;
-using tnbc::shim::adapt::Path;
-using tnbc::shim::adapt::Policy;
-using tnbc::shim::adapt::Turns;
-using tnbc::shim::adapt::Vote;
+using tnbc::shim::replay::decide::Intervals;
+using tnbc::shim::replay::decide::KeyState;
+using tnbc::shim::replay::decide::Path;
+using tnbc::shim::replay::decide::Policy;
+using tnbc::shim::replay::decide::Turns;
+using tnbc::shim::replay::decide::Vote;
 
 /// One rank running calls of one key whose early calls cost `early_ns` and blocking calls
 /// `blocking_ns`; every decision sums the votes of `ranks` identical ranks.
@@ -87,4 +87,4 @@ inline Policy small() {
   return narrow(p);
 }
 
-}  // namespace tnbc::shim::adapt::test
+}  // namespace tnbc::shim::replay::decide::test

@@ -7,7 +7,7 @@
 
 #include "policy_driver.hpp"
 
-using namespace tnbc::shim::adapt::test;
+using namespace tnbc::shim::replay::decide::test;
 
 TEST_CASE("a key probes blocking, then early, then decides at the same call on every rank") {
   Sim s(small(), 100, 200);

@@ -7,7 +7,7 @@
 
 #include "policy_driver.hpp"
 
-using namespace tnbc::shim::adapt::test;
+using namespace tnbc::shim::replay::decide::test;
 
 namespace {
 

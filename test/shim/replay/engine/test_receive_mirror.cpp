@@ -21,11 +21,11 @@
 #include "shim/replay/engine/receive_mirror.hpp"
 #include "shim/io_interpose.hpp"
 
-using tnbc::shim::engine::BufferPool;
-using tnbc::shim::engine::Op;
-using tnbc::shim::schedule::Kind;
-using tnbc::shim::schedule::Step;
-namespace engine = tnbc::shim::engine;
+using tnbc::shim::replay::engine::BufferPool;
+using tnbc::shim::replay::engine::Op;
+using tnbc::shim::replay::engine::schedule::Kind;
+using tnbc::shim::replay::engine::schedule::Step;
+namespace engine = tnbc::shim::replay::engine;
 
 namespace {
 

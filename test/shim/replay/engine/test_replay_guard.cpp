@@ -20,7 +20,7 @@
 #include "test/shim/observe/previous_handler.hpp"
 #include "shim/replay/engine/replay_guard.hpp"
 
-using tnbc::shim::engine::ReplayGuard;
+using tnbc::shim::replay::engine::ReplayGuard;
 
 namespace {
 

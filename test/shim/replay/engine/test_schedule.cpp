@@ -10,7 +10,7 @@
 #include "shim/replay/engine/schedule.hpp"
 #include "shim/replay/engine/schedule_pieces.hpp"
 
-using namespace tnbc::shim::schedule;
+using namespace tnbc::shim::replay::engine::schedule;
 
 TEST_CASE("alltoallv: every rank's sends match the peers' receives, byte for byte",
           "[schedule]") {

@@ -12,10 +12,10 @@
 #include "shim/replay/engine/op.hpp"
 #include "shim/replay/engine/send_copy.hpp"
 
-using tnbc::shim::engine::Op;
-using tnbc::shim::schedule::Kind;
-using tnbc::shim::schedule::Step;
-namespace engine = tnbc::shim::engine;
+using tnbc::shim::replay::engine::Op;
+using tnbc::shim::replay::engine::schedule::Kind;
+using tnbc::shim::replay::engine::schedule::Step;
+namespace engine = tnbc::shim::replay::engine;
 
 TEST_CASE("send copy: overlapping send ranges and a local copy, every step marked", "[send_copy]") {
   std::vector<char> src(400), dst(100, 'u');
