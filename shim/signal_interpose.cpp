@@ -1,7 +1,8 @@
 // The interposed signal functions (shim/libc_functions.tsv, rows "custom"): a SIGSEGV handler the
 // program installs while tnbc's is installed becomes the handler tnbc passes foreign faults to,
 // not the kernel's (shim/observe/segv.hpp, program_sigaction).  Every other signal, and SIGSEGV while
-// tnbc has no handler installed, goes straight to the C library.
+// tnbc has no handler installed, goes straight to the C library.  While it is installed, a
+// thread's signal mask leaves SIGSEGV out (segv::without_segv).
 #include <signal.h>
 
 #include <atomic>
@@ -81,4 +82,16 @@ TNBC_EXPORT sighandler_t sigset(int sig, sighandler_t handler) {
   static std::atomic<SignalFn> real{nullptr};
   if (handler == SIG_HOLD) return next(real, "sigset")(sig, handler);
   return signal_like(real, "sigset", sig, handler, 0);
+}
+
+// A thread that blocks SIGSEGV would be killed by its first touch of a guarded page.
+TNBC_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) {
+  static std::atomic<int (*)(int, const sigset_t*, sigset_t*)> real{nullptr};
+  sigset_t scratch;
+  return next(real, "pthread_sigmask")(how, segv::without_segv(how, set, &scratch), old);
+}
+TNBC_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) {
+  static std::atomic<int (*)(int, const sigset_t*, sigset_t*)> real{nullptr};
+  sigset_t scratch;
+  return next(real, "sigprocmask")(how, segv::without_segv(how, set, &scratch), old);
 }

@@ -141,6 +141,15 @@ void remove(Claim claim) {
   }
 }
 
+bool installed() { return g_installed.load(std::memory_order_acquire); }
+
+const sigset_t* without_segv(int how, const sigset_t* set, sigset_t* scratch) {
+  if (set == nullptr || how == SIG_UNBLOCK || !installed() || sigismember(set, SIGSEGV) != 1) return set;
+  *scratch = *set;
+  sigdelset(scratch, SIGSEGV);
+  return scratch;
+}
+
 bool program_sigaction(const struct sigaction* act, struct sigaction* old) {
   if (!g_installed.load(std::memory_order_acquire)) return false;
   std::lock_guard lock(g_mutex);

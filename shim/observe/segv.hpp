@@ -54,6 +54,16 @@ void ensure_alt_stack();
 /// & co. (shim/signal_interpose.cpp) call it.
 bool program_sigaction(const struct sigaction* act, struct sigaction* old);
 
+/// Whether our handler is installed (one atomic load; async-signal-safe).
+bool installed();
+
+/// `set` as a thread may block it while our handler is installed: without SIGSEGV.  A fault on
+/// a guarded page with SIGSEGV blocked kills the process (a synchronous fault cannot be held),
+/// so the interposed pthread_sigmask and sigprocmask leave it out (threads made with every
+/// signal blocked, a common idiom, then still wait for guarded pages).  Returns `set`, or
+/// `scratch` holding the copy without SIGSEGV.
+const sigset_t* without_segv(int how, const sigset_t* set, sigset_t* scratch);
+
 inline constexpr int kMaxClaims = 4;
 
 }  // namespace tnbc::shim::observe::segv

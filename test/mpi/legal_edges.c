@@ -11,10 +11,15 @@
  *                              its MPI to match the receive it posted before
  *   legal_edges barrier_rma    a rank waits in MPI_Barrier while a peer locks, puts into and
  *                              unlocks its window (passive target)
+ *   legal_edges blocked_signals
+ *                              the received data read with every signal blocked: by a thread
+ *                              made so, and by this thread inside sigprocmask
  *   legal_edges syscalls_after DIR
  *                              mlock, fwrite and mremap of a receive buffer right after the call */
 #define _GNU_SOURCE
 #include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -123,6 +128,47 @@ static void syscalls_after(const char* tmpdir) {
   free(send);
 }
 
+struct reader {
+  const unsigned char* p;
+  size_t n;
+  unsigned long sum;
+};
+
+static void* read_all(void* arg) {
+  struct reader* r = arg;
+  for (size_t i = 0; i < r->n; ++i) r->sum += r->p[i] * (i % 251 + 1);
+  return NULL;
+}
+
+/* Right after each MPI_Alltoall the data is read with every signal blocked: by a thread made
+ * while every signal was blocked (pthread_sigmask around pthread_create, a common idiom), then
+ * by this thread inside sigprocmask(SIG_BLOCK, all). */
+static void blocked_signals(void) {
+  const size_t block = 1 << 16, n = block * (size_t)size;
+  unsigned char* send = malloc(n);
+  unsigned char* recv = malloc(n);
+  for (size_t i = 0; i < n; ++i) send[i] = (unsigned char)(rank * 29 + i * 3);
+  sigset_t all, before;
+  sigfillset(&all);
+  for (int round = 0; round < 6; ++round) {
+    MPI_Alltoall(send, (int)block, MPI_BYTE, recv, (int)block, MPI_BYTE, MPI_COMM_WORLD);
+    struct reader r = {recv, n, 0};
+    pthread_t t;
+    pthread_sigmask(SIG_BLOCK, &all, &before);
+    pthread_create(&t, NULL, read_all, &r);
+    pthread_sigmask(SIG_SETMASK, &before, NULL);
+    pthread_join(t, NULL);
+    MPI_Alltoall(send, (int)block, MPI_BYTE, recv, (int)block, MPI_BYTE, MPI_COMM_WORLD);
+    struct reader own = {recv, n, 0};
+    sigprocmask(SIG_BLOCK, &all, &before);
+    read_all(&own);
+    sigprocmask(SIG_SETMASK, &before, NULL);
+    printf("%d round %d thread sum %lu own sum %lu\n", rank, round, r.sum, own.sum);
+  }
+  free(send);
+  free(recv);
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "bad_args";
   if (strcmp(what, "init_single") == 0 || strcmp(what, "init_funneled") == 0) {
@@ -143,6 +189,7 @@ int main(int argc, char** argv) {
   if (strcmp(what, "bad_args") == 0) bad_args();
   if (strcmp(what, "barrier_ssend") == 0) barrier_ssend();
   if (strcmp(what, "barrier_rma") == 0) barrier_rma();
+  if (strcmp(what, "blocked_signals") == 0) blocked_signals();
   if (strcmp(what, "syscalls_after") == 0) syscalls_after(argc > 2 ? argv[2] : "/tmp");
   MPI_Finalize();
   return 0;

@@ -79,6 +79,25 @@ TEST_CASE("segv: a fault no claim takes reaches the handler installed before", "
   CHECK(previous_installed());
 }
 
+TEST_CASE("segv: while the handler is installed a blocked mask leaves SIGSEGV out", "[segv]") {
+  sigset_t all, scratch;
+  sigfillset(&all);
+  REQUIRE_FALSE(segv::installed());
+  CHECK(segv::without_segv(SIG_BLOCK, &all, &scratch) == &all);  // no handler: the program's mask
+  REQUIRE_FALSE(segv::add(claim_a).has_value());
+  CHECK(segv::installed());
+  for (int how : {SIG_BLOCK, SIG_SETMASK}) {
+    const sigset_t* got = segv::without_segv(how, &all, &scratch);
+    REQUIRE(got == &scratch);
+    CHECK(sigismember(got, SIGSEGV) == 0);
+    CHECK(sigismember(got, SIGUSR1) == 1);
+  }
+  CHECK(segv::without_segv(SIG_UNBLOCK, &all, &scratch) == &all);
+  CHECK(segv::without_segv(SIG_BLOCK, nullptr, &scratch) == nullptr);
+  segv::remove(claim_a);
+  CHECK_FALSE(segv::installed());
+}
+
 TEST_CASE("segv: the table holds kMaxClaims claims and says so when full", "[segv]") {
   Previous prev;
   static_assert(segv::kMaxClaims == 4);

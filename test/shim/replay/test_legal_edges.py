@@ -2,7 +2,8 @@
 """Legal MPI programs at the edges (test/mpi/legal_edges.c) behave under libtnbc.so and
 libtnbc_trace.so exactly as under plain MPI: the error codes of arguments MPI refuses (with
 MPI_ERRORS_RETURN), the thread level the program asked for, and MPI progress while a rank waits
-in MPI_Barrier (a peer's synchronous send, a passive-target put).  Each run has a short limit: a
+in MPI_Barrier (a peer's synchronous send, a passive-target put), received data read with every
+signal blocked.  Each run has a short limit: a
 barrier that does not let MPI progress hangs."""
 
 import os
@@ -18,7 +19,7 @@ CONFIGS = {
     "libtnbc.so forced": ("tnbc", {"TNBC_ADAPT": "off", "TNBC_MIN_BYTES": "4"}),
     "libtnbc_trace.so": ("tnbc_trace", {"TNBC_TRACE_DIR": "/tmp/tnbc_legal_edges_trace"}),
 }
-SCENARIOS = ["bad_args", "init_single", "init_funneled", "barrier_ssend", "barrier_rma"]
+SCENARIOS = ["bad_args", "init_single", "init_funneled", "barrier_ssend", "barrier_rma", "blocked_signals"]
 
 
 def lines(res):
