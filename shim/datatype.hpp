@@ -47,4 +47,13 @@ inline std::size_t reach(const TypeInfo& ti) {
   return static_cast<std::size_t>(ti.extent + std::max<MPI_Aint>(ti.lb, 0));
 }
 
+/// An upper bound of the elements an Alltoallv buffer spans: the largest displacement + count of
+/// its `n` blocks (negative values count as 0; MPI refuses them).
+inline std::size_t blocks_span(const int counts[], const int displs[], int n) {
+  std::size_t span = 0;
+  for (int i = 0; i < n; ++i)
+    span = std::max(span, static_cast<std::size_t>(std::max(displs[i], 0)) + static_cast<std::size_t>(std::max(counts[i], 0)));
+  return span;
+}
+
 }  // namespace tnbc::shim::datatype

@@ -272,14 +272,8 @@ class TraceMode final : public Mode {
           span = std::max(span, off + len);
         }
         if (bad) untrace(plan, "layout");
-        if (sendbuf != MPI_IN_PLACE) {
-          std::size_t send_span = 0, ext = type_extent(sendtype);
-          for (int i = 0; i < p; ++i)
-            send_span = std::max(send_span, static_cast<std::size_t>(std::max(sdispls[i], 0) +
-                                                                     std::max(sendcounts[i], 0)) *
-                                                ext);
-          release(sendbuf, send_span, true);
-        }
+        if (sendbuf != MPI_IN_PLACE)
+          release(sendbuf, datatype::blocks_span(sendcounts, sdispls, p) * type_extent(sendtype), true);
         release(recvbuf, span, false);
       }
       return traced(plan, once, runtime().stats().alltoallv);

@@ -295,16 +295,9 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   int size = 0, tsize = 0;
   PMPI_Comm_size(comm, &size);
   if (learn::guarded()) {
-    // Upper bounds of what each buffer spans, in elements.
-    std::size_t send_span = 0, recv_span = 0;
-    for (int i = 0; i < size; ++i) {
-      send_span = std::max<std::size_t>(send_span, static_cast<std::size_t>(std::max(sdispls[i], 0)) +
-                                                       static_cast<std::size_t>(std::max(sendcounts[i], 0)));
-      recv_span = std::max<std::size_t>(recv_span, static_cast<std::size_t>(std::max(rdispls[i], 0)) +
-                                                       static_cast<std::size_t>(std::max(recvcounts[i], 0)));
-    }
-    release_guarded(sendbuf, send_span, sendtype, true);
-    release_guarded(recvbuf, recv_span, recvtype, false);
+    if (sendbuf != MPI_IN_PLACE)
+      release_guarded(sendbuf, datatype::blocks_span(sendcounts, sdispls, size), sendtype, true);
+    release_guarded(recvbuf, datatype::blocks_span(recvcounts, rdispls, size), recvtype, false);
   }
   if (const char* why = shared_exclusion(sendbuf, comm)) return plain(st, why, blocking);
   // Sizes differ between ranks: every rank runs the engine's exchange, and only the local size
