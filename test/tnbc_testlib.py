@@ -9,6 +9,7 @@ failure.  Paths come from the environment meson sets (see test/meson.build):
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -105,6 +106,13 @@ def mpirun(program, nprocs, preload=None, env=None, args=(), timeout=60, cwd=Non
     if check and res.returncode != 0:
         raise Failure(f"exit {res.returncode}: {' '.join(cmd)}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}")
     return res
+
+
+def messages(stderr):
+    """The library's messages in `stderr` (lines "tnbc[R]: ..."), less the report lines it prints
+    at TNBC_LOG=info by design: each key's path ("decided: ...") and the closing "summary: ..."."""
+    return [l for l in stderr.splitlines()
+            if l.startswith("tnbc[") and not re.match(r"tnbc\[\d+\]: (decided|summary): ", l)]
 
 
 def read_json(path):

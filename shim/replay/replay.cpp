@@ -215,6 +215,14 @@ void stop(Runtime& rt) {
   rt.stats().progress_system_ns = engine::Engine::instance().progress_system_ns();
   rt.stats().fence_wait_ns = engine::Engine::instance().fence_wait_ns();
   rt.stats().adapt_json = decide::keys_json(site_key);
+  // What the run did, in one line (TNBC_STATS and tnbc-stats say where and why).
+  const Stats& st = rt.stats();
+  const std::uint64_t calls = st.alltoall.calls() + st.alltoallv.calls() + st.bcast.calls();
+  const std::uint64_t early = st.alltoall.early_returns() + st.alltoallv.early_returns() + st.bcast.early_returns();
+  if (calls > 0)
+    log::info_rank0("summary: {} of rank 0's {} Alltoall, Alltoallv and Bcast calls returned early{}", early, calls,
+                    rt.config().stats_prefix.empty() ? "; TNBC_STATS=PREFIX and tnbc-stats PREFIX say where and why"
+                                                     : "");
 }
 
 namespace {

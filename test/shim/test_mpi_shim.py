@@ -6,7 +6,7 @@ import glob
 import os
 import tempfile
 
-from tnbc_testlib import BUILD, MPI, OTHER_MPI, Suite, expect, mpirun, read_json
+from tnbc_testlib import BUILD, MPI, OTHER_MPI, Suite, expect, messages, mpirun, read_json
 
 MIXED = os.path.join(BUILD, "test", "mpi", "mixed")
 MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
@@ -123,7 +123,7 @@ def main():
     def bad_settings():
         res = mpirun(MIXED, 4, preload="tnbc", env={"TNBC_LOG": "loud", "TNBC_FROBNICATE": "1"},
                      args=[os.path.join(tmp, "b.io")])
-        msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[")]
+        msgs = messages(res.stderr)
         expect(msgs == sorted(msgs) and len(msgs) == 2, f"expected two messages from rank 0 only: {msgs}")
         expect(any("TNBC_LOG=loud: expected one of quiet, info, debug; using the default (info)" in m for m in msgs), msgs)
         expect(any("unknown setting TNBC_FROBNICATE" in m for m in msgs), msgs)

@@ -18,6 +18,18 @@
 namespace tnbc::shim::replay::decide {
 namespace {
 
+/// A byte count as a person reads it: "1 MiB", "64 KiB", "100 B".
+std::string size_text(std::uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
+  if (bytes >= (1u << 10) && bytes % (1u << 10) == 0) return fmt::format("{} KiB", bytes >> 10);
+  return fmt::format("{} B", bytes);
+}
+
+/// The calls of a key as a person names them: "alltoall of 1 MiB", "alltoallv" (no size).
+std::string what(const Key& k, std::uint64_t bytes) {
+  return k.op == "alltoallv" ? std::string(k.op) : fmt::format("{} of {}", k.op, size_text(bytes));
+}
+
 bool g_plan_loaded = false;  // the first call of a key asks every rank's plan
 
 /// Every key ever made.  Never shrinks: operations in flight and guard slots point at the
@@ -135,7 +147,7 @@ Costs& site_costs(Key& key, std::int64_t site) {
 bool measured(MPI_Comm comm) { return g_adapt && !one_node_rule(comm_state(comm).one_node); }
 
 Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
-                std::int64_t site) {
+                  std::int64_t site) {
   CommState& cs = comm_state(comm);
   const std::uint32_t cls = static_cast<std::uint32_t>(priority::size_class(bytes));
   const std::uint32_t id = static_cast<std::uint32_t>(op) << 8 | cls;
@@ -151,6 +163,15 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     key->one_node = cs.one_node;
     key->peer_on_node = cs.peer_on_node;
     learn::add_key(key->learning, op, key->comm_size);
+    if (g_adapt && one_node_rule(key->one_node)) {
+      key->path_told = true;
+      log::info_rank0("decided: {} on communicator {} ({} ranks, one node): blocking, since shared memory moves the "
+                      "data faster than returning early pays back{}",
+                      what(*key, bytes), key->comm_id, key->comm_size,
+                      entry != nullptr && entry->ret == priority::Return::early
+                          ? "; the plan's 'return early' is not taken on one node"
+                          : "");
+    }
   }
   // Alltoallv's ranks find their entries by their own receive sizes, so they may differ: the
   // agreement is what makes its per-node turns safe (every rank of a node takes them or none).
@@ -189,6 +210,19 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     PMPI_Allreduce(mine, sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
     const auto summed = Vote::from_array(sum);
     const Path p = key->state.decide(summed, key->intervals);
+    if (!room_point && (!key->path_told || p != key->told_path)) {
+      key->path_told = true;
+      key->told_path = p;
+      const double n = std::max(summed.ranks_measured, 1.0);
+      log::info_rank0("decided: {} on communicator {} ({} ranks): {} from call {}: {}", what(*key, bytes), key->comm_id,
+                      key->comm_size, p == Path::early ? "returns early" : "blocking", key->state.calls(),
+                      key->state.forced() ? std::string("the plan says so")
+                      : summed.ranks_measured > 0
+                          ? fmt::format("measured {:.1f} ms per call returning early, {:.1f} ms blocking "
+                                        "(means of {:.0f} ranks)",
+                                        summed.early_ns / n / 1e6, summed.blocking_ns / n / 1e6, summed.ranks_measured)
+                          : std::string("nothing measured yet"));
+    }
     key->learning.turns_chosen = key->state.turns_decided() && key->state.turns_chosen();
     if (room_point)
       log::debug("{} of {} bytes on communicator {}: {:.0f} of the {:.0f} ranks that observed its warm-up found "

@@ -52,6 +52,8 @@ struct Key {
   // the same shape, else none (the defaults).  Agreed once, at that first call.
   bool shape_agreed = false;
   bool shape_unused_told = false;  // a later call's per-node entry the agreed shape lacks: said once
+  bool path_told = false;  // the path was said at TNBC_LOG=info (one line per key and change)
+  Path told_path = Path::blocking;
   const priority::PlanEntry* shape = nullptr;
 };
 

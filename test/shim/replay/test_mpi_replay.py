@@ -8,15 +8,17 @@ really have returned early (statistics), or the comparison proves nothing."""
 
 import json
 import os
+import re
 import subprocess
 import tempfile
 
-from tnbc_testlib import BUILD, MPI, Suite, cluster_run, expect, mpirun, read_json
+from tnbc_testlib import BUILD, MPI, Suite, cluster_run, expect, messages, mpirun, read_json
 
 PROG = os.path.join(BUILD, "test", "mpi", "replay_diff")
 ORDERS = os.path.join(BUILD, "test", "mpi", "trace_order")
 DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
 OVERLAP = os.path.join(BUILD, "bench", "overlap")
+CURC = os.path.join(BUILD, "bench", "curc")
 MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
 SWITCH = os.path.join(BUILD, "test", "mpi", "adapt_switch")
 LARGE = os.path.join(BUILD, "test", "mpi", "large_block")
@@ -222,7 +224,7 @@ def main():
         res = mpirun(ORDERS, 4, preload="tnbc", env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}),
                      args=[os.path.join(tmp, "r")])
         expect(lines(res.stdout) == ref, "output differs from plain MPICH with a plan")
-        expect("tnbc[" not in res.stderr.replace("tnbc[0]: plan", ""), f"unexpected messages: {res.stderr}")
+        expect(all(l.startswith("tnbc[0]: plan ") for l in messages(res.stderr)), f"unexpected messages: {res.stderr}")
         for r in range(4):
             d = read_json(f"{prefix}.{r}.json")
             expect(d["alltoall"]["planned"] >= 2 and d["alltoallv"]["planned"] >= 1 and d["bcast"]["planned"] >= 1,
@@ -232,6 +234,28 @@ def main():
         ref_plan["path"] = path
     ref_plan = {}
     s.check("with a plan: priorities used at every call site, identical bytes", with_plan)
+
+    def says_what_it_decided():
+        # TNBC_LOG=info (the default): one line per key when its path is decided or changes, with
+        # why, and a closing summary, from rank 0; TNBC_LOG=quiet: neither.
+        def said(env, iters):
+            res = mpirun(CURC, 4, preload="tnbc", env={"TNBC_MIN_BYTES": "4K", **env},
+                         args=[1 << 16, iters, "blocking", 0])
+            return [l for l in res.stderr.splitlines() if l.startswith("tnbc[")]
+        one_node = said({}, 5)
+        expect(any(l.startswith("tnbc[0]: decided: alltoall of 256 KiB on communicator 0 (4 ranks, one node): "
+                                "blocking") for l in one_node), f"no one-node line: {one_node}")
+        expect(sum(l.startswith("tnbc[0]: summary: 0 of rank 0's 6 ") for l in one_node) == 1,
+               f"not one summary: {one_node}")
+        expect(all(l.startswith("tnbc[0]: ") for l in one_node), f"not from rank 0 only: {one_node}")
+        measured = said({"TNBC_ADAPT": "measure"}, 40)
+        expect(any(re.search(r"\(4 ranks\): (returns early|blocking) from call \d+: measured [0-9.]+ ms per call "
+                             r"returning early, [0-9.]+ ms blocking", l) for l in measured),
+               f"no measured decision: {measured}")
+        quiet = said({"TNBC_LOG": "quiet"}, 5)
+        expect(quiet == [], f"TNBC_LOG=quiet printed: {quiet}")
+    s.check("TNBC_LOG=info says each key's path and why, and sums up at the end; quiet says nothing",
+            says_what_it_decided)
 
     def per_node_entry_unused():
         # The plan without the entry of trace_order's first Alltoall site: its key (64 KiB blocks
@@ -397,7 +421,7 @@ def main():
                                           "TNBCTEST_FAIL_SHM_RANKS": str(failing)}), timeout=180)
             out = lines(res.stdout)
             expect(out == ref, f"rank {failing} failing: differs from plain {MPI}: {sorted(set(out) ^ set(ref))[:6]}")
-            msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[") and "per-node" in l]
+            msgs = [l for l in messages(res.stderr) if "per-node" in l]
             off = 2 if failing >= 2 else 0
             expect(len(msgs) == 1 and msgs[0].startswith(f"tnbc[{off}]: per-node priority off on this node")
                    and why in msgs[0], f"rank {failing} failing: expected one message from rank {off} ({why}): {msgs}")
@@ -413,7 +437,7 @@ def main():
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "p2")]).stdout)
         res = mpirun(ORDERS, 4, preload="tnbc", env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}),
                      args=[os.path.join(tmp, "b")])
-        msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[")]
+        msgs = messages(res.stderr)
         expect(len(msgs) == 1 and msgs[0].startswith(f"tnbc[0]: TNBC_PLAN={path}: line ")
                and msgs[0].endswith("; using default priorities"), f"expected one message from rank 0: {msgs}")
         expect(lines(res.stdout) == ref, "output differs from plain MPICH with a bad plan")
@@ -434,7 +458,7 @@ def main():
                           (fifo, "not a regular file (a FIFO)"), (tmp, "is a directory")):
             res = mpirun(ORDERS, 2, preload="tnbc", env=engine({"TNBC_PLAN": path}),
                          args=[os.path.join(tmp, "s")], timeout=60)
-            msgs = [l for l in res.stderr.splitlines() if l.startswith("tnbc[")]
+            msgs = messages(res.stderr)
             expect(msgs == [f"tnbc[0]: TNBC_PLAN={path}: {why}; using default priorities"], f"{path}: {msgs}")
             expect(lines(res.stdout) == ref, f"{path}: output differs from plain MPICH")
     s.check("a device, a FIFO or a folder as the plan: one message naming it, defaults", special_plan_files)
