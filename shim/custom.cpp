@@ -20,19 +20,26 @@ namespace {
 // reads them.)
 bool bad_comm(MPI_Comm comm) { return comm == MPI_COMM_NULL; }
 bool bad_type(MPI_Datatype type) { return type == MPI_DATATYPE_NULL; }
-bool bad_root(int root, MPI_Comm comm) {
-  int inter = 0, size = 0;
+bool intercomm(MPI_Comm comm) {
+  int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
-  if (inter) return false;  // MPI_ROOT, MPI_PROC_NULL and remote ranks: MPI checks them
+  return inter != 0;
+}
+bool bad_root(int root, MPI_Comm comm) {
+  if (intercomm(comm)) return false;  // MPI_ROOT, MPI_PROC_NULL and remote ranks: MPI checks them
+  int size = 0;
   PMPI_Comm_size(comm, &size);
   return root < 0 || root >= size;
 }
-bool bad_counts(const int counts[], MPI_Comm comm) {
-  if (counts == nullptr) return false;
-  int inter = 0, n = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (inter) PMPI_Comm_remote_size(comm, &n);
+/// The ranks an Alltoallv's count arrays name: the remote group's of an inter-communicator.
+int peers(MPI_Comm comm) {
+  int n = 0;
+  if (intercomm(comm)) PMPI_Comm_remote_size(comm, &n);
   else PMPI_Comm_size(comm, &n);
+  return n;
+}
+bool bad_counts(const int counts[], int n) {
+  if (counts == nullptr) return false;
   for (int i = 0; i < n; ++i)
     if (counts[i] < 0) return true;
   return false;
@@ -45,8 +52,9 @@ bool refused_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
 }
 bool refused_alltoallv(const void* sendbuf, const int sendcounts[], MPI_Datatype sendtype,
                        const int recvcounts[], MPI_Datatype recvtype, MPI_Comm comm) {
-  return bad_comm(comm) || bad_type(recvtype) || bad_counts(recvcounts, comm) ||
-         (sendbuf != MPI_IN_PLACE && (bad_type(sendtype) || bad_counts(sendcounts, comm)));
+  if (bad_comm(comm) || bad_type(recvtype) || (sendbuf != MPI_IN_PLACE && bad_type(sendtype))) return true;
+  const int n = peers(comm);
+  return bad_counts(recvcounts, n) || (sendbuf != MPI_IN_PLACE && bad_counts(sendcounts, n));
 }
 bool refused_bcast(int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
   return bad_comm(comm) || count < 0 || bad_type(datatype) || bad_root(root, comm);

@@ -53,7 +53,6 @@ namespace {
 // The trace mode stands on the interposition layer both libraries share (shim/).
 using namespace tnbc::shim;
 
-namespace tr = tnbc::trace;
 
 // What start() decided, the same on every rank (rank 0 decides and broadcasts it).
 struct Destination {
@@ -195,10 +194,10 @@ class TraceMode final : public Mode {
     std::optional<std::string> err;
     try {
       const std::string path = dir_ + "/" + std::to_string(rank_) + ".tnbct";
-      err = tr::write_trace(path, build_trace());
+      err = write_trace(path, build_trace());
       // Ranks on another node may find the folder missing: create it and try once more.
       if (err && !util::make_dirs(dir_) && !util::check_private_folder(dir_))
-        err = tr::write_trace(path, build_trace());
+        err = write_trace(path, build_trace());
     } catch (...) {
       err = "out of memory while encoding the trace";  // every rank must still reach the reduction
     }
@@ -235,7 +234,7 @@ class TraceMode final : public Mode {
     return safely(run, [&](auto& once) {
       int p = comm_size(comm);
       std::size_t elem = 0;
-      Plan plan{tr::TracedOp::alltoall, p, recvbuf, {}, nullptr};
+      Plan plan{TracedOp::alltoall, p, recvbuf, {}, nullptr};
       if (!inter(comm, plan) && type_ok(recvtype, &elem, plan)) {
         std::size_t block = static_cast<std::size_t>(std::max(recvcount, 0)) * elem;
         for (int i = 0; i < p; ++i) plan.subs.push_back({i * block, block});
@@ -260,7 +259,7 @@ class TraceMode final : public Mode {
     return safely(run, [&](auto& once) {
       int p = comm_size(comm);
       std::size_t elem = 0;
-      Plan plan{tr::TracedOp::alltoallv, p, recvbuf, {}, nullptr};
+      Plan plan{TracedOp::alltoallv, p, recvbuf, {}, nullptr};
       if (!inter(comm, plan) && type_ok(recvtype, &elem, plan)) {
         std::size_t span = 0;
         bool bad = false;
@@ -286,7 +285,7 @@ class TraceMode final : public Mode {
     return safely(run, [&](auto& once) {
       int p = comm_size(comm);
       std::size_t elem = 0;
-      Plan plan{tr::TracedOp::bcast, p, buffer, {}, nullptr};
+      Plan plan{TracedOp::bcast, p, buffer, {}, nullptr};
       if (!inter(comm, plan) && type_ok(datatype, &elem, plan)) {
         std::size_t bytes = static_cast<std::size_t>(std::max(count, 0)) * elem;
         plan.subs = bcast_units(bytes);
@@ -306,14 +305,14 @@ class TraceMode final : public Mode {
  private:
   // One intercepted call on its way to the trace.
   struct Plan {
-    tr::TracedOp op;
+    TracedOp op;
     int comm_size;
     void* recvbuf;
     std::vector<tnbc::shim::observe::SubRange> subs;
     const char* untraced = nullptr;  // reason, if the call is not protected
   };
   struct Record {
-    tr::TraceCall call;
+    TraceCall call;
     const tnbc::shim::observe::GuardedCall* guarded = nullptr;
   };
 
@@ -404,14 +403,14 @@ class TraceMode final : public Mode {
     if (plan.untraced != nullptr)
       stats.count_fallback(plan.untraced);
     else
-      rec.call.flags = tr::kCallTraced;
+      rec.call.flags = kCallTraced;
     rec.call.return_stamp = clock_.stamp();
     records_.push_back(std::move(rec));
     return rc;
   }
 
-  tr::Trace build_trace() {
-    tr::Trace t;
+  Trace build_trace() {
+    Trace t;
     auto& h = t.header;
     h.rank = rank_;
     h.size = size_;
@@ -426,11 +425,11 @@ class TraceMode final : public Mode {
     t.callsites = sites_.sites();
     std::lock_guard lock(mutex_);
     for (std::size_t ci = 0; ci < records_.size(); ++ci) {
-      tr::TraceCall call = records_[ci].call;
+      TraceCall call = records_[ci].call;
       if (const tnbc::shim::observe::GuardedCall* g = records_[ci].guarded) {
         for (std::size_t i = 0; i < call.subs.size(); ++i) {
           call.subs[i].flags =
-              static_cast<std::uint8_t>((g->observable(i) ? tr::kSubObservable : 0) |
+              static_cast<std::uint8_t>((g->observable(i) ? kSubObservable : 0) |
                                         static_cast<std::uint8_t>(g->outcome(i)) << 1);
           if (auto touch = g->touch(i))
             t.touches.push_back({static_cast<std::uint32_t>(ci), static_cast<std::uint32_t>(i),

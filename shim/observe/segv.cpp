@@ -151,7 +151,7 @@ const sigset_t* without_segv(int how, const sigset_t* set, sigset_t* scratch) {
 }
 
 bool program_sigaction(const struct sigaction* act, struct sigaction* old) {
-  if (!g_installed.load(std::memory_order_acquire)) return false;
+  if (!installed()) return false;
   std::lock_guard lock(g_mutex);
   if (g_count == 0) return false;
   if (old != nullptr) *old = previous();

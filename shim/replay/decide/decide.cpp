@@ -163,15 +163,6 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     key->one_node = cs.one_node;
     key->peer_on_node = cs.peer_on_node;
     learn::add_key(key->learning, op, key->comm_size);
-    if (g_adapt && one_node_rule(key->one_node)) {
-      key->path_told = true;
-      log::info_rank0("decided: {} on communicator {} ({} ranks, one node): blocking, since shared memory moves the "
-                      "data faster than returning early pays back{}",
-                      what(*key, bytes), key->comm_id, key->comm_size,
-                      entry != nullptr && entry->ret == priority::Return::early
-                          ? "; the plan's 'return early' is not taken on one node"
-                          : "");
-    }
   }
   // Alltoallv's ranks find their entries by their own receive sizes, so they may differ: the
   // agreement is what makes its per-node turns safe (every rank of a node takes them or none).
@@ -188,7 +179,18 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   }
   Decision d{Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
   if (!g_adapt) return d;
-  if (one_node_rule(key->one_node)) return {Path::blocking, key, "one_node", key->shape, d.costs};
+  if (one_node_rule(key->one_node)) {
+    if (!key->path_told) {
+      key->path_told = true;
+      log::info_rank0("decided: {} on communicator {} ({} ranks, one node): blocking, since shared memory moves the "
+                      "data faster than returning early pays back{}",
+                      what(*key, bytes), key->comm_id, key->comm_size,
+                      entry != nullptr && entry->ret == priority::Return::early
+                          ? "; the plan's 'return early' is not taken on one node"
+                          : "");
+    }
+    return {Path::blocking, key, "one_node", key->shape, d.costs};
+  }
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = util::now_ns();
   if (key->last_entry_ns != 0)
