@@ -227,6 +227,16 @@ constexpr std::array kSettings = {
             "turns lets the first run keep them uncompared (docs/replay.md, \"Deciding per "
             "call\").  0..99; 0: no decision counts twice (for experiments and comparisons).",
             kInt<&Config::adapt_wide, 0, 99>},
+    Setting{"TNBC_ALGORITHMS", "bool", "1", Agree::value,
+            "libtnbc.so: blocking calls run the fastest of MPI's own algorithms for each "
+            "(communicator, operation, size class), measured while the program runs: MPICH's "
+            "default and the candidates of docs/algorithms.md, tried in "
+            "turn among the key's blocking calls and chosen by every rank alike, then selected "
+            "per call through MPI_T.  Needs TNBC_ADAPT on or measure.  Under an MPI without "
+            "these control variables (Open MPI), or where the user set "
+            "MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM or MPIR_CVAR_BCAST_INTRA_ALGORITHM, MPI's own "
+            "choice runs.  0: always MPI's own choice.",
+            kBool<&Config::algorithms>},
     Setting{"TNBC_LEARN", "bool", "1", Agree::value,
             "libtnbc.so: learn each call site's first-touch order while the program runs and "
             "use it as the per-message priorities (and, measured, the per-node turns) of its "

@@ -81,7 +81,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   };
   if (d.path == decide::Path::blocking) {
     const std::uint64_t t0 = util::now_ns();
-    const int rc = plain(st, d, blocking);
+    const int rc = plain(st, d, comm, blocking);
     if (rc == MPI_SUCCESS && d.observe && ls != nullptr) shape_of_call();
     // The root sends its buffer: only the others have something to read.
     if (rc == MPI_SUCCESS && rank != root && d.observe && ls != nullptr && ti.contiguous) {

@@ -90,14 +90,18 @@ int plain(OpStats& st, std::string_view why, F&& call) {
   return call();
 }
 
-/// The blocking call on the path a decision chose; its time (after the drain, which is charged
-/// to the early calls it waited for) is the blocking cost of the key.
+/// The blocking call on the path a decision chose, with the MPI algorithm its key chose
+/// (decide/algorithm.hpp); its time (after the drain, which is charged to the early calls it
+/// waited for) is the blocking cost of the key.
 template <typename F>
-int plain(OpStats& st, const decide::Decision& d, F&& call) {
+int plain(OpStats& st, const decide::Decision& d, MPI_Comm comm, F&& call) {
   const int rc = plain(st, d.why, [&] {
+    const decide::BlockingRun run = decide::before_blocking(d, comm);
     const std::uint64_t t0 = util::now_ns();
     const int r = call();
-    d.costs->blocking_ns.fetch_add(util::now_ns() - t0, std::memory_order_relaxed);
+    const std::uint64_t ns = util::now_ns() - t0;
+    decide::after_blocking(d, run, ns);
+    d.costs->blocking_ns.fetch_add(ns, std::memory_order_relaxed);
     return r;
   });
   d.costs->blocking_calls.fetch_add(1, std::memory_order_relaxed);

@@ -18,6 +18,7 @@
 #include "shim/log.hpp"
 #include "shim/node.hpp"
 #include "shim/replay/call.hpp"
+#include "shim/replay/decide/algorithm.hpp"
 #include "shim/replay/engine/replay_guard.hpp"
 #include "shim/replay/engine/schedule_pieces.hpp"
 #include "shim/stats.hpp"
@@ -199,6 +200,7 @@ bool start(Runtime& rt) {
 }
 
 void stop(Runtime& rt) {
+  decide::stop_algorithms();  // MPI's defaults back, before anything else may call a collective
   if (!running()) return;
   learn::stop();
   engine::Engine::instance().stop();
@@ -282,7 +284,7 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   for (int i = 0; i < size; ++i) sdispls[i] = i * sendcount, rdispls[i] = i * recvcount;
   if (d.path == decide::Path::blocking) {
     const std::uint64_t t0 = util::now_ns();
-    const int rc = plain(st, d, blocking);
+    const int rc = plain(st, d, comm, blocking);
     if (rc == MPI_SUCCESS)
       observe_blocks(d, ls, recvbuf, rcounts.data(), rdispls.data(), size, recvtype, util::now_ns() - t0);
     return rc;
@@ -324,7 +326,7 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
     decide::count_received(d, rank, i, static_cast<std::uint64_t>(recvcounts[i]) * static_cast<std::uint64_t>(tsize));
   if (d.path == decide::Path::blocking) {
     const std::uint64_t t0 = util::now_ns();
-    const int rc = plain(st, d, blocking);
+    const int rc = plain(st, d, comm, blocking);
     if (rc == MPI_SUCCESS) observe_blocks(d, ls, recvbuf, recvcounts, rdispls, size, recvtype, util::now_ns() - t0);
     return rc;
   }

@@ -1,6 +1,8 @@
 // Per-call decisions of replay mode (decide.hpp).
 #include "decide.hpp"
 
+#include "algorithm.hpp"
+
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -94,6 +96,8 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded) {
   g_one_node = cfg.adapt == config::Adapt::on;
   g_plan_loaded = plan_loaded;
   node::learn();  // collective: before anything that may fail on this rank alone
+  start_algorithms(cfg.algorithms && g_adapt);  // collective too
+  if (cfg.algorithms && g_adapt) log::info_rank0("{}", algorithms_status());
   return PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) == MPI_SUCCESS;
 }
 
@@ -157,12 +161,19 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     // With a plan, the first call of a key asks every rank's plan before taking a path.
     key = &g_keys.emplace_back(g_policy, g_plan_loaded);
     key->op = priority::to_string(op);
+    key->op_kind = op;
+    key->first_bytes = bytes;
     key->size_class = cls;
     key->comm_id = cs.id;
     PMPI_Comm_size(comm, &key->comm_size);
     key->one_node = cs.one_node;
     key->peer_on_node = cs.peer_on_node;
     learn::add_key(key->learning, op, key->comm_size);
+    // Alltoall's candidates follow its block size; the key's bytes are the same on every rank.
+    const std::uint64_t per_block =
+        op == priority::Op::alltoall && key->comm_size > 0 ? bytes / static_cast<std::uint64_t>(key->comm_size) : bytes;
+    key->algorithms = algorithm_candidates(op, per_block);
+    key->trial = AlgorithmTrial(key->algorithms.size(), TrialPolicy{});
   }
   // Alltoallv's ranks find their entries by their own receive sizes, so they may differ: the
   // agreement is what makes its per-node turns safe (every rank of a node takes them or none).
@@ -193,7 +204,8 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   }
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = util::now_ns();
-  if (key->last_entry_ns != 0)
+  // A trial call of an algorithm other than the choice is not what the blocking path costs.
+  if (key->last_entry_ns != 0 && !key->last_trial)
     key->intervals.add_interval(key->last_path, entered - key->last_entry_ns, key->last_turns);
   key->last_entry_ns = entered;
   if (key->state.decision_due()) {
@@ -272,6 +284,37 @@ void done(const Decision& d) {
   if (g_adapt && d.key != nullptr && !one_node_rule(d.key->one_node)) d.key->state.advance(d.key->intervals);
 }
 
+BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
+  Key* key = d.key;
+  if (key == nullptr || !key->trial.active()) return {};
+  AlgorithmTrial& trial = key->trial;
+  if (trial.choice_due()) {
+    const std::vector<double> mine = trial.means();
+    agree_algorithm(trial, comm);
+    if (trial.chosen() != key->told_algorithm) {
+      key->told_algorithm = trial.chosen();
+      log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm "
+                      "after {} blocking calls (this rank measured {:.1f} ms per call, against {:.1f} ms with '{}')",
+                      what(*key, key->first_bytes),
+                      key->comm_id, key->comm_size, key->algorithms[trial.chosen()], trial.calls(),
+                      mine[trial.chosen()] / 1e6, mine[0] / 1e6, key->algorithms[0]);
+    }
+  }
+  // A probe of the blocking path measures the path with the algorithm chosen: no round there.
+  if (!one_node_rule(key->one_node) && !key->state.warming_up() && key->state.probing()) trial.hold();
+  BlockingRun run;
+  run.candidate = trial.next();
+  key->last_trial = trial.trying() && run.candidate != trial.chosen();
+  run.written = algorithm_set(key->op_kind, key->algorithms, run.candidate);
+  return run;
+}
+
+void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t ns) {
+  if (d.key == nullptr || !d.key->trial.active()) return;
+  if (run.written) algorithm_restore(d.key->op_kind);
+  d.key->trial.record(ns);
+}
+
 
 
 namespace {
@@ -321,6 +364,18 @@ std::string turns_json(const Key& k) {
       mean_us(iv.turns_off_ns.load(), iv.turns_off_intervals.load()));
 }
 
+/// The "algorithm" object of a key in the statistics (docs/config.md): MPI's algorithm its
+/// blocking calls run, and what the trial measured on this rank.
+std::string algorithm_json(const Key& k) {
+  const AlgorithmTrial& t = k.trial;
+  const std::vector<double> means = t.means();
+  std::string tried;
+  for (std::size_t i = 0; i < k.algorithms.size(); ++i)
+    tried += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithms[i], i < means.size() ? means[i] / 1e3 : 0.0);
+  return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}}}})",
+                     k.algorithms.empty() ? "auto" : k.algorithms[t.chosen()], t.rounds(), t.switches(), tried);
+}
+
 }  // namespace
 
 std::string keys_json(const std::function<std::string(std::int64_t)>& site_name) {
@@ -344,12 +399,12 @@ std::string keys_json(const std::function<std::string(std::int64_t)>& site_name)
     out += fmt::format(
         R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
         R"("decisions":{},"switches":{},"short_warmup":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},)"
-        R"("sites":[{}],"learning":{},"turns":{}}})",
+        R"("sites":[{}],"learning":{},"turns":{},"algorithm":{}}})",
         first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
         k.state.decisions(), k.state.switches(), k.state.short_warmup() ? "true" : "false", all.fields(),
         mean_us(iv.early_interval_ns.load(), iv.early_intervals.load()),
         mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites, learn::json(k.learning),
-        turns_json(k));
+        turns_json(k), algorithm_json(k));
     first = false;
   }
   return out + "]}";

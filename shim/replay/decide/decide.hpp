@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "policy.hpp"
+#include "trial.hpp"
 #include "shim/config.hpp"
 #include "shim/replay/learn/learn.hpp"
 #include "priority/plan.hpp"
@@ -39,6 +40,14 @@ struct Key {
   /// Per rank of the communicator: 1 if it shares this rank's node.
   std::vector<char> peer_on_node;
   std::string_view op;
+  priority::Op op_kind = priority::Op::alltoall;
+  std::uint64_t first_bytes = 0;  // the key's bytes at its first call (names it in messages)
+  /// MPI's own algorithms its blocking calls choose from (algorithm.hpp; MPI's default first),
+  /// and their trial.
+  std::vector<std::string> algorithms;
+  AlgorithmTrial trial;
+  bool last_trial = false;  // the previous call tried a candidate other than the choice
+  std::size_t told_algorithm = 0;  // the choice said at TNBC_LOG=info
   /// priority::size_class of the call's total bytes (0 for Alltoallv), as plans write it.
   std::uint32_t size_class = 0;
   std::uint64_t comm_id = 0;
@@ -111,6 +120,17 @@ inline void count_received(const Decision& d, int self, int from, std::uint64_t 
 
 /// Counts the call just made on the decision's path.
 void done(const Decision& d);
+
+/// Before a blocking call of the decision's key: at the end of a trial round, agrees the
+/// choice of MPI's algorithm (collective over `comm`, every rank at the same call); then sets
+/// the algorithm this call runs (algorithm.hpp).  Returns what after_blocking takes.
+struct BlockingRun {
+  std::size_t candidate = 0;
+  bool written = false;
+};
+BlockingRun before_blocking(const Decision& d, MPI_Comm comm);
+/// After it: MPI's default is set again, and the call's time `ns` counts for the trial.
+void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t ns);
 
 /// The statistics of every key, as the "keys" array of docs/config.md; `site_name` spells a
 /// call site's index as plans do.

@@ -169,6 +169,8 @@ class KeyState {
   /// whose vote carries room_voters and room_ranks, and which decides only whether the
   /// warm-up ends here.
   bool room_point() const { return warmup_ && room_at_ != 0 && calls_ == room_at_; }
+  /// The key is in its warm-up (its first blocking calls).
+  bool warming_up() const { return warmup_; }
   /// The warm-up ended at its room point.
   bool short_warmup() const { return short_warmup_; }
   /// This rank's vote: the mean interval of each path since its latest segment began.

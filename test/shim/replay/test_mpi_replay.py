@@ -125,6 +125,29 @@ def main():
                 # once.
                 expect(k["early_calls"] >= 4 and k["blocking_calls"] >= 4 and k["decisions"] >= 2,
                        f"rank {r}: {k['op']} on communicator {k['comm']} did not switch: {k}")
+        check_algorithms(prefix, ranks)
+
+    def check_algorithms(prefix, ranks):
+        # MPI's algorithms (decide/algorithm.hpp): every Alltoall and Bcast key tried its
+        # candidates (each a switch of algorithm between consecutive calls), and every rank of a
+        # communicator chose the same one at the same calls: ranks that wrote different values for
+        # one call would have run different algorithms against each other.
+        chosen = {}
+        for r in range(ranks):
+            for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
+                a = k["algorithm"]
+                if MPI != "mpich":  # no such control variables: MPI's own choice, nothing tried
+                    expect(a["chosen"] == "auto" and a["rounds"] == 0, f"rank {r}: {MPI} tried algorithms: {a}")
+                elif k["op"] in ("alltoall", "bcast"):
+                    expect(a["rounds"] >= 1 and len(a["mean_us"]) >= 3 and all(v > 0 for v in a["mean_us"].values()),
+                           f"rank {r}: {k['op']} on communicator {k['comm']} tried no algorithms: {a}")
+                # adapt_switch's communicators: the world and its dup (4 ranks), and the halves
+                # of the split by rank % 2 (2 ranks each).
+                members = "all" if k["comm_size"] == ranks else f"rank%2={r % 2}"
+                chosen.setdefault((k["comm"], members, k["op"], k["size_class"]), set()).add(
+                    (a["chosen"], a["rounds"], a["switches"]))
+        for key, seen in chosen.items():
+            expect(len(seen) == 1, f"{key}: ranks chose differently: {seen}")
 
     def check_sites(prefix, ranks, cluster):
         # Every key's costs are broken down by call site (TNBC_STATS captures them): the sites
@@ -491,6 +514,7 @@ def main():
             # The split's halves {0, 2} and {1, 3} each span both nodes with block placement.
             expect(not any(k["one_node"] for k in keys), f"rank {r}: a key on one node: {keys}")
         check_sites(prefix, 4, cluster=True)
+        check_algorithms(prefix, 4)
 
     root = os.geteuid() == 0
     if root:

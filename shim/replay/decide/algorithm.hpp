@@ -1,0 +1,54 @@
+// MPI's own algorithms for the blocking path, chosen per key (trial.hpp) and set per call
+// through MPI_T: before a blocking call whose key chose another algorithm than MPI's default,
+// the control variable that selects it is written, and set back to the default after the call.
+//
+// MPICH (4.0 and later) selects the algorithm of a blocking MPI_Alltoall with
+// MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM and of MPI_Bcast with MPIR_CVAR_BCAST_INTRA_ALGORITHM.
+// They are enums without an MPI_T enum object: their values are the positions of the names in
+// the variable's description, which algorithm.cpp checks against the names it knows before it
+// writes any value (MPICH aborts on a value out of range).  Their scope is ALL_EQ: every rank of
+// a communicator must hold the same value for a call, which the agreed choice gives.  Where a
+// variable is missing, reads otherwise or cannot be written (Open MPI; another MPICH), every
+// call keeps MPI's default and rank 0 says so once.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "priority/plan.hpp"
+#include "trial.hpp"
+
+namespace tnbc::shim::replay::decide {
+
+/// Looks the control variables up and checks that each candidate value can be written and read
+/// back; agreed over MPI_COMM_WORLD (collective: every rank calls it), so that every rank uses
+/// the same candidates or none.  `enabled` false (TNBC_ALGORITHMS=0, or TNBC_ADAPT=off):
+/// nothing is looked up.
+void start_algorithms(bool enabled);
+/// Sets every variable written back to MPI's default and releases MPI_T.
+void stop_algorithms();
+
+/// The names of the candidates of an operation with `bytes` per block (Alltoall) or in all
+/// (Bcast), MPI's default ("auto") first; one entry where there is nothing to choose (or
+/// nothing can be chosen: start_algorithms found no usable variable for `op`).  The same
+/// on every rank for the same arguments.
+std::vector<std::string> algorithm_candidates(priority::Op op, std::uint64_t bytes);
+
+/// Writes the variable of `op` so that the next blocking call runs candidate `index` of
+/// `candidates` (0: MPI's default).  Returns whether anything was written (then
+/// algorithm_restore must follow the call).
+bool algorithm_set(priority::Op op, const std::vector<std::string>& candidates, std::size_t index);
+void algorithm_restore(priority::Op op);
+
+/// A line for the log: what start_algorithms found ("MPICH's algorithms ..." or why not).
+const std::string& algorithms_status();
+
+/// The agreed choice at the end of a trial round: sums the ranks' per-candidate means over
+/// `comm` and lets `trial` choose.  Collective over `comm`.  Returns whether the choice changed.
+bool agree_algorithm(AlgorithmTrial& trial, MPI_Comm comm);
+
+}  // namespace tnbc::shim::replay::decide

@@ -1,0 +1,60 @@
+// The trial of a key's blocking algorithms (trial.hpp).
+#include "trial.hpp"
+
+#include <algorithm>
+
+namespace tnbc::shim::replay::decide {
+
+AlgorithmTrial::AlgorithmTrial(std::size_t candidates, const TrialPolicy& policy)
+    : policy_(policy), last_(candidates, {0, 0}), counts_(candidates, 0) {
+  round_start_ = policy_.skip;
+  gap_ = policy_.first_gap;
+}
+
+std::size_t AlgorithmTrial::next() const {
+  if (!trying()) return chosen_;
+  // Round r tries the candidates starting from r mod k.
+  const std::size_t k = counts_.size();
+  return static_cast<std::size_t>((calls_ - round_start_ + rounds_) % k);
+}
+
+std::vector<double> AlgorithmTrial::means() const {
+  std::vector<double> m(counts_.size(), 0.0);
+  for (std::size_t i = 0; i < counts_.size(); ++i) {
+    const std::uint64_t n = std::min<std::uint64_t>(counts_[i], 2);
+    if (n > 0) m[i] = static_cast<double>(last_[i][0] + (n > 1 ? last_[i][1] : 0)) / static_cast<double>(n);
+  }
+  return m;
+}
+
+bool AlgorithmTrial::choose(const std::vector<double>& summed) {
+  round_done_ = false;
+  round_start_ = calls_ + gap_;
+  gap_ = std::min<std::uint64_t>(gap_ * 4, policy_.max_gap);
+  ++rounds_;
+  if (summed.size() != counts_.size()) return false;
+  // A candidate not measured (0) does not count.
+  constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  std::size_t best = summed[chosen_] > 0 ? chosen_ : kNone;
+  for (std::size_t i = 0; i < summed.size(); ++i)
+    if (summed[i] > 0 && (best == kNone || summed[i] < summed[best])) best = i;
+  if (best == kNone || best == chosen_) return false;
+  if (summed[chosen_] > 0 && summed[best] >= summed[chosen_] * (1.0 - policy_.switch_gain)) return false;
+  chosen_ = best;
+  ++switches_;
+  return true;
+}
+
+void AlgorithmTrial::record(std::uint64_t ns) {
+  if (!active()) return;
+  if (trying()) {
+    const std::size_t c = next();
+    last_[c][1] = last_[c][0];
+    last_[c][0] = ns;
+    ++counts_[c];
+    if (calls_ + 1 == round_start_ + counts_.size()) round_done_ = true;
+  }
+  ++calls_;
+}
+
+}  // namespace tnbc::shim::replay::decide

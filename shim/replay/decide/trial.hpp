@@ -1,0 +1,86 @@
+// Which of MPI's own algorithms a key's blocking calls use (algorithm.hpp writes it): a trial
+// of the candidates among the key's blocking calls, and the agreed choice.  No MPI here.
+//
+// MPICH runs a blocking MPI_Alltoall with one of several algorithms (pairwise, scattered,
+// brucks, ...) and picks one by message size; on links slower than its tuning assumed, another
+// one can be a third faster (2 emulated nodes x 2 ranks, 1 MiB blocks: MPICH's default 247 ms,
+// scattered 179 ms per call).  So each key tries its candidates, interleaved, and keeps the
+// fastest:
+//
+//   blocking calls of a key:  c c [t0 t1 .. tk-1] C C ... C [t t .. t] C C ...  (C: the choice)
+//
+//   The first `skip` calls run the current choice (MPICH's default at first) unmeasured: the
+//   first pays for connections and first touches.  Then a round tries every candidate once, in an
+//   order rotated by one each round (a drift over the round does not always favour the same
+//   one).  At the next blocking call after a round, the ranks sum their per-candidate means
+//   (algorithm.cpp: one MPI_Allreduce) and every rank applies choose() to the same sums.  The
+//   rounds come ever rarer: the gap after round r is first_gap x 4^r calls, at most max_gap.
+//   A candidate replaces the current choice only when its summed mean is below the current
+//   one's by switch_gain: a trial's single samples are noisy, and a switch on noise costs.
+//
+// The time of a blocking call is its time inside the call on this rank: what follows a blocking
+// call is the same whichever algorithm ran it, since the data is complete when it returns.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tnbc::shim::replay::decide {
+
+struct TrialPolicy {
+  std::uint32_t skip = 1;        ///< blocking calls before the first round (not measured)
+  std::uint32_t first_gap = 30;  ///< blocking calls between round 0 and round 1
+  std::uint32_t max_gap = 2048;  ///< longest gap between rounds
+  double switch_gain = 0.05;     ///< a candidate must save this share of the current choice's time
+};
+
+class AlgorithmTrial {
+ public:
+  AlgorithmTrial() = default;
+  /// `candidates`: how many (index 0 is MPI's default, the first choice).  With fewer than 2
+  /// there is nothing to try: every call runs candidate 0.
+  AlgorithmTrial(std::size_t candidates, const TrialPolicy& policy);
+
+  /// Whether the candidates are tried at all.
+  bool active() const { return counts_.size() > 1; }
+  /// The candidate the next blocking call runs.
+  std::size_t next() const;
+  /// True when the next blocking call must first agree the choice: sum means() over the ranks
+  /// and choose() (a round just ended).
+  bool choice_due() const { return active() && round_done_; }
+  /// This rank's mean time per call of each candidate over its last two rounds (ns; 0: none):
+  /// a phase change of the program is followed within two rounds.
+  std::vector<double> means() const;
+  /// Applies the means summed over the ranks (the same on every rank): keeps the current choice
+  /// unless a candidate is faster by switch_gain.  Returns true if the choice changed.
+  bool choose(const std::vector<double>& summed);
+  /// Counts the blocking call just made on next(), which took `ns` inside the call.
+  void record(std::uint64_t ns);
+  /// The next blocking call may not begin a round (it is a probe of the blocking path, whose
+  /// few calls the path's decision measures): a round due now waits for the next call.
+  void hold() {
+    if (active() && !round_done_ && calls_ == round_start_) ++round_start_;
+  }
+
+  std::size_t chosen() const { return chosen_; }
+  std::uint64_t calls() const { return calls_; }
+  std::uint64_t rounds() const { return rounds_; }
+  std::uint64_t switches() const { return switches_; }
+  /// Whether the next call is measured for the trial (one of a round's calls).
+  bool trying() const { return active() && !round_done_ && calls_ >= round_start_ && calls_ < round_start_ + counts_.size(); }
+
+ private:
+  TrialPolicy policy_;
+  /// Per candidate: its last two samples ([0] the latest) and how many it has (at most 2).
+  std::vector<std::array<std::uint64_t, 2>> last_;
+  std::vector<std::uint64_t> counts_;
+  std::size_t chosen_ = 0;
+  std::uint64_t calls_ = 0;
+  std::uint64_t round_start_ = 0, gap_ = 0;
+  std::uint64_t rounds_ = 0, switches_ = 0;
+  bool round_done_ = false;
+};
+
+}  // namespace tnbc::shim::replay::decide

@@ -1,0 +1,104 @@
+// The trial of MPI's own algorithms (shim/replay/decide/trial.hpp), driven with made-up call
+// times: which candidate each blocking call runs, when the ranks agree, and the hysteresis.
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+#include "shim/replay/decide/trial.hpp"
+
+using tnbc::shim::replay::decide::AlgorithmTrial;
+using tnbc::shim::replay::decide::TrialPolicy;
+
+namespace {
+
+/// Runs `n` blocking calls of one rank whose candidate i takes cost[i] ns; the choice is
+/// agreed from this rank's means alone (as if every rank measured the same).  Returns the
+/// candidate of each call.
+std::vector<std::size_t> run(AlgorithmTrial& t, const std::vector<std::uint64_t>& cost, int n) {
+  std::vector<std::size_t> ran;
+  for (int i = 0; i < n; ++i) {
+    if (t.choice_due()) t.choose(t.means());
+    ran.push_back(t.next());
+    t.record(cost[ran.back()]);
+  }
+  return ran;
+}
+
+}  // namespace
+
+TEST_CASE("one candidate: nothing is tried, every call runs MPI's default") {
+  AlgorithmTrial t(1, TrialPolicy{});
+  REQUIRE_FALSE(t.active());
+  AlgorithmTrial none;
+  REQUIRE_FALSE(none.active());
+  REQUIRE(run(t, {100}, 10) == std::vector<std::size_t>(10, 0));
+  REQUIRE(t.rounds() == 0);
+}
+
+TEST_CASE("the first call runs the default; a round tries each candidate once; the fastest is kept") {
+  AlgorithmTrial t(3, TrialPolicy{});
+  const auto ran = run(t, {300, 180, 200}, 8);
+  // Call 0: the default, unmeasured.  Calls 1-3: the round.  Call 4 on: the choice.
+  REQUIRE(ran == std::vector<std::size_t>{0, 0, 1, 2, 1, 1, 1, 1});
+  REQUIRE(t.chosen() == 1);
+  REQUIRE(t.rounds() == 1);
+  REQUIRE(t.switches() == 1);
+}
+
+TEST_CASE("a candidate less than switch_gain faster does not replace the default") {
+  AlgorithmTrial t(3, TrialPolicy{});
+  run(t, {1000, 960, 990}, 6);  // 4% faster: noise
+  REQUIRE(t.chosen() == 0);
+  AlgorithmTrial u(3, TrialPolicy{});
+  run(u, {1000, 940, 990}, 6);  // 6% faster
+  REQUIRE(u.chosen() == 1);
+}
+
+TEST_CASE("rounds come ever rarer, rotated, and a phase change is followed") {
+  TrialPolicy p;
+  p.first_gap = 4;
+  AlgorithmTrial t(2, p);
+  std::vector<std::uint64_t> cost = {100, 200};
+  auto ran = run(t, cost, 4);  // 0; round 0: 0 1; then the choice (0)
+  REQUIRE(ran == std::vector<std::size_t>{0, 0, 1, 0});
+  REQUIRE(t.rounds() == 1);
+  // Round 1 begins 4 calls after the choice, its order rotated: candidate 1 first.
+  ran = run(t, cost, 5);
+  REQUIRE(ran == std::vector<std::size_t>{0, 0, 0, 1, 0});
+  REQUIRE(t.choice_due());
+  REQUIRE(t.rounds() == 1);
+  // Candidate 1 becomes much faster: the means of the last two rounds follow it.
+  cost = {100, 40};
+  run(t, cost, 1);
+  REQUIRE(t.rounds() == 2);
+  REQUIRE(t.chosen() == 0);  // candidate 1's last two: 200 and 200
+  run(t, cost, 16 + 2 + 1);
+  REQUIRE(t.rounds() == 3);
+  REQUIRE(t.chosen() == 0);  // 200 and 40: 120
+  run(t, cost, 64 + 2 + 1);
+  REQUIRE(t.rounds() == 4);
+  REQUIRE(t.chosen() == 1);  // 40 and 40
+}
+
+TEST_CASE("a probe holds a round back: the round begins at the next call that allows it") {
+  AlgorithmTrial t(2, TrialPolicy{});
+  t.record(100);  // call 0
+  REQUIRE(t.trying());
+  t.hold();  // call 1 is a probe
+  REQUIRE_FALSE(t.trying());
+  REQUIRE(t.next() == 0);
+  t.record(100);
+  REQUIRE(t.trying());
+  REQUIRE(t.next() == 0);
+  t.record(100);
+  t.hold();  // a round under way is not held
+  REQUIRE(t.next() == 1);
+}
+
+TEST_CASE("a candidate some rank did not measure (0 in the sums) is never chosen") {
+  AlgorithmTrial t(3, TrialPolicy{});
+  run(t, {300, 100, 200}, 4);
+  REQUIRE(t.choice_due());
+  REQUIRE(t.choose({300, 0, 200}));
+  REQUIRE(t.chosen() == 2);
+}
