@@ -65,6 +65,7 @@ def main():
                           "observed": 0, "order": []}]}
     k0 = key({a: costs(4, 6, 2000.0, 6000.0, 10 * mib, 30 * mib), b: costs(0, 5, 0.0, 500.0)})
     k0["learning"] = learned
+    k0["algorithm"] = {"chosen": "scattered", "rounds": 1, "switches": 1, "mean_us": {"auto": 9.0, "scattered": 5.0}}
     write(prefix, 0, [k0, key({"": costs(1, 9, 100.0, 900.0)}, path="blocking", op="bcast")])
     write(prefix, 1, [key({a: costs(2, 8, 4000.0, 8000.0, 10 * mib, 30 * mib)}),
                       key({"": costs(1, 9, 100.0, 900.0)}, path="blocking", op="bcast")])
@@ -96,9 +97,11 @@ def main():
         expect("2 ranks, tnbc" in r.stdout and "progress thread 8.0 ms CPU (25% in the kernel)" in r.stdout, r.stdout)
         rows = [l for l in r.stdout.splitlines() if l.startswith("0 ")]
         expect(len(rows) == 3, r.stdout)
-        expect(any("prog+0x10 " in l and "early" in l and l.split()[-6:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75"]
-                   for l in rows), r.stdout)
-        expect(any("prog+0x20 " in l and l.split()[-1] == "-" for l in rows), r.stdout)
+        # The last column: MPI's algorithm of the key's blocking calls (auto where the file has none).
+        expect(any("prog+0x10 " in l and "early" in l and
+                   l.split()[-7:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75", "scattered"] for l in rows), r.stdout)
+        expect(any("prog+0x20 " in l and l.split()[-2:] == ["-", "scattered"] for l in rows), r.stdout)
+        expect(any("bcast" in l and l.split()[-1] == "auto" for l in rows), r.stdout)
         expect(any("prog+0x20 " in l for l in rows) and any(" - " in l and "bcast" in l for l in rows), r.stdout)
     s.check("table: one row per call site, innermost frame named", as_table)
 

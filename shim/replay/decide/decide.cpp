@@ -237,6 +237,15 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
                                         summed.early_ns / n / 1e6, summed.blocking_ns / n / 1e6, summed.ranks_measured)
                           : std::string("nothing measured yet"));
     }
+    if (room_point && key->state.no_room() && !key->path_told) {
+      key->path_told = true;
+      key->told_path = Path::blocking;
+      log::info_rank0("decided: {} on communicator {} ({} ranks): blocking for its warm-up and the {} calls after it, "
+                      "before early is first tried: the reads {:.0f} of the {:.0f} ranks that observed its warm-up "
+                      "leave no room to overlap",
+                      what(*key, bytes), key->comm_id, key->comm_size, g_policy.first_run,
+                      summed.room_voters - summed.room_ranks, summed.room_voters);
+    }
     key->learning.turns_chosen = key->state.turns_decided() && key->state.turns_chosen();
     if (room_point)
       log::debug("{} of {} bytes on communicator {}: {:.0f} of the {:.0f} ranks that observed its warm-up found "

@@ -177,6 +177,16 @@ void KeyState::advance(const Intervals& iv) {
   // the first call's interval once the second call is done.
   if (decide_at_end_ && path_ == Path::early && calls_ == segment_start_ + 2) rebase(path_, iv);
   if (calls_ != segment_end_ || decide_at_end_) return;
+  if (warmup_ && no_room_) {
+    // Most ranks' observed reads leave nothing to overlap: an early probe would cost what it
+    // cannot win back in a short program (NPB IS class A: 5 of its 11 calls probed, each ~10%
+    // slower).  Blocking is decided for a run; the probe follows it, as after any run.
+    ++decisions_;
+    chosen_ = Path::blocking;
+    probing_ = false;
+    begin_segment(Path::blocking, run_, false, &iv);
+    return;
+  }
   // End of the first probe or of a run on the chosen path: probe the other path, then decide.
   const Path next = path_ == Path::early ? Path::blocking : Path::early;
   begin_segment(next, next == Path::early ? early_probe_length() : policy_.probe_calls, true, &iv);
@@ -229,6 +239,8 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
       short_warmup_ = true;
       begin_segment(Path::early, early_probe_length(), true, &iv);
       probing_ = true;
+    } else if (summed.room_voters > 0 && 2 * summed.room_ranks < summed.room_voters) {
+      no_room_ = true;  // advance() ends the warm-up with a blocking run, not the early probe
     }
     return path_;
   }

@@ -22,8 +22,11 @@
 //      So at call Wr (3) of the warm-up the ranks vote (a decision point that decides nothing
 //      else) on what the warm-up's observed calls show (learn.hpp, room()): where most ranks'
 //      reads leave room to overlap, the warm-up ends there and the early probe follows; where
-//      they do not (the data read at once, as in the NAS-like kernels, where a probe after 3
-//      calls made runs of 4-10 calls 2-13% slower), the warm-up runs its W calls.
+//      most leave none (the data read at once, as in the NAS-like kernels, where a probe after 3
+//      calls made runs of 4-10 calls 2-13% slower, and NPB IS A's 5 probes of 11 calls cost it
+//      4%), the warm-up runs its W calls and a blocking run of `first_run` calls follows before
+//      the first early probe: a short program never pays for a probe its reads say it cannot
+//      win back.  Where the vote is split, or nobody observed, the probe follows the warm-up.
 //   An early probe is 1 + P calls, measured from its second call: the first pays for the change
 //      of path (the engine's buffers, a learn point, turn counters set up the first time), a
 //      cost of probing, not of the path.
@@ -173,6 +176,9 @@ class KeyState {
   bool warming_up() const { return warmup_; }
   /// The warm-up ended at its room point.
   bool short_warmup() const { return short_warmup_; }
+  /// Most ranks that observed the warm-up found no room to overlap (the room point): the
+  /// warm-up is followed by a blocking run of first_run calls, not by the early probe.
+  bool no_room() const { return no_room_; }
   /// This rank's vote: the mean interval of each path since its latest segment began.
   Vote measure(const Intervals& intervals);
   /// Applies the summed votes; returns the path from now on.  A plan's vote wins over the
@@ -241,6 +247,7 @@ class KeyState {
   bool extended_ = false;
   bool warmup_ = false;         // the current segment is the key's warm-up
   bool short_warmup_ = false;   // it ended at its room point
+  bool no_room_ = false;        // most ranks found no room there: a blocking run follows the warm-up
   std::uint64_t room_at_ = 0;   // the warm-up's room point (0: none)
   bool decide_at_end_ = false;  // the current segment ends in a decision point
   std::uint64_t calls_ = 0;

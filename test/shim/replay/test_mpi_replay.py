@@ -271,10 +271,20 @@ def main():
         expect(sum(l.startswith("tnbc[0]: summary: 0 of rank 0's 6 ") for l in one_node) == 1,
                f"not one summary: {one_node}")
         expect(all(l.startswith("tnbc[0]: ") for l in one_node), f"not from rank 0 only: {one_node}")
-        measured = said({"TNBC_ADAPT": "measure"}, 40)
+        # The data is read at once: the warm-up's reads leave no room, so a blocking run of 32
+        # calls follows it before the early probe (calls 38 to 40), decided at call 41.
+        measured = said({"TNBC_ADAPT": "measure"}, 50)
         expect(any(re.search(r"\(4 ranks\): (returns early|blocking) from call \d+: measured [0-9.]+ ms per call "
                              r"returning early, [0-9.]+ ms blocking", l) for l in measured),
                f"no measured decision: {measured}")
+        expect(any(re.search(r"\(4 ranks\): blocking for its warm-up and the 32 calls after it, before early is first "
+                             r"tried: the reads \d of the 4 ranks that observed its warm-up leave no room", l)
+                   for l in measured), f"no line for the room point: {measured}")
+        if MPI == "mpich":
+            expect(any(re.search(r"\(4 ranks\): blocking calls run MPI's '[a-z_]+' algorithm after 4 blocking calls", l)
+                       for l in measured) or not any("algorithm after" in l for l in measured),
+                   f"the algorithm line: {measured}")
+            expect(measured[0] == "tnbc[0]: MPI's algorithms: chosen per call for alltoall, bcast", measured)
         quiet = said({"TNBC_LOG": "quiet"}, 5)
         expect(quiet == [], f"TNBC_LOG=quiet printed: {quiet}")
     s.check("TNBC_LOG=info says each key's path and why, and sums up at the end; quiet says nothing",

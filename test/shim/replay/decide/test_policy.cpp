@@ -104,8 +104,25 @@ TEST_CASE("the room point: where most ranks found room, the warm-up ends after 3
     REQUIRE(s.key.chosen() == Path::early);
     REQUIRE(s.key.last_blocking_ns() == 200);
   }
-  SECTION("half the ranks, or none of them, or nobody observed: the whole warm-up") {
-    for (auto [voters, room] : {std::pair{4, 2}, std::pair{4, 0}, std::pair{0, 0}}) {
+  SECTION("most ranks found no room: the whole warm-up, then a blocking run before any probe") {
+    for (auto [voters, room] : {std::pair{4, 1}, std::pair{4, 0}, std::pair{3, 1}}) {
+      CAPTURE(voters, room);
+      Sim s(Policy{}, 150, 2000);
+      run(s, voters, room, 6 + 32 + 3);
+      REQUIRE(s.room_points == 1);
+      REQUIRE(s.key.no_room());
+      REQUIRE(s.count(Path::blocking, 0, 6 + 32) == 6 + 32);
+      REQUIRE(s.key.decisions() == 1);  // blocking, by the vote
+      REQUIRE(s.key.chosen() == Path::blocking);
+      // After the run, the early probe as after any run; early is cheaper here, and wins.
+      REQUIRE(s.count(Path::early, 6 + 32, 6 + 32 + 3) == 3);
+      s.call();
+      REQUIRE(s.key.decisions() == 2);
+      REQUIRE(s.key.chosen() == Path::early);
+    }
+  }
+  SECTION("half the ranks, or nobody observed: the whole warm-up, then the early probe") {
+    for (auto [voters, room] : {std::pair{4, 2}, std::pair{0, 0}}) {
       CAPTURE(voters, room);
       Sim s(Policy{}, 150, 2000);
       run(s, voters, room, 10);
