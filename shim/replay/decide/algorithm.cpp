@@ -33,6 +33,7 @@ std::array<Var, 2> g_vars = {
 };
 bool g_mpi_t = false;
 std::string g_status = "MPI's algorithms: not chosen (TNBC_ALGORITHMS=0)";
+bool g_unexpected = false;  // variables found but not usable: worth a message at TNBC_LOG=info
 
 Var* var_of(priority::Op op) {
   for (Var& v : g_vars)
@@ -128,10 +129,13 @@ void start_algorithms(bool enabled) {
   if (enabled) {
     int provided = 0;
     g_mpi_t = PMPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS;
-    if (!g_mpi_t) why = "MPI_T cannot be initialized";
+    if (!g_mpi_t) why = "MPI_T cannot be initialized", g_unexpected = true;
     for (std::size_t i = 0; g_mpi_t && i < g_vars.size(); ++i) {
       const std::string err = open_var(g_vars[i], all_candidates(g_vars[i].op));
       if (!err.empty() && why.empty()) why = err;
+      // A variable MPI does not have (Open MPI) is expected; one it has but that reads
+      // otherwise (another MPICH version) is not.
+      if (!err.empty() && err.find(" not found") == std::string::npos) g_unexpected = true;
       usable[i] = err.empty() ? 1 : 0;
       initial_min[i] = initial_max[i] = g_vars[i].initial;
     }
@@ -146,7 +150,8 @@ void start_algorithms(bool enabled) {
     g_vars[i].usable = agreed[i] == 1 && !user_set;
     if (g_vars[i].usable) used += fmt::format("{}{}", used.empty() ? "" : ", ", priority::to_string(g_vars[i].op));
     else if (enabled && user_set && why.empty()) why = fmt::format("{} is set by the user", g_vars[i].name);
-    else if (enabled && agreed[i] != 1 && usable[i] == 1 && why.empty()) why = "not every rank can write them";
+    else if (enabled && agreed[i] != 1 && usable[i] == 1 && why.empty())
+      why = "not every rank can write them", g_unexpected = true;
   }
   if (!enabled) return;
   g_status = used.empty() ? fmt::format("MPI's algorithms: not chosen per call ({}); MPI's default runs", why)
@@ -167,6 +172,7 @@ void stop_algorithms() {
 }
 
 const std::string& algorithms_status() { return g_status; }
+bool algorithms_unexpected() { return g_unexpected; }
 
 bool algorithm_set(priority::Op op, const std::vector<std::string>& candidates, std::size_t index) {
   Var* v = var_of(op);

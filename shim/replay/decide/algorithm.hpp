@@ -9,7 +9,8 @@
 // writes any value (MPICH aborts on a value out of range).  Their scope is ALL_EQ: every rank of
 // a communicator must hold the same value for a call, which the agreed choice gives.  Where a
 // variable is missing, reads otherwise or cannot be written (Open MPI; another MPICH), every
-// call keeps MPI's default and rank 0 says so once.
+// call keeps MPI's default, and rank 0 says so once (at TNBC_LOG=debug where the variables are
+// simply missing or set by the user).
 #pragma once
 
 #include <mpi.h>
@@ -44,8 +45,11 @@ std::vector<std::string> algorithm_candidates(priority::Op op, std::uint64_t byt
 bool algorithm_set(priority::Op op, const std::vector<std::string>& candidates, std::size_t index);
 void algorithm_restore(priority::Op op);
 
-/// A line for the log: what start_algorithms found ("MPICH's algorithms ..." or why not).
+/// A line for the log: what start_algorithms found ("MPI's algorithms: ..." or why not).
 const std::string& algorithms_status();
+/// Whether that is unexpected (variables found that cannot be used: another MPICH version, a
+/// failed write, ranks that disagree), and worth a message where TNBC_LOG=debug is not set.
+bool algorithms_unexpected();
 
 /// The agreed choice at the end of a trial round: sums the ranks' per-candidate means over
 /// `comm` and lets `trial` choose.  Collective over `comm`.  Returns whether the choice changed.

@@ -97,7 +97,8 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded) {
   g_plan_loaded = plan_loaded;
   node::learn();  // collective: before anything that may fail on this rank alone
   start_algorithms(cfg.algorithms && g_adapt);  // collective too
-  if (cfg.algorithms && g_adapt) log::info_rank0("{}", algorithms_status());
+  if (cfg.algorithms && g_adapt && algorithms_unexpected()) log::warn_rank0("{}", algorithms_status());
+  else if (cfg.algorithms && g_adapt && log::rank() <= 0) log::debug("{}", algorithms_status());
   return PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) == MPI_SUCCESS;
 }
 
