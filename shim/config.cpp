@@ -237,6 +237,12 @@ constexpr std::array kSettings = {
             "MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM or MPIR_CVAR_BCAST_INTRA_ALGORITHM, MPI's own "
             "choice runs.  0: always MPI's own choice.",
             kBool<&Config::algorithms>},
+    Setting{"TNBC_ALGORITHMS_AFTER", "int", "16", Agree::value,
+            "libtnbc.so: with TNBC_ALGORITHMS=1, the blocking calls of a key that run its first "
+            "choice of MPI's algorithm (docs/algorithms.md) before the candidates are first tried "
+            "(1..1000000): a program that calls a collective fewer times never pays for a trial "
+            "of an algorithm that loses.",
+            kInt<&Config::algorithms_after, 1, 1000000>},
     Setting{"TNBC_LEARN", "bool", "1", Agree::value,
             "libtnbc.so: learn each call site's first-touch order while the program runs and "
             "use it as the per-message priorities (and, measured, the per-node turns) of its "

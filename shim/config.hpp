@@ -46,6 +46,7 @@ struct Config {
   int adapt_warmup_room = 3;      ///< TNBC_ADAPT_WARMUP_ROOM: ... where its observed reads leave room; 0 = never
   int adapt_wide = 10;            ///< TNBC_ADAPT_WIDE: % saved that makes a decision count twice; 0 = never
   bool algorithms = true;         ///< TNBC_ALGORITHMS: choose MPI's own blocking algorithm per key
+  int algorithms_after = 16;      ///< TNBC_ALGORITHMS_AFTER: blocking calls of a key before they are tried
   bool learn = true;              ///< TNBC_LEARN: learn each call site's read order while running
   bool learn_per_node = true;     ///< TNBC_LEARN_PER_NODE: ... and decide per-node turns from measurements
   std::string plan_out;           ///< TNBC_PLAN_OUT: write the learned orders as a plan (rank 0)

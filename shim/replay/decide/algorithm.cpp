@@ -94,10 +94,14 @@ std::string open_var(Var& v, const std::vector<std::string>& candidates) {
 std::vector<std::string> candidates_for(priority::Op op, std::uint64_t bytes) {
   switch (op) {
     case priority::Op::alltoall:
-      // Brucks' algorithm sends every byte log2(p) times: for small blocks only.  MPICH's
-      // default is tried first, then the two that keep every link busy.
+      // Brucks' algorithm sends every byte log2(p) times: for small blocks only.  From 4 KiB
+      // the first choice is scattered, which keeps every link busy: MPICH 4.0.2's default
+      // lost to it in every measurement here (NPB FT A on 2 emulated nodes 2.1 s per call
+      // against 1.4 s; heFFTe's Alltoall on one node 3.25 s against 2.30 s per run; 4 MiB
+      // blocks on one node 12 ms against 6.5 ms), and was never more than 5% faster (NPB FT
+      // A on one node, within the noise): docs/apps.md.
       if (bytes < 4096) return {"auto", "brucks", "scattered"};
-      return {"auto", "scattered", "pairwise"};
+      return {"scattered", "auto", "pairwise"};
     case priority::Op::bcast:
       return {"auto", "binomial", "scatter_ring_allgather", "scatter_recursive_doubling_allgather"};
     default:
@@ -176,7 +180,7 @@ bool algorithms_unexpected() { return g_unexpected; }
 
 bool algorithm_set(priority::Op op, const std::vector<std::string>& candidates, std::size_t index) {
   Var* v = var_of(op);
-  if (v == nullptr || index == 0 || index >= candidates.size()) return false;
+  if (v == nullptr || index >= candidates.size() || candidates[index] == "auto") return false;
   const auto at = std::find(v->names.begin(), v->names.end(), candidates[index]);
   if (at == v->names.end()) return false;
   int value = static_cast<int>(at - v->names.begin());

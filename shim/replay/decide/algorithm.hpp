@@ -34,14 +34,14 @@ void start_algorithms(bool enabled);
 void stop_algorithms();
 
 /// The names of the candidates of an operation with `bytes` per block (Alltoall) or in all
-/// (Bcast), MPI's default ("auto") first; one entry where there is nothing to choose (or
-/// nothing can be chosen: start_algorithms found no usable variable for `op`).  The same
-/// on every rank for the same arguments.
+/// (Bcast), the first choice first ("auto": MPI's default); one entry, "auto", where there is
+/// nothing to choose (or nothing can be chosen: start_algorithms found no usable variable for
+/// `op`).  The same on every rank for the same arguments.
 std::vector<std::string> algorithm_candidates(priority::Op op, std::uint64_t bytes);
 
 /// Writes the variable of `op` so that the next blocking call runs candidate `index` of
-/// `candidates` (0: MPI's default).  Returns whether anything was written (then
-/// algorithm_restore must follow the call).
+/// `candidates` (nothing for "auto", MPI's default).  Returns whether anything was written
+/// (then algorithm_restore must follow the call).
 bool algorithm_set(priority::Op op, const std::vector<std::string>& candidates, std::size_t index);
 void algorithm_restore(priority::Op op);
 

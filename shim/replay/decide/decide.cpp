@@ -41,6 +41,7 @@ std::deque<Key> g_keys;
 Policy g_policy;
 bool g_adapt = true;      // TNBC_ADAPT is not off
 bool g_one_node = true;   // ... and a communicator on one node runs blocking without measuring
+TrialPolicy g_trial;      // the trial of MPI's algorithms (TNBC_ALGORITHMS_AFTER)
 
 /// Per user communicator (an attribute, so a dup or a split starts afresh and a freed
 /// communicator's handle, when MPI reuses it, does not inherit its decisions).
@@ -94,6 +95,7 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded) {
   g_policy.room_calls = observes ? static_cast<std::uint32_t>(cfg.adapt_warmup_room) : 0;
   g_policy.wide_gain = cfg.adapt_wide > 0 ? cfg.adapt_wide / 100.0 : 1.0;  // 1: no saving is that wide
   g_one_node = cfg.adapt == config::Adapt::on;
+  g_trial.skip = static_cast<std::uint32_t>(cfg.algorithms_after);
   g_plan_loaded = plan_loaded;
   node::learn();  // collective: before anything that may fail on this rank alone
   start_algorithms(cfg.algorithms && g_adapt);  // collective too
@@ -174,7 +176,7 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     const std::uint64_t per_block =
         op == priority::Op::alltoall && key->comm_size > 0 ? bytes / static_cast<std::uint64_t>(key->comm_size) : bytes;
     key->algorithms = algorithm_candidates(op, per_block);
-    key->trial = AlgorithmTrial(key->algorithms.size(), TrialPolicy{});
+    key->trial = AlgorithmTrial(key->algorithms.size(), g_trial);
   }
   // Alltoallv's ranks find their entries by their own receive sizes, so they may differ: the
   // agreement is what makes its per-node turns safe (every rank of a node takes them or none).
@@ -285,7 +287,10 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   }
   if (d.path == Path::blocking) {
     d.why = key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
-    d.observe = learn::designate(key->learning, key->state.calls(), key->state.probing());
+    // Where the room point found no room, nothing observed before the early probe would be
+    // used: observing costs a fault per page (NPB FT A: 0.2 s per observed call of 32 MiB).
+    const bool waits = key->state.no_room() && key->state.decisions() <= 1;
+    d.observe = !waits && learn::designate(key->learning, key->state.calls(), key->state.probing());
   }
   return d;
 }
@@ -298,8 +303,13 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
   Key* key = d.key;
   if (key == nullptr || !key->trial.active()) return {};
   AlgorithmTrial& trial = key->trial;
+  if (trial.calls() == 0 && key->algorithms[0] != "auto")
+    log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm first (MPI's "
+                    "default lost to it in every measurement here), the others are tried after {} blocking calls",
+                    what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[0], g_trial.skip);
   if (trial.choice_due()) {
     const std::vector<double> mine = trial.means();
+    const std::size_t before = trial.chosen();
     agree_algorithm(trial, comm);
     if (trial.chosen() != key->told_algorithm) {
       key->told_algorithm = trial.chosen();
@@ -307,7 +317,7 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
                       "after {} blocking calls (this rank measured {:.1f} ms per call, against {:.1f} ms with '{}')",
                       what(*key, key->first_bytes),
                       key->comm_id, key->comm_size, key->algorithms[trial.chosen()], trial.calls(),
-                      mine[trial.chosen()] / 1e6, mine[0] / 1e6, key->algorithms[0]);
+                      mine[trial.chosen()] / 1e6, mine[before] / 1e6, key->algorithms[before]);
     }
   }
   // A probe of the blocking path measures the path with the algorithm chosen: no round there.

@@ -3,20 +3,21 @@
 //
 // MPICH runs a blocking MPI_Alltoall with one of several algorithms (pairwise, scattered,
 // brucks, ...) and picks one by message size; on links slower than its tuning assumed, another
-// one can be a third faster (2 emulated nodes x 2 ranks, 1 MiB blocks: MPICH's default 247 ms,
-// scattered 179 ms per call).  So each key tries its candidates, interleaved, and keeps the
-// fastest:
+// one can be a third faster (NPB FT class A on 2 emulated nodes: 2.1 s per call with MPICH's
+// default, 1.4 s with scattered).  So each key starts with a first choice (candidate 0,
+// algorithm.cpp's prior) and later tries all candidates, interleaved, and keeps the fastest:
 //
-//   blocking calls of a key:  c c [t0 t1 .. tk-1] C C ... C [t t .. t] C C ...  (C: the choice)
+//   blocking calls of a key:  c c ... c [t0 t1 .. tk-1] C C ... C [t t .. t] C C ...  (C: the choice)
 //
-//   The first `skip` calls run the current choice (MPICH's default at first) unmeasured: the
-//   first pays for connections and first touches.  Then a round tries every candidate once, in an
-//   order rotated by one each round (a drift over the round does not always favour the same
-//   one).  At the next blocking call after a round, the ranks sum their per-candidate means
-//   (algorithm.cpp: one MPI_Allreduce) and every rank applies choose() to the same sums.  The
-//   rounds come ever rarer: the gap after round r is first_gap x 4^r calls, at most max_gap.
-//   A candidate replaces the current choice only when its summed mean is below the current
-//   one's by switch_gain: a trial's single samples are noisy, and a switch on noise costs.
+//   The first `skip` calls run the first choice, unmeasured: a program that makes few calls
+//   never pays for trying an algorithm that loses (a trial call of a losing algorithm cost NPB
+//   FT A a third of a call).  Then a round tries every candidate once, in an order rotated by
+//   one each round (a drift over the round does not always favour the same one).  At the next
+//   blocking call after a round, the ranks sum their per-candidate means (algorithm.cpp: one
+//   MPI_Allreduce) and every rank applies choose() to the same sums.  The rounds come ever
+//   rarer: the gap after round r is first_gap x 4^r calls, at most max_gap.  A candidate
+//   replaces the current choice only when its summed mean is below the current one's by
+//   switch_gain: a trial's samples are noisy, and a switch on noise costs.
 //
 // The time of a blocking call is its time inside the call on this rank: what follows a blocking
 // call is the same whichever algorithm ran it, since the data is complete when it returns.
@@ -30,7 +31,7 @@
 namespace tnbc::shim::replay::decide {
 
 struct TrialPolicy {
-  std::uint32_t skip = 1;        ///< blocking calls before the first round (not measured)
+  std::uint32_t skip = 16;       ///< blocking calls before the first round (TNBC_ALGORITHMS_AFTER)
   std::uint32_t first_gap = 30;  ///< blocking calls between round 0 and round 1
   std::uint32_t max_gap = 2048;  ///< longest gap between rounds
   double switch_gain = 0.05;     ///< a candidate must save this share of the current choice's time
@@ -39,8 +40,8 @@ struct TrialPolicy {
 class AlgorithmTrial {
  public:
   AlgorithmTrial() = default;
-  /// `candidates`: how many (index 0 is MPI's default, the first choice).  With fewer than 2
-  /// there is nothing to try: every call runs candidate 0.
+  /// `candidates`: how many (index 0 is the first choice).  With fewer than 2 there is
+  /// nothing to try: every call runs candidate 0.
   AlgorithmTrial(std::size_t candidates, const TrialPolicy& policy);
 
   /// Whether the candidates are tried at all.

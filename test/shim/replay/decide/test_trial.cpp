@@ -35,8 +35,23 @@ TEST_CASE("one candidate: nothing is tried, every call runs MPI's default") {
   REQUIRE(t.rounds() == 0);
 }
 
-TEST_CASE("the first call runs the default; a round tries each candidate once; the fastest is kept") {
+/// Tries from the second call on.
+TrialPolicy early() {
+  TrialPolicy p;
+  p.skip = 1;
+  return p;
+}
+
+TEST_CASE("defaults: the first 16 blocking calls run the first choice, untried") {
   AlgorithmTrial t(3, TrialPolicy{});
+  const auto ran = run(t, {300, 180, 200}, 21);
+  REQUIRE(std::vector<std::size_t>(ran.begin(), ran.begin() + 16) == std::vector<std::size_t>(16, 0));
+  REQUIRE(std::vector<std::size_t>(ran.begin() + 16, ran.end()) == std::vector<std::size_t>{0, 1, 2, 1, 1});
+  REQUIRE(t.chosen() == 1);
+}
+
+TEST_CASE("the first call runs the first choice; a round tries each candidate once; the fastest is kept") {
+  AlgorithmTrial t(3, early());
   const auto ran = run(t, {300, 180, 200}, 8);
   // Call 0: the default, unmeasured.  Calls 1-3: the round.  Call 4 on: the choice.
   REQUIRE(ran == std::vector<std::size_t>{0, 0, 1, 2, 1, 1, 1, 1});
@@ -46,16 +61,16 @@ TEST_CASE("the first call runs the default; a round tries each candidate once; t
 }
 
 TEST_CASE("a candidate less than switch_gain faster does not replace the default") {
-  AlgorithmTrial t(3, TrialPolicy{});
+  AlgorithmTrial t(3, early());
   run(t, {1000, 960, 990}, 6);  // 4% faster: noise
   REQUIRE(t.chosen() == 0);
-  AlgorithmTrial u(3, TrialPolicy{});
+  AlgorithmTrial u(3, early());
   run(u, {1000, 940, 990}, 6);  // 6% faster
   REQUIRE(u.chosen() == 1);
 }
 
 TEST_CASE("rounds come ever rarer, rotated, and a phase change is followed") {
-  TrialPolicy p;
+  TrialPolicy p = early();
   p.first_gap = 4;
   AlgorithmTrial t(2, p);
   std::vector<std::uint64_t> cost = {100, 200};
@@ -81,7 +96,7 @@ TEST_CASE("rounds come ever rarer, rotated, and a phase change is followed") {
 }
 
 TEST_CASE("a probe holds a round back: the round begins at the next call that allows it") {
-  AlgorithmTrial t(2, TrialPolicy{});
+  AlgorithmTrial t(2, early());
   t.record(100);  // call 0
   REQUIRE(t.trying());
   t.hold();  // call 1 is a probe
@@ -96,7 +111,7 @@ TEST_CASE("a probe holds a round back: the round begins at the next call that al
 }
 
 TEST_CASE("a candidate some rank did not measure (0 in the sums) is never chosen") {
-  AlgorithmTrial t(3, TrialPolicy{});
+  AlgorithmTrial t(3, early());
   run(t, {300, 100, 200}, 4);
   REQUIRE(t.choice_due());
   REQUIRE(t.choose({300, 0, 200}));
