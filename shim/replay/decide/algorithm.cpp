@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <regex>
 #include <string_view>
 
@@ -94,13 +95,14 @@ std::string open_var(Var& v, const std::vector<std::string>& candidates) {
 std::vector<std::string> candidates_for(priority::Op op, std::uint64_t bytes) {
   switch (op) {
     case priority::Op::alltoall:
-      // Brucks' algorithm sends every byte log2(p) times: for small blocks only.  From 4 KiB
-      // the first choice is scattered, which keeps every link busy: MPICH 4.0.2's default
+      // Not brucks: under MPICH 4.0.2 it failed heFFTe's Alltoall on 2 emulated nodes
+      // ("Message truncated", plain MPICH with the variable set).  From 4 KiB the first choice
+      // is scattered, which keeps every link busy: MPICH 4.0.2's default
       // lost to it in every measurement here (NPB FT A on 2 emulated nodes 2.1 s per call
       // against 1.4 s; heFFTe's Alltoall on one node 3.25 s against 2.30 s per run; 4 MiB
       // blocks on one node 12 ms against 6.5 ms), and was never more than 5% faster (NPB FT
       // A on one node, within the noise): docs/apps.md.
-      if (bytes < 4096) return {"auto", "brucks", "scattered"};
+      if (bytes < 4096) return {"auto", "scattered"};
       return {"scattered", "auto", "pairwise"};
     case priority::Op::bcast:
       return {"auto", "binomial", "scatter_ring_allgather", "scatter_recursive_doubling_allgather"};
@@ -192,17 +194,19 @@ void algorithm_restore(priority::Op op) {
 }
 
 bool agree_algorithm(AlgorithmTrial& trial, MPI_Comm comm) {
-  const std::vector<double> means = trial.means();
-  const std::size_t k = means.size();
-  // Per candidate: the sum of the means, and how many ranks measured it.
-  std::vector<double> mine(2 * k), sum(2 * k);
-  for (std::size_t i = 0; i < k; ++i) mine[i] = means[i], mine[k + i] = means[i] > 0 ? 1 : 0;
-  PMPI_Allreduce(mine.data(), sum.data(), static_cast<int>(2 * k), MPI_DOUBLE, MPI_SUM, comm);
-  int size = 0;
-  PMPI_Comm_size(comm, &size);
-  std::vector<double> summed(k);
-  for (std::size_t i = 0; i < k; ++i) summed[i] = sum[k + i] >= size ? sum[i] : 0;
-  return trial.choose(summed);
+  const std::vector<double> bests = trial.bests();
+  const std::size_t k = bests.size();
+  // Per candidate, minimum over the ranks: its best time (a rank without a sample offers none),
+  // and whether every rank has one.
+  std::vector<double> mine(2 * k), least(2 * k);
+  for (std::size_t i = 0; i < k; ++i) {
+    mine[i] = bests[i] > 0 ? bests[i] : std::numeric_limits<double>::max();
+    mine[k + i] = bests[i] > 0 ? 1 : 0;
+  }
+  PMPI_Allreduce(mine.data(), least.data(), static_cast<int>(2 * k), MPI_DOUBLE, MPI_MIN, comm);
+  std::vector<double> agreed(k);
+  for (std::size_t i = 0; i < k; ++i) agreed[i] = least[k + i] > 0 ? least[i] : 0;
+  return trial.choose(agreed);
 }
 
 }  // namespace tnbc::shim::replay::decide

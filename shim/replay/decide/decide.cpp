@@ -240,9 +240,7 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
                                         summed.early_ns / n / 1e6, summed.blocking_ns / n / 1e6, summed.ranks_measured)
                           : std::string("nothing measured yet"));
     }
-    if (room_point && key->state.no_room() && !key->path_told) {
-      key->path_told = true;
-      key->told_path = Path::blocking;
+    if (room_point && key->state.no_room()) {  // once per key: its one room point
       log::info_rank0("decided: {} on communicator {} ({} ranks): blocking for its warm-up and the {} calls after it, "
                       "before early is first tried: the reads {:.0f} of the {:.0f} ranks that observed its warm-up "
                       "leave no room to overlap",
@@ -308,13 +306,13 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
                     "default lost to it in every measurement here), the others are tried after {} blocking calls",
                     what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[0], g_trial.skip);
   if (trial.choice_due()) {
-    const std::vector<double> mine = trial.means();
+    const std::vector<double> mine = trial.bests();
     const std::size_t before = trial.chosen();
     agree_algorithm(trial, comm);
     if (trial.chosen() != key->told_algorithm) {
       key->told_algorithm = trial.chosen();
       log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm "
-                      "after {} blocking calls (this rank measured {:.1f} ms per call, against {:.1f} ms with '{}')",
+                      "after {} blocking calls (this rank's best call {:.1f} ms, against {:.1f} ms with '{}')",
                       what(*key, key->first_bytes),
                       key->comm_id, key->comm_size, key->algorithms[trial.chosen()], trial.calls(),
                       mine[trial.chosen()] / 1e6, mine[before] / 1e6, key->algorithms[before]);
@@ -388,12 +386,14 @@ std::string turns_json(const Key& k) {
 /// blocking calls run, and what the trial measured on this rank.
 std::string algorithm_json(const Key& k) {
   const AlgorithmTrial& t = k.trial;
-  const std::vector<double> means = t.means();
-  std::string tried;
-  for (std::size_t i = 0; i < k.algorithms.size(); ++i)
-    tried += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithms[i], i < means.size() ? means[i] / 1e3 : 0.0);
-  return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}}}})",
-                     k.algorithms.empty() ? "auto" : k.algorithms[t.chosen()], t.rounds(), t.switches(), tried);
+  const std::vector<double> means = t.means(), bests = t.bests();
+  std::string mean, best;
+  for (std::size_t i = 0; i < k.algorithms.size(); ++i) {
+    mean += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithms[i], i < means.size() ? means[i] / 1e3 : 0.0);
+    best += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithms[i], i < bests.size() ? bests[i] / 1e3 : 0.0);
+  }
+  return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}}}})",
+                     k.algorithms.empty() ? "auto" : k.algorithms[t.chosen()], t.rounds(), t.switches(), mean, best);
 }
 
 }  // namespace

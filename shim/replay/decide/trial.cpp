@@ -27,6 +27,14 @@ std::vector<double> AlgorithmTrial::means() const {
   return m;
 }
 
+std::vector<double> AlgorithmTrial::bests() const {
+  std::vector<double> b(counts_.size(), 0.0);
+  for (std::size_t i = 0; i < counts_.size(); ++i)
+    if (counts_[i] > 0)
+      b[i] = static_cast<double>(counts_[i] > 1 ? std::min(last_[i][0], last_[i][1]) : last_[i][0]);
+  return b;
+}
+
 bool AlgorithmTrial::choose(const std::vector<double>& summed) {
   round_done_ = false;
   round_start_ = calls_ + gap_;
