@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <regex>
 #include <string_view>
 
@@ -196,16 +195,14 @@ void algorithm_restore(priority::Op op) {
 bool agree_algorithm(AlgorithmTrial& trial, MPI_Comm comm) {
   const std::vector<double> bests = trial.bests();
   const std::size_t k = bests.size();
-  // Per candidate, minimum over the ranks: its best time (a rank without a sample offers none),
-  // and whether every rank has one.
-  std::vector<double> mine(2 * k), least(2 * k);
-  for (std::size_t i = 0; i < k; ++i) {
-    mine[i] = bests[i] > 0 ? bests[i] : std::numeric_limits<double>::max();
-    mine[k + i] = bests[i] > 0 ? 1 : 0;
-  }
-  PMPI_Allreduce(mine.data(), least.data(), static_cast<int>(2 * k), MPI_DOUBLE, MPI_MIN, comm);
+  // Per candidate, summed over the ranks: its best time, and how many ranks have one.
+  std::vector<double> mine(2 * k), sum(2 * k);
+  for (std::size_t i = 0; i < k; ++i) mine[i] = bests[i], mine[k + i] = bests[i] > 0 ? 1 : 0;
+  PMPI_Allreduce(mine.data(), sum.data(), static_cast<int>(2 * k), MPI_DOUBLE, MPI_SUM, comm);
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
   std::vector<double> agreed(k);
-  for (std::size_t i = 0; i < k; ++i) agreed[i] = least[k + i] > 0 ? least[i] : 0;
+  for (std::size_t i = 0; i < k; ++i) agreed[i] = sum[k + i] >= size ? sum[i] : 0;
   return trial.choose(agreed);
 }
 

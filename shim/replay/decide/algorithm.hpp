@@ -51,8 +51,8 @@ const std::string& algorithms_status();
 /// failed write, ranks that disagree), and worth a message where TNBC_LOG=debug is not set.
 bool algorithms_unexpected();
 
-/// The agreed choice at the end of a trial round: the minimum over the ranks of `comm` of each
-/// candidate's best time (trial.hpp), and `trial` chooses.  Collective over `comm`.  Returns whether the choice changed.
+/// The agreed choice at the end of a trial round: each candidate's best time (trial.hpp)
+/// summed over the ranks of `comm`, and `trial` chooses.  Collective over `comm`.  Returns whether the choice changed.
 bool agree_algorithm(AlgorithmTrial& trial, MPI_Comm comm);
 
 }  // namespace tnbc::shim::replay::decide

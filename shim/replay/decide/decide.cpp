@@ -323,6 +323,9 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
   BlockingRun run;
   run.candidate = trial.next();
   key->last_trial = trial.trying() && run.candidate != trial.chosen();
+  // A trial call starts on every rank together (trial.hpp): its time is the algorithm's, not
+  // the wait for ranks that arrive later.  Every rank makes the same trial calls.
+  if (trial.trying()) PMPI_Barrier(comm);
   run.written = algorithm_set(key->op_kind, key->algorithms, run.candidate);
   return run;
 }

@@ -12,21 +12,21 @@
 //   The first `skip` calls run the first choice, unmeasured: a program that makes few calls
 //   never pays for trying an algorithm that loses (a trial call of a losing algorithm cost NPB
 //   FT A a third of a call).  Then a round tries every candidate once, in an order rotated by
-//   one each round (a drift over the round does not always favour the same one).  At the next
-//   blocking call after a round, the ranks agree on each candidate's best time (algorithm.cpp:
-//   one MPI_Allreduce; the minimum over the ranks of each rank's faster of its last two samples)
-//   and every rank applies choose() to the same values.  The rounds come ever
-//   rarer: the gap after round r is first_gap x 4^r calls, at most max_gap.  A candidate
-//   replaces the current choice only when its agreed time is below the current one's by
-//   switch_gain: a trial's samples are noisy, and a switch on noise costs.
+//   one each round (a drift over the round does not always favour the same one).  Each trial call
+//   starts after a barrier on the communicator (decide.cpp).  At the next blocking call after a
+//   round, the ranks sum each candidate's best time (algorithm.cpp: one MPI_Allreduce; a rank's
+//   best is the faster of its last two samples) and every rank applies choose() to the same
+//   sums.  The rounds come ever rarer: the gap after round r is first_gap x 4^r calls, at most
+//   max_gap.  A candidate replaces the current choice only when its agreed time is below the
+//   current one's by switch_gain: a trial's samples are noisy, and a switch on noise costs.
 //
 // The time of a blocking call is its time inside the call on this rank: what follows a blocking
-// call is the same whichever algorithm ran it, since the data is complete when it returns.  A
-// rank that arrives early also waits inside for the others, and that wait says nothing about the
-// algorithm: the rank that arrived last waited least.  So the minimum over the ranks (and over
-// the last two samples) is what counts: in heFFTe's 2-rank transposes one rank's samples of the
-// same algorithm differed 20-fold, and sums over the ranks chose MPI's default, 20 times slower
-// in the call than the first choice, on noise.
+// call is the same whichever algorithm ran it, since the data is complete when it returns.  But
+// a rank that arrives early also waits inside for the others, and a rank that arrives last may
+// find its data there already: neither says anything about the algorithm.  In heFFTe's
+// transposes on one node, one rank's samples of one algorithm differed 20-fold, and both the sum
+// and the minimum over the ranks chose algorithms twice as slow as the first choice on that
+// noise.  Hence the barrier before a trial call: all ranks start it together.
 #pragma once
 
 #include <array>
@@ -54,15 +54,16 @@ class AlgorithmTrial {
   bool active() const { return counts_.size() > 1; }
   /// The candidate the next blocking call runs.
   std::size_t next() const;
-  /// True when the next blocking call must first agree the choice: take the minimum of bests()
-  /// over the ranks and choose() (a round just ended).
+  /// True when the next blocking call must first agree the choice: sum bests() over the ranks
+  /// and choose() (a round just ended).
   bool choice_due() const { return active() && round_done_; }
   /// This rank's mean time per call of each candidate over its last two rounds (ns; 0: none):
   /// a phase change of the program is followed within two rounds.
   std::vector<double> means() const;
   /// This rank's faster of the last two samples of each candidate (ns; 0: none).
   std::vector<double> bests() const;
-  /// Applies the agreed times (the same on every rank; 0: a candidate not every rank measured):
+  /// Applies the agreed times (sums over the ranks, the same on every rank; 0: a candidate not
+  /// every rank measured):
   /// keeps the current choice unless a candidate is faster by switch_gain.  Returns true if the
   /// choice changed.
   bool choose(const std::vector<double>& agreed);
