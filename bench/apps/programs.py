@@ -1,0 +1,189 @@
+"""The corpus: third-party MPI programs that run.py times (see README.md).
+
+Each entry names the executable relative to the bin/ folder of its build (BUILD/bin/EXE under
+the apps folder, /work/apps by default: npb/, heffte/, osu/, imb/ as the build-*.sh scripts
+make them), its arguments, the rank count, the collectives it calls, how its output is
+verified and which time it reports.
+
+Verification is one of
+  regex:   the output must match `verify_regex` (and the exit code be 0);
+  heffte:  speed3d prints "Max error: E" and "Tolerance: T" and passes when E <= T (it prints
+           "ERROR: observed error ... exceeds the tolerance" and still exits 0 otherwise);
+  exit:    exit code 0 and `verify_regex` (a line showing the benchmark ran to its end).
+
+`times_call_only`: OSU and IMB time only the collective call itself, so their reported
+latencies say nothing about what a library gains by overlapping; run.py times them by the
+whole run's wall time and never uses their numbers.
+
+`reported_regex` (group 1, seconds, times `reported_scale`) is the program's own timing of
+its main loop, when it prints one.
+
+`long`: takes minutes on 2 emulated nodes; run.py skips it unless named with --only or
+given --long.
+"""
+
+from dataclasses import dataclass, field
+import re
+
+# MPI collectives run.py can tune (MPIR_CVAR_<NAME>_INTRA_ALGORITHM) and libtnbc.so intercepts.
+TUNABLE = ("alltoall", "alltoallv", "bcast")
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    build: str                     # build folder under the apps folder: npb, heffte, osu, imb
+    exe: str                       # relative to BUILD/bin
+    args: tuple = ()
+    ranks: int = 4
+    collectives: tuple = ()        # MPI collectives it calls (lower case, without MPI_)
+    tune: tuple = None             # collectives whose algorithm run.py tunes for "best"
+                                   # (default: those of TUNABLE it calls)
+    calls: str = ""                # how often, where known
+    verify: str = "regex"          # regex | heffte | exit
+    verify_regex: str = ""
+    reported_regex: str = ""       # program-reported time (group 1)
+    reported_scale: float = 1.0    # multiply group 1 by this to get seconds of the timed loop
+    times_call_only: bool = False
+    long: bool = False
+    env: dict = field(default_factory=dict)   # variables every rank gets (all configurations)
+    note: str = ""
+
+    def tunable(self):
+        if self.tune is not None:
+            return list(self.tune)
+        return [c for c in TUNABLE if c in self.collectives]
+
+
+NPB_OK = r"Verification\s+=\s+SUCCESSFUL"
+NPB_TIME = r"Time in seconds\s+=\s+([0-9.eE+-]+)"
+
+
+def npb(kernel, cls, collectives, calls, tune, long=False, note=""):
+    return Program(
+        name=f"npb-{kernel}-{cls}", build="npb", exe=f"{kernel}.{cls}.x",
+        collectives=collectives, calls=calls, tune=tune, verify="regex", verify_regex=NPB_OK,
+        reported_regex=NPB_TIME, long=long, note=note)
+
+
+HEFFTE_TIME = r"Time per run:\s+([0-9.eE+-]+)"
+
+
+def heffte(name, n, runs, a2a, long=False, note=""):
+    args = ("fftw", "double", str(n), str(n), str(n)) + (("-a2a",) if a2a else ()) + (f"-n{runs}",)
+    coll = ("alltoall" if a2a else "alltoallv", "barrier", "reduce", "allreduce", "comm_split")
+    return Program(
+        name=name, build="heffte", exe="speed3d_c2c", args=args, collectives=coll,
+        calls=(f"{6 * (runs + 1)} {'MPI_Alltoall' if a2a else 'MPI_Alltoallv'} (3 reshapes per "
+               f"transform, forward+backward, {runs} timed pairs + 1 warm-up pair) on 6 "
+               "sub-communicators (4 of 2 ranks, 2 of 4 ranks)"),
+        verify="heffte",
+        # "Time per run" is one transform (forward or backward): the timed loop ran 2*runs.
+        reported_regex=HEFFTE_TIME, reported_scale=2.0 * runs,
+        long=long, env={"OMP_NUM_THREADS": "1"}, note=note)
+
+
+OSU_SIZE_LINE = r"(?m)^1048576\s+[0-9.]+"
+
+PROGRAMS = [
+    npb("is", "A", ("alltoall", "alltoallv", "allreduce", "reduce", "bcast"),
+        "11 MPI_Alltoall (4 B per rank pair) + 11 MPI_Alltoallv (~2 MB per rank pair): one "
+        "each per ranking, 1 untimed + 10 timed; 1 MPI_Bcast", ("alltoall", "alltoallv")),
+    npb("is", "B", ("alltoall", "alltoallv", "allreduce", "reduce", "bcast"),
+        "as npb-is-A, 4x the keys (~8 MB per rank pair per MPI_Alltoallv)", ("alltoall", "alltoallv")),
+    npb("ft", "A", ("alltoall", "bcast", "barrier", "reduce", "comm_split"),
+        "8 MPI_Alltoall of 8 MB per rank pair (6 iterations, set-up and warm-up), "
+        "5 small MPI_Bcast, 1 MPI_Barrier", ("alltoall",)),
+    npb("ft", "B", ("alltoall", "bcast", "barrier", "reduce", "comm_split"),
+        "22 MPI_Alltoall of 32 MB per rank pair (20 iterations, set-up and warm-up)", ("alltoall",), long=True,
+        note="minutes on 2 emulated nodes"),
+    npb("cg", "A", ("bcast", "barrier", "allreduce", "reduce"),
+        "no all-to-all: point-to-point (send/irecv) and small reductions; 1 MPI_Bcast, 1 MPI_Barrier", (),
+        note="control: calls no MPI_Alltoall(v)"),
+    npb("mg", "A", ("bcast", "barrier", "allreduce", "reduce", "comm_split"),
+        "no all-to-all: halo exchanges; 7 small MPI_Bcast, 6 MPI_Barrier", (),
+        note="control: calls no MPI_Alltoall(v)"),
+    npb("lu", "A", ("bcast", "barrier", "allreduce", "reduce"),
+        "no all-to-all: pipelined point-to-point; 10 small MPI_Bcast, 2 MPI_Barrier", (),
+        note="control: calls no MPI_Alltoall(v)"),
+    npb("ep", "A", ("bcast", "barrier", "allreduce", "reduce"),
+        "no all-to-all: compute only, reductions at the end; 1 MPI_Bcast, 1 MPI_Barrier", (),
+        note="control: calls no MPI_Alltoall(v)"),
+    heffte("heffte-a2a", 64, 50, True,
+           note="64^3, not 128^3: 128^3 -n50 takes ~3 min on 2 emulated nodes (heffte-a2a-128)"),
+    heffte("heffte-a2av", 64, 50, False, note="as heffte-a2a with MPI_Alltoallv (heFFTe's default)"),
+    heffte("heffte-a2a-128", 128, 50, True, long=True, note="minutes on 2 emulated nodes"),
+    heffte("heffte-a2av-128", 128, 50, False, long=True, note="minutes on 2 emulated nodes"),
+    Program(name="osu-alltoall-1M", build="osu", exe="osu_alltoall",
+            args=("-m", "1048576:1048576", "-i", "100", "-x", "10"),
+            collectives=("alltoall", "barrier", "reduce"),
+            calls="110 MPI_Alltoall of 1 MB per rank pair, each followed by MPI_Barrier (112)",
+            verify="exit", verify_regex=OSU_SIZE_LINE, times_call_only=True),
+    Program(name="osu-alltoallv-1M", build="osu", exe="osu_alltoallv",
+            args=("-m", "1048576:1048576", "-i", "100", "-x", "10"),
+            collectives=("alltoallv", "barrier", "reduce"),
+            calls="110 MPI_Alltoallv of 1 MB per rank pair, each followed by MPI_Barrier (114)",
+            verify="exit", verify_regex=OSU_SIZE_LINE, times_call_only=True),
+    Program(name="osu-bcast-1M", build="osu", exe="osu_bcast",
+            args=("-m", "1048576:1048576", "-i", "100", "-x", "10"),
+            collectives=("bcast", "barrier", "reduce"),
+            calls="110 MPI_Bcast of 1 MB from rank 0, each followed by MPI_Barrier (111)",
+            verify="exit", verify_regex=OSU_SIZE_LINE, times_call_only=True),
+    # -c: OSU checks the received data of every call (and adds a barrier and buffer fills
+    # between calls); the check that a library returning early still delivers right data.
+    Program(name="osu-alltoall-1M-check", build="osu", exe="osu_alltoall",
+            args=("-m", "1048576:1048576", "-i", "50", "-x", "5", "-c", "-u", "0"),
+            collectives=("alltoall", "barrier", "reduce", "allreduce"),
+            calls="55 MPI_Alltoall of 1 MB per rank pair, data checked after each",
+            verify="regex", verify_regex=r"(?m)^1048576\s+[0-9.]+\s+Pass\s*$",
+            times_call_only=True),
+    Program(name="osu-alltoallv-1M-check", build="osu", exe="osu_alltoallv",
+            args=("-m", "1048576:1048576", "-i", "50", "-x", "5", "-c", "-u", "0"),
+            collectives=("alltoallv", "barrier", "reduce", "allreduce"),
+            calls="55 MPI_Alltoallv of 1 MB per rank pair, data checked after each",
+            verify="regex", verify_regex=r"(?m)^1048576\s+[0-9.]+\s+Pass\s*$",
+            times_call_only=True),
+    Program(name="imb-alltoall", build="imb", exe="IMB-MPI1",
+            # -time 60: IMB gives up on a message size after 10 s by default (it printed
+            # "time-out" on 2 emulated nodes with -iter 50).
+            args=("-msglog", "20:20", "-iter", "30", "-iter_policy", "off", "-zero_size", "off",
+                  "-time", "60", "-npmin", "4", "Alltoall"),
+            collectives=("alltoall", "barrier", "bcast", "reduce", "allreduce"),
+            calls="63 MPI_Alltoall of 1 MB per rank pair (IMB's warm-up and 30 timed), barriers",
+            tune=("alltoall",),
+            verify="exit", verify_regex=r"(?m)^\s+1048576\s+30\s+[0-9.]+",
+            times_call_only=True),
+]
+
+BY_NAME = {p.name: p for p in PROGRAMS}
+assert len(BY_NAME) == len(PROGRAMS), "duplicate program names"
+
+
+def verify(prog, rc, output):
+    """(ok, reason) for one run's exit code and combined output."""
+    if rc != 0:
+        return False, f"exit code {rc}"
+    if prog.verify in ("regex", "exit"):
+        if prog.verify_regex and not re.search(prog.verify_regex, output):
+            return False, f"output does not match {prog.verify_regex!r}"
+        return True, "ok"
+    if prog.verify == "heffte":
+        if "ERROR: observed error" in output:
+            return False, "heFFTe: error exceeds the tolerance"
+        e = re.search(r"Max error:\s+([0-9.eE+-]+)", output)
+        t = re.search(r"Tolerance:\s+([0-9.eE+-]+)", output)
+        if not e or not t:
+            return False, "heFFTe: no 'Max error'/'Tolerance' line"
+        err, tol = float(e.group(1)), float(t.group(1))
+        if not err <= tol:
+            return False, f"heFFTe: max error {err:g} > tolerance {tol:g}"
+        return True, f"max error {err:.3g} <= {tol:g}"
+    return False, f"unknown verification kind {prog.verify!r}"
+
+
+def reported_time(prog, output):
+    """The program's own time of its main loop in seconds, or None."""
+    if not prog.reported_regex:
+        return None
+    m = re.search(prog.reported_regex, output)
+    return float(m.group(1)) * prog.reported_scale if m else None

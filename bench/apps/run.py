@@ -1,0 +1,829 @@
+#!/usr/bin/env python3
+"""Time the corpus of MPI programs (programs.py) under several configurations.
+
+For each selected program and placement (local: one node, mpiexec.mpich -n 4; cluster: 2
+emulated nodes x 2 ranks through tnbc-cluster), the configurations run side by side: round r
+runs every configuration once, in an order rotated by r, so that drift of the machine spreads
+over all of them.  Every run is verified (a failed verification is an error, reported, never
+timed) and measured by its wall time, the CPU time of all its processes (user + sys of the
+waited-for descendants: RUSAGE_CHILDREN, which covers the ranks on the emulated nodes too) and
+the program's own time where it prints one.
+
+Configurations:
+  plain      MPICH as it is
+  best       MPICH with the fastest MPIR_CVAR_<COLL>_INTRA_ALGORITHM per collective the
+             program calls, found by a tuning pass (or read from --tune-cache)
+  tnbc       LD_PRELOAD=--lib (libtnbc.so) with its defaults
+  tnbc-plan  (--plan) libtnbc.so with TNBC_PLAN from a traced run (--trace-lib, tnbc-order plan)
+  NAME       (--extra-config NAME:K=V,...) any set of variables
+
+Python 3 standard library only.
+"""
+
+import argparse
+import datetime
+import fnmatch
+import hashlib
+import json
+import os
+import platform
+import re
+import resource
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build")  # the repository's build folder
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
+import programs as corpus  # noqa: E402
+
+# Candidate algorithms per collective, by the names Debian's MPICH 4.0.2 accepts (an unknown
+# name aborts MPI_Init: "Invalid MPIR_CVAR_..._INTRA_ALGORITHM value").  Left out: nb (the
+# nonblocking algorithm; aborts 4.0.2 in these programs), k_brucks (not in 4.0.2).  A candidate
+# that does not apply to a call (pairwise_sendrecv_replace needs MPI_IN_PLACE) silently falls
+# back to MPICH's own choice (MPIR_CVAR_COLLECTIVE_FALLBACK=silent).
+CANDIDATES = {
+    "alltoall": ("brucks", "pairwise", "pairwise_sendrecv_replace", "scattered"),
+    "alltoallv": ("pairwise_sendrecv_replace", "scattered"),
+    "bcast": ("binomial", "smp", "scatter_recursive_doubling_allgather", "scatter_ring_allgather"),
+}
+
+
+def cvar(coll):
+    return f"MPIR_CVAR_{coll.upper()}_INTRA_ALGORITHM"
+
+
+def log(msg):
+    print(f"[{datetime.datetime.now():%H:%M:%S}] {msg}", file=sys.stderr, flush=True)
+
+
+def error(msg):
+    print(f"\n*** ERROR: {msg}\n", file=sys.stderr, flush=True)
+
+
+def fmt(x, nd=2):
+    return "–" if x is None else f"{x:.{nd}f}"
+
+
+# ------------------------------------------------------------------------------------------
+# running one program
+
+
+class Runner:
+    def __init__(self, a):
+        self.a = a
+        self.work = a.workdir
+        os.makedirs(os.path.join(self.work, "logs"), exist_ok=True)
+        self.seq = 0
+        # The ranks get only what a configuration sets: no stray TNBC_*, MPIR_CVAR_* or
+        # LD_PRELOAD from the caller's environment (mpiexec passes its environment on).
+        self.base_env = {k: v for k, v in os.environ.items()
+                         if not (k.startswith(("TNBC_", "MPIR_CVAR_", "UCX_")) or k == "LD_PRELOAD")}
+
+    def exe(self, prog):
+        return os.path.join(self.a.apps, prog.build, "bin", prog.exe)
+
+    def command(self, prog, placement, env, preload):
+        exe = [self.exe(prog), *prog.args]
+        if placement == "local":
+            cmd = ["mpiexec.mpich", "-n", str(prog.ranks)]
+            for k, v in env.items():
+                cmd += ["-genv", k, v]
+            if preload:
+                cmd += ["-genv", "LD_PRELOAD", " ".join(preload)]
+            return cmd + exe
+        ppn = prog.ranks // self.a.nodes
+        cmd = self.cluster_base() + ["run", "--ppn", str(ppn), "--timeout", str(self.a.timeout)]
+        for lib in preload:
+            cmd += ["--preload", lib]
+        for k, v in env.items():
+            cmd += ["--env", f"{k}={v}"]
+        return cmd + ["--"] + exe
+
+    def cluster_base(self):
+        return [self.a.cluster, "--nodes", str(self.a.nodes), "--prefix", self.a.prefix,
+                "--subnet", self.a.subnet]
+
+    def run(self, prog, placement, config, env, preload, tag, stats=False):
+        """One run: returns a record (dict).  ok False for a failed verification/timeout."""
+        self.seq += 1
+        env = dict(prog.env, **env)
+        rid = f"{self.seq:04d}-{prog.name}-{placement}-{config}-{tag}"
+        stats_prefix = None
+        if stats and preload and "TNBC_STATS" not in env:
+            stats_prefix = os.path.join(self.work, "stats", rid, "s")
+            env["TNBC_STATS"] = stats_prefix
+        cmd = self.command(prog, placement, env, preload)
+        logpath = os.path.join(self.work, "logs", rid + ".log")
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.monotonic()
+        started = datetime.datetime.now().isoformat(timespec="seconds")
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, cwd=self.work, env=self.base_env,
+                             start_new_session=True)
+        timed_out = False
+        try:
+            # the cluster's own --timeout ends the job first; this is the safety net
+            out, _ = p.communicate(timeout=self.a.timeout + (30 if placement == "cluster" else 0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_session(p.pid, signal.SIGTERM)
+            try:
+                out, _ = p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                kill_session(p.pid, signal.SIGKILL)
+                out, _ = p.communicate()
+        except KeyboardInterrupt:
+            kill_session(p.pid, signal.SIGTERM)
+            time.sleep(2)
+            kill_session(p.pid, signal.SIGKILL)
+            p.wait()
+            raise
+        wall = time.monotonic() - t0
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        out = out.decode(errors="replace")
+        with open(logpath, "w") as f:
+            f.write("$ " + shlex.join(cmd) + "\n" + out)
+        rc = p.returncode
+        if timed_out or (placement == "cluster" and "job killed after" in out):
+            ok, reason = False, f"timed out after {self.a.timeout}s"
+        else:
+            ok, reason = corpus.verify(prog, rc, out)
+        if not ok:
+            last = [ln.strip() for ln in out.splitlines() if ln.strip()]
+            if last:
+                reason += f"; last output line: {last[-1][:200]}"
+        rec = dict(program=prog.name, placement=placement, config=config, tag=tag,
+                   started=started, cmd=cmd, env=env, preload=preload, rc=rc, ok=ok,
+                   verification=reason, log=logpath,
+                   wall_s=round(wall, 4) if ok else None,
+                   cpu_s=round(cpu, 3) if ok else None,
+                   reported_s=corpus.reported_time(prog, out) if ok else None,
+                   failed_wall_s=None if ok else round(wall, 4))
+        if stats_prefix:
+            rec["stats"] = read_stats(os.path.dirname(stats_prefix))
+        if ok:
+            log(f"  {prog.name:22s} {placement:7s} {config:12s} {tag:>10s}: {wall:7.2f} s wall, "
+                f"{cpu:7.2f} s CPU" + (f", program {rec['reported_s']:.2f} s"
+                                      if rec["reported_s"] is not None else ""))
+        else:
+            error(f"{prog.name} {placement} {config} {tag}: verification FAILED: {reason} "
+                  f"(log: {logpath})")
+        return rec
+
+
+def kill_session(sid, sig):
+    """Signal the processes of a run: those of session `sid` (the run is started with
+    start_new_session; `timeout` moves to a process group of its own but stays in the
+    session) and all descendants of its first process (hydra starts each proxy, and the ranks
+    under it, in sessions of their own).  Nothing else."""
+    procs = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            procs[int(pid)] = (int(fields[1]), int(fields[3]))   # ppid, session id
+        except (OSError, ValueError, IndexError):
+            pass
+    targets = {pid for pid, (_, s) in procs.items() if s == sid}
+    if sid in procs:
+        targets.add(sid)
+    grew = True
+    while grew:
+        new = {pid for pid, (pp, _) in procs.items() if pp in targets and pid not in targets}
+        targets |= new
+        grew = bool(new)
+    for pid in targets:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def read_stats(folder):
+    """Sum libtnbc.so's TNBC_STATS files: per operation, calls of rank 0 and early returns
+    (all ranks)."""
+    res = {}
+    try:
+        files = sorted(f for f in os.listdir(folder) if f.endswith(".json"))
+    except OSError:
+        return None
+    for f in files:
+        try:
+            with open(os.path.join(folder, f)) as fh:
+                d = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        for op in ("alltoall", "alltoallv", "bcast", "barrier"):
+            s = d.get(op)
+            if not isinstance(s, dict):
+                continue
+            r = res.setdefault(op, {"calls_rank0": 0, "calls_all": 0, "early_all": 0})
+            if d.get("rank") == 0:
+                r["calls_rank0"] = s.get("calls", 0)
+            r["calls_all"] += s.get("calls", 0)
+            r["early_all"] += s.get("early_return", 0)
+    res["ranks"] = len(files)
+    return res
+
+
+# ------------------------------------------------------------------------------------------
+# tuning (best) and plans (tnbc-plan)
+
+
+def fingerprint(prog, a):
+    return dict(exe=os.path.join(a.apps, prog.build, "bin", prog.exe), args=list(prog.args),
+                ranks=prog.ranks, nodes=a.nodes, candidates={c: list(CANDIDATES[c]) for c in prog.tunable()})
+
+
+def tune(runner, prog, placement, cache, records):
+    """The fastest algorithm setting, one collective at a time; None if plain MPICH fails."""
+    a = runner.a
+    key = f"{prog.name}|{placement}"
+    fp = fingerprint(prog, a)
+    hit = cache.get(key)
+    if hit and not a.retune and hit.get("fingerprint") == fp:
+        log(f"  best for {prog.name} {placement}: cached {hit['settings'] or 'MPICH default'}")
+        return hit
+    if not prog.tunable():
+        log(f"  best for {prog.name} {placement}: nothing to tune (best = plain)")
+        return dict(settings={}, default_wall_s=None, best_wall_s=None, trials=[],
+                    fingerprint=fp, placement=placement, note="nothing to tune")
+    log(f"  tuning {prog.name} {placement}: {', '.join(prog.tunable())}")
+
+    def measure(settings, label):
+        walls = []
+        for i in range(a.tune_reps):
+            rec = runner.run(prog, placement, "tune", settings, [], f"{label}#{i}")
+            rec["tune_settings"] = dict(settings)
+            records.append(rec)
+            if not rec["ok"]:
+                return None
+            walls.append(rec["wall_s"])
+        return min(walls)
+
+    base = measure({}, "default")
+    if base is None:
+        return None
+    settings, best_t, trials = {}, base, [dict(var=None, value="default", wall_s=base)]
+    for coll in prog.tunable():
+        var = cvar(coll)
+        chosen = None
+        for val in CANDIDATES[coll]:
+            t = measure(dict(settings, **{var: val}), f"{coll}={val}")
+            trials.append(dict(var=var, value=val, wall_s=t, ok=t is not None))
+            if t is not None and t < best_t:
+                best_t, chosen = t, val
+        if chosen:
+            settings[var] = chosen
+    entry = dict(settings=settings, default_wall_s=base, best_wall_s=best_t, trials=trials,
+                 fingerprint=fp, placement=placement,
+                 date=datetime.datetime.now().isoformat(timespec="seconds"))
+    cache[key] = entry
+    log(f"  best for {prog.name} {placement}: {settings or 'MPICH default'} "
+        f"({best_t:.2f} s vs default {base:.2f} s)")
+    return entry
+
+
+def make_plan(runner, prog, placement, records):
+    """Trace one run and turn it into a plan; returns (plan path or None, info)."""
+    a = runner.a
+    tdir = os.path.join(runner.work, "trace", f"{prog.name}-{placement}")
+    os.makedirs(os.path.dirname(tdir), exist_ok=True)
+    if os.path.exists(tdir):
+        for f in os.listdir(tdir):
+            os.unlink(os.path.join(tdir, f))
+    rec = runner.run(prog, placement, "trace", {"TNBC_TRACE_DIR": tdir}, [a.trace_lib], "trace")
+    records.append(rec)
+    if not rec["ok"]:
+        return None, dict(error="traced run failed", trace_run=rec["log"])
+    plan = os.path.join(runner.work, "plans", f"{prog.name}-{placement}.plan")
+    os.makedirs(os.path.dirname(plan), exist_ok=True)
+    p = subprocess.run([a.order, "plan", tdir, "-o", plan], capture_output=True, text=True)
+    info = dict(trace_dir=tdir, plan=plan, order_rc=p.returncode,
+                order_output=(p.stdout + p.stderr)[-4000:], trace_wall_s=rec["wall_s"])
+    if p.returncode not in (0, 1) or not os.path.exists(plan):
+        error(f"{prog.name} {placement}: tnbc-order plan failed (rc {p.returncode}): "
+              f"{(p.stdout + p.stderr).strip()[-1000:]}")
+        return None, info
+    log(f"  plan for {prog.name} {placement}: {plan}")
+    return plan, info
+
+
+# ------------------------------------------------------------------------------------------
+# report
+
+
+def median(xs):
+    return statistics.median(xs) if xs else None
+
+
+def summarize(runs, configs):
+    """{(program, placement): {config: summary}} over the timed rounds."""
+    out = {}
+    timed = [r for r in runs if r.get("round") is not None]
+    keys = []
+    for r in timed:
+        k = (r["program"], r["placement"])
+        if k not in keys:
+            keys.append(k)
+    for k in keys:
+        rs = [r for r in timed if (r["program"], r["placement"]) == k]
+        plain = {r["round"]: r["wall_s"] for r in rs if r["config"] == "plain" and r["ok"]}
+        per = {}
+        for c in configs:
+            cr = [r for r in rs if r["config"] == c]
+            if not cr:
+                continue
+            ok = [r for r in cr if r["ok"]]
+            walls = [r["wall_s"] for r in ok]
+            ratios = [r["wall_s"] / plain[r["round"]] for r in ok if r["round"] in plain]
+            cpus = [r["cpu_s"] for r in ok]
+            rep = [r["reported_s"] for r in ok if r.get("reported_s") is not None]
+            per[c] = dict(
+                n=len(cr), n_ok=len(ok),
+                wall_med=median(walls), wall_min=min(walls, default=None),
+                wall_max=max(walls, default=None),
+                ratio_med=median(ratios), ratio_min=min(ratios, default=None),
+                ratio_max=max(ratios, default=None),
+                cpu_med=median(cpus), reported_med=median(rep),
+                stats=next((r["stats"] for r in reversed(ok) if r.get("stats")), None))
+        out[k] = per
+    return out
+
+
+def machine_info():
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"model name\s*:\s*(.*)", f.read())
+            cpu = m.group(1) if m else ""
+    except OSError:
+        pass
+    mpich = ""
+    try:
+        v = subprocess.run(["mpichversion"], capture_output=True, text=True).stdout
+        m = re.search(r"MPICH Version:\s*(\S+)", v)
+        d = re.search(r"MPICH Device:\s*(\S+)", v)
+        mpich = f"{m.group(1) if m else '?'} ({d.group(1) if d else '?'})"
+    except OSError:
+        pass
+    return dict(nproc=os.cpu_count(), kernel=platform.release(), cpu=cpu, mpich=mpich,
+                python=platform.python_version(), host=platform.node(),
+                loadavg_start=[round(x, 2) for x in os.getloadavg()])
+
+
+def sha(path):
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
+def write_report(data, md_path, svg_path):
+    meta = data["meta"]
+    configs = meta["configs"]
+    summ = summarize(data["runs"], configs)
+    L = []
+    L.append("# tnbc application corpus: timings\n")
+    L.append(f"- date: {meta['date']} (finished {meta.get('finished', 'not finished')})")
+    L.append(f"- command: `{meta['command']}`")
+    m = meta["machine"]
+    L.append(f"- machine: {m['nproc']} CPUs ({m['cpu']}), Linux {m['kernel']}, MPICH {m['mpich']}; "
+             f"load average (1, 5, 15 min) at the start {m.get('loadavg_start')}, at the end "
+             f"{m.get('loadavg_end')}")
+    L.append(f"- rounds: {meta['rounds']} (each round runs every configuration once, the order "
+             "rotated by one each round); configurations: " + ", ".join(f"`{c}`" for c in configs))
+    L.append(f"- local: `mpiexec.mpich -n 4` on this machine; cluster: {meta['nodes']} emulated "
+             f"nodes x {4 // meta['nodes']} ranks (`tnbc-cluster --prefix {meta['prefix']} "
+             f"--subnet {meta['subnet']}`{', --rate ' + meta['rate'] if meta.get('rate') else ''})")
+    for name, info in meta["libs"].items():
+        L.append(f"- {name}: `{info['path']}` (sha256 {info['sha256']})")
+    L.append("")
+    L.append("Wall: the whole run (mpiexec start to exit), in seconds: median (min–max) over "
+             "the rounds whose run verified.  ÷ plain: the ratio to `plain` of the same round, "
+             "median (min–max) over rounds.  CPU: user+sys of all processes of the run "
+             "(RUSAGE_CHILDREN; includes the ranks on the emulated nodes), median.  Program: "
+             "the program's own time of its timed loop (NPB \"Time in seconds\"; heFFTe "
+             "\"Time per run\" x 2 x runs), median.")
+    L.append("")
+    L.append("**OSU and IMB rows are whole-run wall times**: these benchmarks time only the "
+             "collective call itself, so their reported latencies cannot show what overlapping "
+             "gains; they are not used.")
+    L.append("")
+    for placement in ("local", "cluster"):
+        keys = [k for k in summ if k[1] == placement]
+        if not keys:
+            continue
+        L.append(f"## {placement}\n")
+        L.append("| program | configuration | wall s | ÷ plain | CPU s | program s | ok/runs |")
+        L.append("|---|---|---|---|---|---|---|")
+        for k in keys:
+            for c, s in summ[k].items():
+                wall = (f"{fmt(s['wall_med'])} ({fmt(s['wall_min'])}–{fmt(s['wall_max'])})"
+                        if s["n_ok"] else "FAILED")
+                ratio = ("1" if c == "plain" else
+                         f"{fmt(s['ratio_med'], 3)} ({fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)})"
+                         if s["ratio_med"] is not None else "–")
+                L.append(f"| {k[0]} | {c} | {wall} | {ratio} | {fmt(s['cpu_med'])} | "
+                         f"{fmt(s['reported_med'])} | {s['n_ok']}/{s['n']} |")
+        L.append("")
+    if data.get("tuning"):
+        L.append("## best: MPICH's fastest algorithms\n")
+        L.append("Found one collective at a time (the others at the setting chosen so far), "
+                 "one run per candidate" + (f" (best of {meta['tune_reps']})" if meta.get("tune_reps", 1) > 1 else "")
+                 + ", by wall time; `default` is MPICH's own choice.\n")
+        L.append("| program | placement | chosen | default s | best s | trials (s) |")
+        L.append("|---|---|---|---|---|---|")
+        for key, t in data["tuning"].items():
+            prog, placement = key.split("|")
+            if t is None:
+                L.append(f"| {prog} | {placement} | FAILED (plain MPICH did not verify) | | | |")
+                continue
+            chosen = ", ".join(f"{v.replace('MPIR_CVAR_', '').replace('_INTRA_ALGORITHM', '').lower()}="
+                               f"{x}" for v, x in t["settings"].items()) or "default"
+            trials = "; ".join(
+                f"{(tr['var'] or '').replace('MPIR_CVAR_', '').replace('_INTRA_ALGORITHM', '').lower() + '=' if tr['var'] else ''}"
+                f"{tr['value']} {fmt(tr['wall_s']) if tr.get('wall_s') is not None else 'failed'}"
+                for tr in t["trials"])
+            L.append(f"| {prog} | {placement} | {chosen} | {fmt(t['default_wall_s'])} | "
+                     f"{fmt(t['best_wall_s'])} | {trials} |")
+        L.append("")
+    stat_rows = []
+    for k, per in summ.items():
+        for c, s in per.items():
+            st = s.get("stats")
+            if not st:
+                continue
+            cells = []
+            for op in ("alltoall", "alltoallv", "bcast", "barrier"):
+                o = st.get(op) or {}
+                cells.append(f"{o.get('calls_rank0', 0)} ({o.get('early_all', 0)}/{o.get('calls_all', 0)})")
+            stat_rows.append(f"| {k[0]} | {k[1]} | {c} | " + " | ".join(cells) + " |")
+    if stat_rows:
+        L.append("## libtnbc.so statistics (last verified run)\n")
+        L.append("Calls of rank 0 (early returns / calls, all ranks), from TNBC_STATS.\n")
+        L.append("| program | placement | configuration | Alltoall | Alltoallv | Bcast | Barrier |")
+        L.append("|---|---|---|---|---|---|---|")
+        L += stat_rows
+        L.append("")
+    if data.get("plans"):
+        L.append("## plans (tnbc-plan)\n")
+        for key, info in data["plans"].items():
+            L.append(f"- {key}: " + (f"`{info.get('plan')}`, traced run "
+                                     f"{fmt(info.get('trace_wall_s'))} s" if info.get("plan_ok")
+                                     else f"FAILED: {info.get('error', 'tnbc-order plan failed')}"))
+        L.append("")
+    fails = [r for r in data["runs"] if not r["ok"]]
+    if fails:
+        L.append("## FAILURES\n")
+        for r in fails:
+            L.append(f"- **{r['program']} {r['placement']} {r['config']} {r.get('tag', '')}**: "
+                     f"{r['verification']} (log `{r['log']}`)")
+        L.append("")
+    if svg_path:
+        L.append(f"![ratios to plain]({os.path.relpath(svg_path, os.path.dirname(os.path.abspath(md_path)))})\n")
+    with open(md_path, "w") as f:
+        f.write("\n".join(L))
+    if svg_path:
+        write_svg(summ, configs, svg_path, meta)
+
+
+PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948",
+           "#9c755f", "#ff9da7", "#bab0ac"]
+
+
+def esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def write_svg(summ, configs, path, meta):
+    """Grouped bars: per program (one panel per placement), the median ratio to plain of each
+    configuration with a min–max error bar; a dashed line at 1."""
+    bars = [c for c in configs if c != "plain"]
+    panels = [p for p in ("local", "cluster") if any(k[1] == p for k in summ)]
+    if not bars or not panels:
+        return
+    bw, gap, left, top, ph, lab = 14, 18, 60, 40, 260, 130
+    ngroups = max(len([k for k in summ if k[1] == p]) for p in panels)
+    gw = bw * len(bars) + gap
+    plot_w = max(ngroups * gw, 200)
+    legend_w = 30 + 8 * max(len(c) for c in bars) + 20
+    title = (f"Wall time ÷ plain MPICH (same round): median, bars min–max; "
+             f"{meta['rounds']} round{'s' if meta['rounds'] != 1 else ''}")
+    width = max(left + plot_w + 30 + legend_w, left + int(7.6 * len(title)) + 20)
+    height = top + len(panels) * (ph + lab + 30) + 10
+    vals = [s[x] for per in summ.values() for c, s in per.items() if c != "plain"
+            for x in ("ratio_max", "ratio_med") if s.get(x) is not None]
+    ymax = max([1.2] + [v * 1.05 for v in vals])
+    ymax = min(ymax, 4.0)
+    step = 0.25 if ymax <= 2 else 0.5
+    o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+         f'font-family="sans-serif" font-size="11">',
+         f'<rect width="{width}" height="{height}" fill="white"/>',
+         f'<text x="{left}" y="20" font-size="13">{esc(title)}</text>']
+    for pi, placement in enumerate(panels):
+        y0 = top + pi * (ph + lab + 30) + 14
+        keys = [k for k in summ if k[1] == placement]
+
+        def Y(v):
+            return y0 + ph - min(v, ymax) / ymax * ph
+        o.append(f'<text x="{left}" y="{y0 - 4}" font-weight="bold">{esc(placement)}</text>')
+        t = 0.0
+        while t <= ymax + 1e-9:
+            o.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{Y(t):.1f}" y2="{Y(t):.1f}" '
+                     f'stroke="#ddd"/>')
+            o.append(f'<text x="{left - 6}" y="{Y(t) + 4:.1f}" text-anchor="end">{t:g}</text>')
+            t += step
+        o.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{Y(1):.1f}" y2="{Y(1):.1f}" '
+                 f'stroke="#333" stroke-dasharray="5,3"/>')
+        o.append(f'<line x1="{left}" x2="{left}" y1="{y0}" y2="{y0 + ph}" stroke="#333"/>')
+        for gi, k in enumerate(keys):
+            gx = left + gi * gw + gap / 2
+            for bi, c in enumerate(bars):
+                s = summ[k].get(c)
+                x = gx + bi * bw
+                color = PALETTE[bi % len(PALETTE)]
+                if not s or s.get("ratio_med") is None:
+                    if s and s["n_ok"] < s["n"]:
+                        o.append(f'<text x="{x + bw / 2:.1f}" y="{Y(0) - 3:.1f}" fill="red" '
+                                 f'text-anchor="middle" font-size="9">x</text>')
+                    continue
+                yv = Y(s["ratio_med"])
+                o.append(f'<rect x="{x:.1f}" y="{yv:.1f}" width="{bw - 2}" height="{Y(0) - yv:.1f}" '
+                         f'fill="{color}"><title>{esc(k[0])} {esc(c)}: {s["ratio_med"]:.3f} '
+                         f'({s["ratio_min"]:.3f}–{s["ratio_max"]:.3f})</title></rect>')
+                cx = x + (bw - 2) / 2
+                y1, y2 = Y(s["ratio_min"]), Y(s["ratio_max"])
+                o.append(f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" stroke="#000"/>')
+                for yy in (y1, y2):
+                    o.append(f'<line x1="{cx - 3:.1f}" x2="{cx + 3:.1f}" y1="{yy:.1f}" y2="{yy:.1f}" '
+                             f'stroke="#000"/>')
+            lx = gx + len(bars) * bw / 2
+            o.append(f'<text transform="translate({lx:.1f},{y0 + ph + 10}) rotate(40)" '
+                     f'text-anchor="start">{esc(k[0])}</text>')
+    lx = left + plot_w + 30
+    for bi, c in enumerate(bars):
+        ly = top + 14 + bi * 18
+        o.append(f'<rect x="{lx}" y="{ly}" width="12" height="12" fill="{PALETTE[bi % len(PALETTE)]}"/>')
+        o.append(f'<text x="{lx + 18}" y="{ly + 10}">{esc(c)}</text>')
+    o.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(o) + "\n")
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def parse_extra(spec):
+    name, sep, rest = spec.partition(":")
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_.+-]+", name):
+        raise argparse.ArgumentTypeError(f"--extra-config wants NAME:K=V[,K=V...], not {spec!r}")
+    env, preload = {}, None
+    for kv in filter(None, rest.split(",")):
+        k, eq, v = kv.partition("=")
+        if not eq:
+            raise argparse.ArgumentTypeError(f"--extra-config {name}: {kv!r} is not K=V")
+        if k == "preload":
+            if v not in ("tnbc", "none"):
+                raise argparse.ArgumentTypeError("preload= wants tnbc or none")
+            preload = v == "tnbc"
+        else:
+            env[k] = v
+    if preload is None:
+        preload = any(k.startswith("TNBC_") for k in env)
+    return dict(name=name, env=env, preload=preload)
+
+
+def main():
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example: run.py --placement both --rounds 5 --plan --json out.json "
+               "--out report.md --svg report.svg")
+    ap.add_argument("--apps", default="/work/apps",
+                    help="folder of the builds (npb/, heffte/, osu/, imb/; default %(default)s)")
+    ap.add_argument("--only", help="programs to run, comma-separated names or globs (npb-*)")
+    ap.add_argument("--long", action="store_true", help="include the programs marked long")
+    ap.add_argument("--list", action="store_true", help="print the corpus and exit")
+    ap.add_argument("--placement", choices=("local", "cluster", "both"), default="both")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--configs", default="plain,best,tnbc",
+                    help="built-in configurations to run (default %(default)s; plain is always run)")
+    ap.add_argument("--plan", action="store_true", help="add tnbc-plan (a traced run, tnbc-order plan, TNBC_PLAN)")
+    ap.add_argument("--extra-config", action="append", type=parse_extra, default=[],
+                    metavar="NAME:K=V,...",
+                    help="add a configuration setting variables for every rank; libtnbc.so is "
+                         "preloaded when a TNBC_ variable is set, or with preload=tnbc "
+                         "(preload=none: never); repeatable, e.g. tnbc-off:TNBC_ADAPT=off")
+    ap.add_argument("--lib", default=os.path.join(BUILD, "shim", "replay", "libtnbc.so"))
+    ap.add_argument("--trace-lib", default=os.path.join(BUILD, "trace", "libtnbc_trace.so"))
+    ap.add_argument("--order", default=os.path.join(BUILD, "tools", "tnbc-order"), help="tnbc-order")
+    ap.add_argument("--cluster", default=os.path.join(BUILD, "tools", "tnbc-cluster"), help="tnbc-cluster")
+    ap.add_argument("--prefix", default="tnbcapps", help="cluster name prefix (default %(default)s)")
+    ap.add_argument("--subnet", default="10.217.0", help="cluster subnet (default %(default)s)")
+    ap.add_argument("--nodes", type=int, default=2, help="emulated nodes (default 2)")
+    ap.add_argument("--rate", help="link rate when this run brings the cluster up (tnbc-cluster --rate)")
+    ap.add_argument("--timeout", type=int, default=600, help="seconds per run (default %(default)s)")
+    ap.add_argument("--tune-cache", default=None,
+                    help="JSON file of tuning results, read and updated "
+                         "(default: best-algorithms.json next to --json, or in --workdir)")
+    ap.add_argument("--retune", action="store_true", help="ignore cached tuning results")
+    ap.add_argument("--tune-reps", type=int, default=1, help="runs per candidate, best taken (default 1)")
+    ap.add_argument("--no-stats", action="store_true", help="do not set TNBC_STATS for libtnbc.so runs")
+    ap.add_argument("--workdir", help="folder for logs, traces, plans (default: a new /tmp/tnbc-apps-*)")
+    ap.add_argument("--json", help="write every run here (updated after each run)")
+    ap.add_argument("--out", help="Markdown report")
+    ap.add_argument("--svg", help="SVG chart of the ratios (default: the report's name with .svg)")
+    ap.add_argument("--report-only", metavar="JSON", help="only write --out/--svg from an earlier --json")
+    a = ap.parse_args()
+
+    if a.report_only:
+        with open(a.report_only) as f:
+            data = json.load(f)
+        if not a.out:
+            ap.error("--report-only needs --out")
+        svg = a.svg or os.path.splitext(a.out)[0] + ".svg"
+        write_report(data, a.out, svg)
+        print(f"wrote {a.out} and {svg}")
+        return 0
+
+    if a.list:
+        for p in corpus.PROGRAMS:
+            print(f"{p.name:24s} {p.build + '/bin/' + p.exe:26s} {' '.join(p.args):60s} "
+                  f"{','.join(p.tunable()) or '-':24s}{' long' if p.long else ''}"
+                  f"{' call-only' if p.times_call_only else ''}")
+        return 0
+
+    if a.rounds < 1 or a.tune_reps < 1:
+        ap.error("--rounds and --tune-reps must be at least 1")
+    if 4 % a.nodes:
+        ap.error("--nodes must divide the rank count (4)")
+    selected = corpus.PROGRAMS
+    if a.only:
+        pats = [s.strip() for s in a.only.split(",") if s.strip()]
+        for pat in pats:
+            if not any(fnmatch.fnmatch(p.name, pat) for p in corpus.PROGRAMS):
+                ap.error(f"--only: no program matches {pat!r} (see --list)")
+        selected = [p for p in corpus.PROGRAMS if any(fnmatch.fnmatch(p.name, pat) for pat in pats)]
+        named = {p.name for p in corpus.PROGRAMS if p.name in pats}
+        selected = [p for p in selected if not p.long or a.long or p.name in named]
+    else:
+        selected = [p for p in selected if not p.long or a.long]
+    if not selected:
+        ap.error("no program selected")
+    builtin = [c.strip() for c in a.configs.split(",") if c.strip()]
+    for c in builtin:
+        if c not in ("plain", "best", "tnbc", "tnbc-plan"):
+            ap.error(f"--configs: unknown configuration {c!r}")
+    if a.plan and "tnbc-plan" not in builtin:
+        builtin.append("tnbc-plan")
+    if "plain" not in builtin:
+        builtin.insert(0, "plain")
+    extras = {e["name"]: e for e in a.extra_config}
+    for n in extras:
+        if n in builtin:
+            ap.error(f"--extra-config {n}: the name is taken")
+    configs = builtin + list(extras)
+
+    placements = ["local", "cluster"] if a.placement == "both" else [a.placement]
+    need = []
+    for p in selected:
+        exe = os.path.join(a.apps, p.build, "bin", p.exe)
+        if not os.access(exe, os.X_OK):
+            need.append(f"{exe} (build it: bench/apps/build-{p.build}.sh --out {os.path.join(a.apps, p.build)} ...)")
+    uses_lib = any(c in ("tnbc", "tnbc-plan") for c in configs) or any(e["preload"] for e in extras.values())
+    if uses_lib and not os.path.isfile(a.lib):
+        need.append(f"--lib {a.lib}")
+    if "tnbc-plan" in configs:
+        for what, path in (("--trace-lib", a.trace_lib), ("--order", a.order)):
+            if not os.path.isfile(path):
+                need.append(f"{what} {path}")
+    if "cluster" in placements and not os.access(a.cluster, os.X_OK):
+        need.append(f"--cluster {a.cluster}")
+    if not shutil.which("mpiexec.mpich"):
+        need.append("mpiexec.mpich (Debian package mpich)")
+    if need:
+        for n in need:
+            print(f"run.py: missing: {n}", file=sys.stderr)
+        return 2
+
+    a.workdir = os.path.abspath(a.workdir or tempfile.mkdtemp(prefix="tnbc-apps-"))
+    os.makedirs(a.workdir, exist_ok=True)
+    for attr in ("apps", "lib", "trace_lib", "order", "cluster"):
+        setattr(a, attr, os.path.abspath(getattr(a, attr)))
+    cache_path = a.tune_cache or os.path.join(
+        os.path.dirname(os.path.abspath(a.json)) if a.json else a.workdir, "best-algorithms.json")
+    cache = {}
+    if os.path.exists(cache_path):
+        with open(cache_path) as f:
+            cache = json.load(f)
+    if a.out and not a.svg:
+        a.svg = os.path.splitext(a.out)[0] + ".svg"
+
+    runner = Runner(a)
+    libs = {"libtnbc.so": a.lib}
+    if "tnbc-plan" in configs:
+        libs.update({"libtnbc_trace.so": a.trace_lib, "tnbc-order": a.order})
+    data = dict(meta=dict(
+        date=datetime.datetime.now().isoformat(timespec="seconds"),
+        command=shlex.join([sys.executable] + sys.argv), machine=machine_info(),
+        rounds=a.rounds, configs=configs, placements=placements, nodes=a.nodes,
+        prefix=a.prefix, subnet=a.subnet, rate=a.rate, timeout=a.timeout, tune_reps=a.tune_reps,
+        workdir=a.workdir, tune_cache=cache_path, programs=[p.name for p in selected],
+        extra_configs=extras,
+        libs={n: dict(path=p, sha256=sha(p)) for n, p in libs.items()}),
+        tuning={}, plans={}, runs=[])
+    log(f"workdir {a.workdir}; {len(selected)} programs x {len(placements)} placements x "
+        f"{len(configs)} configurations x {a.rounds} rounds")
+
+    def save():
+        if a.json:
+            tmp = a.json + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(data, f, indent=1)
+            os.replace(tmp, a.json)
+
+    brought_up = False
+    interrupted = False
+    try:
+        if "cluster" in placements:
+            st = subprocess.run(runner.cluster_base() + ["status"], capture_output=True, text=True)
+            if st.returncode != 0 or "no cluster" in (st.stdout + st.stderr).lower():
+                log(f"bringing up cluster {a.prefix} ({a.nodes} nodes, {a.subnet}.0/24)")
+                cmd = runner.cluster_base()[:1] + (["--rate", a.rate] if a.rate else []) + \
+                    runner.cluster_base()[1:] + ["up"]
+                up = subprocess.run(cmd, capture_output=True, text=True)
+                if up.returncode != 0:
+                    error(f"tnbc-cluster up failed: {up.stdout}{up.stderr}")
+                    return 2
+                brought_up = True
+            elif a.rate:
+                log("cluster already up: --rate not applied")
+        for prog in selected:
+            for placement in placements:
+                log(f"{prog.name} ({placement})")
+                envs = {"plain": ({}, []), "tnbc": ({}, [a.lib])}
+                skip = set()
+                if "best" in configs:
+                    t = tune(runner, prog, placement, cache, data["runs"])
+                    data["tuning"][f"{prog.name}|{placement}"] = t
+                    with open(cache_path, "w") as f:
+                        json.dump(cache, f, indent=1)
+                    if t is None:
+                        error(f"{prog.name} {placement}: plain MPICH failed to verify: skipped")
+                        save()
+                        continue
+                    envs["best"] = (dict(t["settings"]), [])
+                if "tnbc-plan" in configs:
+                    plan, info = make_plan(runner, prog, placement, data["runs"])
+                    info["plan_ok"] = plan is not None
+                    data["plans"][f"{prog.name}|{placement}"] = info
+                    if plan:
+                        envs["tnbc-plan"] = ({"TNBC_PLAN": plan}, [a.lib])
+                    else:
+                        skip.add("tnbc-plan")
+                for n, e in extras.items():
+                    envs[n] = (dict(e["env"]), [a.lib] if e["preload"] else [])
+                order = [c for c in configs if c not in skip]
+                for r in range(a.rounds):
+                    k = r % len(order)
+                    for pos, c in enumerate(order[k:] + order[:k]):
+                        env, pre = envs[c]
+                        rec = runner.run(prog, placement, c, env, pre, f"round{r + 1}",
+                                         stats=not a.no_stats)
+                        rec["round"], rec["position"] = r, pos
+                        data["runs"].append(rec)
+                        save()
+    except KeyboardInterrupt:
+        interrupted = True
+        error("interrupted: writing what was measured")
+    finally:
+        if brought_up:
+            subprocess.run(runner.cluster_base() + ["down"], capture_output=True)
+    data["meta"]["finished"] = datetime.datetime.now().isoformat(timespec="seconds")
+    data["meta"]["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    save()
+    if a.out:
+        write_report(data, a.out, a.svg)
+        log(f"report: {a.out}" + (f", chart: {a.svg}" if a.svg else ""))
+    fails = [r for r in data["runs"] if not r["ok"]]
+    if fails:
+        error(f"{len(fails)} run(s) failed verification or timed out:\n" + "\n".join(
+            f"  {r['program']} {r['placement']} {r['config']} {r['tag']}: {r['verification']} ({r['log']})"
+            for r in fails))
+    return 1 if fails or interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
