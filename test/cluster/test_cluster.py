@@ -25,8 +25,11 @@ def netns_names():
 
 
 def tnbc_links():
+    """The links of the default cluster (prefix tnbc): its bridge and its nodes' host ends.  A
+    cluster under another --prefix (tnbcapps-n0-h, ...) is another user's, not this test's."""
     out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    return [l.split(": ")[1].split("@")[0] for l in out.splitlines() if ": tnbc" in l]
+    names = [l.split(": ")[1].split("@")[0] for l in out.splitlines() if ": " in l]
+    return [n for n in names if n == "tnbcbr0" or n.startswith("tnbc-n")]
 
 
 def main():

@@ -132,8 +132,12 @@ void start_algorithms(bool enabled) {
   int usable[2] = {0, 0}, initial_min[2] = {0, 0}, initial_max[2] = {0, 0};
   std::string why;
   if (enabled) {
-    int provided = 0;
-    g_mpi_t = PMPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS;
+    // MPI_T at the thread level MPI runs at: Open MPI's MPI_T_init_thread sets the level MPI
+    // reports from then on (asked for MPI_THREAD_SINGLE, the program's MPI_Query_thread said 0
+    // where it had MPI_THREAD_FUNNELED: test legal-edges under Open MPI).
+    int level = MPI_THREAD_SINGLE, provided = 0;
+    PMPI_Query_thread(&level);
+    g_mpi_t = PMPI_T_init_thread(level, &provided) == MPI_SUCCESS;
     if (!g_mpi_t) why = "MPI_T cannot be initialized", g_unexpected = true;
     for (std::size_t i = 0; g_mpi_t && i < g_vars.size(); ++i) {
       const std::string err = open_var(g_vars[i], all_candidates(g_vars[i].op));
