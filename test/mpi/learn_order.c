@@ -9,7 +9,8 @@
  *   site_phase  reads the sources 0 .. p-1 before iteration PHASE_AT (default ITERS / 2), then
  *               p-1 .. 0: the program's phase changes halfway
  * Between two blocks a rank waits ~300 us (LEARN_ORDER_PAUSE_US), so first touches are well
- * apart; with 10000 its reads leave room to overlap on the emulated cluster.  Every rank prints
+ * apart; with 10000 its reads leave room to overlap on the emulated cluster, with 0 it reads
+ * its blocks at once (no pause at all).  Every rank prints
  * one checksum line per call; the test compares them with plain MPICH's.
  * LEARN_ORDER_ALLTOALLV=1 makes both calls MPI_Alltoallv, rank s sending rank r
  * (1 + (s + r) % 3) x 32 KiB: blocks of 32, 64 and 96 KiB, every rank receiving its own mix. */
@@ -32,6 +33,7 @@ static uint64_t read_block(const char *p, size_t n) {
 }
 
 static void pause_us(long us) {
+  if (us <= 0) return;
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
   nanosleep(&ts, NULL);
 }
@@ -76,7 +78,7 @@ int main(int argc, char **argv) {
   const char *v = getenv("LEARN_ORDER_ALLTOALLV");
   use_v = v != NULL && v[0] == '1';
   const char *pause = getenv("LEARN_ORDER_PAUSE_US");
-  if (pause != NULL && atol(pause) > 0) pause_between = atol(pause);
+  if (pause != NULL && pause[0] != '\0' && atol(pause) >= 0) pause_between = atol(pause);
   scount = malloc(sizeof(int) * size), sdispl = malloc(sizeof(int) * size);
   rcount = malloc(sizeof(int) * size), rdispl = malloc(sizeof(int) * size);
   for (int p = 0, so = 0, ro = 0; p < size; p++) {
