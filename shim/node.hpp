@@ -1,6 +1,6 @@
-// Which processes share this rank's node: learned once, at start, with one
-// MPI_Comm_split_type of MPI_COMM_WORLD; from then on any communicator's node members follow
-// from its group without a message.  Used by the per-call decision (a communicator within one
+// Which processes share this rank's node: learned once, at start, with one MPI_Allgather of
+// every rank's host name and boot id over MPI_COMM_WORLD; from then on any communicator's node
+// members follow from its group without a message.  Used by the per-call decision (a communicator within one
 // node), the engine's per-node turns (the ranks that take turns on this node) and the trace
 // file's node index.
 #pragma once
@@ -12,9 +12,12 @@
 
 namespace tnbc::shim::node {
 
-/// Collective over MPI_COMM_WORLD (every rank, at start).  Without a node communicator nobody
-/// seems to share a node: every communicator then counts as spanning nodes.
-void learn();
+/// Collective over MPI_COMM_WORLD (every rank, at start; Runtime::start).  Carries each rank's
+/// `digest` of the settings that must agree, and returns whether every rank's equals this
+/// rank's (the same answer on every rank): one collective for both questions.  When the
+/// exchange fails nobody seems to share a node (every communicator then counts as spanning
+/// nodes), and it returns false.
+bool learn(std::uint64_t digest);
 
 /// Whether learn() found the node's members.
 bool known();
@@ -26,8 +29,8 @@ std::vector<char> peers(MPI_Comm comm);
 /// Ranks of MPI_COMM_WORLD on this rank's node (at least 1).
 int world_ranks_here();
 
-/// Collective over MPI_COMM_WORLD, after learn(): the index of this rank's node among the job's
-/// nodes, numbered in world-rank order of their first ranks (0 when learn() found nothing).
+/// The index of this rank's node among the job's nodes, numbered in world-rank order of their
+/// first ranks (0 when learn() found nothing).  Local.
 std::uint32_t index();
 
 }  // namespace tnbc::shim::node

@@ -12,7 +12,9 @@
 #include "fence.hpp"
 #include "log.hpp"
 #include "mode.hpp"
+#include "node.hpp"
 #include "util/file.hpp"
+#include "util/hash.hpp"
 #include "version.hpp"
 
 extern char** environ;
@@ -27,9 +29,19 @@ namespace tnbc::shim {
 
 namespace {
 
-/// The settings that must agree across ranks (config::Agree) and do not, by name.  Collective
-/// over MPI_COMM_WORLD, on every rank, TNBC_DISABLE=1 or not: one MPI_Allreduce(MAX) of each
-/// digest and its complement, since max(d) == ~max(~d) exactly when every rank has the same d.
+/// The settings that must agree across ranks (config::Agree), in one digest.
+std::uint64_t settings_digest(const config::Config& cfg) {
+  std::uint64_t h = util::kFnvOffset;
+  for (const auto& s : config::settings()) {
+    const std::uint64_t d = config::agreement_digest(s, cfg);
+    h = util::fnv(h, &d, sizeof d);
+  }
+  return h;
+}
+
+/// The settings that must agree across ranks and do not, by name.  Collective over
+/// MPI_COMM_WORLD: one MPI_Allreduce(MAX) of each digest and its complement, since
+/// max(d) == ~max(~d) exactly when every rank has the same d.
 std::vector<std::string_view> differing_settings(const config::Config& cfg) {
   std::vector<const config::Setting*> checked;
   for (const auto& s : config::settings())
@@ -124,8 +136,11 @@ void Runtime::start() {
   for (const auto& m : loaded.messages) log::warn_rank0("{}", m);
 
   // Before anything collective that depends on a setting (the barrier's setup, the engine):
-  // ranks that disagree would build different messages, or wait in different calls.
-  if (auto differ = differing_settings(config_); !differ.empty()) {
+  // ranks that disagree would build different messages, or wait in different calls.  On every
+  // rank, TNBC_DISABLE=1 or not: one collective learns the node map (shim/node.hpp) and whether
+  // the settings' digests agree; only where they do not, a second one names the settings.
+  const bool agreed = node::learn(settings_digest(config_));
+  if (const auto differ = agreed ? std::vector<std::string_view>{} : differing_settings(config_); !differ.empty()) {
     log::warn_rank0("settings differ between ranks: {}; every call passes straight to MPI, as "
                     "with TNBC_DISABLE=1", fmt::join(differ, ", "));
     config_.disable = true;

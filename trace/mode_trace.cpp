@@ -148,8 +148,7 @@ class TraceMode final : public Mode {
     PMPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     bcast_string(d.dir, 0);
     bcast_string(d.job_id, 0);
-    node::learn();
-    node_ = node::index();
+    node_ = node::index();  // the node map: Runtime::start
     if (!ok) {
       if (rank_ == 0) log::warn("trace disabled, the program runs untraced: {}", d.error);
       return;

@@ -3,6 +3,7 @@
 #include "replay.hpp"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <optional>
 #include <vector>
@@ -163,7 +164,9 @@ bool start(Runtime& rt) {
   o.progress_max_sleep_us = static_cast<unsigned>(rt.config().progress_max_sleep_us);
   load_plan(rt.config().plan);
   set_site_statistics(!rt.config().stats_prefix.empty());
-  if (!decide::start_decisions(rt.config(), plan() != nullptr) && !err) err = "cannot create a communicator attribute";
+  decide::AlgorithmAgreement algorithms;
+  if (!decide::start_decisions(rt.config(), plan() != nullptr, algorithms) && !err)
+    err = "cannot create a communicator attribute";
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
   o.max_memory_bytes = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
@@ -178,8 +181,12 @@ bool start(Runtime& rt) {
   int world_rank = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   // {started here, rank 0 started}: the minimum says whether all started and whether rank 0 did.
-  int status[2] = {started ? 1 : 0, world_rank != 0 || started ? 1 : 0};
-  PMPI_Allreduce(MPI_IN_PLACE, status, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  // The algorithms' values ride along (one collective for both).
+  std::array<int, 2 + decide::AlgorithmAgreement{}.values.size()> status{started ? 1 : 0, world_rank != 0 || started ? 1 : 0};
+  std::copy(algorithms.values.begin(), algorithms.values.end(), status.begin() + 2);
+  PMPI_Allreduce(MPI_IN_PLACE, status.data(), static_cast<int>(status.size()), MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  std::copy(status.begin() + 2, status.end(), algorithms.values.begin());
+  decide::agreed_decisions(algorithms);
   if (!status[0]) {
     if (started) engine::Engine::instance().stop();
     // One message: rank 0's reason, or, when rank 0 could start, the reason of each rank that

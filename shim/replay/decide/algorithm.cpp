@@ -35,6 +35,14 @@ bool g_mpi_t = false;
 std::string g_status = "MPI's algorithms: not chosen (TNBC_ALGORITHMS=0)";
 bool g_unexpected = false;  // variables found but not usable: worth a message at TNBC_LOG=info
 
+/// What probe_algorithms found on this rank, for settle_algorithms.
+struct Probe {
+  bool enabled = false;
+  int usable[2] = {0, 0};
+  std::string why;
+};
+Probe g_probe;
+
 Var* var_of(priority::Op op) {
   for (Var& v : g_vars)
     if (v.op == op && v.usable) return &v;
@@ -128,9 +136,10 @@ std::vector<std::string> algorithm_candidates(priority::Op op, std::uint64_t byt
   return candidates_for(op, bytes);
 }
 
-void start_algorithms(bool enabled) {
-  int usable[2] = {0, 0}, initial_min[2] = {0, 0}, initial_max[2] = {0, 0};
-  std::string why;
+AlgorithmAgreement probe_algorithms(bool enabled) {
+  g_probe = Probe{};
+  g_probe.enabled = enabled;
+  int initial[2] = {0, 0};
   if (enabled) {
     // MPI_T at the thread level MPI runs at: Open MPI's MPI_T_init_thread sets the level MPI
     // reports from then on (asked for MPI_THREAD_SINGLE, the program's MPI_Query_thread said 0
@@ -138,31 +147,35 @@ void start_algorithms(bool enabled) {
     int level = MPI_THREAD_SINGLE, provided = 0;
     PMPI_Query_thread(&level);
     g_mpi_t = PMPI_T_init_thread(level, &provided) == MPI_SUCCESS;
-    if (!g_mpi_t) why = "MPI_T cannot be initialized", g_unexpected = true;
+    if (!g_mpi_t) g_probe.why = "MPI_T cannot be initialized", g_unexpected = true;
     for (std::size_t i = 0; g_mpi_t && i < g_vars.size(); ++i) {
       const std::string err = open_var(g_vars[i], all_candidates(g_vars[i].op));
-      if (!err.empty() && why.empty()) why = err;
+      if (!err.empty() && g_probe.why.empty()) g_probe.why = err;
       // A variable MPI does not have (Open MPI) is expected; one it has but that reads
       // otherwise (another MPICH version) is not.
       if (!err.empty() && err.find(" not found") == std::string::npos) g_unexpected = true;
-      usable[i] = err.empty() ? 1 : 0;
-      initial_min[i] = initial_max[i] = g_vars[i].initial;
+      g_probe.usable[i] = err.empty() ? 1 : 0;
+      initial[i] = g_vars[i].initial;
     }
   }
   // Every rank uses a variable or none does, and only where nobody chose an algorithm already
-  // (MPIR_CVAR_..._ALGORITHM set in the environment: the user's choice stands).
-  int mins[6] = {usable[0], usable[1], initial_min[0], initial_min[1], -initial_max[0], -initial_max[1]}, agreed[6];
-  PMPI_Allreduce(mins, agreed, 6, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  std::string used;
+  // (MPIR_CVAR_..._ALGORITHM set in the environment: the user's choice stands): the minimum of
+  // each usable flag, and the minimum and maximum of each initial value (0 is MPI's default).
+  return {{g_probe.usable[0], g_probe.usable[1], initial[0], initial[1], -initial[0], -initial[1]}};
+}
+
+void settle_algorithms(const AlgorithmAgreement& agreed) {
+  const int* a = agreed.values.data();
+  std::string used, why = g_probe.why;
   for (std::size_t i = 0; i < g_vars.size(); ++i) {
-    const bool user_set = agreed[2 + i] != 0 || agreed[4 + i] != 0;
-    g_vars[i].usable = agreed[i] == 1 && !user_set;
+    const bool user_set = a[2 + i] != 0 || a[4 + i] != 0;
+    g_vars[i].usable = a[i] == 1 && !user_set;
     if (g_vars[i].usable) used += fmt::format("{}{}", used.empty() ? "" : ", ", priority::to_string(g_vars[i].op));
-    else if (enabled && user_set && why.empty()) why = fmt::format("{} is set by the user", g_vars[i].name);
-    else if (enabled && agreed[i] != 1 && usable[i] == 1 && why.empty())
+    else if (g_probe.enabled && user_set && why.empty()) why = fmt::format("{} is set by the user", g_vars[i].name);
+    else if (g_probe.enabled && a[i] != 1 && g_probe.usable[i] == 1 && why.empty())
       why = "not every rank can write them", g_unexpected = true;
   }
-  if (!enabled) return;
+  if (!g_probe.enabled) return;
   g_status = used.empty() ? fmt::format("MPI's algorithms: not chosen per call ({}); MPI's default runs", why)
              : why.empty() ? fmt::format("MPI's algorithms: chosen per call for {}", used)
                            : fmt::format("MPI's algorithms: chosen per call for {} ({})", used, why);

@@ -15,6 +15,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -25,11 +26,17 @@
 
 namespace tnbc::shim::replay::decide {
 
+/// What every rank must agree on before it uses a variable: the minimum over MPI_COMM_WORLD of
+/// each rank's values (replay::start folds them into its own start-up agreement).
+struct AlgorithmAgreement {
+  std::array<int, 6> values{};
+};
 /// Looks the control variables up and checks that each candidate value can be written and read
-/// back; agreed over MPI_COMM_WORLD (collective: every rank calls it), so that every rank uses
-/// the same candidates or none.  `enabled` false (TNBC_ALGORITHMS=0, or TNBC_ADAPT=off):
-/// nothing is looked up.
-void start_algorithms(bool enabled);
+/// back, on this rank (no message); returns this rank's values to agree on.  `enabled` false
+/// (TNBC_ALGORITHMS=0, or TNBC_ADAPT=off): nothing is looked up.
+AlgorithmAgreement probe_algorithms(bool enabled);
+/// With the minimum of every rank's values: every rank uses the same candidates or none.
+void settle_algorithms(const AlgorithmAgreement& agreed);
 /// Sets every variable written back to MPI's default and releases MPI_T.
 void stop_algorithms();
 

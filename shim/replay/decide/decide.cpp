@@ -40,6 +40,7 @@ std::mutex g_keys_mutex;
 std::deque<Key> g_keys;
 Policy g_policy;
 bool g_adapt = true;      // TNBC_ADAPT is not off
+bool g_algorithms = false;  // MPI's algorithms are chosen per key (TNBC_ALGORITHMS, not TNBC_ADAPT=off)
 bool g_one_node = true;   // ... and a communicator on one node runs blocking without measuring
 TrialPolicy g_trial;      // the trial of MPI's algorithms (TNBC_ALGORITHMS_AFTER)
 
@@ -86,7 +87,7 @@ CommState& comm_state(MPI_Comm comm) {
 
 }  // namespace
 
-bool start_decisions(const config::Config& cfg, bool plan_loaded) {
+bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgreement& mine) {
   g_adapt = cfg.adapt != config::Adapt::off;
   g_policy.warmup_calls = static_cast<std::uint32_t>(cfg.adapt_warmup);
   // The room point asks what the warm-up observed: only where learning observes (the same
@@ -97,11 +98,15 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded) {
   g_one_node = cfg.adapt == config::Adapt::on;
   g_trial.skip = static_cast<std::uint32_t>(cfg.algorithms_after);
   g_plan_loaded = plan_loaded;
-  node::learn();  // collective: before anything that may fail on this rank alone
-  start_algorithms(cfg.algorithms && g_adapt);  // collective too
-  if (cfg.algorithms && g_adapt && algorithms_unexpected()) log::warn_rank0("{}", algorithms_status());
-  else if (cfg.algorithms && g_adapt && log::rank() <= 0) log::debug("{}", algorithms_status());
+  g_algorithms = cfg.algorithms && g_adapt;
+  mine = probe_algorithms(g_algorithms);
   return PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) == MPI_SUCCESS;
+}
+
+void agreed_decisions(const AlgorithmAgreement& agreed) {
+  settle_algorithms(agreed);
+  if (g_algorithms && algorithms_unexpected()) log::warn_rank0("{}", algorithms_status());
+  else if (g_algorithms && log::rank() <= 0) log::debug("{}", algorithms_status());
 }
 
 namespace {

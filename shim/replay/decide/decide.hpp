@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "algorithm.hpp"
 #include "policy.hpp"
 #include "trial.hpp"
 #include "shim/config.hpp"
@@ -84,11 +85,14 @@ struct Decision {
   const priority::PlanEntry* turn_order = nullptr;
 };
 
-/// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP, TNBC_ADAPT_WIDE), creates the communicator attribute
-/// that holds each communicator's keys and learns which ranks share this node (collective over
-/// MPI_COMM_WORLD, so every rank calls it).  plan_loaded: the first call of each key asks every
-/// rank's plan.  False if MPI cannot create the attribute.
-bool start_decisions(const config::Config& cfg, bool plan_loaded);
+/// Applies the settings (TNBC_ADAPT, TNBC_ADAPT_WARMUP, TNBC_ADAPT_WIDE, TNBC_ALGORITHMS),
+/// creates the communicator attribute that holds each communicator's keys and looks MPI's
+/// algorithms up (algorithm.hpp): `mine` gets this rank's values to agree on.  No message; every
+/// rank calls it, then agreed_decisions with the minimum of every rank's `mine` over
+/// MPI_COMM_WORLD.  plan_loaded: the first call of each key asks every rank's plan.  False if
+/// MPI cannot create the attribute.
+bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgreement& mine);
+void agreed_decisions(const AlgorithmAgreement& agreed);
 
 /// Whether calls on `comm` are measured and may return early under the per-call decision: not
 /// with TNBC_ADAPT=off (every call early, nothing measured), nor on a communicator within one
