@@ -16,6 +16,7 @@
 #include "shim/log.hpp"
 #include "shim/mode.hpp"
 #include "replay.hpp"
+#include "shim/replay/decide/decide.hpp"
 
 namespace tnbc::shim::replay {
 namespace {
@@ -53,6 +54,7 @@ class ReplayMode final : public Mode {
   void start(Runtime& rt) override {
     if (replay::start(rt)) set_drain_hook(drain_engine);
     barrier_start(rt);
+    decide::set_trial_barrier(replay::barrier);
   }
   void stop(Runtime& rt) override {
     barrier_stop(rt);

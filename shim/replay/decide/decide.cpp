@@ -43,6 +43,7 @@ bool g_adapt = true;      // TNBC_ADAPT is not off
 bool g_algorithms = false;  // MPI's algorithms are chosen per key (TNBC_ALGORITHMS, not TNBC_ADAPT=off)
 bool g_one_node = true;   // ... and a communicator on one node runs blocking without measuring
 TrialPolicy g_trial;      // the trial of MPI's algorithms (TNBC_ALGORITHMS_AFTER)
+int (*g_trial_barrier)(MPI_Comm) = PMPI_Barrier;
 
 /// Per user communicator (an attribute, so a dup or a split starts afresh and a freed
 /// communicator's handle, when MPI reuses it, does not inherit its decisions).
@@ -102,6 +103,8 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgree
   mine = probe_algorithms(g_algorithms);
   return PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) == MPI_SUCCESS;
 }
+
+void set_trial_barrier(int (*barrier)(MPI_Comm)) { g_trial_barrier = barrier != nullptr ? barrier : PMPI_Barrier; }
 
 void agreed_decisions(const AlgorithmAgreement& agreed) {
   settle_algorithms(agreed);
@@ -330,7 +333,7 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
   key->last_trial = trial.trying() && run.candidate != trial.chosen();
   // A trial call starts on every rank together (trial.hpp): its time is the algorithm's, not
   // the wait for ranks that arrive later.  Every rank makes the same trial calls.
-  if (trial.trying()) PMPI_Barrier(comm);
+  if (trial.trying()) g_trial_barrier(comm);
   run.written = algorithm_set(key->op_kind, key->algorithms, run.candidate);
   return run;
 }

@@ -93,6 +93,10 @@ struct Decision {
 /// MPI cannot create the attribute.
 bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgreement& mine);
 void agreed_decisions(const AlgorithmAgreement& agreed);
+/// The barrier that starts a trial call on every rank together (trial.hpp): replay mode's own
+/// MPI_Barrier (a fraction of a millisecond on a full node, where MPICH's takes 4-16 ms: 4
+/// ranks on 2 cores); PMPI_Barrier until set.
+void set_trial_barrier(int (*barrier)(MPI_Comm));
 
 /// Whether calls on `comm` are measured and may return early under the per-call decision: not
 /// with TNBC_ADAPT=off (every call early, nothing measured), nor on a communicator within one

@@ -46,8 +46,17 @@ bool AlgorithmTrial::choose(const std::vector<double>& summed) {
   std::size_t best = summed[chosen_] > 0 ? chosen_ : kNone;
   for (std::size_t i = 0; i < summed.size(); ++i)
     if (summed[i] > 0 && (best == kNone || summed[i] < summed[best])) best = i;
-  if (best == kNone || best == chosen_) return false;
-  if (summed[chosen_] > 0 && summed[best] >= summed[chosen_] * (1.0 - policy_.switch_gain)) return false;
+  const bool wins = best != kNone && best != chosen_ &&
+                    !(summed[chosen_] > 0 && summed[best] >= summed[chosen_] * (1.0 - policy_.switch_gain));
+  if (!wins) {
+    pending_ = kNone;
+    return false;
+  }
+  if (pending_ != best) {  // its first win: the next round must confirm it
+    pending_ = best;
+    return false;
+  }
+  pending_ = kNone;
   chosen_ = best;
   ++switches_;
   return true;

@@ -18,7 +18,10 @@
 //   best is the faster of its last two samples) and every rank applies choose() to the same
 //   sums.  The rounds come ever rarer: the gap after round r is first_gap x 4^r calls, at most
 //   max_gap.  A candidate replaces the current choice only when its agreed time is below the
-//   current one's by switch_gain: a trial's samples are noisy, and a switch on noise costs.
+//   current one's by switch_gain in two rounds in a row: a trial's samples are noisy, and a
+//   switch on noise costs (heFFTe's 2-rank transposes on a full node: one sample of an algorithm
+//   0.1 ms, the next 8 ms, a time slice of the rank it waits for; each key chose anew on every
+//   run when one round decided).
 //
 // The time of a blocking call is its time inside the call on this rank: what follows a blocking
 // call is the same whichever algorithm ran it, since the data is complete when it returns.  But
@@ -63,9 +66,8 @@ class AlgorithmTrial {
   /// This rank's faster of the last two samples of each candidate (ns; 0: none).
   std::vector<double> bests() const;
   /// Applies the agreed times (sums over the ranks, the same on every rank; 0: a candidate not
-  /// every rank measured):
-  /// keeps the current choice unless a candidate is faster by switch_gain.  Returns true if the
-  /// choice changed.
+  /// every rank measured): keeps the current choice unless the same candidate is faster by
+  /// switch_gain in this round and the one before.  Returns true if the choice changed.
   bool choose(const std::vector<double>& agreed);
   /// Counts the blocking call just made on next(), which took `ns` inside the call.
   void record(std::uint64_t ns);
@@ -92,6 +94,7 @@ class AlgorithmTrial {
   std::uint64_t round_start_ = 0, gap_ = 0;
   std::uint64_t rounds_ = 0, switches_ = 0;
   bool round_done_ = false;
+  std::size_t pending_ = static_cast<std::size_t>(-1);  ///< the winner of the last round, to be confirmed
 };
 
 }  // namespace tnbc::shim::replay::decide

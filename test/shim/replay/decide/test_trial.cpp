@@ -44,28 +44,55 @@ TrialPolicy early() {
 
 TEST_CASE("defaults: the first 16 blocking calls run the first choice, untried") {
   AlgorithmTrial t(3, TrialPolicy{});
-  const auto ran = run(t, {300, 180, 200}, 21);
+  const auto ran = run(t, {300, 180, 200}, 53);
   REQUIRE(std::vector<std::size_t>(ran.begin(), ran.begin() + 16) == std::vector<std::size_t>(16, 0));
-  REQUIRE(std::vector<std::size_t>(ran.begin() + 16, ran.end()) == std::vector<std::size_t>{0, 1, 2, 1, 1});
+  // Round 0 at calls 16-18; its winner waits for round 1, 30 calls after the choice, rotated.
+  REQUIRE(std::vector<std::size_t>(ran.begin() + 16, ran.begin() + 21) == std::vector<std::size_t>{0, 1, 2, 0, 0});
+  REQUIRE(std::vector<std::size_t>(ran.begin() + 49, ran.end()) == std::vector<std::size_t>{1, 2, 0, 1});
   REQUIRE(t.chosen() == 1);
 }
 
-TEST_CASE("the first call runs the first choice; a round tries each candidate once; the fastest is kept") {
-  AlgorithmTrial t(3, early());
-  const auto ran = run(t, {300, 180, 200}, 8);
-  // Call 0: the default, unmeasured.  Calls 1-3: the round.  Call 4 on: the choice.
-  REQUIRE(ran == std::vector<std::size_t>{0, 0, 1, 2, 1, 1, 1, 1});
+/// Tries from the second call on, the second round 2 calls after the first.
+TrialPolicy quick() {
+  TrialPolicy p = early();
+  p.first_gap = 2;
+  return p;
+}
+
+TEST_CASE("the first call runs the first choice; a round tries each candidate once; the fastest is kept "
+          "once it wins a second round") {
+  AlgorithmTrial t(3, quick());
+  const auto ran = run(t, {300, 180, 200}, 11);
+  // Call 0: the default, unmeasured.  Calls 1-3: round 0 (candidate 1 wins, not yet taken).
+  // Calls 6-8: round 1, rotated (candidate 1 wins again).  Call 9 on: the choice.
+  REQUIRE(ran == std::vector<std::size_t>{0, 0, 1, 2, 0, 0, 1, 2, 0, 1, 1});
   REQUIRE(t.chosen() == 1);
+  REQUIRE(t.rounds() == 2);
+  REQUIRE(t.switches() == 1);
+}
+
+TEST_CASE("a candidate that wins one round only is not taken") {
+  AlgorithmTrial t(3, quick());
+  run(t, {300, 180, 200}, 4);  // round 0: candidate 1
+  run(t, {300, 250, 100}, 5);  // round 1: candidate 2 (the faster of its samples, 100 and 200)
   REQUIRE(t.rounds() == 1);
+  REQUIRE(t.choice_due());
+  run(t, {300, 250, 100}, 1);
+  REQUIRE(t.rounds() == 2);
+  REQUIRE(t.chosen() == 0);
+  run(t, {300, 250, 100}, 11);  // round 2 (calls 17-19) confirms candidate 2
+  REQUIRE(t.rounds() == 3);
+  REQUIRE(t.chosen() == 2);
   REQUIRE(t.switches() == 1);
 }
 
 TEST_CASE("a candidate less than switch_gain faster does not replace the default") {
-  AlgorithmTrial t(3, early());
-  run(t, {1000, 960, 990}, 6);  // 4% faster: noise
+  AlgorithmTrial t(3, quick());
+  run(t, {1000, 960, 990}, 10);  // 4% faster in both rounds: noise
+  REQUIRE(t.rounds() == 2);
   REQUIRE(t.chosen() == 0);
-  AlgorithmTrial u(3, early());
-  run(u, {1000, 940, 990}, 6);  // 6% faster
+  AlgorithmTrial u(3, quick());
+  run(u, {1000, 940, 990}, 10);  // 6% faster
   REQUIRE(u.chosen() == 1);
 }
 
@@ -87,11 +114,15 @@ TEST_CASE("rounds come ever rarer, rotated, and a phase change is followed") {
   run(t, cost, 1);
   REQUIRE(t.rounds() == 2);
   REQUIRE(t.chosen() == 0);  // candidate 1's last two: 200 and 200
-  run(t, cost, 16 + 2 + 1);
+  run(t, cost, 16 + 2 + 1);  // round 2 at calls 25-26: 200 and 40, the first win
   REQUIRE(t.rounds() == 3);
-  REQUIRE(t.chosen() == 1);  // 200 and 40: 40
+  REQUIRE(t.chosen() == 0);
   REQUIRE(t.means()[1] == 120);
   REQUIRE(t.bests()[1] == 40);
+  run(t, cost, 64 + 2);  // round 3 at calls 91-92 confirms it
+  REQUIRE(t.rounds() == 4);
+  REQUIRE(t.chosen() == 1);
+  REQUIRE(t.means()[1] == 40);
 }
 
 TEST_CASE("a probe holds a round back: the round begins at the next call that allows it") {
@@ -113,6 +144,7 @@ TEST_CASE("a candidate some rank did not measure (0 in the sums) is never chosen
   AlgorithmTrial t(3, early());
   run(t, {300, 100, 200}, 4);
   REQUIRE(t.choice_due());
+  REQUIRE_FALSE(t.choose({300, 0, 200}));  // the first win
   REQUIRE(t.choose({300, 0, 200}));
   REQUIRE(t.chosen() == 2);
 }
