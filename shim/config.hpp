@@ -43,7 +43,7 @@ struct Config {
   int bcast_chains = -1;   ///< TNBC_BCAST_CHAINS: 0 = binomial tree, k = k chains, -1 = auto
   Adapt adapt = Adapt::on;        ///< TNBC_ADAPT: decide per call whether returning early pays
   int adapt_warmup = 6;           ///< TNBC_ADAPT_WARMUP: blocking calls of a key before early is tried
-  int adapt_warmup_room = 3;      ///< TNBC_ADAPT_WARMUP_ROOM: ... where its observed reads leave room; 0 = never
+  int adapt_warmup_room = 4;      ///< TNBC_ADAPT_WARMUP_ROOM: ... where its observed reads leave room; 0 = never
   int adapt_wide = 10;            ///< TNBC_ADAPT_WIDE: % saved that makes a decision count twice; 0 = never
   bool algorithms = true;         ///< TNBC_ALGORITHMS: choose MPI's own blocking algorithm per key
   int algorithms_after = 16;      ///< TNBC_ALGORITHMS_AFTER: blocking calls of a key before they are tried

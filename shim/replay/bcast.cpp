@@ -125,7 +125,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
     engine::Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false, d.costs);
     if (rank != root) rc = PMPI_Unpack(stage.data(), static_cast<int>(bytes), &pos, buffer, count, datatype, comm);
   }
-  decide::done(d);
+  decide::done(d, comm);
   if (early) st.count_early_return();
   else st.count_fallback(why_direct);
   return rc;

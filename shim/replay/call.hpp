@@ -100,12 +100,12 @@ int plain(OpStats& st, const decide::Decision& d, MPI_Comm comm, F&& call) {
     const std::uint64_t t0 = util::now_ns();
     const int r = call();
     const std::uint64_t ns = util::now_ns() - t0;
-    decide::after_blocking(d, run, ns);
+    decide::after_blocking(d, run, ns, comm);
     d.costs->blocking_ns.fetch_add(ns, std::memory_order_relaxed);
     return r;
   });
   d.costs->blocking_calls.fetch_add(1, std::memory_order_relaxed);
-  decide::done(d);
+  decide::done(d, comm);
   return rc;
 }
 

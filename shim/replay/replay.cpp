@@ -133,7 +133,7 @@ int exchange(OpStats& st, const decide::Decision& d, const void* sendbuf, const 
                                                        allow_early, d.costs);
   const bool early = r.early;
   if (r.why != nullptr) why_direct = r.why;
-  decide::done(d);
+  decide::done(d, comm);
   if (!rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) {
       int pos = static_cast<int>(rd[i]);

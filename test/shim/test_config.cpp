@@ -195,18 +195,18 @@ TEST_CASE("TNBC_ADAPT_WARMUP: calls before early is tried; bad values keep 6 and
   CHECK(r.config.adapt_warmup == 6);
 }
 
-TEST_CASE("TNBC_ADAPT_WARMUP_ROOM: the room point's call, 0 for none; bad values keep 3 and say so", "[config]") {
-  CHECK(load_env({}).config.adapt_warmup_room == 3);
+TEST_CASE("TNBC_ADAPT_WARMUP_ROOM: the room point's call, 0 for none; bad values keep 4 and say so", "[config]") {
+  CHECK(load_env({}).config.adapt_warmup_room == 4);
   CHECK(load_env({"TNBC_ADAPT_WARMUP_ROOM=0"}).config.adapt_warmup_room == 0);
   CHECK(load_env({"TNBC_ADAPT_WARMUP_ROOM=5"}).config.adapt_warmup_room == 5);
   auto r = load_env({"TNBC_ADAPT_WARMUP_ROOM=soon"});
   REQUIRE(r.messages.size() == 1);
-  CHECK(r.messages[0] == "TNBC_ADAPT_WARMUP_ROOM=soon: expected an integer; using the default (3)");
-  CHECK(r.config.adapt_warmup_room == 3);
+  CHECK(r.messages[0] == "TNBC_ADAPT_WARMUP_ROOM=soon: expected an integer; using the default (4)");
+  CHECK(r.config.adapt_warmup_room == 4);
   r = load_env({"TNBC_ADAPT_WARMUP_ROOM=-1"});
   REQUIRE(r.messages.size() == 1);
-  CHECK(r.messages[0] == "TNBC_ADAPT_WARMUP_ROOM=-1: expected an integer from 0 to 1000000; using the default (3)");
-  CHECK(r.config.adapt_warmup_room == 3);
+  CHECK(r.messages[0] == "TNBC_ADAPT_WARMUP_ROOM=-1: expected an integer from 0 to 1000000; using the default (4)");
+  CHECK(r.config.adapt_warmup_room == 4);
 }
 
 namespace {

@@ -225,15 +225,17 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     if (entry && entry->ret == priority::Return::blocking) vote.force_blocking = 1;
     if (entry && entry->ret == priority::Return::early) vote.force_early = 1;
     const bool room_point = key->state.room_point();
-    if (room_point) {
+    const bool voted = room_point && key->room_voted;  // done() summed the room votes
+    if (room_point && !voted) {
       if (const auto room = learn::room(key->learning)) {
         vote.room_voters = 1;
         vote.room_ranks = *room ? 1 : 0;
       }
     }
     vote.to_array(mine);
-    PMPI_Allreduce(mine, sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
-    const auto summed = Vote::from_array(sum);
+    if (!voted) PMPI_Allreduce(mine, sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
+    Vote summed = voted ? Vote{} : Vote::from_array(sum);
+    if (voted) summed.room_voters = key->room_votes[0], summed.room_ranks = key->room_votes[1], key->room_voted = false;
     const Path p = key->state.decide(summed, key->intervals);
     if (!room_point && (!key->path_told || p != key->told_path)) {
       key->path_told = true;
@@ -301,8 +303,19 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   return d;
 }
 
-void done(const Decision& d) {
-  if (g_adapt && d.key != nullptr && !one_node_rule(d.key->one_node)) d.key->state.advance(d.key->intervals);
+void done(const Decision& d, MPI_Comm comm) {
+  Key* key = d.key;
+  if (!g_adapt || key == nullptr || one_node_rule(key->one_node)) return;
+  key->state.advance(key->intervals);
+  // The room point decides from the room votes alone (KeyState::decide), so they can be summed
+  // now, after a blocking call, rather than right before the next one.  With a plan the room
+  // point's vote also carries the plan's word on the next call: it stays at that call.
+  if (d.path == Path::blocking && !g_plan_loaded && key->state.decision_due() && key->state.room_point()) {
+    double mine[2] = {0, 0};
+    if (const auto room = learn::room(key->learning)) mine[0] = 1, mine[1] = *room ? 1 : 0;
+    PMPI_Allreduce(mine, key->room_votes, 2, MPI_DOUBLE, MPI_SUM, comm);
+    key->room_voted = true;
+  }
 }
 
 BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
@@ -313,19 +326,6 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
     log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm first (MPI's "
                     "default lost to it in every measurement here), the others are tried after {} blocking calls",
                     what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[0], g_trial.skip);
-  if (trial.choice_due()) {
-    const std::vector<double> mine = trial.bests();
-    const std::size_t before = trial.chosen();
-    agree_algorithm(trial, comm);
-    if (trial.chosen() != key->told_algorithm) {
-      key->told_algorithm = trial.chosen();
-      log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm "
-                      "after {} blocking calls (this rank's best call {:.1f} ms, against {:.1f} ms with '{}')",
-                      what(*key, key->first_bytes),
-                      key->comm_id, key->comm_size, key->algorithms[trial.chosen()], trial.calls(),
-                      mine[trial.chosen()] / 1e6, mine[before] / 1e6, key->algorithms[before]);
-    }
-  }
   // A probe of the blocking path measures the path with the algorithm chosen: no round there.
   if (!one_node_rule(key->one_node) && !key->state.warming_up() && key->state.probing()) trial.hold();
   BlockingRun run;
@@ -338,10 +338,25 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
   return run;
 }
 
-void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t ns) {
-  if (d.key == nullptr || !d.key->trial.active()) return;
-  if (run.written) algorithm_restore(d.key->op_kind);
-  d.key->trial.record(ns);
+void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t ns, MPI_Comm comm) {
+  Key* key = d.key;
+  if (key == nullptr || !key->trial.active()) return;
+  if (run.written) algorithm_restore(key->op_kind);
+  AlgorithmTrial& trial = key->trial;
+  trial.record(ns);
+  // The round's last call: the ranks agree now, after its data is complete, not right before the
+  // next call (done() says why).
+  if (!trial.choice_due()) return;
+  const std::vector<double> mine = trial.bests();
+  const std::size_t before = trial.chosen();
+  agree_algorithm(trial, comm);
+  if (trial.chosen() != key->told_algorithm) {
+    key->told_algorithm = trial.chosen();
+    log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm "
+                    "after {} blocking calls (this rank's best call {:.1f} ms, against {:.1f} ms with '{}')",
+                    what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[trial.chosen()],
+                    trial.calls(), mine[trial.chosen()] / 1e6, mine[before] / 1e6, key->algorithms[before]);
+  }
 }
 
 

@@ -65,6 +65,10 @@ struct Key {
   bool path_told = false;  // the path was said at TNBC_LOG=info (one line per key and change)
   Path told_path = Path::blocking;
   const priority::PlanEntry* shape = nullptr;
+  /// The room point's vote, taken at the end of the call before it (done()): the ranks that
+  /// observed the warm-up and those that found room, summed.
+  bool room_voted = false;
+  double room_votes[2] = {0, 0};
 };
 
 /// The path of one call and the key it belongs to.  `why` names the reason of a blocking path
@@ -126,19 +130,25 @@ inline void count_received(const Decision& d, int self, int from, std::uint64_t 
   d.costs->add_received(d.key->peer_on_node[static_cast<std::size_t>(from)] != 0, bytes);
 }
 
-/// Counts the call just made on the decision's path.
-void done(const Decision& d);
+/// Counts the call just made on the decision's path.  Where the key's next call is its room
+/// point, the ranks vote on it here, after this call's data is complete (collective over
+/// `comm`, every rank at the same call): a small collective right before a large Alltoall with
+/// MPICH's scattered algorithm made that Alltoall 1-1.4 s slower on 2 emulated nodes (8 MiB
+/// blocks, 1.4 s calls; the same right after the previous call costs 7-20 ms).
+void done(const Decision& d, MPI_Comm comm);
 
-/// Before a blocking call of the decision's key: at the end of a trial round, agrees the
-/// choice of MPI's algorithm (collective over `comm`, every rank at the same call); then sets
-/// the algorithm this call runs (algorithm.hpp).  Returns what after_blocking takes.
+/// Before a blocking call of the decision's key: sets the algorithm this call runs
+/// (algorithm.hpp), after a barrier on `comm` where the call is a trial.  Returns what
+/// after_blocking takes.
 struct BlockingRun {
   std::size_t candidate = 0;
   bool written = false;
 };
 BlockingRun before_blocking(const Decision& d, MPI_Comm comm);
-/// After it: MPI's default is set again, and the call's time `ns` counts for the trial.
-void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t ns);
+/// After it: MPI's default is set again, and the call's time `ns` counts for the trial; after
+/// a round's last call the ranks agree the choice (collective over `comm`, every rank at the
+/// same call).
+void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t ns, MPI_Comm comm);
 
 /// The statistics of every key, as the "keys" array of docs/config.md; `site_name` spells a
 /// call site's index as plans do.

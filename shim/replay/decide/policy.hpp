@@ -19,7 +19,7 @@
 //      plan (`return early`) makes it return early from the first call.
 //   Wr: the room point.  Where early pays, every warm-up call costs what early saves (in overlap
 //      scenario b a fifth of a call each, the largest part of what deciding cost at 150 calls).
-//      So at call Wr (3) of the warm-up the ranks vote (a decision point that decides nothing
+//      So at call Wr (4) of the warm-up the ranks vote (a decision point that decides nothing
 //      else) on what the warm-up's observed calls show (learn.hpp, room()): where most ranks'
 //      reads leave room to overlap, the warm-up ends there and the early probe follows; where
 //      most leave none (the data read at once, as in the NAS-like kernels, where a probe after 3
@@ -103,8 +103,9 @@ struct Policy {
   std::uint32_t warmup_calls = 6;   ///< blocking calls of a key before early is first tried
   /// The room point: the warm-up ends after this many calls where most ranks that observed its
   /// calls found room to overlap (Vote::room_ranks).  At least 3 (the warm-up measures from its
-  /// third call); 0, or warmup_calls or more: no room point.
-  std::uint32_t room_calls = 3;
+  /// third call); 0, or warmup_calls or more: no room point.  4: the ranks vote at the end of
+  /// the fourth call (decide.cpp, done()), on the reads of the three before it.
+  std::uint32_t room_calls = 4;
   std::uint32_t probe_calls = 2;    ///< calls per probe of a path
   /// Calls on the chosen path before the first re-probe: a probe of the other path every 32
   /// calls costs at worst 2 x 6% of a call in 34 (early probed) or 2 x what early saves

@@ -13,8 +13,8 @@
 //   never pays for trying an algorithm that loses (a trial call of a losing algorithm cost NPB
 //   FT A a third of a call).  Then a round tries every candidate once, in an order rotated by
 //   one each round (a drift over the round does not always favour the same one).  Each trial call
-//   starts after a barrier on the communicator (decide.cpp).  At the next blocking call after a
-//   round, the ranks sum each candidate's best time (algorithm.cpp: one MPI_Allreduce; a rank's
+//   starts after a barrier on the communicator (decide.cpp).  After a round's last call, the
+//   ranks sum each candidate's best time (algorithm.cpp: one MPI_Allreduce; a rank's
 //   best is the faster of its last two samples) and every rank applies choose() to the same
 //   sums.  The rounds come ever rarer: the gap after round r is first_gap x 4^r calls, at most
 //   max_gap.  A candidate replaces the current choice only when its agreed time is below the
@@ -57,8 +57,8 @@ class AlgorithmTrial {
   bool active() const { return counts_.size() > 1; }
   /// The candidate the next blocking call runs.
   std::size_t next() const;
-  /// True when the next blocking call must first agree the choice: sum bests() over the ranks
-  /// and choose() (a round just ended).
+  /// True when a round just ended: the ranks must agree the choice (sum bests() over the ranks
+  /// and choose()) before the next blocking call.
   bool choice_due() const { return active() && round_done_; }
   /// This rank's mean time per call of each candidate over its last two rounds (ns; 0: none):
   /// a phase change of the program is followed within two rounds.

@@ -302,7 +302,8 @@ def main():
             expect(len(world) == 1 and world[0]["decisions"] >= 1, f"rank {r}: keys {world}")
             verdicts.append(world[0]["short_warmup"])
         expect(verdicts == [room] * P, f"short warm-up per rank {verdicts}, expected {room} everywhere")
-        # Each rank says what the vote was, once, at the key's third call: every rank observed.
+        # Each rank says what the vote was, once, at the key's room point (the end of its fourth call):
+        # every rank observed.
         votes = re.findall(r"tnbc\[(\d)\]: alltoall of \d+ bytes on communicator 0: (\d) of the (\d) ranks that "
                            r"observed its warm-up found room to overlap: the warm-up (ends here|goes on)", res.stderr)
         expect(sorted(v[0] for v in votes) == [str(r) for r in range(P)], f"room votes logged: {votes}")
@@ -310,7 +311,7 @@ def main():
                f"room votes: {votes}")
 
     if os.geteuid() == 0:
-        s.check("2 emulated nodes, reads that leave room to overlap: every rank ends the warm-up after 3 "
+        s.check("2 emulated nodes, reads that leave room to overlap: every rank ends the warm-up after 4 "
                 "calls, identical bytes", lambda: room_on_cluster(10000, True))
         s.check("2 emulated nodes, reads at once: the whole warm-up of 6 calls, identical bytes",
                 lambda: room_on_cluster(0, False))

@@ -86,6 +86,8 @@ TEST_CASE("a short warm-up leaves out its first 2 calls too") {
 }
 
 TEST_CASE("the room point: where most ranks found room, the warm-up ends after 3 calls") {
+  Policy three;  // the library votes after its fourth call (TNBC_ADAPT_WARMUP_ROOM); the rule is the same
+  three.room_calls = 3;
   // The first 2 calls pay for connections (10x): the short warm-up measures its third call only.
   auto run = [](Sim& s, int voters, int room, int n) {
     s.room_voters = voters;
@@ -93,7 +95,7 @@ TEST_CASE("the room point: where most ranks found room, the warm-up ends after 3
     slow_start(s, n);
   };
   SECTION("3 of 4 ranks found room: the early probe follows at once, then the first decision") {
-    Sim s(Policy{}, 150, 2000);
+    Sim s(three, 150, 2000);
     run(s, 4, 3, 7);
     REQUIRE(s.room_points == 1);
     REQUIRE(s.key.short_warmup());
@@ -107,7 +109,7 @@ TEST_CASE("the room point: where most ranks found room, the warm-up ends after 3
   SECTION("most ranks found no room: the whole warm-up, then a blocking run before any probe") {
     for (auto [voters, room] : {std::pair{4, 1}, std::pair{4, 0}, std::pair{3, 1}}) {
       CAPTURE(voters, room);
-      Sim s(Policy{}, 150, 2000);
+      Sim s(three, 150, 2000);
       run(s, voters, room, 6 + 32 + 3);
       REQUIRE(s.room_points == 1);
       REQUIRE(s.key.no_room());
@@ -124,7 +126,7 @@ TEST_CASE("the room point: where most ranks found room, the warm-up ends after 3
   SECTION("half the ranks, or nobody observed: the whole warm-up, then the early probe") {
     for (auto [voters, room] : {std::pair{4, 2}, std::pair{0, 0}}) {
       CAPTURE(voters, room);
-      Sim s(Policy{}, 150, 2000);
+      Sim s(three, 150, 2000);
       run(s, voters, room, 10);
       REQUIRE(s.room_points == 1);
       REQUIRE_FALSE(s.key.short_warmup());
@@ -137,7 +139,7 @@ TEST_CASE("the room point: where most ranks found room, the warm-up ends after 3
   SECTION("room_calls 0, or not shorter than the warm-up: no room point") {
     for (std::uint32_t room_calls : {0u, 6u, 9u}) {
       CAPTURE(room_calls);
-      Policy p;
+      Policy p = three;
       p.room_calls = room_calls;
       Sim s(p, 150, 2000);
       run(s, 4, 4, 10);
@@ -146,7 +148,7 @@ TEST_CASE("the room point: where most ranks found room, the warm-up ends after 3
     }
   }
   SECTION("a room point sooner than the third call comes at the third: the first 2 are not measured") {
-    Policy p;
+    Policy p = three;
     p.room_calls = 1;
     Sim s(p, 150, 2000);
     run(s, 4, 4, 7);
@@ -155,7 +157,7 @@ TEST_CASE("the room point: where most ranks found room, the warm-up ends after 3
     REQUIRE(s.key.last_blocking_ns() == 200);
   }
   SECTION("a later room point: the warm-up is measured from its third call to the room point") {
-    Policy p;
+    Policy p = three;
     p.warmup_calls = 20;
     p.room_calls = 5;
     Sim s(p, 150, 2000);
