@@ -93,9 +93,14 @@ def main():
 
     def demo_dry_run():
         res = subprocess.run([sys.executable, os.path.join(SOURCE, "tools", "tnbc-bench"), "--demo", "--dry-run",
-                              "--build", BUILD], capture_output=True, text=True, timeout=60)
+                              "--build", BUILD, "--prefix", "tnbcdemo", "--subnet", "10.219.0"],
+                             capture_output=True, text=True, timeout=60)
         expect(res.returncode == 0, f"exit {res.returncode}: {res.stderr}")
         expect("TNBC_TRACE_DIR=" in res.stdout and "libtnbc.so" in res.stdout, f"demo steps missing: {res.stdout}")
+        # Every use of the cluster names this job's own (two jobs on one machine must not share one).
+        cluster = [l for l in res.stdout.splitlines() if "tnbc-cluster " in l]
+        expect(cluster and all(" --prefix tnbcdemo --subnet 10.219.0 " in l for l in cluster),
+               f"cluster commands without --prefix/--subnet: {cluster}")
     if MPI == "mpich":
         s.check("tools/tnbc-bench --demo --dry-run lists its steps", demo_dry_run)
 
