@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <numeric>
+#include <set>
 
 namespace tnbc::shim::node {
 namespace {
@@ -70,12 +71,11 @@ bool learn(std::uint64_t digest) {
   const auto same_node = [&](std::size_t a, std::size_t b) { return all[a].id[0] != '\0' && all[a].id == all[b].id; };
   // A rank without a host name is alone on its node, as if every communicator spanned nodes.
   for (std::size_t r = 0; r < n; ++r) g_world_on_node[r] = r == static_cast<std::size_t>(me) || same_node(r, static_cast<std::size_t>(me));
-  // The node's index: the nodes numbered in world-rank order of their first ranks.
-  for (std::size_t r = 0; r < n && !g_world_on_node[r]; ++r) {
-    bool first = true;
-    for (std::size_t q = 0; q < r && first; ++q) first = !same_node(q, r);
-    if (first) ++g_node_index;
-  }
+  // The node's index: the nodes numbered in world-rank order of their first ranks, i.e. the
+  // nodes met before this node's first rank (a rank without a host name is a node of its own).
+  std::set<Identity> before;
+  for (std::size_t r = 0; r < n && !g_world_on_node[r]; ++r)
+    if (all[r].id[0] == '\0' || before.insert(all[r].id).second) ++g_node_index;
   PMPI_Comm_group(MPI_COMM_WORLD, &g_world_group);
   return agreed;
 }
@@ -104,5 +104,19 @@ int world_ranks_here() {
 }
 
 std::uint32_t index() { return known() ? g_node_index : 0; }
+
+int communicator(MPI_Comm comm, int tag, MPI_Comm* out) {
+  const std::vector<char> here = peers(comm);
+  std::vector<int> members;
+  for (std::size_t r = 0; r < here.size(); ++r)
+    if (here[r]) members.push_back(static_cast<int>(r));
+  MPI_Group all = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+  PMPI_Comm_group(comm, &all);
+  PMPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &group);
+  const int rc = PMPI_Comm_create_group(comm, group, tag, out);
+  PMPI_Group_free(&group);
+  PMPI_Group_free(&all);
+  return rc;
+}
 
 }  // namespace tnbc::shim::node

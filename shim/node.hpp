@@ -29,6 +29,12 @@ std::vector<char> peers(MPI_Comm comm);
 /// Ranks of MPI_COMM_WORLD on this rank's node (at least 1).
 int world_ranks_here();
 
+/// The members of `comm` on this rank's node (peers()), as a communicator of their own: one
+/// MPI_Comm_create_group with `tag`, collective over those members only (no message leaves
+/// the node; MPI_Comm_split_type costs 50-100 ms a call in MPICH 4.0.2, which loads the hwloc
+/// topology each time).  After learn(); returns MPI's error code.
+int communicator(MPI_Comm comm, int tag, MPI_Comm* out);
+
 /// The index of this rank's node among the job's nodes, numbered in world-rank order of their
 /// first ranks (0 when learn() found nothing).  Local.
 std::uint32_t index();

@@ -27,13 +27,6 @@ Installs missing Debian packages with apt-get: cmake, g++, libfftw3-dev, mpich, 
 EOF
 }
 
-handle_option() {
-  case "$1" in
-    --targets) TARGETS=$2 ;;
-    *) return 1 ;;
-  esac
-}
-
 parse_args "$@"
 need_packages make cmake g++ libfftw3-dev mpich libmpich-dev
 check_mpich

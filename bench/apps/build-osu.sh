@@ -27,13 +27,6 @@ Installs missing Debian packages with apt-get: make, gcc, g++, mpich, libmpich-d
 EOF
 }
 
-handle_option() {
-  case "$1" in
-    --targets) TARGETS=$2 ;;
-    *) return 1 ;;
-  esac
-}
-
 parse_args "$@"
 need_packages make gcc g++ mpich libmpich-dev
 check_mpich

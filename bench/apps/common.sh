@@ -2,9 +2,9 @@
 # common.sh: shared by build-*.sh (sourced, not run).  Argument parsing, package checks,
 # MPICH compiler wrappers and unpacking the source at the documented commit.
 #
-# A script sets PROGRAM and DEFAULT_COMMIT, defines usage() (and optionally
-# handle_option NAME VALUE for its own options, returning 1 for unknown ones), then calls
-# parse_args "$@".
+# A script sets PROGRAM and DEFAULT_COMMIT (and TARGETS, its default, where it takes
+# --targets "LIST"), defines usage() (and optionally handle_option NAME VALUE for its own
+# options, returning 1 for unknown ones), then calls parse_args "$@".
 
 die() { echo "${0##*/}: error: $*" >&2; exit 1; }
 log() { echo "${0##*/}: $*" >&2; }
@@ -18,6 +18,9 @@ parse_args() {
       --out) OUT=${2:?--out needs a folder}; shift 2 ;;
       --commit) COMMIT=${2:?--commit needs a hash}; shift 2 ;;
       -j|--jobs) JOBS=${2:?--jobs needs a number}; shift 2 ;;
+      --targets) [ -n "${TARGETS+set}" ] && [ $# -ge 2 ] ||
+                   die "unknown option '$1' or missing value (see --help)"
+                 TARGETS=$2; shift 2 ;;
       -h|--help) usage; exit 0 ;;
       --*) declare -F handle_option >/dev/null && [ $# -ge 2 ] && handle_option "$1" "$2" ||
              die "unknown option '$1' or missing value (see --help)"

@@ -89,25 +89,11 @@ void drive_mpi_progress() {
   PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
 }
 
-/// The members of `comm` on this rank's node, as a communicator of their own.  From the node
-/// map learned at start (shim/node.hpp), one MPI_Comm_create_group of them: no message leaves
-/// the node, and no MPI_Comm_split_type (50-100 ms a call in MPICH 4.0.2, which loads the
-/// hwloc topology each time).  Without a node map, MPI_Comm_split_type.
+/// The members of `comm` on this rank's node, as a communicator of their own (node.hpp);
+/// without a node map, MPI_Comm_split_type.
 void node_communicator(MPI_Comm comm, MPI_Comm* out) {
-  if (!node::known()) {
-    PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, out);
-    return;
-  }
-  const std::vector<char> here = node::peers(comm);
-  std::vector<int> members;
-  for (std::size_t r = 0; r < here.size(); ++r)
-    if (here[r]) members.push_back(static_cast<int>(r));
-  MPI_Group all = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
-  PMPI_Comm_group(comm, &all);
-  PMPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &group);
-  PMPI_Comm_create_group(comm, group, kNodeCommTag, out);
-  PMPI_Group_free(&group);
-  PMPI_Group_free(&all);
+  if (node::known()) node::communicator(comm, kNodeCommTag, out);
+  else PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, out);
 }
 
 CommBarrier* setup(MPI_Comm comm) {

@@ -182,7 +182,7 @@ bool start(Runtime& rt) {
   PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   // {started here, rank 0 started}: the minimum says whether all started and whether rank 0 did.
   // The algorithms' values ride along (one collective for both).
-  std::array<int, 2 + decide::AlgorithmAgreement{}.values.size()> status{started ? 1 : 0, world_rank != 0 || started ? 1 : 0};
+  std::array<int, 2 + decide::AlgorithmAgreement::kValues> status{started ? 1 : 0, world_rank != 0 || started ? 1 : 0};
   std::copy(algorithms.values.begin(), algorithms.values.end(), status.begin() + 2);
   PMPI_Allreduce(MPI_IN_PLACE, status.data(), static_cast<int>(status.size()), MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   std::copy(status.begin() + 2, status.end(), algorithms.values.begin());

@@ -29,7 +29,8 @@ namespace tnbc::shim::replay::decide {
 /// What every rank must agree on before it uses a variable: the minimum over MPI_COMM_WORLD of
 /// each rank's values (replay::start folds them into its own start-up agreement).
 struct AlgorithmAgreement {
-  std::array<int, 6> values{};
+  static constexpr std::size_t kValues = 6;
+  std::array<int, kValues> values{};
 };
 /// Looks the control variables up and checks that each candidate value can be written and read
 /// back, on this rank (no message); returns this rank's values to agree on.  `enabled` false

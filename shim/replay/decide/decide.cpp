@@ -114,6 +114,12 @@ void agreed_decisions(const AlgorithmAgreement& agreed) {
 
 namespace {
 
+/// This rank's room vote (Vote::room_voters, room_ranks): 1 and 1 if its observed calls of the
+/// key leave room to overlap, 1 and 0 if not; nothing where it observed nothing (learn::room).
+void room_vote(learn::KeyLearning& learning, double& voter, double& room) {
+  if (const auto r = learn::room(learning)) voter = 1, room = *r ? 1 : 0;
+}
+
 /// What in `entry` decides which messages a call exchanges (0: no entry).
 std::uint64_t shape_hash(const priority::PlanEntry* entry) {
   if (entry == nullptr) return 0;
@@ -225,17 +231,17 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     if (entry && entry->ret == priority::Return::blocking) vote.force_blocking = 1;
     if (entry && entry->ret == priority::Return::early) vote.force_early = 1;
     const bool room_point = key->state.room_point();
-    const bool voted = room_point && key->room_voted;  // done() summed the room votes
-    if (room_point && !voted) {
-      if (const auto room = learn::room(key->learning)) {
-        vote.room_voters = 1;
-        vote.room_ranks = *room ? 1 : 0;
-      }
+    Vote summed;
+    if (room_point && key->room_voted) {  // done() summed the room votes after the call before
+      summed.room_voters = key->room_votes[0];
+      summed.room_ranks = key->room_votes[1];
+      key->room_voted = false;
+    } else {
+      if (room_point) room_vote(key->learning, vote.room_voters, vote.room_ranks);
+      vote.to_array(mine);
+      PMPI_Allreduce(mine, sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
+      summed = Vote::from_array(sum);
     }
-    vote.to_array(mine);
-    if (!voted) PMPI_Allreduce(mine, sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
-    Vote summed = voted ? Vote{} : Vote::from_array(sum);
-    if (voted) summed.room_voters = key->room_votes[0], summed.room_ranks = key->room_votes[1], key->room_voted = false;
     const Path p = key->state.decide(summed, key->intervals);
     if (!room_point && (!key->path_told || p != key->told_path)) {
       key->path_told = true;
@@ -310,9 +316,9 @@ void done(const Decision& d, MPI_Comm comm) {
   // The room point decides from the room votes alone (KeyState::decide), so they can be summed
   // now, after a blocking call, rather than right before the next one.  With a plan the room
   // point's vote also carries the plan's word on the next call: it stays at that call.
-  if (d.path == Path::blocking && !g_plan_loaded && key->state.decision_due() && key->state.room_point()) {
+  if (d.path == Path::blocking && !g_plan_loaded && key->state.room_point()) {
     double mine[2] = {0, 0};
-    if (const auto room = learn::room(key->learning)) mine[0] = 1, mine[1] = *room ? 1 : 0;
+    room_vote(key->learning, mine[0], mine[1]);
     PMPI_Allreduce(mine, key->room_votes, 2, MPI_DOUBLE, MPI_SUM, comm);
     key->room_voted = true;
   }

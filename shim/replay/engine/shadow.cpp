@@ -94,13 +94,8 @@ bool prepare_node(Shadow& sh) {
     // MPI_Comm_split_type and MPI_Win_allocate_shared over the whole communicator, each a few
     // rounds between nodes (60 and 30 ms on the emulated cluster, docs/replay.md), this costs
     // what three collectives within a node cost.
-    MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
-    PMPI_Comm_group(sh.comm, &all);
-    PMPI_Group_incl(all, static_cast<int>(sh.node_members.size()), sh.node_members.data(), &members);
     MPI_Comm node_comm = MPI_COMM_NULL;
-    const int rc = PMPI_Comm_create_group(sh.comm, members, 0, &node_comm);
-    PMPI_Group_free(&members);
-    PMPI_Group_free(&all);
+    const int rc = node::communicator(sh.comm, 0, &node_comm);
     if (rc != MPI_SUCCESS || node_comm == MPI_COMM_NULL) return false;
     int node_rank = 0;
     PMPI_Comm_rank(node_comm, &node_rank);
