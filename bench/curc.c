@@ -11,8 +11,13 @@
  *
  * LOOPS = 0 reads the data at once after each call (back-to-back exchanges, as osu_alltoall
  * does).  Prints (rank 0): "result mode=… block=… ranks=… iters=… loops=… total_ms=…
- * per_iter_us=… checksum=…", total the slowest rank's time for all iterations after one
- * warm-up, checksum a hash of every byte every rank received (the same under every library).
+ * per_iter_us=… cpu_per_iter_ms=… helper_cpu_per_iter_ms=… checksum=…": total the slowest rank's
+ * time for all iterations after one warm-up; cpu_per_iter_ms the CPU time (user + system, every
+ * thread: the program's, MPI's and a library's progress threads) of all ranks together over the
+ * same iterations, divided by ITERS; helper_cpu_per_iter_ms the part of it on threads other than
+ * the program's own (a library's or MPI's progress thread, from /proc/self/task/TID/schedstat);
+ * checksum a hash of every byte every rank received (the same under every library).  The work is
+ * fixed, so CPU beyond plain MPICH's is what a library or progress thread added.
  *
  * CURC_WAIT_MS=T: after the computation each rank waits T ms without using a core, as a program
  * waits for its I/O or an accelerator, before it reads the data (tools/demo uses it).
@@ -25,7 +30,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static volatile double sink;
 
@@ -43,6 +51,34 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of this process, every thread, in seconds. */
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+/* CPU time of this process's threads other than the main one, in seconds. */
+static double helper_cpu_s(void) {
+  DIR *d = opendir("/proc/self/task");
+  double sum = 0;
+  if (!d) return 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.' || atol(e->d_name) == (long)getpid()) continue;
+    char path[300];
+    snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
+    FILE *f = fopen(path, "r");
+    unsigned long long ns = 0;
+    if (f) {
+      if (fscanf(f, "%llu", &ns) != 1) ns = 0;
+      fclose(f);
+    }
+    sum += ns * 1e-9;
+  }
+  closedir(d);
+  return sum;
 }
 
 static uint64_t hash(const unsigned char *p, size_t n, uint64_t h) {
@@ -96,11 +132,13 @@ int main(int argc, char **argv) {
   double wait_ms = wait_env ? atof(wait_env) : 0;
   unsigned char *s = malloc(block * size), *r = malloc(block * size);
   uint64_t h = 0xcbf29ce484222325ull;
-  double t0 = 0;
+  double t0 = 0, c0 = 0, h0 = 0;
   for (int it = -1; it < iters; it++) {
     if (it == 0) {
       MPI_Barrier(MPI_COMM_WORLD);
       t0 = MPI_Wtime();
+      c0 = cpu_s();
+      h0 = helper_cpu_s();
     }
     for (size_t i = 0; i < block * size; i += 512) s[i] = (unsigned char)(rank * 31 + it * 7 + i / 512);
     if (skew_ms > 0 && rank != 0) {
@@ -118,15 +156,17 @@ int main(int argc, char **argv) {
     if (mpi3) MPI_Wait(&req, MPI_STATUS_IGNORE);
     h = hash(r, block * size, h);
   }
-  double mine = MPI_Wtime() - t0, total;
+  double mine = MPI_Wtime() - t0, total, cpu = cpu_s() - c0, cpu_all, helper = helper_cpu_s() - h0, helper_all;
   MPI_Reduce(&mine, &total, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&cpu, &cpu_all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&helper, &helper_all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   uint64_t *all = rank == 0 ? malloc(sizeof(uint64_t) * size) : NULL;
   MPI_Gather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (rank == 0) {
     uint64_t c = 0;
     for (int i = 0; i < size; i++) c = (c ^ all[i]) * 0x100000001b3ull;
-    printf("result mode=%s block=%zu ranks=%d iters=%d loops=%ld total_ms=%.1f per_iter_us=%.0f checksum=%016llx\n",
-           mpi3 ? "mpi3" : "blocking", block, size, iters, loops, total * 1e3, total * 1e6 / iters,
+    printf("result mode=%s block=%zu ranks=%d iters=%d loops=%ld total_ms=%.1f per_iter_us=%.0f cpu_per_iter_ms=%.1f helper_cpu_per_iter_ms=%.1f checksum=%016llx\n",
+           mpi3 ? "mpi3" : "blocking", block, size, iters, loops, total * 1e3, total * 1e6 / iters, cpu_all * 1e3 / iters, helper_all * 1e3 / iters,
            (unsigned long long)c);
     free(all);
   }

@@ -8,14 +8,17 @@ received byte read) in every configuration side by side, round after round:
   tnbc    libtnbc.so with its defaults (per-call decision, TNBC_ADAPT=on)
   engine  libtnbc.so returning early wherever it can (TNBC_ADAPT=off: the library before the
           per-call decision)
-  mpi3    the hand-written MPI-3 version (MPI_Ialltoall, the work, MPI_Wait) with MPICH's
-          asynchronous progress thread (MPIR_CVAR_ASYNC_PROGRESS=1)
+  mpi3    the hand-written MPI-3 version (MPI_Ialltoall, the work, MPI_Wait), no progress thread
+  mpi3a   the same with MPICH's asynchronous progress thread (MPIR_CVAR_ASYNC_PROGRESS=1)
 
 Cases: on one node (4 ranks on this machine's cores) and on the emulated cluster (2 nodes x 2
 ranks, tnbc-cluster), each with the data read at once (back-to-back exchanges, osu_alltoall's
 pattern) and with work after the call.  Reports medians over the rounds as ratios against plain
-MPICH of the same round, and what the library cost per call (time inside the call, time waited
-afterwards, progress-thread CPU, from TNBC_STATS).  Checksums must equal plain MPICH's.
+MPICH of the same round, what the library cost per call (time inside the call, time waited
+afterwards, progress-thread CPU, from TNBC_STATS), and the CPU time of every configuration (all
+threads of all ranks: the work is fixed, so what is above plain MPICH's is what a library or a
+progress thread added, and what is below is polling a blocking call did not do).  Checksums must
+equal plain MPICH's.
 
   bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--out docs/measurements/never-slower.md]
 """
@@ -31,9 +34,9 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = ["plain", "tnbc", "engine", "mpi3"]
+CONFIGS = ["plain", "tnbc", "engine", "mpi3", "mpi3a"]
 LABELS = {"plain": "plain MPICH", "tnbc": "libtnbc.so (default)", "engine": "libtnbc.so, TNBC_ADAPT=off",
-          "mpi3": "MPI-3 + async progress"}
+          "mpi3": "MPI-3", "mpi3a": "MPI-3 + async progress"}
 NODES, PPN = 2, 2
 
 # (name, where, block bytes, iterations, work in ms per iteration)
@@ -126,18 +129,20 @@ class Bench:
         return run(cmd, timeout + 30, self.env)
 
     def one(self, where, config, block, iters, loops, tag):
-        mode = "mpi3" if config == "mpi3" else "blocking"
+        mode = "mpi3" if config.startswith("mpi3") else "blocking"
         prefix = os.path.join(self.work, tag)
         env = {}
         if config in ("tnbc", "engine"):
             env["TNBC_STATS"] = prefix
         if config == "engine":
             env["TNBC_ADAPT"] = "off"
-        if config == "mpi3":
+        if config == "mpi3a":
             env["MPIR_CVAR_ASYNC_PROGRESS"] = "1"
         args = [self.prog, str(block), str(iters), mode, str(loops)]
         r = parse(self.launch(where, args, env, config in ("tnbc", "engine"), 300))
         r["total_ms"] = float(r["total_ms"])
+        r["cpu_ms"] = float(r.get("cpu_per_iter_ms", "nan")) * iters
+        r["helper_ms"] = float(r.get("helper_cpu_per_iter_ms", "nan")) * iters
         if config in ("tnbc", "engine"):
             r["costs"] = lib_costs(prefix, NODES * PPN)
         return r
@@ -240,6 +245,7 @@ class Bench:
         a = self.a
         lines = []
         rows = []
+        cpu_rows = []
         for (name, where), runs in results.items():
             ratios = {c: [] for c in CONFIGS}
             bad = set()
@@ -270,9 +276,17 @@ class Bench:
                 return (f"{m('early'):.0f}/{m('calls'):.0f} early; in {m('inside_us') / 1e3:.1f} + "
                         f"wait {m('waited_us') / 1e3:.1f} + cpu {m('cpu_us') / 1e3:.1f} ms")
             where_s = "1 node x 4" if where == "local" else f"{NODES} nodes x {PPN}, {a.rate}"
+
+            def cpu(c):
+                v = [r["cpu_ms"] / r["total_ms"] for r in runs[c] if isinstance(r, dict)]
+                w = [r["cpu_ms"] for r in runs[c] if isinstance(r, dict)]
+                h = [r["helper_ms"] for r in runs[c] if isinstance(r, dict)]
+                return (f"{statistics.median(w) / 1e3:.2f} s ({statistics.median(v):.2f} cores), "
+                        f"{statistics.median(h) / 1e3:.2f} s helpers" if v else "-")
+            cpu_rows.append(f"| {where_s} | {name} | " + " | ".join(cpu(c) for c in CONFIGS) + " |")
             rows.append(f"| {where_s} | {name} | {statistics.median(plain_ms):.0f} ms | "
                         + " | ".join(cell(c) for c in CONFIGS[1:]) + f" | {cost('tnbc')} | {cost('engine')} |"
-                        if plain_ms else f"| {where_s} | {name} | failed | | | | | |")
+                        if plain_ms else f"| {where_s} | {name} | failed | | | | | | |")
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         lines.append(f"Measured {now} on {platform.node() or 'this machine'} ({os.cpu_count()} cores), "
                      f"{a.rounds} rounds, configurations interleaved in each round; work calibrated at "
@@ -283,8 +297,18 @@ class Bench:
                      f"CPU.\n")
         lines.append("| cluster | case | plain | " + " | ".join(LABELS[c] for c in CONFIGS[1:])
                      + " | costs, default | costs, ADAPT=off |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         lines += rows
+        lines.append("\nCPU time of the whole timed loop (every thread of every rank: the program's, MPI's "
+                     "and a progress thread's), median over the rounds, and in brackets the cores it kept "
+                     "busy on average (CPU time over run time); then the part on threads other than the "
+                     "program's own (\"helpers\": libtnbc.so's progress thread, MPICH's asynchronous "
+                     "progress thread).  The work after each call is the same in "
+                     "every configuration; plain MPICH and MPI-3 without a progress thread poll inside the "
+                     "blocking call or `MPI_Wait`, MPICH's progress thread polls throughout.\n")
+        lines.append("| cluster | case | " + " | ".join(LABELS[c] for c in CONFIGS) + " |")
+        lines.append("|---|---|" + "---|" * len(CONFIGS))
+        lines += cpu_rows
         return "\n".join(lines) + "\n"
 
 
