@@ -142,6 +142,13 @@ constexpr Field kLog{apply_log, show_log};
 constexpr Field kAdapt{apply_adapt, show_adapt};
 constexpr Field kBarrierAlgo{apply_barrier_algo, show<&Config::barrier_algo>};
 
+std::optional<std::string> apply_publish(Config& cfg, std::string_view v) {
+  if (v != "auto" && v != "move" && v != "write" && v != "mremap") return std::string("expected auto, move, write or mremap");
+  cfg.publish = std::string(v);
+  return std::nullopt;
+}
+constexpr Field kPublish{apply_publish, show<&Config::publish>};
+
 constexpr std::array kSettings = {
     Setting{"TNBC_DISABLE", "bool", "0", Agree::value,
             "1 makes the library a pure pass-through to MPICH: no early return, no tracing, "
@@ -276,6 +283,18 @@ constexpr std::array kSettings = {
             "CPU to the application.  A value below TNBC_PROGRESS_SLEEP_US counts as equal to it.  "
             "May differ between ranks, as TNBC_PROGRESS_SLEEP_US.",
             kInt<&Config::progress_max_sleep_us, 0, 100000>},
+    Setting{"TNBC_PUBLISH", "enum", "auto", Agree::no,
+            "libtnbc.so: how the pages a call returned early from are put in place as they "
+            "complete (docs/publishing.md).  move: the user's own pages are moved "
+            "out while the call is in flight and back when complete (userfaultfd, Linux 6.8 "
+            "and later: nothing copied, no page protected, a thread touching one sleeps in the "
+            "kernel); write: the pages are protected and the received bytes written into them "
+            "(/proc/self/mem); mremap: protected, and the received pages moved over them.  auto: "
+            "the first of these that works here.  A way that does not work here, or a buffer "
+            "whose pages the kernel will not move (a file's private pages, pages shared with a "
+            "fork()ed child), takes the next "
+            "way.  May differ between ranks: it changes only how a rank fills its own pages.",
+            kPublish},
     Setting{"TNBC_CHUNK_BYTES", "size", "64K", Agree::value,
             "libtnbc.so: a replayed MPI_Alltoall(v) sends each block body in chunks of this "
             "size, published page by page as they arrive, so that code reading a block front "

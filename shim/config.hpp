@@ -57,6 +57,7 @@ struct Config {
   int chunk_window = 2;                   ///< TNBC_CHUNK_WINDOW: body chunks in flight, in order
   /// TNBC_BARRIER_ALGO: "auto", "mpich" or a barrier algorithm name (barrier/barrier.hpp).
   std::string barrier_algo = "auto";
+  std::string publish = "auto";   ///< TNBC_PUBLISH: how received pages are published
   int barrier_root = kBarrierRootAuto;  ///< TNBC_BARRIER_ROOT: local rank, or auto (MinNumaDist)
   std::string numa_topology;            ///< TNBC_NUMA_TOPOLOGY: empty = the host (libnuma)
   int barrier_split = 0;  ///< TNBC_BARRIER_SPLIT: testing, ranks per emulated node (0 = off)

@@ -43,6 +43,7 @@ struct Stats {
   OpStats alltoall, alltoallv, bcast;
   std::atomic<std::uint64_t> barrier_calls{0};
   std::string barrier_algo = "mpich";  ///< set once at initialisation
+  std::string publish;                 ///< how received pages were published (replay mode), set at start
   int barrier_root = 0;
   std::atomic<std::uint64_t> faults{0};
   std::atomic<std::uint64_t> fault_wait_ns{0};

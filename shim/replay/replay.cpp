@@ -169,6 +169,7 @@ bool start(Runtime& rt) {
     err = "cannot create a communicator attribute";
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
+  o.publish = rt.config().publish;
   o.max_memory_bytes = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
   log::debug("engine memory for calls in flight: at most {} bytes", o.max_memory_bytes);
   // libucm patches munmap & co. so that our interposers never see them: take its events too.
@@ -212,6 +213,7 @@ void stop(Runtime& rt) {
   learn::stop();
   engine::Engine::instance().stop();
   set_running(false);
+  rt.stats().publish = engine::Engine::instance().publishing();
   rt.stats().faults = engine::ReplayGuard::instance().faults();
   rt.stats().fault_wait_ns = engine::ReplayGuard::instance().fault_wait_ns();
   rt.stats().init_ns = engine::Engine::instance().init_ns();

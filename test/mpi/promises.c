@@ -2,7 +2,8 @@
  * scenario per run (test/shim/replay/test_promises.py runs each with and without libtnbc.so and
  * compares): keep it in shared memory, re-protect it, hand it to the kernel through fortified,
  * vectored, message and raw system calls, fork, install its own SIGSEGV handler, set up an
- * io_uring, move the mapping with mremap.
+ * io_uring, move the mapping with mremap, let the kernel write into bytes of a receive page the
+ * call leaves alone (kernel_gap).
  *
  *   promises <scenario> <tmpdir>
  *
@@ -22,6 +23,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -372,6 +374,41 @@ static void grow_mapping(unsigned char* send) {
   }
 }
 
+/* The kernel writes into a receive page right after the call: an MPI_Alltoallv leaves a gap of
+ * 4.5 KiB after each block, and stat() (glibc's, which enters the kernel without any function a
+ * library can interpose) fills a struct stat in the gap, on the page the next block starts on.
+ * Blocking MPI has that page in place: the kernel writes it.  The struct's size and mode are
+ * reported (stable between runs), the blocks checked, the rest of the gap must keep its 0x5a. */
+static void kernel_gap(unsigned char* send) {
+  const size_t gap = 4096 + 512, stride = BLOCK + gap, n = (size_t)size * stride;
+  unsigned char* recv;
+  if (posix_memalign((void**)&recv, 4096, n)) die("posix_memalign");
+  int counts[MAX_RANKS], sdispls[MAX_RANKS], rdispls[MAX_RANKS];
+  for (int r = 0; r < size; ++r) counts[r] = BLOCK, sdispls[r] = r * BLOCK, rdispls[r] = (int)(r * stride);
+  char* path = path_of("kernel_gap");
+  int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0640);
+  if (fd < 0 || write(fd, "1234567", 7) != 7) die("kernel_gap file");
+  close(fd);
+  for (int round = 0; round < ROUNDS; ++round) {
+    fill_send(send, round);
+    memset(recv, 0x5a, n);
+    MPI_Alltoallv(send, counts, sdispls, MPI_BYTE, recv, counts, rdispls, MPI_BYTE, MPI_COMM_WORLD);
+    struct stat* st = (struct stat*)(recv + BLOCK + 4096 + 64);
+    const int rc = stat(path, st);
+    int ok = rc == 0 && st->st_size == 7 && (st->st_mode & 0777) == 0640;
+    unsigned char summary[2] = {(unsigned char)(rc == 0 ? st->st_size : 0xff), (unsigned char)(st->st_mode & 0777)};
+    memset(st, 0x5a, sizeof *st);
+    for (int from = 0; from < size; ++from)
+      for (size_t k = 0; k < stride; ++k) {
+        const unsigned char want = k < BLOCK ? pattern(from, rank, round, k) : 0x5a;
+        if (recv[(size_t)from * stride + k] != want) ok = 0;
+      }
+    report("kernel_gap", round, rc == 0 ? "stat" : "stat_failed", summary, sizeof summary, ok);
+  }
+  unlink(path);
+  free(recv);
+}
+
 /* An io_uring set up (by the raw system call, as liburing does in effect): the kernel may then
  * use buffers no interposer sees, so the library must receive in place from then on. */
 static void io_uring(unsigned char* send, unsigned char* recv) {
@@ -413,7 +450,7 @@ static void big(const char* mib_text) {
 int main(int argc, char** argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: promises <shared_file|shm_twice|win_shared|mprotect|read_chk|write_paths|"
-                    "message_paths|fork|own_handler|io_uring|mremap|printf|big> <tmpdir> [MiB per peer, for big]\n");
+                    "message_paths|fork|own_handler|io_uring|mremap|printf|kernel_gap|big> <tmpdir> [MiB per peer, for big]\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
@@ -443,6 +480,7 @@ int main(int argc, char** argv) {
   else if (!strcmp(s, "io_uring")) io_uring(send, recv);
   else if (!strcmp(s, "mremap")) grow_mapping(send);
   else if (!strcmp(s, "printf")) print_string(send, recv, check);
+  else if (!strcmp(s, "kernel_gap")) kernel_gap(send);
   else {
     if (rank == 0) fprintf(stderr, "unknown scenario %s\n", s);
     MPI_Abort(MPI_COMM_WORLD, 2);

@@ -17,7 +17,7 @@ struct Costs {
   std::atomic<std::uint64_t> setup_ns{0};         ///<   send copy allocated, mirror mapped, pages protected
   std::atomic<std::uint64_t> send_copy_ns{0};     ///<   the send side copied
   std::atomic<std::uint64_t> inside_wait_ns{0};   ///<   waiting: edge pages, or the whole exchange when not early
-  std::atomic<std::uint64_t> publish_ns{0};       ///< progress thread moving received pages into place
+  std::atomic<std::uint64_t> publish_ns{0};       ///< progress thread's CPU putting received pages in place
   std::atomic<std::uint64_t> wait_ns{0};          ///< waited afterwards: faults, fences, I/O
   std::atomic<std::uint64_t> progress_cpu_ns{0};  ///< progress thread CPU for them
   std::atomic<std::uint64_t> blocking_calls{0};   ///< calls that ran the plain blocking call

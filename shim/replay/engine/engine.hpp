@@ -60,6 +60,8 @@ struct EngineOptions {
   int chunk_window = 2;                 ///< inter-node body chunks in flight under per-node priority, 0 = all
   /// Send copies and mirrors held by calls in flight at most (0 = no bound, TNBC_MAX_MEMORY).
   std::size_t max_memory_bytes = 0;
+  /// How received pages are published: auto, move, write or mremap (receive_mirror.hpp).
+  std::string publish = "auto";
 };
 
 class Engine {
@@ -73,6 +75,8 @@ class Engine {
 
   /// Installs the fault handler and starts the progress thread.
   std::optional<std::string> start(const EngineOptions& options);
+  /// How received pages are published, as start_publishing said (receive_mirror.hpp).
+  const std::string& publishing() const { return publishing_; }
   /// Completes everything in flight, stops the thread, uninstalls the handler.  The other
   /// calls below are made only between a successful start() and stop() (replay.cpp).
   void stop();
@@ -140,6 +144,7 @@ class Engine {
   EngineOptions options_;
   std::size_t page_size_ = 4096;
   std::atomic<std::uint64_t> init_ns_{0};
+  std::string publishing_;
   std::unique_ptr<engine::Progress> progress_;
 };
 

@@ -10,6 +10,8 @@
 
 #include "util/clock.hpp"
 #include "buffer_pool.hpp"
+#include "page_move.hpp"
+#include "replay_guard.hpp"
 #include "shim/fence.hpp"
 #include "waker.hpp"
 
@@ -137,6 +139,7 @@ void Progress::run() {
     }
     bool moved = false;
     for (auto& op : active) moved |= progress(*op);
+    const bool held = page_move::available() && see_faults(active);
     // This round's CPU time, shared by the ops it served (decide/policy.hpp counts it as their cost).
     const std::uint64_t cpu_now = util::thread_cpu_ns(), cpu = cpu_now - cpu_mark;
     cpu_mark = cpu_now;
@@ -166,12 +169,44 @@ void Progress::run() {
     if (!moved && !retired && !active.empty()) {
       // Nothing moved: nap instead of spinning, the application may need this core; longer
       // each time nothing moves, unless somebody waits for us.
-      nap = std::min(g_waker.waited_for() ? waited_nap : max_nap, nap == 0 ? 1u : nap * 2);
-      g_waker.nap(nap, seen);
+      nap = std::min(g_waker.waited_for() || held ? waited_nap : max_nap, nap == 0 ? 1u : nap * 2);
+      // Where an op's pages are moved out, a thread touching one sleeps in the kernel, and the
+      // userfaultfd becoming readable ends the nap as a fault handler's kick does.
+      const bool moving = std::any_of(active.begin(), active.end(), [](const auto& op) { return op->recv.by_move; });
+      g_waker.nap(nap, seen, moving ? page_move::fd() : -1);
     } else {
       nap = min_nap;
     }
   }
+}
+
+bool Progress::see_faults(const std::vector<std::shared_ptr<Op>>& active) {
+  std::uintptr_t addrs[64];
+  const std::size_t n = page_move::take_faults(addrs, 64);
+  const std::uint64_t now = util::now_ns();
+  for (std::size_t k = 0; k < n; ++k) held_.push_back({addrs[k], now});
+  for (auto it = held_.begin(); it != held_.end();) {
+    // The op whose moved-out page it is; none (retired, or not ours): released by now.
+    const Op* owner = nullptr;
+    std::size_t idx = 0;
+    for (const auto& op : active) {
+      const ReceiveMirror& r = op->recv;
+      if (r.by_move && it->addr >= r.guard_lo && it->addr < r.guard_lo + r.guard_pages * page_size_) {
+        owner = op.get();
+        idx = (it->addr - r.guard_lo) / page_size_;
+        break;
+      }
+    }
+    if (owner != nullptr && owner->recv.published[idx].load(std::memory_order_acquire) == 0) {
+      ++it;
+      continue;
+    }
+    const std::uint64_t waited = now - it->seen_ns;
+    ReplayGuard::instance().add_fault(waited);
+    if (owner != nullptr && owner->costs != nullptr) owner->costs->add_wait(waited);
+    it = held_.erase(it);
+  }
+  return !held_.empty();
 }
 
 void Progress::post(Op& op, std::size_t i) {
@@ -237,9 +272,11 @@ bool Progress::progress(Op& op) {
     }
   }
   if (!ready.empty()) {
-    const std::uint64_t t0 = util::now_ns();
+    // CPU time, not wall time: on a full node the thread may lose its core in the middle, and
+    // that is the scheduler's cost, not publishing's.
+    const std::uint64_t t0 = util::thread_cpu_ns();
     publish(op, ready, page_size_);
-    if (op.costs) op.costs->publish_ns.fetch_add(util::now_ns() - t0, std::memory_order_relaxed);
+    if (op.costs) op.costs->publish_ns.fetch_add(util::thread_cpu_ns() - t0, std::memory_order_relaxed);
   }
   return moved;
 }

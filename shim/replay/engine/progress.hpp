@@ -51,6 +51,10 @@ class Progress {
   bool progress(Op& op);
   void post(Op& op, std::size_t i);
   void step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready);
+  /// Threads the kernel holds on missing pages of ops published by moving pages: noted when
+  /// the userfaultfd reports them, counted (with the time until their page is published) once
+  /// it is.  Returns whether any is still waiting.
+  bool see_faults(const std::vector<std::shared_ptr<Op>>& active);
   /// Waits until no op for which which(op) holds is left, and charges the wait to the fence
   /// counter and to each of their keys.
   template <typename Which>
@@ -63,6 +67,11 @@ class Progress {
   std::condition_variable work_cv_, done_cv_;
   std::deque<std::shared_ptr<Op>> incoming_;
   std::vector<Op*> all_;  // every op not yet retired, for drain/overlap checks (under mutex_)
+  struct HeldFault {
+    std::uintptr_t addr;
+    std::uint64_t seen_ns;
+  };
+  std::vector<HeldFault> held_;  // progress thread only
   bool stopping_ = false;
   std::thread thread_;
 };

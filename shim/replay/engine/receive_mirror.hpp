@@ -1,33 +1,48 @@
-// The receive side of an op: the mirror the receives land in (a pool buffer), the guarded user
-// pages, the edge pages (partial first and last page) the call copies before it returns, and
-// publishing completed pages into the user's.  It changes g_guarded_calls (io_interpose.hpp):
-// one per op with registered pages.
+// The receive side of an op: the mirror the receives land in, the guarded user pages, the edge
+// pages (partial first and last page) the call copies before it returns, and publishing
+// completed pages into the user's.  It changes g_guarded_calls (io_interpose.hpp): one per op
+// with registered pages.
 //
 //   the receive span's pages in the user's buffer
 //   +-----------+-------------+-------------+-- ... --+---------------+-----------+
 //   | first     | full page 0 | full page 1 |         | full page     | last      |
-//   | (partial) | PROT_NONE   | PROT_NONE   |         | guard_pages-1 | (partial) |
+//   | (partial) | guarded     | guarded     |         | guard_pages-1 | (partial) |
 //   +-----------+-------------+-------------+-- ... --+---------------+-----------+
 //   ^ cover_lo  ^ guard_lo                                                        ^ cover_hi
 //
 //   the mirror: the same layout, mapped by the engine; receives land in it
 //
-// Full page i is published once the holders[i] steps that write or read it completed: its bytes
-// are written into the user's page while that is still PROT_NONE, through /proc/self/mem (the
-// kernel's forced write, as a debugger pokes memory), and only then is the page made readable
-// and writable, so no thread can see half of it; then published[i] = 1.  The mirror stays
-// whole and goes back to the pool for the next call, and the user keeps its own pages (no page
-// fault on fresh memory, no TLB shootdown of an unmapped page).  Where the kernel refuses
-// such writes (no /proc, or proc_mem.force_override=never), mremap moves the mirror page over
-// the user's instead, and the op's mirror is used up.  The partial first and last page (edge pages, when
-// the span does not start or end on a page boundary) are never protected: the calling thread
-// copies their bytes from the mirror before the call returns.
+// Full page i is published once the holders[i] steps that write or read it completed; then
+// published[i] = 1.  No thread ever sees half a page.  Three ways, the first that works here
+// (start_publishing, TNBC_PUBLISH):
+//
+//   move    The user's own pages serve as the mirror: the call moves them into a mirror
+//           mapping (userfaultfd's UFFDIO_MOVE, page_move.hpp), so the user's addresses are
+//           *missing* and a thread touching one sleeps in the kernel; a completed page is moved
+//           back, which wakes it.  Nothing is copied, allocated or protected, the bytes between
+//           sub-messages travel with their pages, and the mirror costs no memory.  A call whose
+//           pages the kernel will not move (a file's private pages, a page shared with a
+//           fork()ed child or pinned) undoes what it moved and takes the next way.
+//   write   The mirror is a pool buffer (buffer_pool.hpp); the user's pages are PROT_NONE
+//           (a thread touching one faults and waits in the replay guard's handler); a
+//           completed page's bytes are written into the user's page through /proc/self/mem (the
+//           kernel's forced write, as a debugger pokes memory), and only then is it opened.  The
+//           mirror stays whole and goes back to the pool.
+//   mremap  As write, but the mirror page is moved over the user's (mremap), and the op's
+//           mirror is used up (where the kernel refuses forced writes: no /proc, or
+//           proc_mem.force_override=never).
+//
+// The partial first and last page (edge pages, when the span does not start or end on a page
+// boundary) are never guarded: the calling thread copies their bytes from the mirror before the
+// call returns.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "buffer_pool.hpp"
@@ -52,6 +67,9 @@ struct ReceiveMirror {
   std::vector<int> holders;                                // steps still using each full page
   std::vector<std::uint8_t> moved;                         // mirror page moved to the user (mremap)
   int slot = -1;
+  // Published by moving pages (the "move" way above): `mirror` is a mapping of its own, of
+  // cover_hi - cover_lo bytes, unmapped when the op retires; mirror_buf is empty.
+  bool by_move = false;
   // Direct: no mirror, no guard; receives land in the user's buffer and the caller waits for
   // the whole operation (the call does not return early, but speaks the same protocol).
   bool direct = false;
@@ -83,12 +101,15 @@ struct EdgePages {
 /// Bytes of the mirror prepare_receive would map for `op` (the page cover of its receive span).
 std::size_t receive_cover_bytes(const Op& op, std::size_t ps);
 
-/// Takes the mirror's buffer (receive_cover_bytes) from the pool; false if it has no room.
+/// Takes the mirror's buffer (receive_cover_bytes) from the pool; false if it has no room.  When
+/// pages are published by moving, takes nothing (prepare_receive takes the buffer if the
+/// kernel will not move this op's pages).
 bool reserve_mirror(Op& op, std::size_t ps);
 
 /// Sets up the receive side of `op` for the byte ranges its recv/copy steps write, relative to
-/// recv_base, in the mirror reserve_mirror took.  Returns false (nothing guarded) when no full
-/// page lies inside the span, or there is no mirror.
+/// recv_base: moves the user's pages into a mirror of their own, or guards them and uses the
+/// mirror reserve_mirror took.  Returns false (nothing guarded) when no full page lies inside
+/// the span, or there is no mirror.
 bool prepare_receive(Op& op, std::size_t ps);
 
 /// The receive side of an op that does not return early: receives land in the user's buffer.
@@ -97,20 +118,24 @@ void receive_direct(Op& op);
 /// Copies the bytes of edge sub-messages (partial first and last pages) from the mirror.
 void copy_edges(const Op& op, std::size_t ps);
 
-/// Opens /proc/self/mem for publishing by writing and checks that the kernel writes through it
-/// into a page of this process that is PROT_NONE; else publishing moves pages (mremap).
-/// Returns which way it publishes ("write" or "mremap: <why>").
-const char* start_publishing();
-/// True when pages are published by writing (start_publishing found it works).
-bool publishing_by_write();
-/// Unit tests: publish by mremap even where writing works (on), or as start_publishing found.
-void force_mremap_publishing(bool on);
+/// How received pages are published (the ways above).
+enum class Publisher { move, write, mremap };
 
-/// Writes the mirror pages `pages` (indices from guard_lo, every step done with them) into the
-/// user's pages, opens them and marks them published; clears `pages`.
+/// Chooses how pages are published: `want` is "auto" (the first way that works here), "move",
+/// "write" or "mremap" (TNBC_PUBLISH); a way that does not work here falls to the next.
+/// Returns the way chosen, followed by why the ways before it do not work ("write (move: ...)").
+std::string start_publishing(std::string_view want = "auto");
+/// The way start_publishing chose (mremap before it ran).
+Publisher publisher();
+/// Unit tests: publish this way from now on (it must work here: start_publishing said so).
+void force_publisher(Publisher p);
+
+/// Puts the mirror pages `pages` (indices from guard_lo, every step done with them) in place in
+/// the user's buffer (moved, or written and opened) and marks them published; clears `pages`.
 void publish(Op& op, std::vector<std::size_t>& pages, std::size_t ps);
 
-/// Releases the op's guard slot and what publishing left of a used-up mirror; marks it done.
+/// Releases the op's guard slot, the user range's registration and what publishing left of a
+/// used-up mirror; marks it done.
 void retire(Op& op, std::size_t ps);
 
 }  // namespace tnbc::shim::replay::engine

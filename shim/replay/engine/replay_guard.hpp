@@ -70,6 +70,13 @@ class ReplayGuard {
   /// async-signal-safe: the interposed system calls and free/munmap use it.
   void wait_range(const void* p, std::size_t n);
 
+  /// A fault the kernel held instead (a missing page of a call published by moving pages,
+  /// receive_mirror.hpp): counted with the faults, its wait as the progress thread saw it.
+  void add_fault(std::uint64_t wait_ns) {
+    faults_.fetch_add(1, std::memory_order_relaxed);
+    fault_wait_ns_.fetch_add(wait_ns, std::memory_order_relaxed);
+  }
+
   /// Faults handled and nanoseconds spent waiting in them (statistics).
   std::uint64_t faults() const { return faults_.load(std::memory_order_relaxed); }
   std::uint64_t fault_wait_ns() const { return fault_wait_ns_.load(std::memory_order_relaxed); }

@@ -26,12 +26,17 @@ class Waker {
   }
   void end_wait() { waiters_.fetch_sub(1, std::memory_order_acq_rel); }
   bool waited_for() const { return waiters_.load(std::memory_order_acquire) > 0; }
-  /// Sleeps `us` microseconds unless kicked since word() returned `seen`.
-  void nap(unsigned us, std::uint32_t seen);
+  /// Sleeps `us` microseconds unless kicked since word() returned `seen`, or, when `fd` is not
+  /// -1, until `fd` is readable (the userfaultfd: a thread the kernel holds on a missing page
+  /// wakes the nap as a fault handler's kick does).  Only the progress thread naps.
+  void nap(unsigned us, std::uint32_t seen, int fd = -1);
 
  private:
   std::atomic<std::uint32_t> word_{0};
   std::atomic<int> waiters_{0};
+  // While the nap polls a descriptor, a kick writes this eventfd (made at the first such nap).
+  std::atomic<bool> polling_{false};
+  std::atomic<int> event_fd_{-1};
 };
 
 extern Waker g_waker;

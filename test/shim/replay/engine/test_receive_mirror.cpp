@@ -1,28 +1,37 @@
 // The receive mirror of the replay engine (shim/replay/engine/receive_mirror.hpp) below MPI: plain
 // memory, and a "transport" that writes each receive step's bytes into the mirror as MPI would.
 // Partial first and last pages, a gap between sub-messages (Alltoallv), runs of pages published
-// together, both ways of publishing (writing through /proc/self/mem, the mirror kept whole for
-// the pool; moving pages with mremap, retire() unmapping only the mirror pages that did not
-// move), and the pool itself.
+// together, the three ways of publishing (moving the user's own pages out and back with
+// userfaultfd, a thread touching one sleeping until it is back; writing through /proc/self/mem,
+// the mirror kept whole for the pool; moving pages with mremap, retire() unmapping only the
+// mirror pages that did not move), the fall back from moving where the kernel refuses, and the
+// pool itself.
 #include <catch2/catch.hpp>
 
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <sys/syscall.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shim/replay/engine/buffer_pool.hpp"
 #include "shim/replay/engine/op.hpp"
+#include "shim/replay/engine/page_move.hpp"
 #include "shim/replay/engine/receive_mirror.hpp"
 #include "shim/io_interpose.hpp"
+#include "util/raw.hpp"
 
 using tnbc::shim::replay::engine::BufferPool;
 using tnbc::shim::replay::engine::Op;
+using tnbc::shim::replay::engine::Publisher;
 using tnbc::shim::replay::engine::schedule::Kind;
 using tnbc::shim::replay::engine::schedule::Step;
 namespace engine = tnbc::shim::replay::engine;
@@ -55,6 +64,18 @@ bool mapped(const void* p) {
   return msync(const_cast<void*>(p), 1, MS_ASYNC) == 0 || errno != ENOMEM;
 }
 
+/// Whether the page holding `p` has a page in memory (a page moved out is missing).
+bool resident(const void* p) {
+  unsigned char v = 0;
+  void* page = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(p) & ~(kPage - 1));
+  REQUIRE(mincore(page, kPage, &v) == 0);
+  return (v & 1) != 0;
+}
+
+const char* name_of(Publisher p) {
+  return p == Publisher::move ? "moving pages" : p == Publisher::write ? "writing" : "mremap";
+}
+
 char byte_of(int sub, std::size_t i) { return static_cast<char>('A' + sub * 7 + static_cast<int>(i % 13)); }
 
 /// Seven pages filled with 'u', and an op receiving three sub-messages into the buffer that
@@ -67,13 +88,13 @@ struct Fixture {
   std::size_t span = 0;
   Op op;
 
-  /// by_write: publish through /proc/self/mem (the default where the kernel allows it), else
-  /// by mremap.
-  explicit Fixture(bool by_write = false) {
-    REQUIRE(std::string(engine::start_publishing()) == "write");  // this kernel allows it
-    engine::force_mremap_publishing(!by_write);
+  /// Publishes the way `how` says (this kernel has all three); `shared`: the buffer is shared
+  /// memory, whose pages the kernel does not move.
+  explicit Fixture(Publisher how = Publisher::mremap, bool shared = false) {
+    REQUIRE(engine::start_publishing() == "move");  // this kernel moves pages, and writes
+    engine::force_publisher(how);
     REQUIRE(kPage == 4096);  // the layout below is drawn for 4 KiB pages
-    void* m = mmap(nullptr, 7 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* m = mmap(nullptr, 7 * kPage, PROT_READ | PROT_WRITE, (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_ANONYMOUS, -1, 0);
     REQUIRE(m != MAP_FAILED);
     area = static_cast<char*>(m);
     std::memset(area, 'u', 7 * kPage);
@@ -85,7 +106,7 @@ struct Fixture {
   }
   ~Fixture() {
     munmap(area, 7 * kPage);
-    engine::force_mremap_publishing(false);
+    engine::force_publisher(Publisher::move);
   }
   bool prepare() { return engine::reserve_mirror(op, kPage) && engine::prepare_receive(op, kPage); }
 
@@ -93,6 +114,18 @@ struct Fixture {
   void arrive() {
     for (const auto& s : op.steps)
       for (std::size_t i = 0; i < s.bytes; ++i) op.recv.mirror_at(s.offset)[i] = byte_of(s.sub, i);
+  }
+  /// Bytes of the span that differ from what blocking MPI would have left.
+  std::size_t wrong() const {
+    std::size_t n = 0;
+    for (std::size_t off = 0; off < span; ++off) n += buf[off] != expected(off);
+    return n;
+  }
+  /// Publishes `pages`, copies the edges and checks every byte of the span.
+  void publish_and_check(std::vector<std::size_t> pages) {
+    engine::publish(op, pages, kPage);
+    engine::copy_edges(op, kPage);
+    CHECK(wrong() == 0);
   }
   /// The byte blocking MPI would have left at buffer offset `off`.
   char expected(std::size_t off) const {
@@ -106,17 +139,29 @@ struct Fixture {
 
 TEST_CASE("receive mirror: full pages guarded, partial edges copied, gaps carried over, pages published in runs",
           "[receive_mirror]") {
-  const bool by_write = GENERATE(false, true);
-  INFO((by_write ? "published by writing" : "published by mremap"));
+  const Publisher how = GENERATE(Publisher::move, Publisher::write, Publisher::mremap);
+  INFO("published by " << name_of(how));
+  BufferPool::instance().trim();  // an earlier case's kept buffer would be taken here
   const std::size_t kept_before = BufferPool::instance().kept();
-  Fixture f(by_write);
+  Fixture f(how);
   REQUIRE(f.prepare());
   const auto& r = f.op.recv;
+  CHECK(r.by_move == (how == Publisher::move));
   CHECK(r.guard_lo == reinterpret_cast<std::uintptr_t>(f.area + kPage));
   CHECK(r.guard_pages == 4);
   CHECK(r.slot >= 0);
   CHECK(tnbc::shim::g_guarded_calls.load() == 1);
-  for (std::size_t p = 1; p <= 4; ++p) CHECK(protection(f.area + p * kPage) == "---p");
+  for (std::size_t p = 1; p <= 4; ++p) {
+    if (how == Publisher::move) {
+      // The user's pages moved into the mirror: missing here, open, and the gap's 'u' bytes
+      // travelled with them.
+      CHECK_FALSE(resident(f.area + p * kPage));
+      CHECK(protection(f.area + p * kPage) == "rw-p");
+      CHECK(r.mirror[p * kPage + 10] == 'u');
+    } else {
+      CHECK(protection(f.area + p * kPage) == "---p");
+    }
+  }
   CHECK(protection(f.area) == "rw-p");              // the partial first page stays open
   CHECK(protection(f.area + 5 * kPage) == "rw-p");  // and the partial last one
   // Steps touching a partial page are edge steps: the first and the last sub-message.
@@ -129,16 +174,19 @@ TEST_CASE("receive mirror: full pages guarded, partial edges copied, gaps carrie
   CHECK(first.empty());
   for (std::size_t p = 0; p < 3; ++p) CHECK(r.published[p].load() == 1);
   CHECK(r.published[3].load() == 0);
-  CHECK(protection(f.area + 4 * kPage) == "---p");  // page 3 not yet
+  if (how == Publisher::move) {
+    for (std::size_t p = 1; p <= 3; ++p) CHECK(resident(f.area + p * kPage));
+    CHECK_FALSE(resident(f.area + 4 * kPage));  // page 3 not yet
+  } else {
+    CHECK(protection(f.area + 4 * kPage) == "---p");  // page 3 not yet
+  }
   std::vector<std::size_t> rest{3};
   engine::publish(f.op, rest, kPage);
   engine::copy_edges(f.op, kPage);
 
   // Every byte is what blocking MPI gives: received bytes, the gap's and the edges' user bytes
   // kept, and nothing outside the span touched.
-  std::size_t wrong = 0;
-  for (std::size_t off = 0; off < f.span; ++off) wrong += f.buf[off] != f.expected(off);
-  CHECK(wrong == 0);
+  CHECK(f.wrong() == 0);
   for (std::size_t i = 0; i < 100; ++i) {
     CHECK(f.area[i] == 'u');
     CHECK(f.area[7 * kPage - 1 - i] == 'u');
@@ -150,7 +198,12 @@ TEST_CASE("receive mirror: full pages guarded, partial edges copied, gaps carrie
   CHECK(f.op.done.load());
   CHECK(tnbc::shim::g_guarded_calls.load() == 0);
   for (std::size_t p = 0; p < 7; ++p) CHECK(mapped(f.area + p * kPage));
-  if (by_write) {
+  if (how == Publisher::move) {
+    // The pages went back where they came from; the mirror mapping is gone, the pool untouched.
+    for (std::size_t p = 0; p < cover / kPage; ++p) CHECK_FALSE(mapped(mirror + p * kPage));
+    CHECK_FALSE(f.op.recv.mirror_buf);
+    CHECK(BufferPool::instance().kept() == kept_before);
+  } else if (how == Publisher::write) {
     // Nothing moved: the mirror is whole, and goes back to the pool with its op.
     for (std::size_t p = 0; p < cover / kPage; ++p) CHECK(mapped(mirror + p * kPage));
     f.op.recv.mirror_buf.reset();
@@ -162,9 +215,7 @@ TEST_CASE("receive mirror: full pages guarded, partial edges copied, gaps carrie
     CHECK_FALSE(f.op.recv.mirror_buf);
     CHECK(BufferPool::instance().kept() == kept_before);
   }
-  wrong = 0;
-  for (std::size_t off = 0; off < f.span; ++off) wrong += f.buf[off] != f.expected(off);
-  CHECK(wrong == 0);
+  CHECK(f.wrong() == 0);
 }
 
 TEST_CASE("receive mirror: a reused mirror shows no byte of the call before", "[receive_mirror]") {
@@ -172,7 +223,7 @@ TEST_CASE("receive mirror: a reused mirror shows no byte of the call before", "[
   // only into parts of its pages: the user must see its own bytes around them, never a 'z'.
   BufferPool::instance().trim();
   {
-    Fixture first(true);
+    Fixture first(Publisher::write);
     REQUIRE(first.prepare());
     std::memset(first.op.recv.mirror, 'z', first.op.recv.mirror_buf.bytes());
     std::vector<std::size_t> all{0, 1, 2, 3};
@@ -180,17 +231,12 @@ TEST_CASE("receive mirror: a reused mirror shows no byte of the call before", "[
     engine::retire(first.op, kPage);
   }
   REQUIRE(BufferPool::instance().kept() == 1);
-  Fixture f(true);
+  Fixture f(Publisher::write);
   f.op.steps = {Step{Kind::recv, 1, 0, 5000, 0}, Step{Kind::recv, 3, 20000, f.span - 20000, 2}};
   REQUIRE(f.prepare());
   CHECK(BufferPool::instance().kept() == 0);  // it took the kept buffer
   f.arrive();
-  std::vector<std::size_t> pages{0, 3};
-  engine::publish(f.op, pages, kPage);
-  engine::copy_edges(f.op, kPage);
-  std::size_t wrong = 0;
-  for (std::size_t off = 0; off < f.span; ++off) wrong += f.buf[off] != f.expected(off);
-  CHECK(wrong == 0);
+  f.publish_and_check({0, 3});
   engine::retire(f.op, kPage);
 }
 
@@ -274,9 +320,7 @@ TEST_CASE("receive mirror: a page nobody receives into is never guarded; retire 
   CHECK_FALSE(mapped(mirror + (first_full + 1) * kPage));
   CHECK_FALSE(mapped(mirror + (first_full + 2) * kPage));
   CHECK_FALSE(mapped(mirror));
-  std::size_t wrong = 0;
-  for (std::size_t off = 0; off < f.span; ++off) wrong += f.buf[off] != f.expected(off);
-  CHECK(wrong == 0);
+  CHECK(f.wrong() == 0);
 }
 
 TEST_CASE("receive mirror: a span without a full page is not mirrored", "[receive_mirror]") {
@@ -284,5 +328,56 @@ TEST_CASE("receive mirror: a span without a full page is not mirrored", "[receiv
   f.op.steps = {Step{Kind::recv, 1, 0, 3000, 0}};
   CHECK_FALSE(f.prepare());
   CHECK(f.op.recv.mirror == nullptr);
+  CHECK(tnbc::shim::g_guarded_calls.load() == 0);
+}
+
+TEST_CASE("receive mirror: a thread touching a page moved out sleeps until it is back", "[receive_mirror]") {
+  Fixture f(Publisher::move);
+  REQUIRE(f.prepare());
+  REQUIRE(f.op.recv.by_move);
+  // A user-mode read of full page 0, and a system call writing into the gap on full page 1
+  // (bytes the receive leaves alone: the program's own write must survive publishing).
+  std::atomic<int> seen{-1};
+  std::thread reader([&] { seen.store(static_cast<unsigned char>(f.area[kPage + 5])); });
+  int pipe_fds[2];
+  REQUIRE(pipe(pipe_fds) == 0);
+  REQUIRE(write(pipe_fds[1], "KERNEL", 6) == 6);
+  std::atomic<long> got{-2};
+  char* gap = f.buf + 6000;  // in [5000, 8000), on full page 1
+  std::thread kernel([&] { got.store(tnbc::util::raw::syscall(SYS_read, pipe_fds[0], gap, 6)); });
+  usleep(100000);
+  CHECK(seen.load() == -1);  // still asleep in the kernel, not faulted
+  const bool kernel_waits = tnbc::shim::replay::engine::page_move::kernel_faults_wait();
+  if (kernel_waits) CHECK(got.load() == -2);
+  f.arrive();
+  std::vector<std::size_t> pages{0, 1, 2, 3};
+  engine::publish(f.op, pages, kPage);
+  reader.join();
+  kernel.join();
+  CHECK(seen.load() == static_cast<unsigned char>(f.expected(kPage + 5 - 100)));
+  if (kernel_waits) {
+    CHECK(got.load() == 6);
+    CHECK(std::memcmp(gap, "KERNEL", 6) == 0);
+  } else {
+    CHECK(got.load() == -EFAULT);  // as on a protected page: the interposers wait first
+  }
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
+  engine::copy_edges(f.op, kPage);
+  engine::retire(f.op, kPage);
+}
+
+TEST_CASE("receive mirror: pages the kernel will not move are guarded and written instead", "[receive_mirror]") {
+  Fixture f(Publisher::move, /*shared=*/true);
+  REQUIRE(engine::reserve_mirror(f.op, kPage));
+  CHECK_FALSE(f.op.recv.mirror_buf);  // moving needs no buffer ...
+  REQUIRE(engine::prepare_receive(f.op, kPage));
+  const auto& r = f.op.recv;
+  CHECK_FALSE(r.by_move);  // ... but shared memory does not move: protected, pool mirror
+  CHECK(r.mirror_buf);
+  for (std::size_t p = 1; p <= 4; ++p) CHECK(protection(f.area + p * kPage) == "---s");
+  f.arrive();
+  f.publish_and_check({0, 1, 2, 3});
+  engine::retire(f.op, kPage);
   CHECK(tnbc::shim::g_guarded_calls.load() == 0);
 }
