@@ -4,6 +4,7 @@
   tnbc-order.1    `tnbc-order --help` and `tnbc-order <command> --help` of every command it lists
   tnbc-stats.1    tnbc-stats's argparse help
   tnbc-cluster.1  `tnbc-cluster --help` (the installed copy)
+  tnbc-sim.1      `tnbc-sim --help`
   tnbc.7          README.md's overview and "Using it", docs/config.md with the settings table
                   `tnbc-order config --markdown` prints (shim/config.cpp), and the installed files
 
@@ -12,7 +13,7 @@ changes the page at the next build.  The help texts are read by their layout, th
 them share with argparse: a "usage:" line, paragraphs, and lists of `  TERM  text` items under
 an optional "heading:" line, with long terms alone on their line and text continued deeper.
 
-usage: gen_man.py OUTDIR --version V --order EXE --stats SCRIPT --cluster SCRIPT
+usage: gen_man.py OUTDIR --version V --order EXE --stats SCRIPT --cluster SCRIPT --sim EXE
                   --readme README.md --config-doc docs/config.md --lib P --trace-lib P
                   --modulefiles DIR --docdir DIR
 """
@@ -126,7 +127,10 @@ class Help:
         return out
 
     def option_blocks(self):
-        return [b for b in self.blocks if b[0] == "items" and b[1] and re.search(r"options|arguments", b[1])]
+        """Lists headed "options" or "arguments", or whose every term is an option (tnbc-sim's
+        "platform:", "call:"...)."""
+        return [b for b in self.blocks if b[0] == "items" and b[1] and
+                (re.search(r"options|arguments", b[1]) or all(t.startswith("-") for t, _ in b[2]))]
 
     def other_blocks(self):
         return [b for b in self.blocks if b not in self.option_blocks()]
@@ -159,7 +163,7 @@ class Page:
 
 
 def see_also(own, args):
-    pages = [p for p in ("tnbc(7)", "tnbc-order(1)", "tnbc-stats(1)", "tnbc-cluster(1)") if p != own]
+    pages = [p for p in ("tnbc(7)", "tnbc-order(1)", "tnbc-stats(1)", "tnbc-cluster(1)", "tnbc-sim(1)") if p != own]
     return [".BR " + ",\n.BR ".join(p.replace("(", " (") for p in pages),
             ".PP", f"The project's documentation: {esc(args.docdir)}."]
 
@@ -295,13 +299,14 @@ def overview_page(args):
 def main():
     ap = argparse.ArgumentParser(description="Writes tnbc's man pages (see the comment at the top).")
     ap.add_argument("outdir")
-    for opt in ("version", "order", "stats", "cluster", "readme", "config-doc", "lib", "trace-lib",
+    for opt in ("version", "order", "stats", "cluster", "sim", "readme", "config-doc", "lib", "trace-lib",
                 "modulefiles", "docdir"):
         ap.add_argument("--" + opt, required=True)
     args = ap.parse_args()
     pages = [order_page(args),
              tool_page("tnbc-stats", run_help([sys.executable, args.stats], "tnbc-stats"), args),
              tool_page("tnbc-cluster", run_help(["bash", args.cluster], "tnbc-cluster"), args),
+             tool_page("tnbc-sim", run_help([args.sim], "tnbc-sim"), args),
              overview_page(args)]
     for p in pages:
         p.write(args.outdir)

@@ -74,7 +74,7 @@ def main():
         print(f"FAIL meson install exited {r.returncode}: {r.stdout}{r.stderr}")
         sys.exit(1)
     pages = {name: inst(opts["mandir"], f"man{name[-1]}", name)
-             for name in ("tnbc-order.1", "tnbc-stats.1", "tnbc-cluster.1", "tnbc.7")}
+             for name in ("tnbc-order.1", "tnbc-stats.1", "tnbc-cluster.1", "tnbc-sim.1", "tnbc.7")}
     text = {}
 
     def installed():
@@ -116,6 +116,7 @@ def main():
     def every_option():
         helps = {"tnbc-stats.1": [[sys.executable, os.path.join(SOURCE, "tools", "tnbc-stats")]],
                  "tnbc-cluster.1": [["bash", os.path.join(BUILD, "tools", "tnbc-cluster")]],
+                 "tnbc-sim.1": [[os.path.join(BUILD, "tools", "tnbc-sim")]],
                  "tnbc-order.1": [[ORDER]] + [[ORDER, c] for c in order_commands()]}
         for name, cmds in helps.items():
             for cmd in cmds:
@@ -137,7 +138,8 @@ def main():
         paths = dict(re.findall(r"^prepend-path (\w+) +(\S+)$", mod, re.M))
         expect(paths.get("PATH") == os.path.join(prefix, opts["bindir"]), f"PATH: {paths}")
         expect(paths.get("MANPATH") == os.path.join(prefix, opts["mandir"]), f"MANPATH: {paths}")
-        expect(os.access(dest + os.path.join(paths["PATH"], "tnbc-order"), os.X_OK), "PATH has no tnbc-order")
+        for tool in ("tnbc-order", "tnbc-sim"):
+            expect(os.access(dest + os.path.join(paths["PATH"], tool), os.X_OK), f"PATH has no {tool}")
         expect(os.path.isfile(dest + os.path.join(paths["MANPATH"], "man7", "tnbc.7")), "MANPATH has no tnbc.7")
         libs = dict(re.findall(r"^setenv (\w+) +(\S+)$", mod, re.M))
         expect(os.path.basename(libs.get("LIBTNBC", "")) == f"libtnbc{suffix}.so", f"LIBTNBC: {libs}")

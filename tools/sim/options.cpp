@@ -3,6 +3,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <stdexcept>
@@ -125,8 +126,7 @@ constexpr std::string_view kUsage =
 }  // namespace
 
 int usage_error(std::string_view msg) {
-  std::fprintf(stderr, "tnbc-sim: %.*s\n\n%.*s", static_cast<int>(msg.size()), msg.data(),
-               static_cast<int>(kUsage.size()), kUsage.data());
+  std::fprintf(stderr, "tnbc-sim: %.*s (tnbc-sim --help lists the options)\n", static_cast<int>(msg.size()), msg.data());
   return 2;
 }
 
@@ -168,6 +168,22 @@ void parse_fat_tree(std::string_view text, PlatformSpec& spec) {
 
 }  // namespace
 
+namespace {
+
+/// The options that take a value (each handled in parse below).
+constexpr std::string_view kValued[] = {
+    "--nodes", "--ppn", "--link", "--latency", "--mem-bw", "--placement", "--fat-tree", "--op",
+    "--root", "--segments", "--chains", "--chain-sweep", "--bytes", "--chunk-bytes",
+    "--connection-depth", "--setup-us", "--copy-bw", "--progress-cpu-us", "--chunk-window",
+    "--scenario", "--work-ms", "--parts", "--cfg", "--trace", "--site", "--model", "--plan",
+    "--per-node", "--sweep", "--svg"};
+
+bool valued(std::string_view opt) {
+  return std::find(std::begin(kValued), std::end(kValued), opt) != std::end(kValued);
+}
+
+}  // namespace
+
 // Parses argv into `a`; returns an error message, or nullopt.  --help prints and exits.
 std::optional<std::string> parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
@@ -180,7 +196,8 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       a.json = true;
       continue;
     }
-    if (i + 1 >= argc) return fmt::format("{}: unknown option, or its value is missing", opt);
+    if (!valued(opt)) return fmt::format("{}: unknown option", opt);
+    if (i + 1 >= argc) return fmt::format("{}: needs a value", opt);
     const std::string_view v = argv[++i];
     try {
       if (opt == "--nodes") a.spec.nodes = parse_number<int>(opt, v), a.nodes_given = true;
@@ -218,9 +235,11 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--per-node" && (v == "on" || v == "off")) a.per_node = v == "on";
       else if (opt == "--sweep") a.sweep = parse_ranks(opt, v);
       else if (opt == "--svg") a.svg = v;
-      else return fmt::format("{} {}: unknown option or value", opt, v);
+      else return fmt::format("{} {}: not a value it takes", opt, v);
     } catch (const std::invalid_argument& e) {
-      return fmt::format("{}: {}", opt, e.what());
+      // The message names the option already where the parser was given it.
+      const std::string_view why = e.what();
+      return why.rfind(opt, 0) == 0 ? std::string(why) : fmt::format("{}: {}", opt, why);
     }
   }
   if (a.spec.nodes < 1 || a.spec.ppn < 1) return "--nodes and --ppn: at least 1";
