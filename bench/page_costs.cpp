@@ -179,14 +179,14 @@ int main(int argc, char** argv) {
     return mremap(pg(ar.b, i), k * kPage, k * kPage, MREMAP_MAYMOVE | MREMAP_FIXED, pg(ar.a, i)) != MAP_FAILED; },
                          [&](Areas ar) { munmap(ar.a, n * kPage); munmap(ar.b, n * kPage); }));
   rows.push_back(measure("move a page to a missing one (UFFDIO_MOVE)", [&] {
-    Areas ar = two(); touch(ar.a, n); madvise(ar.b, n * kPage, MADV_DONTNEED);
+    Areas ar = two(); touch(ar.a, n);  // b never touched: its pages are missing
     if (no_move.empty()) move::register_range(reinterpret_cast<std::uintptr_t>(ar.b), n * kPage);
     return ar; },
                          [&](Areas ar, std::size_t i, std::size_t k) {
     return no_move.empty() && move::move(reinterpret_cast<std::uintptr_t>(pg(ar.b, i)), reinterpret_cast<std::uintptr_t>(pg(ar.a, i)), k * kPage, true) == k * kPage; },
                          unmap));
   rows.push_back(measure("first touch of a page moved in", [&] {
-    Areas ar = two(); touch(ar.a, n); madvise(ar.b, n * kPage, MADV_DONTNEED);
+    Areas ar = two(); touch(ar.a, n);  // b never touched: its pages are missing
     if (no_move.empty()) {
       move::register_range(reinterpret_cast<std::uintptr_t>(ar.b), n * kPage);
       move::move(reinterpret_cast<std::uintptr_t>(ar.b), reinterpret_cast<std::uintptr_t>(ar.a), n * kPage, true);

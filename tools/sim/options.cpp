@@ -170,7 +170,7 @@ void parse_fat_tree(std::string_view text, PlatformSpec& spec) {
 
 namespace {
 
-/// The options that take a value (each handled in parse below).
+/// The options that take a value (each handled in parse below), for the error messages.
 constexpr std::string_view kValued[] = {
     "--nodes", "--ppn", "--link", "--latency", "--mem-bw", "--placement", "--fat-tree", "--op",
     "--root", "--segments", "--chains", "--chain-sweep", "--bytes", "--chunk-bytes",
@@ -196,8 +196,8 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       a.json = true;
       continue;
     }
-    if (!valued(opt)) return fmt::format("{}: unknown option", opt);
-    if (i + 1 >= argc) return fmt::format("{}: needs a value", opt);
+    // kValued only words the errors: an option the chain below takes is never refused by it.
+    if (i + 1 >= argc) return fmt::format("{}: {}", opt, valued(opt) ? "needs a value" : "unknown option");
     const std::string_view v = argv[++i];
     try {
       if (opt == "--nodes") a.spec.nodes = parse_number<int>(opt, v), a.nodes_given = true;
@@ -235,7 +235,8 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--per-node" && (v == "on" || v == "off")) a.per_node = v == "on";
       else if (opt == "--sweep") a.sweep = parse_ranks(opt, v);
       else if (opt == "--svg") a.svg = v;
-      else return fmt::format("{} {}: not a value it takes", opt, v);
+      else if (valued(opt)) return fmt::format("{} {}: not a value it takes", opt, v);
+      else return fmt::format("{}: unknown option", opt);
     } catch (const std::invalid_argument& e) {
       // The message names the option already where the parser was given it.
       const std::string_view why = e.what();

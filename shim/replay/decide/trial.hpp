@@ -58,7 +58,7 @@ class AlgorithmTrial {
   /// The candidate the next blocking call runs.
   std::size_t next() const;
   /// True when a round just ended: the ranks must agree the choice (sum bests() over the ranks
-  /// and choose()) before the next blocking call.
+  /// and choose()), which after_blocking does right after the round's last call.
   bool choice_due() const { return active() && round_done_; }
   /// This rank's mean time per call of each candidate over its last two rounds (ns; 0: none):
   /// a phase change of the program is followed within two rounds.

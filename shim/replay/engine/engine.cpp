@@ -41,11 +41,10 @@ std::optional<std::string> Engine::start(const EngineOptions& options) {
   page_size_ = engine::system_page_size();
   engine::BufferPool::instance().set_bound(options_.max_memory_bytes);
   publishing_ = engine::start_publishing(options_.publish);
-  const std::string& how = publishing_;
-  if (options_.publish != "auto" && how.rfind(options_.publish, 0) != 0)
-    log::info_rank0("TNBC_PUBLISH={}: received pages are published by {}", options_.publish, how);
+  if (options_.publish != "auto" && publishing_.rfind(options_.publish, 0) != 0)
+    log::info_rank0("TNBC_PUBLISH={}: received pages are published by {}", options_.publish, publishing_);
   else
-    log::debug("engine: received pages are published by {}", how);
+    log::debug("engine: received pages are published by {}", publishing_);
   if (auto err = engine::start_shadows()) return err;
   if (auto err = engine::ReplayGuard::instance().install()) return err;
   engine::ReplayGuard::instance().set_wait_hooks(engine::waker_begin_wait, engine::waker_end_wait);

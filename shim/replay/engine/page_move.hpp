@@ -20,8 +20,8 @@
 
 namespace tnbc::shim::replay::engine::page_move {
 
-/// Opens the userfaultfd and checks, on two pages of its own, that the kernel moves pages and
-/// wakes a reader; idempotent.  Returns "" when moving works, else why not.  Faults from system
+/// Opens the userfaultfd and checks, on two pages of its own, that the kernel moves a page
+/// there and back with its bytes; idempotent.  Returns "" when moving works, else why not.  Faults from system
 /// calls wait too where the kernel lets this process handle them (root, CAP_SYS_PTRACE or
 /// vm.unprivileged_userfaultfd=1); elsewhere they fail with EFAULT, as on a protected page, and
 /// the interposed C library functions wait first (io_interpose.hpp).
