@@ -42,7 +42,7 @@ class OpStats {
 struct Stats {
   OpStats alltoall, alltoallv, bcast;
   std::atomic<std::uint64_t> barrier_calls{0};
-  std::string barrier_algo = "mpich";  ///< set once at initialisation
+  std::string barrier_algo = "mpich";  ///< MPI_COMM_WORLD's, set at its first MPI_Barrier (replay mode)
   std::string publish;                 ///< how received pages were published (replay mode), set at start
   int barrier_root = 0;
   std::atomic<std::uint64_t> faults{0};

@@ -596,9 +596,11 @@ def parse_extra(spec):
         if not eq:
             raise argparse.ArgumentTypeError(f"--extra-config {name}: {kv!r} is not K=V")
         if k == "preload":
-            if v not in ("tnbc", "none"):
-                raise argparse.ArgumentTypeError("preload= wants tnbc or none")
-            preload = v == "tnbc"
+            if v not in ("tnbc", "none") and not os.path.isabs(v):
+                raise argparse.ArgumentTypeError("preload= wants tnbc, none or an absolute path")
+            if os.path.isabs(v) and not os.path.isfile(v):
+                raise argparse.ArgumentTypeError(f"--extra-config {name}: preload={v}: no such file")
+            preload = v if os.path.isabs(v) else v == "tnbc"
         else:
             env[k] = v
     if preload is None:
@@ -625,7 +627,8 @@ def main():
                     metavar="NAME:K=V,...",
                     help="add a configuration setting variables for every rank; libtnbc.so is "
                          "preloaded when a TNBC_ variable is set, or with preload=tnbc "
-                         "(preload=none: never); repeatable, e.g. tnbc-off:TNBC_ADAPT=off")
+                         "(preload=none: never; preload=/abs/path/libtnbc.so: that build, to compare "
+                         "two); repeatable, e.g. tnbc-off:TNBC_ADAPT=off")
     ap.add_argument("--lib", default=os.path.join(BUILD, "shim", "replay", "libtnbc.so"))
     ap.add_argument("--trace-lib", default=os.path.join(BUILD, "trace", "libtnbc_trace.so"))
     ap.add_argument("--order", default=os.path.join(BUILD, "tools", "tnbc-order"), help="tnbc-order")
@@ -702,7 +705,7 @@ def main():
         exe = os.path.join(a.apps, p.build, "bin", p.exe)
         if not os.access(exe, os.X_OK):
             need.append(f"{exe} (build it: bench/apps/build-{p.build}.sh --out {os.path.join(a.apps, p.build)} ...)")
-    uses_lib = any(c in ("tnbc", "tnbc-plan") for c in configs) or any(e["preload"] for e in extras.values())
+    uses_lib = any(c in ("tnbc", "tnbc-plan") for c in configs) or any(e["preload"] is True for e in extras.values())
     if uses_lib and not os.path.isfile(a.lib):
         need.append(f"--lib {a.lib}")
     if "tnbc-plan" in configs:
@@ -794,7 +797,8 @@ def main():
                     else:
                         skip.add("tnbc-plan")
                 for n, e in extras.items():
-                    envs[n] = (dict(e["env"]), [a.lib] if e["preload"] else [])
+                    lib = e["preload"] if isinstance(e["preload"], str) else a.lib
+                    envs[n] = (dict(e["env"]), [lib] if e["preload"] else [])
                 order = [c for c in configs if c not in skip]
                 for r in range(a.rounds):
                     k = r % len(order)

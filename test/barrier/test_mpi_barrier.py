@@ -129,6 +129,17 @@ def main():
         expect(d["algo"] == AUTO and d["root"] == 0, f"{d}")
     s.check("bad TNBC_BARRIER_* values: one message each from rank 0, defaults", bad_values)
 
+    def unused_when_never_called():
+        # MPI_COMM_WORLD's barrier is built at its first MPI_Barrier, not at MPI_Init: a program
+        # that never calls it pays nothing, and the statistics say so.
+        prefix = os.path.join(tmp, "st_unused")
+        mpirun(os.path.join(BUILD, "test", "mpi", "rank_sites"), 3, preload="tnbc", timeout=LIMIT,
+               env={"TNBC_STATS": prefix})
+        for r in range(3):
+            d = read_json(f"{prefix}.{r}.json")["barrier"]
+            expect(d == {"calls": 0, "algo": "unused", "root": 0}, f"rank {r}: {d}")
+    s.check("a program without MPI_Barrier: nothing built, statistics say unused", unused_when_never_called)
+
     def trace_keeps_mpich():
         prefix = os.path.join(tmp, "st_trace")
         mpirun(CHECK, 2, preload="tnbc_trace", args=[100], timeout=LIMIT,
