@@ -1,5 +1,6 @@
 #include "topology.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <fmt/format.h>
@@ -22,6 +23,10 @@ int NumaTopology::node_of_self(int) const {
   if (cpu < 0) return 0;
   int node = numa_node_of_cpu(cpu);
   return node < 0 ? 0 : node;
+}
+
+int NumaTopology::node_count() const {
+  return numa_available() < 0 ? 1 : std::max(1, numa_num_configured_nodes());
 }
 
 namespace {

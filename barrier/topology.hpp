@@ -18,6 +18,8 @@ class Topology {
   virtual int distance(int a, int b) const = 0;
   /// NUMA node of the calling process, known as `world_rank` in MPI_COMM_WORLD; -1 if unknown.
   virtual int node_of_self(int world_rank) const = 0;
+  /// NUMA nodes of the machine (at least 1): with one, every rank sits on node 0.
+  virtual int node_count() const = 0;
 };
 
 /// The host, through libnuma: numa_distance() and the node of the CPU the caller runs on.
@@ -26,6 +28,7 @@ class NumaTopology final : public Topology {
  public:
   int distance(int a, int b) const override;
   int node_of_self(int world_rank) const override;
+  int node_count() const override;
 };
 
 /// A modelled machine: a distance matrix and the node of each rank of MPI_COMM_WORLD.
@@ -41,7 +44,7 @@ class MatrixTopology final : public Topology {
                ? rank_nodes_[world_rank]
                : -1;
   }
-  int node_count() const { return static_cast<int>(distances_.size()); }
+  int node_count() const override { return static_cast<int>(distances_.size()); }
   const std::vector<int>& rank_nodes() const { return rank_nodes_; }
 
  private:

@@ -115,13 +115,17 @@ CommBarrier* setup(MPI_Comm comm) {
   }
   PMPI_Comm_size(cb->node, &node_size);
 
-  // Root: MinNumaDist over the NUMA nodes of the node's ranks, unless fixed.
-  int my_numa = std::max(0, g_state.topology->node_of_self(g_state.world_rank));
-  std::vector<int> numa(static_cast<std::size_t>(node_size));
-  PMPI_Allgather(&my_numa, 1, MPI_INT, numa.data(), 1, MPI_INT, cb->node);
-  int root = g_state.root != config::kBarrierRootAuto && g_state.root < node_size
-                 ? g_state.root
-                 : barrier::min_numa_dist(*g_state.topology, numa);
+  // Root: MinNumaDist over the NUMA nodes of the node's ranks, unless fixed.  On a machine of
+  // one NUMA node every rank is on node 0 and MinNumaDist picks rank 0: no allgather (the same
+  // answer on every rank of the node, which share the machine and the agreed settings).
+  const bool fixed_root = g_state.root != config::kBarrierRootAuto && g_state.root < node_size;
+  int root = fixed_root ? g_state.root : 0;
+  if (!fixed_root && g_state.topology->node_count() > 1) {
+    int my_numa = std::max(0, g_state.topology->node_of_self(g_state.world_rank));
+    std::vector<int> numa(static_cast<std::size_t>(node_size));
+    PMPI_Allgather(&my_numa, 1, MPI_INT, numa.data(), 1, MPI_INT, cb->node);
+    root = barrier::min_numa_dist(*g_state.topology, numa);
+  }
 
   // Segment: created and placed by the root, mapped and placed by the others.
   cb->bytes = barrier::Segment::bytes(node_size);

@@ -81,4 +81,6 @@ TEST_CASE("host topology through libnuma answers sanely", "[topology]") {
   NumaTopology host;
   CHECK(host.distance(0, 0) == 10);
   CHECK(host.node_of_self(0) >= 0);
+  CHECK(host.node_count() >= 1);
+  CHECK(host.node_of_self(0) < host.node_count());
 }
