@@ -9,6 +9,9 @@
 #pragma once
 
 #include <atomic>
+#include <initializer_list>
+
+#include "shim/io_interpose.hpp"
 
 namespace tnbc::shim {
 
@@ -43,5 +46,17 @@ class FenceScope : public MpiScope {
     if (t_mpi_depth == 1 && g_in_flight.load(std::memory_order_acquire) != 0) drain_in_flight();
   }
 };
+
+/// Slow path of release_pointer_arguments (io_interpose.cpp, beside the interposers' releases).
+void release_pointers(std::initializer_list<const void*> pointers);
+
+/// Generated wrappers of class `local` that take pointers call this first: where pages are in
+/// flight, the collectives whose receive pages hold any of them complete before MPI is entered
+/// (Mode::release_range, ReleaseReason::mpi).  Fast path: one atomic load.  A pointer is taken
+/// as its own byte: an array that starts outside every receive buffer and runs into one is not
+/// covered.
+inline void release_pointer_arguments(std::initializer_list<const void*> pointers) {
+  if (g_guarded_calls.load(std::memory_order_acquire) != 0) release_pointers(pointers);
+}
 
 }  // namespace tnbc::shim

@@ -198,6 +198,12 @@ bool subscribe_memory_events() {
   return ok;
 }
 
+void release_pointers(std::initializer_list<const void*> pointers) {
+  if (nested_in_mpi()) return;  // MPI's own calls: their caller released what it passed
+  for (const void* p : pointers)
+    if (p != nullptr) mode().release_range(p, 1, ReleaseReason::mpi);
+}
+
 }  // namespace tnbc::shim
 
 using namespace tnbc::shim;

@@ -18,6 +18,12 @@ class Runtime;
 enum class ReleaseReason {
   io,      ///< a system call is about to read or write the bytes (the kernel gets EFAULT, not a fault)
   memory,  ///< the bytes are being freed, reallocated or unmapped
+  /// An MPI function that never waits for in-flight work (class `local`, shim/mpi_functions.tsv)
+  /// is about to read or write memory at `p`, through a pointer argument whose extent it alone
+  /// knows (n is 1): every collective whose receive pages hold `p` completes first.  MPI would
+  /// otherwise meet such a page holding its own lock, which the thread that completes the page
+  /// needs (legal_edges local_calls hung).  Never in a signal handler; may wait.
+  mpi,
 };
 
 class Mode {

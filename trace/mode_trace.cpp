@@ -218,6 +218,9 @@ class TraceMode final : public Mode {
   }
 
   void release_range(const void* p, std::size_t n, ReleaseReason why) override {
+    // MPI reading a traced page is the program's first touch through MPI: the fault records it,
+    // and its handler needs no other thread.
+    if (why == ReleaseReason::mpi) return;
     if (guard_)
       guard_->release(p, n,
                       why == ReleaseReason::io ? tnbc::shim::observe::PageGuard::Release::touch

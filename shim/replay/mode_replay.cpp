@@ -81,7 +81,8 @@ class ReplayMode final : public Mode {
   }
   int barrier(MPI_Comm comm) override { return replay::barrier(comm); }
   void release_range(const void* p, std::size_t n, ReleaseReason why) override {
-    replay::release_range(p, n, why == ReleaseReason::io);
+    if (why == ReleaseReason::mpi) replay::complete_at(p);
+    else replay::release_range(p, n, why == ReleaseReason::io);
   }
 };
 

@@ -355,6 +355,10 @@ void release_range(const void* p, std::size_t n, bool touch) {
   else learn::release(p, n, touch);
 }
 
+void complete_at(const void* p) {
+  if (running()) engine::Engine::instance().complete_overlapping(p, 1);
+}
+
 void drain() {
   engine::Engine::instance().drain();
   learn::drain();

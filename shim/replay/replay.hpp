@@ -31,6 +31,8 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
 /// and opens what an observed call guards there (`touch`: the bytes are being read).
 /// (nullptr, SIZE_MAX): everything.
 void release_range(const void* p, std::size_t n, bool touch);
+/// Completes every early-returned collective whose receive pages hold `p` (ReleaseReason::mpi).
+void complete_at(const void* p);
 
 /// The fence of every MPI call that may touch user memory: completes every operation in
 /// flight and opens every page an observed call guards.

@@ -15,7 +15,10 @@
  *                              the received data read with every signal blocked: by a thread
  *                              made so, and by this thread inside sigprocmask
  *   legal_edges syscalls_after DIR
- *                              mlock, fwrite and mremap of a receive buffer right after the call */
+ *                              mlock, fwrite and mremap of a receive buffer right after the call
+ *   legal_edges local_calls    MPI functions that never wait (MPI_Comm_set_name, MPI_Type_indexed,
+ *                              MPI_Group_incl, MPI_Get_processor_name) fed from, or writing into,
+ *                              a receive buffer right after the call */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <pthread.h>
@@ -169,6 +172,60 @@ static void blocked_signals(void) {
   free(recv);
 }
 
+/* Right after each MPI_Alltoall, "local" MPI functions (no message, never waiting) read the
+ * received blocks: a communicator name, the lengths and displacements of an indexed type, the
+ * ranks of a group; and one writes into a received block.  MPI takes its own lock inside them,
+ * so a received page still in flight must be there before MPI does, not while it waits. */
+static void local_calls(void) {
+  const int ints = 1 << 14; /* 64 KiB blocks of int */
+  int* send = malloc(sizeof(int) * (size_t)ints * (size_t)size);
+  int* recv = malloc(sizeof(int) * (size_t)ints * (size_t)size);
+  MPI_Group world;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Comm dup;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  for (int round = 0; round < 4; ++round) {
+    for (int p = 0; p < size; ++p) {
+      int* b = send + (size_t)p * (size_t)ints;
+      for (int i = 0; i < ints; ++i) b[i] = (rank * 7 + p + i + round) % size; /* ranks, lengths */
+      snprintf((char*)(b + 64), 64, "from-%d-to-%d-round-%d", rank, p, round);
+      b[ints - 1] = 3 + round + rank; /* the count of the indexed type */
+    }
+    /* The group's ranks must differ: a block opens with a permutation of 0..size-1. */
+    for (int p = 0; p < size; ++p)
+      for (int i = 0; i < size; ++i) send[(size_t)p * (size_t)ints + (size_t)i] = (i + rank + round) % size;
+    MPI_Alltoall(send, ints, MPI_INT, recv, ints, MPI_INT, MPI_COMM_WORLD);
+    const int from = (rank + 1) % size;
+    int* b = recv + (size_t)from * (size_t)ints;
+    MPI_Comm_set_name(dup, (char*)(b + 64));
+    MPI_Datatype t;
+    MPI_Type_indexed(b[ints - 1], b + 200, b + 300, MPI_INT, &t);
+    MPI_Type_commit(&t);
+    int tsize = 0;
+    MPI_Type_size(t, &tsize);
+    MPI_Type_free(&t);
+    MPI_Group g;
+    MPI_Group_incl(world, size, b, &g);
+    int grank = -1;
+    MPI_Group_rank(g, &grank);
+    MPI_Group_free(&g);
+    int* w = recv + (size_t)((rank + 2) % size) * (size_t)ints;
+    int len = 0;
+    MPI_Get_processor_name((char*)(w + 128), &len);
+    char name[MPI_MAX_OBJECT_NAME];
+    int nlen = 0;
+    MPI_Comm_get_name(dup, name, &nlen);
+    unsigned long sum = 0;
+    for (size_t i = 0; i < (size_t)ints * (size_t)size; ++i) sum += (unsigned long)recv[i] * (i % 97 + 1);
+    printf("%d round %d name %s type %d group rank %d processor name %s sum %lu\n", rank, round, name, tsize, grank,
+           len > 0 ? "written" : "empty", sum - (unsigned long)0);
+  }
+  MPI_Comm_free(&dup);
+  MPI_Group_free(&world);
+  free(send);
+  free(recv);
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "bad_args";
   if (strcmp(what, "init_single") == 0 || strcmp(what, "init_funneled") == 0) {
@@ -190,6 +247,7 @@ int main(int argc, char** argv) {
   if (strcmp(what, "barrier_ssend") == 0) barrier_ssend();
   if (strcmp(what, "barrier_rma") == 0) barrier_rma();
   if (strcmp(what, "blocked_signals") == 0) blocked_signals();
+  if (strcmp(what, "local_calls") == 0) local_calls();
   if (strcmp(what, "syscalls_after") == 0) syscalls_after(argc > 2 ? argv[2] : "/tmp");
   MPI_Finalize();
   return 0;

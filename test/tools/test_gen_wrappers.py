@@ -30,17 +30,26 @@ def main():
     def emitted_shapes():
         d = tempfile.mkdtemp()
         cpp, hpp = os.path.join(d, "w.cpp"), os.path.join(d, "w.hpp")
-        r = gen("MPI_Comm_rank local\nMPI_Bcast custom\nMPI_Status_f2f08 skip not exported\n",
-                "--out-cpp", cpp, "--out-hpp", hpp)
+        r = gen("MPI_Comm_rank local\nMPI_Comm_create_keyval local\nMPI_Wtime local\nMPI_Bcast custom\n"
+                "MPI_Status_f2f08 skip not exported\n", "--out-cpp", cpp, "--out-hpp", hpp)
         expect(r.returncode == 0, r.stderr)
         code = open(cpp).read()
+
+        def body(sig):
+            b = code[code.index(sig):]
+            return b[:b.index("\n}\n")]
         # Each exported MPI_x is a trampoline to its wrapper (to PMPI_x under the other MPI).
         expect("TNBC_TRAMPOLINE(MPI_Comm_rank)\nint TNBC_WRAPPER(MPI_Comm_rank)(" in code, "no trampoline")
-        rank = code[code.index("int TNBC_WRAPPER(MPI_Comm_rank)("):]
-        rank = rank[:rank.index("}")]
+        rank = body("int TNBC_WRAPPER(MPI_Comm_rank)(")
         expect("FenceScope" not in rank and "return PMPI_Comm_rank(comm, rank);" in rank, rank)
-        send = code[code.index("int TNBC_WRAPPER(MPI_Send)("):]
-        send = send[:send.index("}")]
+        # A local function releases its data pointers (not its function pointers) first; one
+        # without pointers forwards at once.
+        expect("tnbc::shim::release_pointer_arguments({rank});" in rank, rank)
+        keyval = body("int TNBC_WRAPPER(MPI_Comm_create_keyval)(")
+        expect("release_pointer_arguments({comm_keyval, extra_state});" in keyval, keyval)
+        wtime = body("double TNBC_WRAPPER(MPI_Wtime)(")
+        expect("release_pointer_arguments" not in wtime and "return PMPI_Wtime();" in wtime, wtime)
+        send = body("int TNBC_WRAPPER(MPI_Send)(")
         expect("tnbc::shim::FenceScope scope;" in send and "return PMPI_Send(" in send, send)
         expect("return tnbc::shim::custom::MPI_Bcast(buffer, count, datatype, root, comm);" in code, "custom")
         expect("MPI_Status_f2f08" not in code, "a skipped function was emitted")

@@ -3,7 +3,7 @@
 libtnbc_trace.so exactly as under plain MPI: the error codes of arguments MPI refuses (with
 MPI_ERRORS_RETURN), the thread level the program asked for, and MPI progress while a rank waits
 in MPI_Barrier (a peer's synchronous send, a passive-target put), received data read with every
-signal blocked.  Each run has a short limit: a
+signal blocked, MPI functions that never wait fed from received data.  Each run has a short limit: a
 barrier that does not let MPI progress hangs."""
 
 import os
@@ -19,7 +19,8 @@ CONFIGS = {
     "libtnbc.so forced": ("tnbc", {"TNBC_ADAPT": "off", "TNBC_MIN_BYTES": "4"}),
     "libtnbc_trace.so": ("tnbc_trace", {"TNBC_TRACE_DIR": "/tmp/tnbc_legal_edges_trace"}),
 }
-SCENARIOS = ["bad_args", "init_single", "init_funneled", "barrier_ssend", "barrier_rma", "blocked_signals"]
+SCENARIOS = ["bad_args", "init_single", "init_funneled", "barrier_ssend", "barrier_rma", "blocked_signals",
+             "local_calls"]
 
 
 def lines(res):
