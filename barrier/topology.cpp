@@ -26,7 +26,9 @@ int NumaTopology::node_of_self(int) const {
 }
 
 int NumaTopology::node_count() const {
-  return numa_available() < 0 ? 1 : std::max(1, numa_num_configured_nodes());
+  // The highest node number, not numa_num_configured_nodes(), which counts nodes with memory
+  // only: CPUs on a memoryless node are on a node of their own.
+  return numa_available() < 0 ? 1 : std::max(1, numa_max_node() + 1);
 }
 
 namespace {

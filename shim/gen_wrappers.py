@@ -172,11 +172,22 @@ def classify(funcs, table, openmpi_only=frozenset(), mpi="mpich"):
     return result
 
 
+# Pointers MPI keeps or hands back but never reads or writes through: the caller's state for its
+# callbacks, an attribute's value, the address MPI_Get_address computes.  Releasing them would
+# only wait for a collective for nothing (MPI_Get_address(recvbuf) right after an early return).
+NOT_DEREFERENCED_PARAMS = {"extra_state", "user_data"}
+NOT_DEREFERENCED = {("MPI_Get_address", "location"), ("MPI_Address", "location"),
+                    ("MPI_Comm_set_attr", "attribute_val"), ("MPI_Type_set_attr", "attribute_val"),
+                    ("MPI_Win_set_attr", "attribute_val"), ("MPI_Attr_put", "attribute_val")}
+
+
 def pointer_args(func):
-    """The data pointers a function takes (arrays and pointers, not pointers to functions), as
-    arguments of fence.hpp's release_pointer_arguments: MPI may read or write memory there."""
+    """The data pointers a function takes (arrays and pointers, not pointers to functions nor the
+    ones MPI never dereferences), as arguments of fence.hpp's release_pointer_arguments: MPI may
+    read or write memory there."""
     return [name for decl, name in func.params
-            if ("*" in decl or "[" in decl) and "function" not in decl]
+            if ("*" in decl or "[" in decl) and "function" not in decl
+            and name not in NOT_DEREFERENCED_PARAMS and (func.name, name) not in NOT_DEREFERENCED]
 
 
 def emit_cpp(entries):

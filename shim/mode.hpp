@@ -58,9 +58,11 @@ class Mode {
   virtual int barrier(MPI_Comm comm) { return PMPI_Barrier(comm); }
 
   /// Called by the interposed system calls and memory functions (io_interpose.cpp) before they
-  /// use [p, p + n), only while g_guarded_calls is non-zero.  On return no page of the range may
-  /// be protected or in flight.  May run in a signal handler (write() is async-signal-safe), on
-  /// any thread, inside MPI: it must not allocate, lock, or call MPI.
+  /// use [p, p + n), and by generated MPI wrappers of class `local` for their pointers
+  /// (ReleaseReason::mpi), only while g_guarded_calls is non-zero.  On return no page of the
+  /// range may be protected or in flight.  For io and memory it may run in a signal handler
+  /// (write() is async-signal-safe), on any thread, inside MPI: it must not allocate, lock, or
+  /// call MPI.  For mpi it runs on an application thread outside MPI, and may lock and wait.
   virtual void release_range(const void* p, std::size_t n, ReleaseReason why) {
     (void)p, (void)n, (void)why;
   }

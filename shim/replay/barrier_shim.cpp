@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <sched.h>
+#include <span>
 #include <string>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -51,11 +52,13 @@ struct State {
 };
 State g_state;
 
-/// The tag of the MPI_Comm_create_group that makes a barrier's node communicator (the engine's
-/// per-node turns use 0 on the same communicators).
-constexpr int kNodeCommTag = 1;
-/// The tag of the MPI_Comm_create_group that makes a barrier's leaders communicator.
-constexpr int kLeadersCommTag = 2;
+/// The tags of the MPI_Comm_create_group calls that make a barrier's node and leaders
+/// communicators, on the program's communicator: near the least MPI_TAG_UB the standard allows
+/// (32767), away from the small tags a program's own MPI_Comm_create_group calls use (another
+/// thread may make one on the same communicator while MPI_COMM_WORLD's barrier is built at its
+/// first MPI_Barrier).  The engine's per-node turns use 0 on its own shadow communicators.
+constexpr int kNodeCommTag = 32766;
+constexpr int kLeadersCommTag = 32765;
 
 /// One message per process about a failed setup, from the communicator's rank 0.
 void warn_setup(int comm_rank, const std::string& what) {
@@ -103,6 +106,10 @@ CommBarrier* setup(MPI_Comm comm) {
   int rank = 0, size = 0;
   PMPI_Comm_rank(comm, &rank);
   PMPI_Comm_size(comm, &size);
+  // Everything allocated before the first collective: a std::bad_alloc after it would leave the
+  // other ranks waiting in it (lookup's caller falls back to MPI's barrier on this rank alone).
+  std::vector<int> all(2 * static_cast<std::size_t>(size)), leaders, numa(static_cast<std::size_t>(size));
+  leaders.reserve(static_cast<std::size_t>(size));
   node_communicator(comm, &cb->node);
   int node_rank = 0, node_size = 1;
   PMPI_Comm_rank(cb->node, &node_rank);
@@ -122,9 +129,8 @@ CommBarrier* setup(MPI_Comm comm) {
   int root = fixed_root ? g_state.root : 0;
   if (!fixed_root && g_state.topology->node_count() > 1) {
     int my_numa = std::max(0, g_state.topology->node_of_self(g_state.world_rank));
-    std::vector<int> numa(static_cast<std::size_t>(node_size));
     PMPI_Allgather(&my_numa, 1, MPI_INT, numa.data(), 1, MPI_INT, cb->node);
-    root = barrier::min_numa_dist(*g_state.topology, numa);
+    root = barrier::min_numa_dist(*g_state.topology, std::span<const int>(numa.data(), static_cast<std::size_t>(node_size)));
   }
 
   // Segment: created and placed by the root, mapped and placed by the others.
@@ -151,10 +157,8 @@ CommBarrier* setup(MPI_Comm comm) {
   // each node's root; the roots alone then make their communicator (an MPI_Comm_split of the
   // whole communicator cost about 25 ms more at 2 emulated nodes x 2 ranks).
   cb->multi_node = node_size < size;
-  std::vector<int> leaders;
   if (cb->multi_node) {
     const int mine[2] = {node_ok, node_rank == root ? 1 : 0};
-    std::vector<int> all(2 * static_cast<std::size_t>(size));
     PMPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm);
     all_ok = 1;
     for (int r = 0; r < size; ++r) {

@@ -209,6 +209,20 @@ TEST_CASE("TNBC_ADAPT_WARMUP_ROOM: the room point's call, 0 for none; bad values
   CHECK(r.config.adapt_warmup_room == 4);
 }
 
+TEST_CASE("TNBC_PUBLISH: auto by default, each way by name; a bad value keeps auto and says so", "[config]") {
+  CHECK(load_env({}).config.publish == "auto");
+  for (const char* way : {"move", "write", "mremap", "auto"}) {
+    const std::string env = std::string("TNBC_PUBLISH=") + way;
+    auto r = load_env({env.c_str()});
+    CHECK(r.messages.empty());
+    CHECK(r.config.publish == way);
+  }
+  auto r = load_env({"TNBC_PUBLISH=copy"});
+  REQUIRE(r.messages.size() == 1);
+  CHECK(r.messages[0] == "TNBC_PUBLISH=copy: expected auto, move, write or mremap; using the default (auto)");
+  CHECK(r.config.publish == "auto");
+}
+
 namespace {
 const Setting& setting(std::string_view name) {
   for (const auto& s : settings())
