@@ -180,6 +180,11 @@ void CallSiteTable::name_local_frames(const std::vector<std::uintptr_t>& key,
   }
 }
 
+Frame CallSiteTable::innermost(std::uint32_t index) const {
+  std::lock_guard lock(mutex_);
+  return index < sites_.size() && !sites_[index].frames.empty() ? sites_[index].frames.front() : Frame{};
+}
+
 std::vector<CallSite> CallSiteTable::sites() const {
   std::lock_guard lock(mutex_);
   return sites_;

@@ -44,6 +44,8 @@ class CallSiteTable {
   std::vector<CallSite> sites() const;
   /// The plan key of the call site at `index` (cached: cheap on a hot path).
   std::string key(std::uint32_t index) const;
+  /// The innermost frame of the call site at `index` (an empty frame for an unknown index).
+  Frame innermost(std::uint32_t index) const;
   /// The plan key of a call site, as plans and tnbc-order spell it: "<module basename>+0x<offset>"
   /// per frame, innermost first, joined by ';' (blanks, '#' and non-ASCII become '_').
   static std::string key(const CallSite& site);

@@ -31,6 +31,11 @@ const priority::Plan* plan() { return g_plan ? &*g_plan : nullptr; }
 void set_site_statistics(bool on) { g_site_stats = on; }
 std::string site_key(std::int64_t site) { return g_sites.key(static_cast<std::uint32_t>(site)); }
 
+decide::SiteName site_name(std::int64_t site) {
+  const observe::Frame f = g_sites.innermost(static_cast<std::uint32_t>(site));
+  return {site_key(site), f.symbol, f.module};
+}
+
 /// This call's site (an index of g_sites), or -1 when neither a plan, nor the statistics, nor
 /// learning on `comm` need it (capturing the stack costs microseconds; learning is on by
 /// default, and a communicator within one node, whose calls all run blocking, learns nothing).

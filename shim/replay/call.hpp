@@ -38,6 +38,8 @@ const priority::Plan* plan();
 void set_site_statistics(bool on);
 /// The key of a call site (an index of the call-site table) as plans spell it.
 std::string site_key(std::int64_t site);
+/// The statistics' name of a call site: its key, and its innermost frame's function and module.
+decide::SiteName site_name(std::int64_t site);
 
 /// This call's site (an index of the call-site table), or -1 when neither a plan, nor the
 /// statistics, nor learning on `comm` need it.  Must be called on the application's call chain.

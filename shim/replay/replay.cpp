@@ -225,7 +225,7 @@ void stop(Runtime& rt) {
   rt.stats().progress_user_ns = engine::Engine::instance().progress_user_ns();
   rt.stats().progress_system_ns = engine::Engine::instance().progress_system_ns();
   rt.stats().fence_wait_ns = engine::Engine::instance().fence_wait_ns();
-  rt.stats().adapt_json = decide::keys_json(site_key);
+  rt.stats().adapt_json = decide::keys_json(site_name);
   // What the run did, in one line (TNBC_STATS and tnbc-stats say where and why).
   const Stats& st = rt.stats();
   const std::uint64_t calls = st.alltoall.calls() + st.alltoallv.calls() + st.bcast.calls();

@@ -430,7 +430,7 @@ std::string algorithm_json(const Key& k) {
 
 }  // namespace
 
-std::string keys_json(const std::function<std::string(std::int64_t)>& site_name) {
+std::string keys_json(const std::function<SiteName(std::int64_t)>& site_name) {
   std::lock_guard lock(g_keys_mutex);
   std::string out = fmt::format(R"({{"enabled":{},"keys":[)", g_adapt ? "true" : "false");
   bool first = true;
@@ -445,8 +445,10 @@ std::string keys_json(const std::function<std::string(std::int64_t)>& site_name)
       Totals one;
       one.add(s.costs);
       all.add(s.costs);
-      sites += fmt::format(R"({}{{"site":"{}",{}}})", sites.empty() ? "" : ",",
-                           util::json_escape(s.site >= 0 ? site_name(s.site) : std::string()), one.fields());
+      const SiteName name = s.site >= 0 ? site_name(s.site) : SiteName{};
+      sites += fmt::format(R"({}{{"site":"{}","function":"{}","module":"{}",{}}})", sites.empty() ? "" : ",",
+                           util::json_escape(name.key), util::json_escape(name.function),
+                           util::json_escape(name.module), one.fields());
     }
     out += fmt::format(
         R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"

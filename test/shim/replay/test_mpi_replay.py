@@ -159,6 +159,10 @@ def main():
                 sites = k.get("sites", [])
                 expect(sites and all(x["site"].startswith("adapt_switch+0x") for x in sites),
                        f"rank {r}: call sites not named: {k}")
+                # The innermost frame's function and object, from which tnbc-stats finds the line.
+                expect(all(x["module"].endswith("/adapt_switch") and
+                           (x["function"] == "main" or x["function"].startswith("a2a_")) for x in sites),
+                       f"rank {r}: call sites without function or module: {sites}")
                 for f in ("early_calls", "blocking_calls", "intra_node_bytes", "inter_node_bytes"):
                     expect(sum(x[f] for x in sites) == k[f], f"rank {r}: sites do not add up to {f}: {k}")
                 if k["op"] == "alltoall" and k["comm_size"] == 4:
