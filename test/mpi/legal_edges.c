@@ -18,7 +18,9 @@
  *                              mlock, fwrite and mremap of a receive buffer right after the call
  *   legal_edges local_calls    MPI functions that never wait (MPI_Comm_set_name, MPI_Type_indexed,
  *                              MPI_Group_incl, MPI_Get_processor_name) fed from, or writing into,
- *                              a receive buffer right after the call */
+ *                              a receive buffer right after the call
+ *   legal_edges rodata_bcast   24 MPI_Bcasts of 1 MiB whose root buffer is a const table (read-only
+ *                              memory): enough calls for the library to try MPI's algorithms */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <pthread.h>
@@ -226,6 +228,21 @@ static void local_calls(void) {
   free(recv);
 }
 
+/* A root buffer in read-only memory: legal with MPICH's default algorithm, which only reads it
+ * at the root.  The library's algorithm trial must not pick one that writes it. */
+#define RODATA_BYTES (1 << 20)
+static const unsigned char rodata_table[RODATA_BYTES] = {3, 1, 4, 1, 5, 9, 2, 6};
+static void rodata_bcast(void) {
+  unsigned char* buf = rank == 0 ? (unsigned char*)rodata_table : malloc(RODATA_BYTES);
+  for (int round = 0; round < 24; ++round) {
+    MPI_Bcast(buf, RODATA_BYTES, MPI_BYTE, 0, MPI_COMM_WORLD);
+    unsigned long sum = 0;
+    for (size_t i = 0; i < RODATA_BYTES; ++i) sum += (unsigned long)buf[i] * (i % 7 + 1);
+    if (round % 8 == 7) printf("%d round %d sum %lu\n", rank, round, sum);
+  }
+  if (rank != 0) free(buf);
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "bad_args";
   if (strcmp(what, "init_single") == 0 || strcmp(what, "init_funneled") == 0) {
@@ -248,6 +265,7 @@ int main(int argc, char** argv) {
   if (strcmp(what, "barrier_rma") == 0) barrier_rma();
   if (strcmp(what, "blocked_signals") == 0) blocked_signals();
   if (strcmp(what, "local_calls") == 0) local_calls();
+  if (strcmp(what, "rodata_bcast") == 0) rodata_bcast();
   if (strcmp(what, "syscalls_after") == 0) syscalls_after(argc > 2 ? argv[2] : "/tmp");
   MPI_Finalize();
   return 0;

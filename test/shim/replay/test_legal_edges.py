@@ -3,7 +3,8 @@
 libtnbc_trace.so exactly as under plain MPI: the error codes of arguments MPI refuses (with
 MPI_ERRORS_RETURN), the thread level the program asked for, and MPI progress while a rank waits
 in MPI_Barrier (a peer's synchronous send, a passive-target put), received data read with every
-signal blocked, MPI functions that never wait fed from received data.  Each run has a short limit: a
+signal blocked, MPI functions that never wait fed from received data, a Bcast root buffer in
+read-only memory while MPI's algorithms are tried.  Each run has a short limit: a
 barrier that does not let MPI progress hangs."""
 
 import os
@@ -20,7 +21,7 @@ CONFIGS = {
     "libtnbc_trace.so": ("tnbc_trace", {"TNBC_TRACE_DIR": "/tmp/tnbc_legal_edges_trace"}),
 }
 SCENARIOS = ["bad_args", "init_single", "init_funneled", "barrier_ssend", "barrier_rma", "blocked_signals",
-             "local_calls"]
+             "local_calls", "rodata_bcast"]
 
 
 def lines(res):
