@@ -4,6 +4,7 @@
 // the real function.  errno is whatever the real call leaves.
 #include "io_interpose.hpp"
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -223,6 +224,56 @@ TNBC_EXPORT void* realloc(void* p, size_t n) {
   if (t_resolving) return __libc_realloc(p, n);
   return next(real, "realloc")(p, n);
 }
+
+// open and openat take their mode only with O_CREAT or O_TMPFILE; the real one gets it either
+// way (an unused argument costs nothing).  TNBC_OPEN_MODE reads it in the variadic function.
+namespace {
+using OpenFn = int (*)(const char*, int, ...);
+using OpenAtFn = int (*)(int, const char*, int, ...);
+bool takes_mode(int flags) { return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE; }
+int open_path(std::atomic<OpenFn>& real, const char* name, const char* path, int flags, mode_t mode) {
+  if (guarded()) io_str(path);
+  return next(real, name)(path, flags, mode);
+}
+int open_at(std::atomic<OpenAtFn>& real, const char* name, int dir, const char* path, int flags, mode_t mode) {
+  if (guarded()) io_str(path);
+  return next(real, name)(dir, path, flags, mode);
+}
+}  // namespace
+#define TNBC_OPEN_MODE(flags, mode)                                         \
+  mode_t mode = 0;                                                          \
+  if (takes_mode(flags)) {                                                  \
+    va_list ap;                                                             \
+    va_start(ap, flags);                                                    \
+    mode = static_cast<mode_t>(va_arg(ap, int));                            \
+    va_end(ap);                                                             \
+  }
+
+TNBC_EXPORT int tnbc_open(const char* path, int flags, ...) __asm__("open");
+TNBC_EXPORT int tnbc_open64(const char* path, int flags, ...) __asm__("open64");
+TNBC_EXPORT int tnbc_openat(int dir, const char* path, int flags, ...) __asm__("openat");
+TNBC_EXPORT int tnbc_openat64(int dir, const char* path, int flags, ...) __asm__("openat64");
+int tnbc_open(const char* path, int flags, ...) {
+  static std::atomic<OpenFn> real{nullptr};
+  TNBC_OPEN_MODE(flags, mode)
+  return open_path(real, "open", path, flags, mode);
+}
+int tnbc_open64(const char* path, int flags, ...) {
+  static std::atomic<OpenFn> real{nullptr};
+  TNBC_OPEN_MODE(flags, mode)
+  return open_path(real, "open64", path, flags, mode);
+}
+int tnbc_openat(int dir, const char* path, int flags, ...) {
+  static std::atomic<OpenAtFn> real{nullptr};
+  TNBC_OPEN_MODE(flags, mode)
+  return open_at(real, "openat", dir, path, flags, mode);
+}
+int tnbc_openat64(int dir, const char* path, int flags, ...) {
+  static std::atomic<OpenAtFn> real{nullptr};
+  TNBC_OPEN_MODE(flags, mode)
+  return open_at(real, "openat64", dir, path, flags, mode);
+}
+#undef TNBC_OPEN_MODE
 
 TNBC_EXPORT int munmap(void* p, size_t n) {
   static std::atomic<int (*)(void*, size_t)> real{nullptr};

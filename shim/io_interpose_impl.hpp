@@ -5,12 +5,14 @@
 #pragma once
 
 #include <aio.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <mqueue.h>
 #include <resolv.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <time.h>

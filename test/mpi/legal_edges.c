@@ -19,11 +19,15 @@
  *   legal_edges local_calls    MPI functions that never wait (MPI_Comm_set_name, MPI_Type_indexed,
  *                              MPI_Group_incl, MPI_Get_processor_name) fed from, or writing into,
  *                              a receive buffer right after the call
+ *   legal_edges file_names     right after each MPI_Alltoall, the file names it received are
+ *                              opened, stat'ed (into the receive buffer), checked and fopen'ed
  *   legal_edges rodata_bcast   24 MPI_Bcasts of 1 MiB whose root buffer is a const table (read-only
  *                              memory): enough calls for the library to try MPI's algorithms */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -228,6 +232,31 @@ static void local_calls(void) {
   free(recv);
 }
 
+/* Right after each MPI_Alltoall the names of files it delivered are handed to the kernel (open,
+ * stat with its result written into the receive buffer, access, fopen): the kernel reads the
+ * name and writes the result itself, with no fault to wait in. */
+static void file_names(void) {
+  const size_t block = 1 << 16, n = block * (size_t)size;
+  char* send = calloc(n, 1);
+  char* recv = malloc(n);
+  for (int p = 0; p < size; ++p) snprintf(send + (size_t)p * block + 100, 64, "%s", p % 2 ? "/etc/hostname" : "/nonexistent-tnbc");
+  for (int round = 0; round < 16; ++round) {
+    MPI_Alltoall(send, (int)block, MPI_BYTE, recv, (int)block, MPI_BYTE, MPI_COMM_WORLD);
+    const char* name = recv + (size_t)((rank + 1 + round) % size) * block + 100;
+    struct stat* st = (struct stat*)(recv + (size_t)((rank + 2) % size) * block + 4096);
+    const int fd = open(name, O_RDONLY);
+    const int s = stat(name, st);
+    const int a = access(name, R_OK);
+    FILE* f = fopen(name, "r");
+    printf("%d round %d %s open %d stat %d regular %d access %d fopen %d\n", rank, round, name, fd >= 0, s,
+           s == 0 && S_ISREG(st->st_mode), a, f != NULL);
+    if (fd >= 0) close(fd);
+    if (f) fclose(f);
+  }
+  free(send);
+  free(recv);
+}
+
 /* A root buffer in read-only memory: legal with MPICH's default algorithm, which only reads it
  * at the root.  The library's algorithm trial must not pick one that writes it. */
 #define RODATA_BYTES (1 << 20)
@@ -266,6 +295,7 @@ int main(int argc, char** argv) {
   if (strcmp(what, "blocked_signals") == 0) blocked_signals();
   if (strcmp(what, "local_calls") == 0) local_calls();
   if (strcmp(what, "rodata_bcast") == 0) rodata_bcast();
+  if (strcmp(what, "file_names") == 0) file_names();
   if (strcmp(what, "syscalls_after") == 0) syscalls_after(argc > 2 ? argv[2] : "/tmp");
   MPI_Finalize();
   return 0;
