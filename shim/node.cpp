@@ -110,6 +110,10 @@ int communicator(MPI_Comm comm, int tag, MPI_Comm* out) {
   std::vector<int> members;
   for (std::size_t r = 0; r < here.size(); ++r)
     if (here[r]) members.push_back(static_cast<int>(r));
+  return group_communicator(comm, members, tag, out);
+}
+
+int group_communicator(MPI_Comm comm, const std::vector<int>& members, int tag, MPI_Comm* out) {
   MPI_Group all = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
   PMPI_Comm_group(comm, &all);
   PMPI_Group_incl(all, static_cast<int>(members.size()), members.data(), &group);

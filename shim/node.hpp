@@ -35,6 +35,10 @@ int world_ranks_here();
 /// topology each time).  After learn(); returns MPI's error code.
 int communicator(MPI_Comm comm, int tag, MPI_Comm* out);
 
+/// The ranks `members` of `comm` (in that order), as a communicator of their own: one
+/// MPI_Comm_create_group with `tag`, called by those members only.  Returns MPI's error code.
+int group_communicator(MPI_Comm comm, const std::vector<int>& members, int tag, MPI_Comm* out);
+
 /// The index of this rank's node among the job's nodes, numbered in world-rank order of their
 /// first ranks (0 when learn() found nothing).  Local.
 std::uint32_t index();

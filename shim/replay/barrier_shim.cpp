@@ -173,14 +173,7 @@ CommBarrier* setup(MPI_Comm comm) {
     release(cb, true);
     return cb;
   }
-  if (cb->multi_node && node_rank == root) {
-    MPI_Group all_group = MPI_GROUP_NULL, leader_group = MPI_GROUP_NULL;
-    PMPI_Comm_group(comm, &all_group);
-    PMPI_Group_incl(all_group, static_cast<int>(leaders.size()), leaders.data(), &leader_group);
-    PMPI_Comm_create_group(comm, leader_group, kLeadersCommTag, &cb->leaders);
-    PMPI_Group_free(&leader_group);
-    PMPI_Group_free(&all_group);
-  }
+  if (cb->multi_node && node_rank == root) node::group_communicator(comm, leaders, kLeadersCommTag, &cb->leaders);
   cb->algorithm = g_state.fixed ? *g_state.fixed : barrier::choose_auto(node_size);
   cpu_set_t cpus;
   bool oversubscribed = sched_getaffinity(0, sizeof cpus, &cpus) == 0 &&

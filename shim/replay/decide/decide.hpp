@@ -150,13 +150,13 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm);
 /// same call).
 void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t ns, MPI_Comm comm);
 
-/// The statistics of every key, as the "keys" array of docs/config.md; `site_name` names a
-/// call site's index (its key as plans spell it).
 /// How the statistics name a call site: its plan key, and its innermost frame's function and
 /// module path (for tnbc-stats, which resolves file and line from them).
 struct SiteName {
   std::string key, function, module;
 };
+/// The statistics of every key, as the "keys" array of docs/config.md; `site_name` names a
+/// call site by its index.
 std::string keys_json(const std::function<SiteName(std::int64_t)>& site_name);
 
 }  // namespace tnbc::shim::replay::decide
