@@ -10,6 +10,7 @@
 #include "shim/mapping.hpp"
 #include "shim/observe/callsite.hpp"
 #include "shim/observe/page_guard.hpp"
+#include "shim/requests.hpp"
 #include "util/file.hpp"
 
 namespace tnbc::shim::replay {
@@ -72,12 +73,16 @@ void observe_blocks(const decide::Decision& d, learn::SiteLearning* ls, void* re
   if (!ti.valid || !ti.contiguous || ti.lb != 0) return;
   std::vector<observe::SubRange> subs(static_cast<std::size_t>(size));
   std::uint64_t bytes = 0;
+  std::size_t end = 0;  // of the bytes the blocks occupy
   for (int i = 0; i < size; ++i) {
     if (counts[i] < 0 || displs[i] < 0) return;
     subs[static_cast<std::size_t>(i)] = {static_cast<std::size_t>(displs[i]) * ti.size,
                                          static_cast<std::size_t>(counts[i]) * ti.size};
     bytes += subs[static_cast<std::size_t>(i)].length;
+    end = std::max(end, subs[static_cast<std::size_t>(i)].offset + subs[static_cast<std::size_t>(i)].length);
   }
+  // Guarded pages under a pending request of the program would stop MPI's own progress.
+  if (requests::overlaps(recvbuf, end)) return;
   learn::observe(d.key->learning, *ls, recvbuf, subs, tcomm_ns, size > 0 ? bytes / static_cast<std::uint64_t>(size) : 0);
 }
 
@@ -113,11 +118,13 @@ std::vector<int> as_ints(const std::vector<std::uint32_t>& order) {
 }
 
 /// Why this rank must receive [p, p + n) in place rather than return early, or nullptr: the
-/// kernel may use it behind our back (io_uring), or its pages must stay where they are (shared,
-/// locked, hugetlb or device memory: mapping.hpp).  The fallback reason of the statistics.
+/// kernel may use it behind our back (io_uring), its pages must stay where they are (shared,
+/// locked, hugetlb or device memory: mapping.hpp), or a pending request of the program holds
+/// bytes of them (requests.hpp).  The fallback reason of the statistics.
 const char* receive_in_place(const void* p, std::size_t n) {
   if (io_uring_in_use()) return "io_uring";
   if (n != 0 && !mapping::replaceable(p, n)) return "mapping";
+  if (requests::overlaps(p, n)) return "pending_request";
   return nullptr;
 }
 

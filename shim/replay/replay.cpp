@@ -22,6 +22,7 @@
 #include "shim/replay/decide/algorithm.hpp"
 #include "shim/replay/engine/replay_guard.hpp"
 #include "shim/replay/engine/schedule_pieces.hpp"
+#include "shim/requests.hpp"
 #include "shim/stats.hpp"
 #include "util/clock.hpp"
 
@@ -197,6 +198,7 @@ bool start(Runtime& rt) {
     return false;
   }
   set_running(true);
+  requests::set_recording(true);
   learn::start(rt.config());
   // Per-node priority needs a node communicator and a shared-memory window per communicator:
   // collective and slow (tens of ms).  For MPI_COMM_WORLD set them up here, not inside the
@@ -212,6 +214,7 @@ void stop(Runtime& rt) {
   if (!running()) return;
   learn::stop();
   engine::Engine::instance().stop();
+  requests::set_recording(false);
   set_running(false);
   rt.stats().publish = engine::Engine::instance().publishing();
   rt.stats().faults = engine::ReplayGuard::instance().faults();

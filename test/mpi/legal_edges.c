@@ -21,6 +21,9 @@
  *                              a receive buffer right after the call
  *   legal_edges file_names     right after each MPI_Alltoall, the file names it received are
  *                              opened, stat'ed (into the receive buffer), checked and fopen'ed
+ *   legal_edges pending_gaps   a receive, a large non-contiguous send and a persistent receive
+ *                              posted before an MPI_Alltoallv on the gaps of its receive buffer
+ *                              (bytes it does not write, on pages it does), completed after it
  *   legal_edges rodata_bcast   24 MPI_Bcasts of 1 MiB whose root buffer is a const table (read-only
  *                              memory): enough calls for the library to try MPI's algorithms */
 #define _GNU_SOURCE
@@ -257,6 +260,59 @@ static void file_names(void) {
   free(recv);
 }
 
+/* Requests posted before an MPI_Alltoallv that touch the gaps of its receive buffer (bytes it
+ * does not write, on pages it does) while it runs: a receive into a gap, a large non-contiguous
+ * send from the gaps, and a persistent receive into a gap, all completed after the call.  Odd
+ * rounds have nothing pending. */
+static void pending_gaps(void) {
+  enum { BLOCK = 3 * 4096 + 1000, GAP = 70 * 1024 + 600, STRIDE = BLOCK + GAP, ROUNDS = 8, SMALL = 256 };
+  const int left = (rank + size - 1) % size, right = (rank + 1) % size;
+  unsigned char* send = malloc((size_t)STRIDE * size);
+  unsigned char* recv = malloc((size_t)STRIDE * size);
+  unsigned char* other = malloc((size_t)GAP * size);
+  int counts[64], displs[64];
+  for (int p = 0; p < size; ++p) counts[p] = BLOCK, displs[p] = p * STRIDE;
+  /* The gaps from byte 2 * SMALL on: a vector over every peer's gap, sent in one message. */
+  MPI_Datatype gaps;
+  MPI_Type_vector(size, GAP - 2 * SMALL, STRIDE, MPI_BYTE, &gaps);
+  MPI_Type_commit(&gaps);
+  unsigned char note[2][SMALL];
+  MPI_Request persistent;
+  MPI_Recv_init(recv + BLOCK + SMALL, SMALL, MPI_BYTE, left, 9, MPI_COMM_WORLD, &persistent);
+  for (int round = 0; round < ROUNDS; ++round) {
+    for (size_t i = 0; i < (size_t)STRIDE * size; ++i) {
+      send[i] = (unsigned char)(i * 13 + rank * 7 + round);
+      recv[i] = (unsigned char)(i * 5 + rank + round * 3);
+    }
+    for (int k = 0; k < 2; ++k) memset(note[k], rank * 16 + round + k, SMALL);
+    MPI_Request rq[3];
+    MPI_Status st[3];
+    const int pending = round % 2 == 0;
+    if (pending) {
+      MPI_Irecv(recv + BLOCK, SMALL, MPI_BYTE, left, 7, MPI_COMM_WORLD, &rq[0]);
+      MPI_Irecv(other, (GAP - 2 * SMALL) * size, MPI_BYTE, left, 8, MPI_COMM_WORLD, &rq[1]);
+      MPI_Isend(recv + BLOCK + 2 * SMALL, 1, gaps, right, 8, MPI_COMM_WORLD, &rq[2]);
+      MPI_Start(&persistent);
+    }
+    MPI_Alltoallv(send, counts, displs, MPI_BYTE, recv, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
+    if (pending) {
+      MPI_Send(note[0], SMALL, MPI_BYTE, right, 7, MPI_COMM_WORLD);
+      MPI_Send(note[1], SMALL, MPI_BYTE, right, 9, MPI_COMM_WORLD);
+      MPI_Waitall(3, rq, st);
+      MPI_Wait(&persistent, MPI_STATUS_IGNORE);
+    }
+    unsigned long sum = 0, osum = 0;
+    for (size_t i = 0; i < (size_t)STRIDE * size; ++i) sum += recv[i] * (i % 11 + 1);
+    for (size_t i = 0; pending && i < (size_t)(GAP - 2 * SMALL) * size; ++i) osum += other[i] * (i % 3 + 1);
+    printf("%d round %d received %lu from the gaps %lu\n", rank, round, sum, osum);
+  }
+  MPI_Request_free(&persistent);
+  MPI_Type_free(&gaps);
+  free(send);
+  free(recv);
+  free(other);
+}
+
 /* A root buffer in read-only memory: legal with MPICH's default algorithm, which only reads it
  * at the root.  The library's algorithm trial must not pick one that writes it. */
 #define RODATA_BYTES (1 << 20)
@@ -296,6 +352,7 @@ int main(int argc, char** argv) {
   if (strcmp(what, "local_calls") == 0) local_calls();
   if (strcmp(what, "rodata_bcast") == 0) rodata_bcast();
   if (strcmp(what, "file_names") == 0) file_names();
+  if (strcmp(what, "pending_gaps") == 0) pending_gaps();
   if (strcmp(what, "syscalls_after") == 0) syscalls_after(argc > 2 ? argv[2] : "/tmp");
   MPI_Finalize();
   return 0;

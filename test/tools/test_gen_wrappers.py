@@ -64,6 +64,36 @@ def main():
                "void and variadic signatures")
     s.check("local, fence, custom and skip wrappers have their shapes", emitted_shapes)
 
+    def request_bookkeeping():
+        # Requests naming memory are recorded at creation (with their bytes where buf, count and
+        # datatype give them; persistent ones inactive), started, and forgotten by whatever
+        # completes or frees them (shim/requests.hpp).
+        d = tempfile.mkdtemp()
+        cpp = os.path.join(d, "w.cpp")
+        r = gen("MPI_Request_free local\n", "--out-cpp", cpp)
+        expect(r.returncode == 0, r.stderr)
+        code = open(cpp).read()
+
+        def body(sig):
+            b = code[code.index(sig):]
+            return b[:b.index("\n}\n")]
+        for sig, want in (
+                ("MPI_Irecv)(", "requests::created(rc, tnbc::shim::requests::Kind::started, request, buf, count, datatype);"),
+                ("MPI_Send_init)(", "requests::created(rc, tnbc::shim::requests::Kind::persistent, request, buf, count, datatype);"),
+                ("MPI_Ialltoall)(", "requests::created_anywhere(rc, tnbc::shim::requests::Kind::started, request);"),
+                ("MPI_Psend_init)(", "requests::created_anywhere(rc, tnbc::shim::requests::Kind::persistent, request);"),
+                ("MPI_Startall)(", "requests::started(rc, array_of_requests, count);"),
+                ("MPI_Waitsome)(", "requests::completing(array_of_requests, incount, [&] { return PMPI_Waitsome("),
+                ("MPI_Wait)(", "requests::completing(request, 1, [&] { return PMPI_Wait(request, status); });"),
+                ("MPI_Request_free)(", "requests::completing(request, 1, [&] { return PMPI_Request_free(request); });")):
+            b = body("int TNBC_WRAPPER(" + sig)
+            expect(want in b, f"{sig}: {b}")
+        for sig in ("MPI_Ibarrier)(", "MPI_Cancel)(", "MPI_Request_get_status)(", "MPI_Grequest_start)("):
+            b = body("int TNBC_WRAPPER(" + sig)
+            expect("requests::" not in b, f"{sig} touches the requests: {b}")
+        expect("FenceScope" not in body("int TNBC_WRAPPER(MPI_Request_free)("), "MPI_Request_free became a fence")
+    s.check("requests naming memory are recorded, started and forgotten", request_bookkeeping)
+
     def refuses_bad_tables():
         for text, msg in (("MPI_Not_a_function local\n", "the table names functions mpi.h does not declare"),
                           ("MPI_Send sometimes\n", "expected '<MPI_name> <local|fence|custom|skip> [reason]'"),

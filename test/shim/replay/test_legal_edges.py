@@ -5,7 +5,8 @@ MPI_ERRORS_RETURN), the thread level the program asked for, and MPI progress whi
 in MPI_Barrier (a peer's synchronous send, a passive-target put), received data read with every
 signal blocked, MPI functions that never wait fed from received data, a Bcast root buffer in
 read-only memory while MPI's algorithms are tried, file names received and handed to the kernel
-at once.  Each run has a short limit: a
+at once, requests posted before a collective on the gaps of its receive pages.  Each run has a
+short limit: a
 barrier that does not let MPI progress hangs."""
 
 import os
@@ -25,7 +26,7 @@ CONFIGS = {
     "libtnbc_trace.so": ("tnbc_trace", {"TNBC_TRACE_DIR": "/tmp/tnbc_legal_edges_trace"}),
 }
 SCENARIOS = ["bad_args", "init_single", "init_funneled", "barrier_ssend", "barrier_rma", "blocked_signals",
-             "local_calls", "rodata_bcast", "file_names"]
+             "local_calls", "rodata_bcast", "file_names", "pending_gaps"]
 
 
 def lines(res):
@@ -36,10 +37,11 @@ def main():
     s = Suite("legal-edges")
     for scenario in SCENARIOS:
         def run(scenario=scenario):
-            plain = lines(mpirun(PROG, RANKS, args=[scenario], timeout=30))
+            args = [scenario]
+            plain = lines(mpirun(PROG, RANKS, args=args, timeout=30))
             expect(len(plain) >= RANKS, f"plain MPI printed {plain}")
             for name, (lib, env) in CONFIGS.items():
-                res = mpirun(PROG, RANKS, args=[scenario], preload=lib, env=env, timeout=30, check=False)
+                res = mpirun(PROG, RANKS, args=args, preload=lib, env=env, timeout=30, check=False)
                 expect(res.returncode == 0, f"{name}: exit {res.returncode}\n{res.stderr[-1500:]}")
                 got = lines(res)
                 expect(got == plain, f"{name} differs from plain MPI: {sorted(set(got) ^ set(plain))[:6]}")
@@ -64,7 +66,20 @@ def main():
         expect(observed > 0, "learning observed no call: the check checked nothing")
     s.check("mlock, fwrite and mremap right after calls learning observes: as plain MPI", observed_syscalls)
 
-    for scenario in ("barrier_ssend", "barrier_rma"):
+    def pending_in_place():
+        # The rounds with requests pending on the receive pages receive in place; the others,
+        # with every request complete (the persistent one inactive), still return early.
+        prefix = os.path.join(tempfile.mkdtemp(prefix="tnbc_legal_edges_"), "stats")
+        res = mpirun(PROG, RANKS, args=["pending_gaps"], preload="tnbc", timeout=30, check=False,
+                     env={"TNBC_ADAPT": "off", "TNBC_MIN_BYTES": "4", "TNBC_STATS": prefix})
+        expect(res.returncode == 0, f"exit {res.returncode}\n{res.stderr[-1500:]}")
+        for r in range(RANKS):
+            a2av = read_json(f"{prefix}.{r}.json")["alltoallv"]
+            expect(a2av["fallback_reasons"].get("pending_request") == 4 and a2av["early_return"] == 4,
+                   f"rank {r}: 4 of 8 calls in place for pending requests, 4 early expected: {a2av}")
+    s.check("pending_gaps forced: in place exactly while requests are pending", pending_in_place)
+
+    for scenario in ("barrier_ssend", "barrier_rma", "pending_gaps"):
         def on_cluster(scenario=scenario):
             plain = lines(cluster_run(PROG, args=[scenario], timeout=60))
             res = cluster_run(PROG, args=[scenario], preload="tnbc", timeout=60)
