@@ -6,11 +6,72 @@
 // to the library's Mode.
 #include "custom.hpp"
 
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+
 #include "fence.hpp"
+#include "log.hpp"
 #include "mode.hpp"
+#include "mpi_own.hpp"
+#include "requests.hpp"
 #include "runtime.hpp"
 
-namespace tnbc::shim::custom {
+// MPICH's mpi_f08 bindings call PMPI_Init, PMPI_Init_thread, PMPI_Finalize and PMPI_Query_thread
+// themselves (the C MPI_ symbols only for calls with buffers), so under MPICH the libraries
+// define those four as well: a `use mpi_f08` program is then set up, and its collectives caught,
+// as a C program's.  This library's own calls go to MPI's definitions (mpi::).  Open MPI's
+// Fortran bindings call PMPI_ for everything: there the libraries stay out of Fortran programs.
+#if !defined(OMPI_MAJOR_VERSION)
+#define TNBC_INTERPOSE_PMPI_INIT 1
+#endif
+
+namespace tnbc::shim {
+namespace mpi_own {
+#if TNBC_INTERPOSE_PMPI_INIT
+namespace {
+/// MPI's own definition of `name`: the next one after this library's.
+template <class F>
+F next(const char* name) {
+  void* p = dlsym(RTLD_NEXT, name);
+  if (p == nullptr) {
+    log::warn("{} not found after this library: is MPI loaded?", name);
+    std::abort();
+  }
+  F f;
+  static_assert(sizeof f == sizeof p);
+  std::memcpy(&f, &p, sizeof f);
+  return f;
+}
+}  // namespace
+int Init(int* argc, char*** argv) {
+  static const auto f = next<int (*)(int*, char***)>("PMPI_Init");
+  return f(argc, argv);
+}
+int Init_thread(int* argc, char*** argv, int required, int* provided) {
+  static const auto f = next<int (*)(int*, char***, int, int*)>("PMPI_Init_thread");
+  return f(argc, argv, required, provided);
+}
+int Finalize() {
+  static const auto f = next<int (*)()>("PMPI_Finalize");
+  return f();
+}
+int Query_thread(int* provided) {
+  static const auto f = next<int (*)(int*)>("PMPI_Query_thread");
+  return f(provided);
+}
+#else
+int Init(int* argc, char*** argv) { return PMPI_Init(argc, argv); }
+int Init_thread(int* argc, char*** argv, int required, int* provided) {
+  return PMPI_Init_thread(argc, argv, required, provided);
+}
+int Finalize() { return PMPI_Finalize(); }
+int Query_thread(int* provided) { return PMPI_Query_thread(provided); }
+#endif
+}  // namespace mpi_own
+
+namespace custom {
 namespace {
 
 // Arguments MPI refuses with an error before it moves any data.  Such a call goes straight to
@@ -66,8 +127,8 @@ int MPI_Init(int* argc, char*** argv) {
   MpiScope scope;
   const int level = runtime().thread_level_for(MPI_THREAD_SINGLE);
   int provided = MPI_THREAD_SINGLE;
-  int rc = level == MPI_THREAD_SINGLE ? PMPI_Init(argc, argv)
-                                      : PMPI_Init_thread(argc, argv, level, &provided);
+  int rc = level == MPI_THREAD_SINGLE ? mpi_own::Init(argc, argv)
+                                      : mpi_own::Init_thread(argc, argv, level, &provided);
   if (rc == MPI_SUCCESS) runtime().set_program_thread_level(MPI_THREAD_SINGLE);
   if (rc == MPI_SUCCESS) runtime().start();
   return rc;
@@ -75,7 +136,7 @@ int MPI_Init(int* argc, char*** argv) {
 
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   MpiScope scope;
-  int rc = PMPI_Init_thread(argc, argv, runtime().thread_level_for(required), provided);
+  int rc = mpi_own::Init_thread(argc, argv, runtime().thread_level_for(required), provided);
   // The application sees the level it asked for (never less than MPI gave it): a mode that
   // needs more must not change what the application believes it runs with.
   if (rc == MPI_SUCCESS && *provided > required) *provided = required;
@@ -86,7 +147,7 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
 
 // The level the application was given, not the one the mode asked for (MPI_Init_thread above).
 int MPI_Query_thread(int* provided) {
-  const int rc = PMPI_Query_thread(provided);
+  const int rc = mpi_own::Query_thread(provided);
   const int level = runtime().program_thread_level();
   if (rc == MPI_SUCCESS && level >= 0 && *provided > level) *provided = level;
   return rc;
@@ -95,7 +156,7 @@ int MPI_Query_thread(int* provided) {
 int MPI_Finalize() {
   MpiScope scope;
   runtime().stop();
-  return PMPI_Finalize();
+  return mpi_own::Finalize();
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -136,4 +197,36 @@ int MPI_Barrier(MPI_Comm comm) {
   return mode().barrier(comm);
 }
 
-}  // namespace tnbc::shim::custom
+}  // namespace custom
+}  // namespace tnbc::shim
+
+#if TNBC_INTERPOSE_PMPI_INIT
+// The PMPI_ names MPICH's mpi_f08 bindings call (above).  A program that calls MPI_Init comes
+// through custom::MPI_Init and never here; one that comes here is set up as it would be there.
+// Its MPI_Start, waits and tests call PMPI_ too and pass unseen: its persistent requests count
+// as active from their init on (shim/requests.hpp).
+namespace {
+/// Before MPI_Init's work: MPI_Start and the waits and tests pass unseen too.
+void came_through_pmpi() { tnbc::shim::requests::assume_started(); }
+/// After it, once the log level is known.
+int said(int rc) {
+  tnbc::log::debug("MPI initialised through PMPI_Init (a Fortran `use mpi_f08` program): set up as through MPI_Init");
+  return rc;
+}
+}  // namespace
+
+extern "C" {
+__attribute__((visibility("default"))) int PMPI_Init(int* argc, char*** argv) {
+  came_through_pmpi();
+  return said(tnbc::shim::custom::MPI_Init(argc, argv));
+}
+__attribute__((visibility("default"))) int PMPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  came_through_pmpi();
+  return said(tnbc::shim::custom::MPI_Init_thread(argc, argv, required, provided));
+}
+__attribute__((visibility("default"))) int PMPI_Finalize() { return tnbc::shim::custom::MPI_Finalize(); }
+__attribute__((visibility("default"))) int PMPI_Query_thread(int* provided) {
+  return tnbc::shim::custom::MPI_Query_thread(provided);
+}
+}  // extern "C"
+#endif

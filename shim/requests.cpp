@@ -22,6 +22,7 @@ struct Bytes {
 };
 
 using Map = std::unordered_map<MPI_Request, Bytes>;
+std::atomic<bool> g_starts_unseen{false};
 std::mutex g_mutex;
 Map g_requests;                    // guarded by g_mutex
 std::vector<Map::node_type> g_spare;  // erased nodes, reused: no allocation per request
@@ -29,7 +30,7 @@ std::vector<Map::node_type> g_spare;  // erased nodes, reused: no allocation per
 void put(MPI_Request r, Kind kind, Bytes b) {
   if (r == MPI_REQUEST_NULL) return;
   b.persistent = kind == Kind::persistent;
-  b.active = !b.persistent;
+  b.active = !b.persistent || g_starts_unseen.load(std::memory_order_relaxed);
   std::lock_guard lock(g_mutex);
   if (auto it = g_requests.find(r); it != g_requests.end()) {
     it->second = b;  // a handle MPI reused after a completion no wrapper saw
@@ -57,6 +58,7 @@ void erase(MPI_Request r) {  // with g_mutex held
 }  // namespace
 
 void set_recording(bool on) { g_on.store(on, std::memory_order_relaxed); }
+void assume_started() { g_starts_unseen.store(true, std::memory_order_relaxed); }
 
 void record(MPI_Request r, Kind kind, const void* buf, MPI_Count count, MPI_Datatype type) {
   if (count <= 0) return;  // no memory
@@ -95,7 +97,8 @@ void forget_completed(const MPI_Request* before, const MPI_Request* after, int n
     }
     g_recorded.store(static_cast<int>(g_requests.size()), std::memory_order_release);
   }
-  if (persistent.empty()) return;
+  // Where MPI_Start passes unseen, a persistent request stays active until it is freed.
+  if (persistent.empty() || g_starts_unseen.load(std::memory_order_relaxed)) return;
   // An inactive persistent request, or one complete, reports flag true: MPI touches its memory
   // no more.  Asked outside the lock: MPI may progress meanwhile.
   std::vector<MPI_Request> done;

@@ -28,6 +28,9 @@ extern std::atomic<bool> g_on;
 
 /// Starts recording (replay mode, once the engine runs).
 void set_recording(bool on);
+/// Persistent requests count as active from their init on: the program's MPI_Start passes
+/// unseen (a Fortran `use mpi_f08` program calls PMPI_Start).
+void assume_started();
 
 /// Whether a request is active when created: a persistent one (MPI_Send_init...) waits for
 /// MPI_Start.

@@ -17,6 +17,7 @@
 #include "shim/datatype.hpp"
 #include "shim/io_interpose.hpp"
 #include "shim/log.hpp"
+#include "shim/mpi_own.hpp"
 #include "shim/node.hpp"
 #include "shim/replay/call.hpp"
 #include "shim/replay/decide/algorithm.hpp"
@@ -156,7 +157,7 @@ bool start(Runtime& rt) {
   // leave them waiting.  So the collective steps run on every rank, and what may fail on one
   // rank alone is agreed on at the end.
   int provided = MPI_THREAD_SINGLE;
-  PMPI_Query_thread(&provided);
+  mpi_own::Query_thread(&provided);
   std::optional<std::string> err;
   if (provided < MPI_THREAD_MULTIPLE)
     err = fmt::format("MPI gave thread level {}, the engine needs MPI_THREAD_MULTIPLE", provided);

@@ -10,6 +10,7 @@ from tnbc_testlib import BUILD, MPI, OTHER_MPI, Suite, expect, messages, mpirun,
 
 MIXED = os.path.join(BUILD, "test", "mpi", "mixed")
 MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
+MIXED_F08 = os.path.join(BUILD, "test", "mpi", "mixed_f08")  # `use mpi_f08`; built under MPICH only
 MIXED_OTHER = os.path.join(BUILD, "test", "mpi", "mixed_other_mpi")  # mixed.c for the other MPI
 BUILT_FOR = {"mpich": "MPICH", "openmpi": "Open MPI"}
 STAT_KEYS = {"rank", "library", "version", "alltoall", "alltoallv", "bcast", "barrier", "faults",
@@ -24,7 +25,8 @@ def main():
     s = Suite("mpi-shim")
     tmp = tempfile.mkdtemp(prefix="tnbc_shim_")
 
-    for prog, label in ((MIXED, "C"), (MIXED_F, "Fortran")):
+    programs = [(MIXED, "C"), (MIXED_F, "Fortran")] + ([(MIXED_F08, "Fortran mpi_f08")] if MPI == "mpich" else [])
+    for prog, label in programs:
         if not os.path.exists(prog):
             s.check(f"{label} program built", lambda: expect(False, f"{prog} missing"))
             continue
@@ -86,6 +88,18 @@ def main():
             expect(d["alltoall"]["calls"] == 1 and d["bcast"]["calls"] == 1 and d["barrier"]["calls"] == 1,
                    f"Fortran collectives not caught: {d}")
         s.check("Fortran collectives reach the C wrappers", fortran_caught)
+
+        def f08_caught():
+            # MPICH's mpi_f08 bindings call PMPI_Init and PMPI_Finalize themselves: the library
+            # sets up there, and the collectives (through the C symbols) return early, forced.
+            prefix = os.path.join(tmp, "stats_f08")
+            mpirun(MIXED_F08, 2, preload="tnbc", env={"TNBC_STATS": prefix, "TNBC_ADAPT": "off", "TNBC_MIN_BYTES": "4"})
+            for r in range(2):
+                d = read_json(f"{prefix}.{r}.json")
+                expect(d["alltoall"]["calls"] == 4 and d["alltoall"]["early_return"] == 4 and d["bcast"]["calls"] == 1,
+                       f"mpi_f08 collectives not caught: {d}")
+        if MPI == "mpich":
+            s.check("Fortran mpi_f08: set up through PMPI_Init, its collectives caught", f08_caught)
 
     if os.path.exists(MIXED_OTHER):
         other_ref = {}

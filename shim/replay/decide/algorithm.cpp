@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "shim/log.hpp"
+#include "shim/mpi_own.hpp"
 
 namespace tnbc::shim::replay::decide {
 namespace {
@@ -150,7 +151,7 @@ AlgorithmAgreement probe_algorithms(bool enabled) {
     // reports from then on (asked for MPI_THREAD_SINGLE, the program's MPI_Query_thread said 0
     // where it had MPI_THREAD_FUNNELED: test legal-edges under Open MPI).
     int level = MPI_THREAD_SINGLE, provided = 0;
-    PMPI_Query_thread(&level);
+    mpi_own::Query_thread(&level);
     g_mpi_t = PMPI_T_init_thread(level, &provided) == MPI_SUCCESS;
     if (!g_mpi_t) g_probe.why = "MPI_T cannot be initialized", g_unexpected = true;
     for (std::size_t i = 0; g_mpi_t && i < g_vars.size(); ++i) {
