@@ -24,13 +24,25 @@
  *   legal_edges pending_gaps   a receive, a large non-contiguous send and a persistent receive
  *                              posted before an MPI_Alltoallv on the gaps of its receive buffer
  *                              (bytes it does not write, on pages it does), completed after it
+ *   legal_edges kernel_writes DIR
+ *                              right after each MPI_Alltoallv the kernel writes small results
+ *                              (pipe, clock_nanosleep, fstat, statx, uname, getrusage, getcwd,
+ *                              readlink) into a gap of its receive pages, and takes file names
+ *                              from them (realpath, statfs, symlink, mkfifo, chmod, utime...)
  *   legal_edges rodata_bcast   24 MPI_Bcasts of 1 MiB whose root buffer is a const table (read-only
  *                              memory): enough calls for the library to try MPI's algorithms */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/utsname.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <utime.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -313,6 +325,76 @@ static void pending_gaps(void) {
   free(other);
 }
 
+/* Right after each MPI_Alltoallv, before any read of its data: the kernel writes small results
+ * into the gap after the first block (bytes the call does not write, on a page it does) -- a
+ * pipe's descriptors, a sleep's remainder, fstat, statx, uname, getrusage, getcwd, readlink --
+ * and takes file names from the received blocks (realpath, statx, statfs, pathconf, getxattr,
+ * symlink, readlink, mkfifo, chmod, utime, unlink). */
+static void kernel_writes(const char* tmpdir) {
+  enum { BLOCK = 3 * 4096 + 1000, GAP = 8192, STRIDE = BLOCK + GAP, NAME = 100 };
+  char* send = calloc((size_t)STRIDE, size);
+  char* recv = malloc((size_t)STRIDE * size);
+  int counts[64], displs[64];
+  for (int p = 0; p < size; ++p) counts[p] = BLOCK, displs[p] = p * STRIDE;
+  char cwd[512];
+  if (!getcwd(cwd, sizeof cwd)) strcpy(cwd, "?");
+  for (int round = 0; round < 8; ++round) {
+    /* Block p carries a name for rank p: a file everyone can read, and a fresh one of its own. */
+    for (int p = 0; p < size; ++p) {
+      char* b = send + (size_t)p * BLOCK;
+      snprintf(b + NAME, 64, "%s", round % 2 ? "/etc/hostname" : "/etc/../etc/passwd");
+      snprintf(b + NAME + 64, 200, "%s/k%d_from%d_%d", tmpdir, p, rank, round);
+    }
+    memset(recv, 0x5a, (size_t)STRIDE * size);
+    MPI_Alltoallv(send, counts, displs, MPI_BYTE, recv, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
+    char* gap = recv + BLOCK; /* shares its page with the end of block 0 */
+    const char* from = recv + (size_t)((rank + 1 + round) % size) * STRIDE;
+    const char* name = from + NAME;
+    const char* fresh = from + NAME + 64;
+    int* fds = (int*)gap;
+    const int piped = pipe(fds) == 0 && write(fds[1], "x", 1) == 1;
+    if (piped) close(fds[0]), close(fds[1]);
+    struct timespec nap = {0, 1000}, *rem = (struct timespec*)(gap + 16);
+    const int slept = clock_nanosleep(CLOCK_MONOTONIC, 0, &nap, rem);
+    struct stat* st = (struct stat*)(gap + 64);
+    const int fd = open(name, O_RDONLY);
+    const int fs = fd >= 0 ? fstat(fd, st) : -1;
+    const int regular = fs == 0 && S_ISREG(st->st_mode);
+    if (fd >= 0) close(fd);
+    struct statx* sx = (struct statx*)(gap + 256);
+    const int sxr = statx(AT_FDCWD, name, 0, STATX_TYPE, sx);
+    const int sx_regular = sxr == 0 && S_ISREG(sx->stx_mode);
+    struct utsname* u = (struct utsname*)(gap + 1024);
+    const int un = uname(u) == 0 && strcmp(u->sysname, "Linux") == 0;
+    struct rusage* ru = (struct rusage*)(gap + 1536);
+    const int rus = getrusage(RUSAGE_SELF, ru) == 0 && ru->ru_maxrss > 0;
+    char* wd = gap + 1792;
+    const int wd_ok = getcwd(wd, 512) != NULL && strcmp(wd, cwd) == 0;
+    char real[PATH_MAX];
+    const int rp = realpath(name, real) != NULL;
+    struct statfs sfs;
+    const int sf = statfs(name, &sfs);
+    const long pc = pathconf(name, _PC_NAME_MAX);
+    char attr[64];
+    const int xa = getxattr(name, "user.tnbc", attr, sizeof attr) < 0;
+    const int sl = symlink(name, fresh);
+    char* target = gap + 2400;
+    const ssize_t rl = readlink(fresh, target, 256);
+    const int same_target = rl > 0 && (size_t)rl == strlen(name) && memcmp(target, name, (size_t)rl) == 0;
+    const int ul = unlink(fresh);
+    const int ff = mkfifo(fresh, 0600);
+    const int cm = chmod(fresh, 0640);
+    const int ut = utime(fresh, NULL);
+    const int ul2 = unlink(fresh);
+    printf("%d round %d %s pipe %d slept %d fstat %d statx %d uname %d rusage %d cwd %d realpath %d %s statfs %d pathconf %d "
+           "xattr-missing %d symlink %d readlink %d unlink %d mkfifo %d chmod %d utime %d unlink %d\n",
+           rank, round, name, piped, slept, regular, sx_regular, un, rus, wd_ok, rp, rp ? real : "-", sf, pc > 0, xa, sl,
+           same_target, ul, ff, cm, ut, ul2);
+  }
+  free(send);
+  free(recv);
+}
+
 /* A root buffer in read-only memory: legal with MPICH's default algorithm, which only reads it
  * at the root.  The library's algorithm trial must not pick one that writes it. */
 #define RODATA_BYTES (1 << 20)
@@ -353,6 +435,7 @@ int main(int argc, char** argv) {
   if (strcmp(what, "rodata_bcast") == 0) rodata_bcast();
   if (strcmp(what, "file_names") == 0) file_names();
   if (strcmp(what, "pending_gaps") == 0) pending_gaps();
+  if (strcmp(what, "kernel_writes") == 0) kernel_writes(argc > 2 ? argv[2] : "/tmp");
   if (strcmp(what, "syscalls_after") == 0) syscalls_after(argc > 2 ? argv[2] : "/tmp");
   MPI_Finalize();
   return 0;

@@ -5,7 +5,8 @@ MPI_ERRORS_RETURN), the thread level the program asked for, and MPI progress whi
 in MPI_Barrier (a peer's synchronous send, a passive-target put), received data read with every
 signal blocked, MPI functions that never wait fed from received data, a Bcast root buffer in
 read-only memory while MPI's algorithms are tried, file names received and handed to the kernel
-at once, requests posted before a collective on the gaps of its receive pages.  Each run has a
+at once, requests posted before a collective on the gaps of its receive pages, small results the
+kernel writes into those gaps and more file names handed to it.  Each run has a
 short limit: a
 barrier that does not let MPI progress hangs."""
 
@@ -28,7 +29,7 @@ CONFIGS = {
     "libtnbc_trace.so": ("tnbc_trace", {"TNBC_TRACE_DIR": "/tmp/tnbc_legal_edges_trace"}),
 }
 SCENARIOS = ["bad_args", "init_single", "init_funneled", "barrier_ssend", "barrier_rma", "blocked_signals",
-             "local_calls", "rodata_bcast", "file_names", "pending_gaps"]
+             "local_calls", "rodata_bcast", "file_names", "pending_gaps", "kernel_writes"]
 
 
 def lines(res):
@@ -39,7 +40,8 @@ def main():
     s = Suite("legal-edges")
     for scenario in SCENARIOS:
         def run(scenario=scenario):
-            args = [scenario]
+            # kernel_writes makes and removes files in a folder of its own.
+            args = [scenario] + ([tempfile.mkdtemp(prefix="tnbc_legal_edges_")] if scenario == "kernel_writes" else [])
             plain = lines(mpirun(PROG, RANKS, args=args, timeout=30))
             expect(len(plain) >= RANKS, f"plain MPI printed {plain}")
             for name, (lib, env) in CONFIGS.items():
