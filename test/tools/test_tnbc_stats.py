@@ -91,19 +91,50 @@ def main():
         expect(next(k for k in d["rows"] if k["op"] == "bcast")["path"] == "blocking", d)
     s.check("--json: a row per call site, means over ranks, costs and bytes per call", as_json)
 
+    def section(out, title):
+        """The rows of the default output's table under `title`, split into columns."""
+        lines = out.splitlines()
+        at = next(i for i, l in enumerate(lines) if l.startswith(title))
+        body = []
+        for l in lines[at + 2:]:
+            if not l.strip():
+                break
+            body.append(l.split())
+        return body
+
     def as_table():
         r = run(prefix)
         expect(r.returncode == 0, r.stderr)
         expect("2 ranks, tnbc" in r.stdout and "progress thread 8.0 ms CPU (25% in the kernel)" in r.stdout, r.stdout)
+        long = [l for l in r.stdout.splitlines() if len(l) > 100]
+        expect(not long, f"lines over 100 columns: {long}")
+        calls = section(r.stdout, "calls per rank")
+        expect(len(calls) == 3 and [c[0] for c in calls] == ["1", "2", "3"], r.stdout)
+        a_row = next(c for c in calls if "prog+0x10" in c)
+        # Columns counted from the end: "bytes" is several words ("< 2 MiB").
+        expect(a_row[-3:] == ["early", "3", "7"], f"site a: path and calls per rank: {a_row}")
+        times = {c[0]: c[1:] for c in section(r.stdout, "ms: ")}
+        expect(times[a_row[0]][:3] == ["10.00", "12.00", "0.50"], f"site a: intervals and setup: {times}")
+        # The last table: MPI's algorithm of the key's blocking calls (auto where the file has none).
+        rest = {c[0]: c[1:] for c in section(r.stdout, "blocking calls")}
+        expect(rest[a_row[0]][1:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75", "scattered"], f"site a: {rest}")
+        b_row = next(c for c in calls if "prog+0x20" in c)
+        expect(rest[b_row[0]][-2:] == ["-", "scattered"], f"site b: {rest}")
+        bcast = next(c for c in calls if "bcast" in c)
+        expect(bcast[-4] == "-" and rest[bcast[0]][-1] == "auto", f"the Bcast: {bcast} {rest}")
+        expect("columns:" in run("--help").stdout, "--help has no legend")
+    s.check("table: three tables within 100 columns, a row per call site, innermost frame named", as_table)
+
+    def as_wide_table():
+        r = run("--wide", prefix)
+        expect(r.returncode == 0, r.stderr)
         rows = [l for l in r.stdout.splitlines() if l.startswith("0 ")]
         expect(len(rows) == 3, r.stdout)
-        # The last column: MPI's algorithm of the key's blocking calls (auto where the file has none).
         expect(any("prog+0x10 " in l and "early" in l and
                    l.split()[-7:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75", "scattered"] for l in rows), r.stdout)
         expect(any("prog+0x20 " in l and l.split()[-2:] == ["-", "scattered"] for l in rows), r.stdout)
         expect(any("bcast" in l and l.split()[-1] == "auto" for l in rows), r.stdout)
-        expect(any("prog+0x20 " in l for l in rows) and any(" - " in l and "bcast" in l for l in rows), r.stdout)
-    s.check("table: one row per call site, innermost frame named", as_table)
+    s.check("--wide: one row per call site with every column", as_wide_table)
 
     def sim():
         # Site a: setup 0.5 ms and send copy 0.25 ms per early call; 4 MiB received per call from
@@ -143,8 +174,8 @@ def main():
         write(named, 0, [k])
         r = run(named)
         expect(r.returncode == 0, r.stderr)
-        rows = [l for l in r.stdout.splitlines() if l.startswith("0 ")]
-        expect(len(rows) == 1 and " main " in rows[0] and "where+" not in rows[0], r.stdout)
+        rows = section(r.stdout, "calls per rank")
+        expect(len(rows) == 1 and rows[0][-4] == "main" and "where+" not in " ".join(rows[0]), r.stdout)
         listed = [l for l in r.stdout.splitlines() if l.startswith("  main ")]
         expect(len(listed) == 1 and f"{src}:3" in listed[0] and f"(where+{ret:#x})" in listed[0], r.stdout)
     s.check("sites named by function; the sites list their source lines (addr2line)", source_lines)
