@@ -125,10 +125,11 @@ def main():
                     expect(roff(opt) in text[name], f"{name} lacks {opt} of `{' '.join(cmd[-1:])} --help`")
     s.check("each tool's page names every option of its --help", every_option)
 
-    # An Open MPI build installs its module as <version>-openmpi, beside MPICH's, and names its
-    # libraries libtnbc-openmpi.so and libtnbc_trace-openmpi.so.
+    # An Open MPI build installs its module as tnbc-openmpi/<version>, beside MPICH's tnbc/<version>,
+    # and names its libraries libtnbc-openmpi.so and libtnbc_trace-openmpi.so.
     suffix = "" if MPI == "mpich" else "-" + MPI
-    module = inst(opts["datadir"], "tnbc", "modulefiles", "tnbc", version + suffix)
+    modulefiles = inst(opts["datadir"], "tnbc", "modulefiles")
+    module = os.path.join(modulefiles, "tnbc" + suffix, version)
 
     def modulefile():
         expect(os.path.isfile(module), f"no module file at {module}")
@@ -149,6 +150,41 @@ def main():
             expect(not var.startswith("TNBC_"), f"{var}: the libraries would report it as an unknown setting")
             expect(path.startswith(prefix) and os.path.isfile(dest + path), f"{var}={path} was not installed")
     s.check("the module file sets PATH, MANPATH and the libraries to installed files", modulefile)
+
+    inits = [i for i in ("/usr/share/modules/init/bash", "/usr/share/lmod/lmod/init/bash") if os.path.exists(i)]
+
+    def module_round_trip():
+        # Under the machine's module system: `module load tnbc` (tnbc-openmpi for an Open MPI
+        # build) names this build's libraries and keeps man's own search path behind ours;
+        # `module unload` gives back the environment exactly, MANPATH unset or set.
+        name = "tnbc" + suffix
+        for manpath in ("unset MANPATH", "export MANPATH=/usr/share/man"):
+            # A PATH without the prefix's bin (/usr/local/bin by default): a module system may
+            # move or drop a path element that was there before, which is its business, not ours.
+            script = (f"export PATH=/usr/sbin:/usr/bin:/sbin:/bin; {manpath}; source {inits[0]} >/dev/null 2>&1; module use {modulefiles}; env -0 > before; "
+                      f"module load {name} || exit 3; echo \"loaded=$LIBTNBC|$MANPATH\"; "
+                      f"module unload {name}; env -0 > after")
+            tmp = tempfile.mkdtemp(prefix="tnbc_module_")
+            r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp, timeout=60)
+            expect(r.returncode == 0, f"{manpath}: {r.stderr}")
+            lib, path = r.stdout.strip().split("loaded=", 1)[1].split("|", 1)
+            expect(os.path.basename(lib) == f"libtnbc{suffix}.so", f"{manpath}: module load {name} set LIBTNBC={lib}")
+            parts = path.split(":")
+            expect(parts[0] == os.path.join(prefix, opts["mandir"]) and "" in parts,
+                   f"{manpath}: MANPATH={path!r}: ours first, and an empty element (man's own path)")
+
+            def env(f):
+                with open(os.path.join(tmp, f), encoding="utf-8", errors="replace") as fh:
+                    pairs = [e.split("=", 1) for e in fh.read().split("\0") if "=" in e]
+                # The module systems' own bookkeeping is theirs to keep.
+                own = ("LOADEDMODULES", "_LMFILES_", "__MODULES_", "_ModuleTable", "__LMOD", "LMOD_", "_", "SHLVL", "PWD")
+                return {k: v for k, v in pairs if not k.startswith(own)}
+            before, after = env("before"), env("after")
+            changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            expect(not changed, f"{manpath}: module unload left {[(k, before.get(k), after.get(k)) for k in changed]}")
+    if inits:
+        s.check("module load/unload under the machine's module system: this build's libraries, environment restored",
+                module_round_trip)
 
     shutil.rmtree(dest, ignore_errors=True)
     s.finish()
