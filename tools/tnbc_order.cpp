@@ -388,21 +388,35 @@ std::string chrome_json(const TraceSet& set) {
     first = false;
     o += event;
   };
+  // One clock for all ranks: each rank's stamps count from its sync stamp (it left MPI_Init's
+  // barrier then, as every rank did), shifted so that no event of any rank is before 0.
+  auto earliest = [](const tr::Trace& t) {
+    std::uint64_t base = std::numeric_limits<std::uint64_t>::max();
+    for (const auto& c : t.calls) base = std::min(base, c.start_stamp);
+    for (const auto& x : t.touches) base = std::min(base, x.stamp);
+    return std::min(base, t.header.sync_stamp);
+  };
+  // A trace without one (0: written by hand) keeps its own origin, its earliest stamp.
+  auto sync_of = [&](const tr::Trace& t) { return t.header.sync_stamp != 0 ? t.header.sync_stamp : earliest(t); };
+  double shift = 0.0;  // µs
+  for (const auto& t : set.ranks)
+    if (t) shift = std::max(shift, static_cast<double>(sync_of(*t) - earliest(*t)) / t->header.ticks_per_us);
   for (int r = 0; r < set.size; ++r) {
     const auto& t = set.ranks[static_cast<std::size_t>(r)];
     if (!t) continue;
     const double tpu = t->header.ticks_per_us;
-    std::uint64_t base = std::numeric_limits<std::uint64_t>::max();
-    for (const auto& c : t->calls) base = std::min(base, c.start_stamp);
-    for (const auto& x : t->touches) base = std::min(base, x.stamp);
+    const std::uint64_t sync = sync_of(*t);
     auto at = [&](std::uint64_t stamp) {
-      return json_number(static_cast<double>(stamp >= base ? stamp - base : 0) / tpu);
+      const double us = stamp >= sync ? static_cast<double>(stamp - sync) / tpu : -static_cast<double>(sync - stamp) / tpu;
+      return json_number(std::max(us + shift, 0.0));
     };
     add(fmt::format("{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,"
                     "\"args\":{{\"name\":{}}}}}",
                     r, util::json_string(fmt::format("rank {} ({})", r, t->header.hostname))));
     add(fmt::format("{{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":{},\"tid\":0,"
                     "\"args\":{{\"sort_index\":{}}}}}", r, r));
+    add(fmt::format("{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,"
+                    "\"args\":{{\"name\":\"program\"}}}}", r));
     for (std::size_t ci = 0; ci < t->calls.size(); ++ci) {
       const auto& c = t->calls[ci];
       std::uint64_t end = std::max(c.return_stamp, c.start_stamp);
@@ -415,6 +429,11 @@ std::string chrome_json(const TraceSet& set) {
           util::json_string(tnbc::tools::site_key(t->callsites[c.callsite])),
           (c.flags & tr::kCallTraced) ? "true" : "false", c.comm_size, c.subs.size(),
           json_number(static_cast<double>(c.tcomm) / tpu)));
+      // The program's own work until its next collective.
+      if (ci + 1 < t->calls.size() && t->calls[ci + 1].start_stamp > end)
+        add(fmt::format("{{\"name\":\"computation\",\"cat\":\"program\",\"ph\":\"X\",\"pid\":{},\"tid\":0,"
+                        "\"ts\":{},\"dur\":{},\"args\":{{\"after_call\":{}}}}}",
+                        r, at(end), json_number(static_cast<double>(t->calls[ci + 1].start_stamp - end) / tpu), ci));
     }
     for (const auto& x : t->touches) {
       add(fmt::format(

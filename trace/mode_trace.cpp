@@ -149,6 +149,7 @@ class TraceMode final : public Mode {
     bcast_string(d.dir, 0);
     bcast_string(d.job_id, 0);
     node_ = node::index();  // the node map: Runtime::start
+    sync_stamp_ = common_moment();
     if (!ok) {
       if (rank_ == 0) log::warn("trace disabled, the program runs untraced: {}", d.error);
       return;
@@ -169,6 +170,46 @@ class TraceMode final : public Mode {
       g_in_flight.store(1, std::memory_order_release);
     }
     log::info_rank0("tracing into {}", dir_);
+  }
+
+  /// This rank's stamp at one moment all ranks name (rank 0's stamp before it pings the others):
+  /// the exports put every rank on one clock by it (trace-format.md, sync_stamp).  Rank 0 pings
+  /// each rank a few times and keeps the round with the shortest round trip, whose midpoint is
+  /// the closest to the other rank's stamp; a rank descheduled in a round (4 ranks on 2 cores)
+  /// only lengthens that round.  Collective over MPI_COMM_WORLD, inside MPI_Init.
+  std::uint64_t common_moment() {
+    constexpr int kRounds = 8, kTag = 32761;
+    PMPI_Barrier(MPI_COMM_WORLD);
+    if (rank_ == 0) {
+      const std::uint64_t s0 = clock_.stamp();
+      for (int r = 1; r < size_; ++r) {
+        std::uint64_t best_rtt = UINT64_MAX, best_mid = s0;
+        int best = 0;
+        for (int k = 0; k < kRounds; ++k) {
+          std::uint64_t theirs = 0;
+          const std::uint64_t t1 = clock_.stamp();
+          PMPI_Send(&k, 1, MPI_INT, r, kTag, MPI_COMM_WORLD);
+          PMPI_Recv(&theirs, 1, MPI_UINT64_T, r, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          const std::uint64_t t2 = clock_.stamp();
+          if (t2 - t1 < best_rtt) best_rtt = t2 - t1, best_mid = t1 + (t2 - t1) / 2, best = k;
+        }
+        // The round to use, and how long after s0 its midpoint came (in ticks: one machine's
+        // TSC, or nanoseconds, ticks at the same rate on every rank to well within the rounds).
+        const std::uint64_t answer[2] = {static_cast<std::uint64_t>(best), best_mid - s0};
+        PMPI_Send(answer, 2, MPI_UINT64_T, r, kTag, MPI_COMM_WORLD);
+      }
+      return s0;
+    }
+    std::uint64_t mine[kRounds] = {};
+    for (int k = 0; k < kRounds; ++k) {
+      int round = 0;
+      PMPI_Recv(&round, 1, MPI_INT, 0, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      mine[k] = clock_.stamp();
+      PMPI_Send(&mine[k], 1, MPI_UINT64_T, 0, kTag, MPI_COMM_WORLD);
+    }
+    std::uint64_t answer[2] = {};
+    PMPI_Recv(answer, 2, MPI_UINT64_T, 0, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    return mine[std::min<std::uint64_t>(answer[0], kRounds - 1)] - answer[1];
   }
 
   // The fence (see the top of the file).  At MPI_Finalize stop() handles everything: what is
@@ -420,6 +461,7 @@ class TraceMode final : public Mode {
     h.page_size = static_cast<std::uint32_t>(sysconf(_SC_PAGESIZE));
     h.ticks_per_us = clock_.ticks_per_us() > 0 ? clock_.ticks_per_us() : 1000.0;
     h.tsc = clock_.uses_tsc();
+    h.sync_stamp = sync_stamp_;
     char host[256] = {};
     gethostname(host, sizeof host - 1);
     h.hostname = host;
@@ -451,6 +493,7 @@ class TraceMode final : public Mode {
   bool writing_ = false;
   std::string dir_, job_id_;
   tnbc::shim::observe::TscClock clock_;
+  std::uint64_t sync_stamp_ = 0;  // left MPI_Init's barrier (TraceHeader::sync_stamp)
   tnbc::shim::observe::CallSiteTable sites_;
   std::unique_ptr<tnbc::shim::observe::PageGuard> guard_;
   std::mutex mutex_;  // records_

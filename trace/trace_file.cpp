@@ -143,6 +143,7 @@ std::string encode_trace(const Trace& t) {
   w.put(h.page_size);
   w.put(h.ticks_per_us);
   w.put(static_cast<std::uint8_t>(h.tsc));
+  w.put(h.sync_stamp);
   w.str(h.hostname);
   w.str(h.job_id);
 
@@ -222,6 +223,7 @@ ReadResult parse_trace(std::span<const std::byte> bytes, std::string_view name) 
   r.get(&h.page_size, "header");
   r.get(&h.ticks_per_us, "header");
   r.get(&tsc, "header");
+  r.get(&h.sync_stamp, "header");
   r.str(&h.hostname, "hostname");
   r.str(&h.job_id, "job id");
   if (r.failed()) return fail("");

@@ -28,7 +28,7 @@ using shim::observe::Outcome;
 
 inline constexpr char kTraceMagic[8] = {'T', 'N', 'B', 'C', 'T', 'R', 'C', '\0'};
 /// Version 2 added the checksum (util::fnv1a64 of every byte after the 28-byte prefix).
-inline constexpr std::uint32_t kTraceVersion = 2;
+inline constexpr std::uint32_t kTraceVersion = 3;
 /// Most ranks a job (and so a communicator) may have in a trace: a sane bound, equal to the
 /// plan format's largest communicator, so that a corrupt size cannot make tools loop for ever.
 inline constexpr std::int32_t kMaxRanks = 1 << 24;
@@ -58,6 +58,9 @@ struct TraceHeader {
   bool tsc = false;           ///< stamps are TSC ticks (else CLOCK_MONOTONIC ns)
   std::string hostname;
   std::string job_id;
+  /// This rank's stamp at a moment every rank names (rank 0's stamp before it pings the others in
+  /// MPI_Init): stamps of different ranks compare after subtracting it (trace-format.md).
+  std::uint64_t sync_stamp = 0;
 };
 
 struct TraceSub {

@@ -131,11 +131,18 @@ def main():
             mine = [e for e in events if e["pid"] == rank]
             names = [e for e in mine if e["ph"] == "M" and e["name"] == "process_name"]
             expect(len(names) == 1 and names[0]["args"]["name"].startswith(f"rank {rank}"), str(names))
-            calls = [e for e in mine if e["ph"] == "X"]
+            calls = [e for e in mine if e["ph"] == "X" and e["cat"] == "collective"]
             expect(len(calls) == 4 * CALLS, f"rank {rank}: {len(calls)} collectives")
             expect([c["name"] for c in calls] == ["alltoall", "alltoall", "bcast", "alltoall"] * CALLS,
                    str(calls))
             expect(all(c["ts"] >= 0 and c["dur"] >= 0 for c in calls), "negative times")
+            # The program's work between its calls: one span per gap, from a return to the next call.
+            work = [e for e in mine if e["ph"] == "X" and e["cat"] == "program"]
+            expect(len(work) <= len(calls) - 1 and all(w["dur"] > 0 for w in work), f"rank {rank}: {work}")
+            for w in work:
+                before, after = calls[w["args"]["after_call"]], calls[w["args"]["after_call"] + 1]
+                expect(abs(w["ts"] - (before["ts"] + before["dur"])) < 1e-2 and abs(w["ts"] + w["dur"] - after["ts"]) < 1e-2,
+                       f"rank {rank}: {w} not between {before} and {after}")
             touches = [e for e in mine if e["ph"] == "i"]
             want_touches = CALLS * (3 * P + (0 if rank == 0 else 16))
             expect(len(touches) == want_touches, f"rank {rank}: {len(touches)} touches, want {want_touches}")
@@ -143,7 +150,20 @@ def main():
             for t in touches:
                 c = calls[t["args"]["call"]]
                 expect(t["ts"] >= c["ts"] + c["dur"] - 1e-3, f"rank {rank}: touch {t} before return of {c}")
-    s.check("export --chrome: one process per rank, collectives and first touches", export)
+        # One clock for all ranks (each rank's sync stamp at MPI_Init): no rank's Alltoall returns
+        # before every rank has started it (up to the barrier's skew on 4 ranks over 2 cores).
+        per_rank = {r: [e for e in events if e["pid"] == r and e["ph"] == "X" and e["cat"] == "collective"]
+                    for r in range(P)}
+        for i, c in enumerate(per_rank[0]):
+            if c["name"] != "alltoall":
+                continue
+            latest_start = max(per_rank[r][i]["ts"] for r in range(P))
+            for r in range(P):
+                end = per_rank[r][i]["ts"] + per_rank[r][i]["dur"]
+                expect(end >= latest_start - 5000, f"call {i}: rank {r} returned at {end} us, before a rank "
+                       f"started it at {latest_start} us: the ranks are not on one clock")
+    s.check("export --chrome: one clock, a process per rank, collectives, the work between them, first touches",
+            export)
 
     def plot():
         out = os.path.join(tmp, "plot.svg")

@@ -21,7 +21,7 @@ namespace {
 
 Trace sample() {
   Trace t;
-  t.header = {3, 8, 1, 4096, 2400.5, true, "node-a", "job-42"};
+  t.header = {3, 8, 1, 4096, 2400.5, true, "node-a", "job-42", 0x123456789};
   CallSite cs;
   cs.frames = {{"/app/bin/ft", 0x1234, "main"}, {"/lib/libc.so.6", 0x29d90, ""}};
   cs.id = CallSiteTable::hash_frames(cs.frames);
@@ -91,6 +91,7 @@ TEST_CASE("trace file: what is written is read back", "[trace_file]") {
   CHECK(u.header.page_size == 4096);
   CHECK(u.header.ticks_per_us == 2400.5);
   CHECK(u.header.tsc);
+  CHECK(u.header.sync_stamp == t.header.sync_stamp);
   CHECK(u.header.hostname == "node-a");
   CHECK(u.header.job_id == "job-42");
   REQUIRE(u.callsites.size() == 2);
@@ -142,10 +143,10 @@ TEST_CASE("trace file: the reader names the file and the problem", "[trace_file]
     std::string b = good;
     poke<std::uint32_t>(b, 8, 99);
     CHECK(parse(b).error ==
-          "x.tnbct: unsupported trace format version 99 (this build reads version 2)");
-    poke<std::uint32_t>(b, 8, 1);
-    CHECK(parse(b).error == "x.tnbct: trace format version 1 was written by an older tnbc (this "
-                            "build reads version 2): trace the program again");
+          "x.tnbct: unsupported trace format version 99 (this build reads version 3)");
+    poke<std::uint32_t>(b, 8, 2);
+    CHECK(parse(b).error == "x.tnbct: trace format version 2 was written by an older tnbc (this "
+                            "build reads version 3): trace the program again");
   }
   SECTION("a changed byte") {
     std::string b = good;
@@ -177,8 +178,8 @@ TEST_CASE("trace file: the reader names the file and the problem", "[trace_file]
   }
   SECTION("a count that cannot fit") {
     std::string b = good;
-    // The call-site count follows the fixed header and the two strings.
-    std::size_t at = 28 + 4 + 4 + 4 + 4 + 8 + 1 + 4 + 6 + 4 + 6;
+    // The call-site count follows the fixed header (sync stamp included) and the two strings.
+    std::size_t at = 28 + 4 + 4 + 4 + 4 + 8 + 1 + 8 + 4 + 6 + 4 + 6;
     poke<std::uint32_t>(b, at, 0xfffffff0u);
     auto r = parse(sealed(b));
     CHECK_FALSE(r.trace);
