@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 
@@ -118,6 +119,26 @@ def messages(stderr):
 def read_json(path):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
+
+
+# Trace files (docs/trace-format.md): the u64 file_size and checksum fields, and the prefix the
+# checksum leaves out.
+TRACE_SIZE_FIELD, TRACE_CHECKSUM_FIELD, TRACE_PREFIX = 12, 20, 28
+
+
+def fnv1a64(data):
+    """FNV-1a 64 (util/checksum.hpp), the trace files' checksum."""
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def reseal_trace(b):
+    """A trace file's bytes (bytearray) changed on purpose: its size and checksum made right."""
+    if len(b) >= TRACE_PREFIX:
+        b[TRACE_SIZE_FIELD:TRACE_SIZE_FIELD + 8] = struct.pack("<Q", len(b))
+        b[TRACE_CHECKSUM_FIELD:TRACE_CHECKSUM_FIELD + 8] = struct.pack("<Q", fnv1a64(b[TRACE_PREFIX:]))
 
 
 class Suite:

@@ -111,7 +111,8 @@ constexpr std::string_view kExportUsage =
     "\n"
     "Write the traces as Chrome trace-event JSON (open in https://ui.perfetto.dev or\n"
     "chrome://tracing): one process per rank, each collective from its start to its return,\n"
-    "each first touch as an instant event; microseconds from the rank's earliest stamp.\n"
+    "the program's work between calls, each first touch as an instant event; microseconds\n"
+    "on one clock for all ranks (each rank's stamp at a moment all ranks name in MPI_Init).\n"
     "\n"
     "  --chrome    the output format (the only one so far; required)\n"
     "  -o FILE     where to write ('-' for standard output)\n"
@@ -388,19 +389,22 @@ std::string chrome_json(const TraceSet& set) {
     first = false;
     o += event;
   };
-  // One clock for all ranks: each rank's stamps count from its sync stamp (it left MPI_Init's
-  // barrier then, as every rank did), shifted so that no event of any rank is before 0.
+  // One clock for all ranks: each rank's stamps count from its sync stamp (the moment every
+  // rank names, measured in MPI_Init: trace-format.md), shifted so that no event of any rank is
+  // before 0.  A trace without one (0: written by hand) keeps its own origin, its earliest stamp.
   auto earliest = [](const tr::Trace& t) {
     std::uint64_t base = std::numeric_limits<std::uint64_t>::max();
     for (const auto& c : t.calls) base = std::min(base, c.start_stamp);
     for (const auto& x : t.touches) base = std::min(base, x.stamp);
-    return std::min(base, t.header.sync_stamp);
+    return base;
   };
-  // A trace without one (0: written by hand) keeps its own origin, its earliest stamp.
   auto sync_of = [&](const tr::Trace& t) { return t.header.sync_stamp != 0 ? t.header.sync_stamp : earliest(t); };
   double shift = 0.0;  // µs
-  for (const auto& t : set.ranks)
-    if (t) shift = std::max(shift, static_cast<double>(sync_of(*t) - earliest(*t)) / t->header.ticks_per_us);
+  for (const auto& t : set.ranks) {
+    if (!t) continue;
+    const std::uint64_t sync = sync_of(*t);
+    shift = std::max(shift, static_cast<double>(sync - std::min(earliest(*t), sync)) / t->header.ticks_per_us);
+  }
   for (int r = 0; r < set.size; ++r) {
     const auto& t = set.ranks[static_cast<std::size_t>(r)];
     if (!t) continue;

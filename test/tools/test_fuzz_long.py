@@ -16,12 +16,11 @@
 import os
 import random
 import shutil
-import struct
 import subprocess
 import tempfile
 import time
 
-from tnbc_testlib import BUILD, Failure, Suite, expect, mpirun
+from tnbc_testlib import BUILD, Failure, Suite, expect, mpirun, reseal_trace
 
 PROG = os.path.join(BUILD, "test", "mpi", "order_sites")
 DRIVERS = [os.path.join(BUILD, "test", "trace", "trace_fuzz_driver"),
@@ -29,24 +28,8 @@ DRIVERS = [os.path.join(BUILD, "test", "trace", "trace_fuzz_driver"),
 TOOL = os.path.join(BUILD, "tools", "tnbc-order")
 RANKS = 4
 LIMIT = 2.0  # seconds per tnbc-order run
-# Offsets of the u64 file_size and checksum fields and the prefix the checksum leaves out
-# (docs/trace-format.md).
-SIZE_FIELD, CHECKSUM_FIELD, PREFIX = 12, 20, 28
 BOUNDARY = [0, 1, 2, 3, 4, 255, 256, 4096, 0x7fffffff, 0x80000000, 0xffffffff, 2**64 - 1, 2**63, 4097]
 COMMANDS = [["show"], ["show", "--json"], ["show", "--partial"], ["plan", "-o", "-"]]
-
-
-def fnv1a64(data):
-    h = 0xcbf29ce484222325
-    for b in data:
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
-def fix_size(b):
-    if len(b) >= PREFIX:
-        b[SIZE_FIELD:SIZE_FIELD + 8] = struct.pack("<Q", len(b))
-        b[CHECKSUM_FIELD:CHECKSUM_FIELD + 8] = struct.pack("<Q", fnv1a64(b[PREFIX:]))
 
 
 def mutate(data, rng):
@@ -76,7 +59,7 @@ def mutate(data, rng):
             to = rng.randrange(len(b) + 1)
             b[to:to] = piece
     if rng.randrange(2):
-        fix_size(b)
+        reseal_trace(b)
     return bytes(b)
 
 

@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
 
-from tnbc_testlib import BUILD, Suite, expect, mpirun
+from tnbc_testlib import BUILD, TRACE_PREFIX, Suite, expect, mpirun, reseal_trace
 
 PROG = os.path.join(BUILD, "test", "mpi", "order_sites")
 TOOL = os.path.join(BUILD, "tools", "tnbc-order")
@@ -19,6 +19,9 @@ PLAN_DUMP = os.path.join(BUILD, "test", "tools", "plan_dump")
 P = 4
 CALLS = 3
 SVG = "{http://www.w3.org/2000/svg}"
+# The header's u64 sync_stamp: after rank, size, node_id, page_size, ticks_per_us and tsc
+# (docs/trace-format.md).
+SYNC_FIELD = TRACE_PREFIX + 4 + 4 + 4 + 4 + 8 + 1
 
 
 def tool(*args):
@@ -164,6 +167,30 @@ def main():
                        f"started it at {latest_start} us: the ranks are not on one clock")
     s.check("export --chrome: one clock, a process per rank, collectives, the work between them, first touches",
             export)
+
+    def export_without_sync():
+        # Traces whose sync stamp is 0 (written by hand, not by libtnbc_trace.so): each rank keeps
+        # its own origin, its earliest stamp, instead of counting from the clock's zero.
+        d = os.path.join(tmp, "nosync")
+        shutil.copytree(run1, d)
+        for r in range(P):
+            f = os.path.join(d, f"{r}.tnbct")
+            with open(f, "rb") as h:
+                b = bytearray(h.read())
+            b[SYNC_FIELD:SYNC_FIELD + 8] = bytes(8)
+            reseal_trace(b)
+            with open(f, "wb") as h:
+                h.write(b)
+        out = os.path.join(tmp, "nosync.json")
+        r = tool("export", "--chrome", d, "-o", out)
+        expect(r.returncode == 0, r.stderr)
+        with open(out, encoding="utf-8") as f:
+            events = [e for e in json.load(f)["traceEvents"] if e["ph"] != "M"]
+        for rank in range(P):
+            times = [e["ts"] for e in events if e["pid"] == rank]
+            expect(times and min(times) == 0 and max(times) < 60e6,
+                   f"rank {rank}: events from {min(times)} to {max(times)} us, not from its own earliest stamp")
+    s.check("export --chrome of traces without a sync stamp: each rank from its earliest stamp", export_without_sync)
 
     def plot():
         out = os.path.join(tmp, "plot.svg")
