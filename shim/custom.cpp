@@ -21,7 +21,7 @@
 // MPICH's mpi_f08 bindings call PMPI_Init, PMPI_Init_thread, PMPI_Finalize and PMPI_Query_thread
 // themselves (the C MPI_ symbols only for calls with buffers), so under MPICH the libraries
 // define those four as well: a `use mpi_f08` program is then set up, and its collectives caught,
-// as a C program's.  This library's own calls go to MPI's definitions (mpi::).  Open MPI's
+// as a C program's.  This library's own calls go to MPI's definitions (mpi_own::).  Open MPI's
 // Fortran bindings call PMPI_ for everything: there the libraries stay out of Fortran programs.
 #if !defined(OMPI_MAJOR_VERSION)
 #define TNBC_INTERPOSE_PMPI_INIT 1

@@ -186,10 +186,10 @@ class TraceMode final : public Mode {
         std::uint64_t best_rtt = UINT64_MAX, best_mid = s0;
         int best = 0;
         for (int k = 0; k < kRounds; ++k) {
-          std::uint64_t theirs = 0;
+          int echo = 0;
           const std::uint64_t t1 = clock_.stamp();
           PMPI_Send(&k, 1, MPI_INT, r, kTag, MPI_COMM_WORLD);
-          PMPI_Recv(&theirs, 1, MPI_UINT64_T, r, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          PMPI_Recv(&echo, 1, MPI_INT, r, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
           const std::uint64_t t2 = clock_.stamp();
           if (t2 - t1 < best_rtt) best_rtt = t2 - t1, best_mid = t1 + (t2 - t1) / 2, best = k;
         }
@@ -202,10 +202,10 @@ class TraceMode final : public Mode {
     }
     std::uint64_t mine[kRounds] = {};
     for (int k = 0; k < kRounds; ++k) {
-      int round = 0;
+      int round = 0;  // the round's stamp stays here; rank 0 only needs the echo
       PMPI_Recv(&round, 1, MPI_INT, 0, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       mine[k] = clock_.stamp();
-      PMPI_Send(&mine[k], 1, MPI_UINT64_T, 0, kTag, MPI_COMM_WORLD);
+      PMPI_Send(&round, 1, MPI_INT, 0, kTag, MPI_COMM_WORLD);
     }
     std::uint64_t answer[2] = {};
     PMPI_Recv(answer, 2, MPI_UINT64_T, 0, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
