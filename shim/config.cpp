@@ -63,6 +63,14 @@ std::optional<std::string> apply_adapt(Config& cfg, std::string_view v) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_blocking(Config& cfg, std::string_view v) {
+  if (v == "auto") cfg.blocking = Blocking::automatic;
+  else if (v == "mpi") cfg.blocking = Blocking::mpi;
+  else if (v == "engine") cfg.blocking = Blocking::engine;
+  else return std::string("expected auto, mpi or engine");
+  return std::nullopt;
+}
+
 constexpr char kAnInteger[] = "an integer";
 constexpr char kALocalRank[] = "a local rank";
 
@@ -121,6 +129,10 @@ std::string show(const Config& cfg) {
 
 std::string show_log(const Config& cfg) { return std::string(to_string(cfg.log)); }
 
+std::string show_blocking(const Config& cfg) {
+  return cfg.blocking == Blocking::engine ? "engine" : cfg.blocking == Blocking::mpi ? "mpi" : "auto";
+}
+
 std::string show_adapt(const Config& cfg) {
   return cfg.adapt == Adapt::measure ? "measure" : cfg.adapt == Adapt::on ? "on" : "off";
 }
@@ -140,6 +152,7 @@ template <auto F>
 constexpr Field kAutoSize{apply_auto_size<F>, show<F>};
 constexpr Field kLog{apply_log, show_log};
 constexpr Field kAdapt{apply_adapt, show_adapt};
+constexpr Field kBlocking{apply_blocking, show_blocking};
 constexpr Field kBarrierAlgo{apply_barrier_algo, show<&Config::barrier_algo>};
 
 std::optional<std::string> apply_publish(Config& cfg, std::string_view v) {
@@ -235,6 +248,16 @@ constexpr std::array kSettings = {
             "turns lets the first run keep them uncompared (docs/replay.md, \"Deciding per "
             "call\").  0..99; 0: no decision counts twice (for experiments and comparisons).",
             kInt<&Config::adapt_wide, 0, 99>},
+    Setting{"TNBC_BLOCKING", "enum", "auto", Agree::value,
+            "libtnbc.so: with TNBC_ADAPT on or measure, what runs the blocking calls of a "
+            "(communicator, operation, size class) that spans nodes.  engine: the library's own "
+            "exchange, completed before the call returns (received in place: no guard, no "
+            "mirror; the caller sleeps while the progress thread moves the data, where MPI's "
+            "blocking call polls, which leaves CPU to the other ranks of a full node); mpi: "
+            "MPI's blocking call, with MPI's algorithm chosen per key (TNBC_ALGORITHMS); auto: "
+            "the engine's exchange is one more candidate of that choice, judged by time and the "
+            "CPU it takes from the node (docs/algorithms.md; needs TNBC_ALGORITHMS=1).",
+            kBlocking},
     Setting{"TNBC_ALGORITHMS", "bool", "1", Agree::value,
             "libtnbc.so: blocking calls run the fastest of MPI's own algorithms for each "
             "(communicator, operation, size class), measured while the program runs: MPICH's "

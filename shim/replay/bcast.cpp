@@ -79,7 +79,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
     if (ls != nullptr) ls->bcast_segments = shape.segments, ls->bcast_chains = shape.chains, ls->total_bytes = bytes;
     return shape;
   };
-  if (d.path == decide::Path::blocking) {
+  if (d.path == decide::Path::blocking && !d.engine) {
     const std::uint64_t t0 = util::now_ns();
     const int rc = plain(st, d, comm, blocking);
     if (rc == MPI_SUCCESS && d.observe && ls != nullptr) shape_of_call();
@@ -110,22 +110,31 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   engine::Engine::instance().complete_overlapping(lo, len);
   bool early = false;
   int rc = MPI_SUCCESS;  // the packing's or unpacking's error, after the exchange
-  const char* in_place = rank != root ? receive_in_place(lo, len) : nullptr;
+  // A blocking call the engine runs (TNBC_BLOCKING=engine) receives in place, under the
+  // decision's reason.
+  const char* in_place = d.engine ? d.why : rank != root ? receive_in_place(lo, len) : nullptr;
   const char* why_direct = !ti.contiguous ? "datatype" : in_place ? in_place : "no_full_page";
-  d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
-  if (ti.contiguous) {
-    const engine::Engine::Result r =
-        engine::Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, in_place == nullptr, d.costs);
-    early = r.early;
-    if (r.why != nullptr) why_direct = r.why;
-  } else {
-    std::vector<char> stage(bytes);
-    int pos = 0;
-    if (rank == root) rc = PMPI_Pack(buffer, count, datatype, stage.data(), static_cast<int>(bytes), &pos, comm);
-    engine::Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false, d.costs);
-    if (rank != root) rc = PMPI_Unpack(stage.data(), static_cast<int>(bytes), &pos, buffer, count, datatype, comm);
-  }
-  decide::done(d, comm);
+  if (!d.engine) d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
+  engine::Costs* costs = d.engine ? nullptr : d.costs;
+  // The exchange, early or not; a blocking call the engine runs is measured around it.
+  auto run = [&] {
+    if (ti.contiguous) {
+      const engine::Engine::Result r =
+          engine::Engine::instance().bcast(buffer, bytes, root, comm, segments, chains, order, in_place == nullptr, costs);
+      early = r.early;
+      if (r.why != nullptr) why_direct = r.why;
+    } else {
+      std::vector<char> stage(bytes);
+      int pos = 0;
+      if (rank == root) rc = PMPI_Pack(buffer, count, datatype, stage.data(), static_cast<int>(bytes), &pos, comm);
+      engine::Engine::instance().bcast(stage.data(), bytes, root, comm, segments, chains, order, false, costs);
+      if (rank != root) rc = PMPI_Unpack(stage.data(), static_cast<int>(bytes), &pos, buffer, count, datatype, comm);
+    }
+    decide::done(d, comm);
+    return rc;
+  };
+  if (d.engine) engine_blocking(d, comm, run);
+  else run();
   if (early) st.count_early_return();
   else st.count_fallback(why_direct);
   return rc;

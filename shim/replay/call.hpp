@@ -99,15 +99,34 @@ template <typename F>
 int plain(OpStats& st, const decide::Decision& d, MPI_Comm comm, F&& call) {
   const int rc = plain(st, d.why, [&] {
     const decide::BlockingRun run = decide::before_blocking(d, comm);
-    const std::uint64_t t0 = util::now_ns();
+    const std::uint64_t t0 = util::now_ns(), c0 = util::thread_cpu_ns();
     const int r = call();
     const std::uint64_t ns = util::now_ns() - t0;
-    decide::after_blocking(d, run, ns, comm);
+    decide::after_blocking(d, run, ns, util::thread_cpu_ns() - c0, comm);
     d.costs->blocking_ns.fetch_add(ns, std::memory_order_relaxed);
     return r;
   });
   d.costs->blocking_calls.fetch_add(1, std::memory_order_relaxed);
   decide::done(d, comm);
+  return rc;
+}
+
+/// A blocking call that the engine's exchange runs (decide.hpp, Decision::engine): `exchange`
+/// completes it before returning (and counts the call on the decision's key, done()).  It is
+/// measured as a blocking call of the key, by its time and the CPU of the calling and the
+/// progress thread (decide/algorithm.hpp's trial; another op in flight shares the progress
+/// thread's).
+template <typename F>
+int engine_blocking(const decide::Decision& d, MPI_Comm comm, F&& exchange) {
+  const decide::BlockingRun run = decide::before_blocking(d, comm);
+  engine::Engine& e = engine::Engine::instance();
+  const std::uint64_t t0 = util::now_ns(), c0 = util::thread_cpu_ns(), p0 = e.progress_cpu_ns();
+  const int rc = exchange();
+  const std::uint64_t ns = util::now_ns() - t0;
+  decide::after_blocking(d, run, ns, util::thread_cpu_ns() - c0 + (e.progress_cpu_ns() - p0), comm);
+  d.costs->blocking_calls.fetch_add(1, std::memory_order_relaxed);
+  d.costs->blocking_ns.fetch_add(ns, std::memory_order_relaxed);
+  d.costs->engine_blocking_calls.fetch_add(1, std::memory_order_relaxed);
   return rc;
 }
 

@@ -83,7 +83,9 @@ int exchange(OpStats& st, const decide::Decision& d, const void* sendbuf, const 
     rlo = std::min(rlo, reinterpret_cast<std::uintptr_t>(p));
     rhi = std::max(rhi, reinterpret_cast<std::uintptr_t>(p) + len);
   }
-  const char* why_direct = !allow_early ? "small" : nullptr;
+  // A blocking call the engine runs (TNBC_BLOCKING=engine) counts under the decision's reason.
+  if (d.engine) allow_early = false;
+  const char* why_direct = d.engine ? d.why : !allow_early ? "small" : nullptr;
   if (allow_early && rhi > rlo) {
     why_direct = receive_in_place(reinterpret_cast<void*>(rlo), rhi - rlo);
     allow_early = why_direct == nullptr;
@@ -130,9 +132,9 @@ int exchange(OpStats& st, const decide::Decision& d, const void* sendbuf, const 
                               recvtype, comm);
       });
 
-  d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
-  const engine::Engine::Result r = engine::Engine::instance().alltoallv(sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node,
-                                                       allow_early, d.costs);
+  if (!d.engine) d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
+  const engine::Engine::Result r = engine::Engine::instance().alltoallv(
+      sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node, allow_early, d.engine ? nullptr : d.costs);
   const bool early = r.early;
   if (r.why != nullptr) why_direct = r.why;
   decide::done(d, comm);
@@ -297,7 +299,11 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   for (int i = 0; i < size; ++i) sdispls[i] = i * sendcount, rdispls[i] = i * recvcount;
   if (d.path == decide::Path::blocking) {
     const std::uint64_t t0 = util::now_ns();
-    const int rc = plain(st, d, comm, blocking);
+    const int rc = d.engine ? engine_blocking(d, comm, [&] {
+      return exchange(st, d, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
+                      rdispls.data(), recvtype, comm, false, {}, false);
+    })
+                            : plain(st, d, comm, blocking);
     if (rc == MPI_SUCCESS)
       observe_blocks(d, ls, recvbuf, rcounts.data(), rdispls.data(), size, recvtype, util::now_ns() - t0);
     return rc;
@@ -339,7 +345,11 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
     decide::count_received(d, rank, i, static_cast<std::uint64_t>(recvcounts[i]) * static_cast<std::uint64_t>(tsize));
   if (d.path == decide::Path::blocking) {
     const std::uint64_t t0 = util::now_ns();
-    const int rc = plain(st, d, comm, blocking);
+    const int rc = d.engine ? engine_blocking(d, comm, [&] {
+      return exchange(st, d, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                      false, {}, false);
+    })
+                            : plain(st, d, comm, blocking);
     if (rc == MPI_SUCCESS) observe_blocks(d, ls, recvbuf, recvcounts, rdispls, size, recvtype, util::now_ns() - t0);
     return rc;
   }

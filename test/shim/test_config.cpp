@@ -286,7 +286,7 @@ TEST_CASE("every setting that must agree has a digest that tells values apart", 
     // The default and another valid value of the setting differ in their digests.
     Config defaults, changed;
     const std::string current = s.field.show(defaults);
-    for (const char* v : {"1", "2", "0", "mcs", "off"}) {
+    for (const char* v : {"1", "2", "0", "mcs", "off", "mpi"}) {
       Config c;
       if (!s.field.apply(c, v) && s.field.show(c) != current) {
         changed = c;

@@ -17,11 +17,11 @@ def run(*args):
     return subprocess.run([TOOL, *args], capture_output=True, text=True, timeout=30)
 
 
-def costs(early_calls, blocking_calls, init_us, blocking_us, intra=0, inter=0):
+def costs(early_calls, blocking_calls, init_us, blocking_us, intra=0, inter=0, **more):
     return {"early_calls": early_calls, "blocking_calls": blocking_calls, "init_us": init_us,
             "wait_us": 2000.0, "progress_cpu_us": 4000.0, "blocking_us": blocking_us,
             "setup_us": init_us / 2, "send_copy_us": init_us / 4, "inside_wait_us": init_us / 4, "publish_us": 30.0,
-            "intra_node_bytes": intra, "inter_node_bytes": inter}
+            "intra_node_bytes": intra, "inter_node_bytes": inter, **more}
 
 
 def key(sites, path="early", decisions=3, comm=0, op="alltoall", with_sites=True):
@@ -66,9 +66,10 @@ def main():
     k0 = key({a: costs(4, 6, 2000.0, 6000.0, 10 * mib, 30 * mib), b: costs(0, 5, 0.0, 500.0)})
     k0["learning"] = learned
     k0["algorithm"] = {"chosen": "scattered", "rounds": 1, "switches": 1, "mean_us": {"auto": 9.0, "scattered": 5.0}}
-    write(prefix, 0, [k0, key({"": costs(1, 9, 100.0, 900.0)}, path="blocking", op="bcast")])
-    write(prefix, 1, [key({a: costs(2, 8, 4000.0, 8000.0, 10 * mib, 30 * mib)}),
-                      key({"": costs(1, 9, 100.0, 900.0)}, path="blocking", op="bcast")])
+    # The Bcast's blocking calls ran on the engine (TNBC_BLOCKING).
+    bcast = {"": costs(1, 9, 100.0, 900.0, engine_blocking_calls=9)}
+    write(prefix, 0, [k0, key(bcast, path="blocking", op="bcast")])
+    write(prefix, 1, [key({a: costs(2, 8, 4000.0, 8000.0, 10 * mib, 30 * mib)}), key(bcast, path="blocking", op="bcast")])
 
     def as_json():
         r = run("--json", prefix)
@@ -88,7 +89,8 @@ def main():
         expect(a2a["learned_order"] == [1, 0] and a2a["learned_at_call"] == 6 and a2a["learned_changes"] == 1
                and a2a["learned_agreement"] == 0.75, a2a)
         expect(other["learned_order"] is None, f"site b learned nothing: {other}")
-        expect(next(k for k in d["rows"] if k["op"] == "bcast")["path"] == "blocking", d)
+        bc = next(k for k in d["rows"] if k["op"] == "bcast")
+        expect(bc["path"] == "blocking" and bc["algorithm"] == "engine", bc)
     s.check("--json: a row per call site, means over ranks, costs and bytes per call", as_json)
 
     def section(out, title):
@@ -115,13 +117,14 @@ def main():
         expect(a_row[-3:] == ["early", "3", "7"], f"site a: path and calls per rank: {a_row}")
         times = {c[0]: c[1:] for c in section(r.stdout, "ms: ")}
         expect(times[a_row[0]][:3] == ["10.00", "12.00", "0.50"], f"site a: intervals and setup: {times}")
-        # The last table: MPI's algorithm of the key's blocking calls (auto where the file has none).
+        # The last table: what ran the key's blocking calls (MPI's algorithm, auto where the file
+        # has none; engine).
         rest = {c[0]: c[1:] for c in section(r.stdout, "blocking calls")}
         expect(rest[a_row[0]][1:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75", "scattered"], f"site a: {rest}")
         b_row = next(c for c in calls if "prog+0x20" in c)
         expect(rest[b_row[0]][-2:] == ["-", "scattered"], f"site b: {rest}")
         bcast = next(c for c in calls if "bcast" in c)
-        expect(bcast[-4] == "-" and rest[bcast[0]][-1] == "auto", f"the Bcast: {bcast} {rest}")
+        expect(bcast[-4] == "-" and rest[bcast[0]][-1] == "engine", f"the Bcast: {bcast} {rest}")
         expect("columns:" in run("--help").stdout, "--help has no legend")
     s.check("table: three tables within 100 columns, a row per call site, innermost frame named", as_table)
 
@@ -133,7 +136,7 @@ def main():
         expect(any("prog+0x10 " in l and "early" in l and
                    l.split()[-7:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75", "scattered"] for l in rows), r.stdout)
         expect(any("prog+0x20 " in l and l.split()[-2:] == ["-", "scattered"] for l in rows), r.stdout)
-        expect(any("bcast" in l and l.split()[-1] == "auto" for l in rows), r.stdout)
+        expect(any("bcast" in l and l.split()[-1] == "engine" for l in rows), r.stdout)
     s.check("--wide: one row per call site with every column", as_wide_table)
 
     def sim():

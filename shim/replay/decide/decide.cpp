@@ -42,6 +42,7 @@ Policy g_policy;
 bool g_adapt = true;      // TNBC_ADAPT is not off
 bool g_algorithms = false;  // MPI's algorithms are chosen per key (TNBC_ALGORITHMS, not TNBC_ADAPT=off)
 bool g_one_node = true;   // ... and a communicator on one node runs blocking without measuring
+config::Blocking g_blocking = config::Blocking::automatic;  // TNBC_BLOCKING
 TrialPolicy g_trial;      // the trial of MPI's algorithms (TNBC_ALGORITHMS_AFTER)
 int (*g_trial_barrier)(MPI_Comm) = PMPI_Barrier;
 
@@ -97,6 +98,7 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgree
   g_policy.room_calls = observes ? static_cast<std::uint32_t>(cfg.adapt_warmup_room) : 0;
   g_policy.wide_gain = cfg.adapt_wide > 0 ? cfg.adapt_wide / 100.0 : 1.0;  // 1: no saving is that wide
   g_one_node = cfg.adapt == config::Adapt::on;
+  g_blocking = cfg.blocking;
   g_trial.skip = static_cast<std::uint32_t>(cfg.algorithms_after);
   g_plan_loaded = plan_loaded;
   g_algorithms = cfg.algorithms && g_adapt;
@@ -190,6 +192,13 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     const std::uint64_t per_block =
         op == priority::Op::alltoall && key->comm_size > 0 ? bytes / static_cast<std::uint64_t>(key->comm_size) : bytes;
     key->algorithms = algorithm_candidates(op, per_block);
+    // The engine's exchange, run blocking, is one more candidate where it can leave the CPU
+    // that MPI's polling takes (docs/algorithms.md): on communicators that span nodes.
+    if (g_blocking == config::Blocking::automatic && g_algorithms && g_adapt && !key->one_node)
+      key->algorithms.emplace_back(kEngineCandidate);
+    // TNBC_BLOCKING=engine: the engine runs every blocking call of a measured key, nothing to try.
+    if (g_blocking == config::Blocking::engine && g_adapt && !one_node_rule(key->one_node))
+      key->algorithms = {kEngineCandidate};
     key->trial = AlgorithmTrial(key->algorithms.size(), g_trial);
   }
   // Alltoallv's ranks find their entries by their own receive sizes, so they may differ: the
@@ -300,7 +309,11 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     key->last_turns = key->state.turns_sample();
   }
   if (d.path == Path::blocking) {
-    d.why = key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
+    // A probe of the blocking path measures the path with the algorithm chosen: no trial round
+    // begins there.
+    if (!key->state.warming_up() && key->state.probing()) key->trial.hold();
+    d.engine = key->algorithms[key->trial.next()] == kEngineCandidate;
+    d.why = d.engine ? "engine" : key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
     // Where the room point found no room, nothing observed before the early probe would be
     // used: observing costs a fault per page (NPB FT A: 0.2 s per observed call of 32 MiB).
     const bool waits = key->state.no_room() && key->state.decisions() <= 1;
@@ -332,8 +345,6 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
     log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm first (MPI's "
                     "default lost to it in every measurement here), the others are tried after {} blocking calls",
                     what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[0], g_trial.skip);
-  // A probe of the blocking path measures the path with the algorithm chosen: no round there.
-  if (!one_node_rule(key->one_node) && !key->state.warming_up() && key->state.probing()) trial.hold();
   BlockingRun run;
   run.candidate = trial.next();
   key->last_trial = trial.trying() && run.candidate != trial.chosen();
@@ -344,12 +355,65 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
   return run;
 }
 
-void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t ns, MPI_Comm comm) {
+namespace {
+
+/// The engine's exchange becomes a key's first choice for its blocking calls (before any trial
+/// round) where the CPU weight its ranks measured in their first kEngineAskAt blocking calls is
+/// at least kEngineFirstWeight on average.  The break-even, measured on 2 emulated nodes
+/// (docs/algorithms.md): MPI's polling takes about half a call's time in CPU on a full node, the
+/// engine's exchange about a sixth and up to 5% more time; so it pays from a weight of about
+/// 0.05 / (0.5 - 0.17), 0.15.
+constexpr std::uint64_t kEngineAskAt = 6;
+constexpr double kEngineFirstWeight = 0.2;
+
+/// What a unit of the key's blocking calls' CPU costs the program on this rank (trial.hpp).
+double cpu_weight(const Key& key) {
+  return decide::cpu_weight(key.polled_calls, key.polled_wall_ns, key.polled_cpu_ns,
+                            key.intervals.blocking_intervals.load(std::memory_order_relaxed),
+                            key.intervals.blocking_interval_ns.load(std::memory_order_relaxed));
+}
+
+/// What a blocking call cost for the trial (after_blocking): its time, and its CPU by cpu_weight.
+std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::uint64_t cpu_ns) {
+  if (!engine) ++key.polled_calls, key.polled_wall_ns += wall_ns, key.polled_cpu_ns += std::min(cpu_ns, wall_ns);
+  return wall_ns + static_cast<std::uint64_t>(cpu_weight(key) * static_cast<double>(cpu_ns));
+}
+
+/// At the key's kEngineAskAt-th blocking call, before any trial round: the ranks agree (one
+/// MPI_Allreduce of 2 doubles, after the call) whether the engine's exchange is its first choice.
+void ask_engine_first(Key& key, MPI_Comm comm) {
+  key.engine_asked = true;
+  const auto at = std::find(key.algorithms.begin(), key.algorithms.end(), kEngineCandidate);
+  if (at == key.algorithms.end()) return;
+  double mine[2] = {cpu_weight(key), 1.0}, sum[2] = {0, 0};
+  PMPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, comm);
+  const double weight = sum[0] / std::max(sum[1], 1.0);
+  if (weight < kEngineFirstWeight) {
+    log::debug("{} on communicator {}: CPU weight {:.2f} (mean of {:.0f} ranks): MPI's algorithm stays the first choice",
+               key.op, key.comm_id, weight, sum[1]);
+    return;
+  }
+  const auto index = static_cast<std::size_t>(at - key.algorithms.begin());
+  key.trial.prefer(index);
+  key.told_algorithm = index;
+  log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run the engine's exchange from blocking "
+                  "call {}: MPI's polling takes CPU the node's other processes want (weight {:.2f}, mean of {:.0f} "
+                  "ranks; docs/algorithms.md); MPI's algorithms are tried against it after {} blocking calls",
+                  what(key, key.first_bytes), key.comm_id, key.comm_size, key.trial.calls(), weight, sum[1],
+                  g_trial.skip);
+}
+
+}  // namespace
+
+void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wall_ns, std::uint64_t cpu_ns,
+                    MPI_Comm comm) {
   Key* key = d.key;
   if (key == nullptr || !key->trial.active()) return;
   if (run.written) algorithm_restore(key->op_kind);
   AlgorithmTrial& trial = key->trial;
-  trial.record(ns);
+  trial.record(blocking_cost(*key, d.engine, wall_ns, cpu_ns));
+  if (!key->engine_asked && trial.calls() == kEngineAskAt && trial.rounds() == 0 && !trial.trying())
+    ask_engine_first(*key, comm);
   // The round's last call: the ranks agree now, after its data is complete, not right before the
   // next call (done() says why).
   if (!trial.choice_due()) return;
@@ -358,10 +422,15 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t ns,
   agree_algorithm(trial, comm);
   if (trial.chosen() != key->told_algorithm) {
     key->told_algorithm = trial.chosen();
-    log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm "
-                    "after {} blocking calls (this rank's best call {:.1f} ms, against {:.1f} ms with '{}')",
-                    what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[trial.chosen()],
-                    trial.calls(), mine[trial.chosen()] / 1e6, mine[before] / 1e6, key->algorithms[before]);
+    auto name = [&](std::size_t i) {
+      return key->algorithms[i] == kEngineCandidate ? std::string("the engine's exchange")
+                                                    : fmt::format("MPI's '{}' algorithm", key->algorithms[i]);
+    };
+    log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run {} after {} blocking calls "
+                    "(this rank's best call {:.1f} ms, against {:.1f} ms with {}; time and the CPU taken from "
+                    "the node)",
+                    what(*key, key->first_bytes), key->comm_id, key->comm_size, name(trial.chosen()), trial.calls(),
+                    mine[trial.chosen()] / 1e6, mine[before] / 1e6, name(before));
   }
 }
 
@@ -373,8 +442,9 @@ namespace {
 struct Totals {
   std::uint64_t early_calls = 0, init_ns = 0, setup_ns = 0, send_copy_ns = 0, inside_wait_ns = 0,
                 publish_ns = 0, wait_ns = 0, progress_cpu_ns = 0, blocking_calls = 0, blocking_ns = 0,
-                intra_node_bytes = 0, inter_node_bytes = 0;
+                intra_node_bytes = 0, inter_node_bytes = 0, engine_blocking_calls = 0;
   void add(const Costs& c) {
+    engine_blocking_calls += c.engine_blocking_calls.load();
     early_calls += c.early_calls.load(), init_ns += c.init_ns.load(), setup_ns += c.setup_ns.load();
     send_copy_ns += c.send_copy_ns.load(), inside_wait_ns += c.inside_wait_ns.load();
     publish_ns += c.publish_ns.load(), wait_ns += c.wait_ns.load(), progress_cpu_ns += c.progress_cpu_ns.load();
@@ -387,9 +457,10 @@ struct Totals {
     return fmt::format(
         R"("early_calls":{},"blocking_calls":{},"init_us":{:.3f},"setup_us":{:.3f},"send_copy_us":{:.3f},)"
         R"("inside_wait_us":{:.3f},"publish_us":{:.3f},"wait_us":{:.3f},"progress_cpu_us":{:.3f},)"
-        R"("blocking_us":{:.3f},"intra_node_bytes":{},"inter_node_bytes":{})",
+        R"("blocking_us":{:.3f},"intra_node_bytes":{},"inter_node_bytes":{},"engine_blocking_calls":{})",
         early_calls, blocking_calls, us(init_ns), us(setup_ns), us(send_copy_ns), us(inside_wait_ns),
-        us(publish_ns), us(wait_ns), us(progress_cpu_ns), us(blocking_ns), intra_node_bytes, inter_node_bytes);
+        us(publish_ns), us(wait_ns), us(progress_cpu_ns), us(blocking_ns), intra_node_bytes, inter_node_bytes,
+        engine_blocking_calls);
   }
 };
 
@@ -424,8 +495,9 @@ std::string algorithm_json(const Key& k) {
     mean += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithms[i], i < means.size() ? means[i] / 1e3 : 0.0);
     best += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithms[i], i < bests.size() ? bests[i] / 1e3 : 0.0);
   }
-  return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}}}})",
-                     k.algorithms.empty() ? "auto" : k.algorithms[t.chosen()], t.rounds(), t.switches(), mean, best);
+  return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}},"cpu_weight":{:.3f}}})",
+                     k.algorithms.empty() ? "auto" : k.algorithms[t.chosen()], t.rounds(), t.switches(), mean, best,
+                     cpu_weight(k));
 }
 
 }  // namespace

@@ -47,6 +47,10 @@ struct Key {
   /// and their trial.
   std::vector<std::string> algorithms;
   AlgorithmTrial trial;
+  /// The key's blocking calls that MPI ran: how many, their time and this rank's CPU inside
+  /// them (after_blocking: what a call's CPU costs the node).
+  std::uint64_t polled_calls = 0, polled_wall_ns = 0, polled_cpu_ns = 0;
+  bool engine_asked = false;  // the ranks agreed whether the engine's exchange is the first choice
   bool last_trial = false;  // the previous call tried a candidate other than the choice
   std::size_t told_algorithm = 0;  // the choice said at TNBC_LOG=info
   /// priority::size_class of the call's total bytes (0 for Alltoallv), as plans write it.
@@ -83,6 +87,9 @@ struct Decision {
   Costs* costs = nullptr;
   /// A blocking call designated for observation (learn.hpp): watch its receive buffer.
   bool observe = false;
+  /// A blocking call that the engine's exchange runs, completed before returning (received in
+  /// place), rather than MPI's blocking call (TNBC_BLOCKING).  The same on every rank.
+  bool engine = false;
   /// An early call that takes per-node turns in `turn_order` (learned for the key and decided
   /// by measurement, the same on every rank: decide/policy.hpp, KeyState::allow_turns).
   bool turns = false;
@@ -140,15 +147,22 @@ void done(const Decision& d, MPI_Comm comm);
 /// Before a blocking call of the decision's key: sets the algorithm this call runs
 /// (algorithm.hpp), after a barrier on `comm` where the call is a trial.  Returns what
 /// after_blocking takes.
+/// The candidate name of the engine's exchange run blocking among MPI's algorithms (Key::algorithms).
+inline constexpr const char* kEngineCandidate = "engine";
+
 struct BlockingRun {
   std::size_t candidate = 0;
   bool written = false;
 };
 BlockingRun before_blocking(const Decision& d, MPI_Comm comm);
-/// After it: MPI's default is set again, and the call's time `ns` counts for the trial; after
-/// a round's last call the ranks agree the choice (collective over `comm`, every rank at the
-/// same call).
-void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t ns, MPI_Comm comm);
+/// After it: MPI's default is set again, and the call counts for the trial by its time `wall_ns`
+/// and the CPU `cpu_ns` it took on this rank (the calling thread's, and for the engine's exchange
+/// the progress thread's too): wall_ns + cpu_ns x the share of the key's MPI blocking calls in
+/// which the rank's core ran something else (what the call's CPU took from the node's other
+/// processes; 0 on a core of its own, where only time counts).  After a round's last call the
+/// ranks agree the choice (collective over `comm`, every rank at the same call).
+void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wall_ns, std::uint64_t cpu_ns,
+                    MPI_Comm comm);
 
 /// How the statistics name a call site: its plan key, and its innermost frame's function and
 /// module path (for tnbc-stats, which resolves file and line from them).

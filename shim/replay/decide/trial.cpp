@@ -5,6 +5,15 @@
 
 namespace tnbc::shim::replay::decide {
 
+double cpu_weight(std::uint64_t calls, std::uint64_t wall_ns, std::uint64_t cpu_ns, std::uint64_t intervals,
+                  std::uint64_t interval_ns) {
+  if (calls == 0 || wall_ns == 0 || intervals == 0 || interval_ns == 0) return 0.0;
+  const double busy = 1.0 - static_cast<double>(cpu_ns) / static_cast<double>(wall_ns);
+  const double inside = static_cast<double>(wall_ns) / static_cast<double>(calls) /
+                        (static_cast<double>(interval_ns) / static_cast<double>(intervals));
+  return std::clamp(busy, 0.0, 1.0) * std::clamp(1.0 - inside, 0.0, 1.0);
+}
+
 AlgorithmTrial::AlgorithmTrial(std::size_t candidates, const TrialPolicy& policy)
     : policy_(policy), last_(candidates, {0, 0}), counts_(candidates, 0) {
   round_start_ = policy_.skip;

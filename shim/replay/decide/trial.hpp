@@ -46,6 +46,19 @@ struct TrialPolicy {
   double switch_gain = 0.05;     ///< a candidate must save this share of the current choice's time
 };
 
+/// What a unit of a blocking call's CPU costs the program, in units of its time (0..1; the
+/// trial's cost of a call is its time plus its CPU times this).  `calls`, `wall_ns`, `cpu_ns`: a
+/// key's blocking calls that MPI ran on this rank, their time and the CPU inside them;
+/// `intervals`, `interval_ns`: the key's blocking intervals (from a call to the next).  The
+/// share of those calls' time in which the rank's core ran something else (`busy`, 1 -
+/// cpu/wall: other processes wanted the CPU the call's polling took), times the share of the
+/// intervals spent outside the call (they want it for work only while they are not inside a
+/// collective themselves: the ranks of a program that spends nine tenths of its time in its
+/// exchanges, NPB IS, take CPU from each other's polling).  0 on a core of its own, where the
+/// program does little but exchange data, and before anything is measured.
+double cpu_weight(std::uint64_t calls, std::uint64_t wall_ns, std::uint64_t cpu_ns, std::uint64_t intervals,
+                  std::uint64_t interval_ns);
+
 class AlgorithmTrial {
  public:
   AlgorithmTrial() = default;
@@ -71,6 +84,11 @@ class AlgorithmTrial {
   bool choose(const std::vector<double>& agreed);
   /// Counts the blocking call just made on next(), which took `ns` inside the call.
   void record(std::uint64_t ns);
+  /// Makes candidate `index` the choice before any round (a first choice agreed from what the
+  /// calls so far showed: decide.cpp, the engine's exchange); not counted as a switch.
+  void prefer(std::size_t index) {
+    if (index < counts_.size()) chosen_ = index;
+  }
   /// The next blocking call may not begin a round (it is a probe of the blocking path, whose
   /// few calls the path's decision measures): a round due now waits for the next call.
   void hold() {

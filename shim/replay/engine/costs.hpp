@@ -22,6 +22,9 @@ struct Costs {
   std::atomic<std::uint64_t> progress_cpu_ns{0};  ///< progress thread CPU for them
   std::atomic<std::uint64_t> blocking_calls{0};   ///< calls that ran the plain blocking call
   std::atomic<std::uint64_t> blocking_ns{0};      ///< inside those calls
+  /// Of the blocking calls, those the engine's exchange ran (TNBC_BLOCKING=engine; their
+  /// progress-thread CPU is the rank's, not counted here).
+  std::atomic<std::uint64_t> engine_blocking_calls{0};
   /// Bytes this rank received from other ranks of its node and of other nodes (both paths).
   std::atomic<std::uint64_t> intra_node_bytes{0}, inter_node_bytes{0};
 

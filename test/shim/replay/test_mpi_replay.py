@@ -136,8 +136,12 @@ def main():
         for r in range(ranks):
             for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
                 a = k["algorithm"]
-                if MPI != "mpich":  # no such control variables: MPI's own choice, nothing tried
-                    expect(a["chosen"] == "auto" and a["rounds"] == 0, f"rank {r}: {MPI} tried algorithms: {a}")
+                if MPI != "mpich":  # no such control variables: MPI's own choice, tried against the
+                    # engine's exchange only, on keys that span nodes
+                    tried = {"auto", "engine"} if not k["one_node"] and k["comm_size"] > 1 and "engine" in a["mean_us"] \
+                        else {"auto"}
+                    expect(a["chosen"] in tried and set(a["mean_us"]) <= tried and (a["rounds"] == 0 or len(tried) == 2),
+                           f"rank {r}: {MPI} tried algorithms other than its own and the engine's: {a}")
                 elif k["op"] in ("alltoall", "bcast"):
                     expect(a["rounds"] >= 1 and len(a["mean_us"]) >= (3 if k["op"] == "alltoall" else 2) and
                            all(v > 0 for v in a["mean_us"].values()),
@@ -517,16 +521,21 @@ def main():
         out = cluster_run(OVERLAP, args=[1 << 20, 3, "blocking", 0, 0], preload="tnbc", env=engine(),
                           timeout=90).stdout
         expect("result mode=blocking" in out, out)
-    def switch_cluster():
-        # The default on 2 nodes: nothing is on one node; every key runs its 6 warm-up calls
-        # blocking, probes early, and is decided by all its ranks together.
-        prefix = os.path.join(tmp, "switchc")
-        # MPI's algorithms are tried from each key's second blocking call (TNBC_ALGORITHMS_AFTER):
-        # a key makes fewer than the default 16 here.
-        out = lines(cluster_run(SWITCH, args=[60], preload="tnbc", env={"TNBC_STATS": prefix, "TNBC_ALGORITHMS_AFTER": "1"},
-                                timeout=240).stdout)
+    def switch_on_cluster(name, env):
+        """adapt_switch on 2 emulated nodes with `env`: prints what plain MPICH prints; the prefix
+        of its statistics."""
+        prefix = os.path.join(tmp, name)
+        out = lines(cluster_run(SWITCH, args=[60], preload="tnbc", env=dict(env, TNBC_STATS=prefix), timeout=240).stdout)
         diff = sorted(set(out) ^ set(switch_ref.get("out", [])))
         expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
+        return prefix
+
+    def switch_cluster():
+        # The default on 2 nodes: nothing is on one node; every key runs its 6 warm-up calls
+        # blocking, probes early, and is decided by all its ranks together.  MPI's algorithms are
+        # tried from each key's second blocking call (TNBC_ALGORITHMS_AFTER): a key makes fewer
+        # than the default 16 here.
+        prefix = switch_on_cluster("switchc", {"TNBC_ALGORITHMS_AFTER": "1"})
         for r in range(4):
             keys = read_json(f"{prefix}.{r}.json")["adapt"]["keys"]
             world = [k for k in keys if k["op"] == "alltoall" and k["comm_size"] == 4]
@@ -535,14 +544,33 @@ def main():
                    f"rank {r}: not 6 blocking warm-up calls, then an early probe: {world}")
             # The split's halves {0, 2} and {1, 3} each span both nodes with block placement.
             expect(not any(k["one_node"] for k in keys), f"rank {r}: a key on one node: {keys}")
+            # The engine's exchange run blocking is a candidate of every key spanning nodes
+            # (TNBC_BLOCKING=auto): tried, so its blocking calls switched between MPI and the engine.
+            for k in keys:
+                a = k["algorithm"]
+                expect(a["mean_us"].get("engine", 0) > 0 and k["engine_blocking_calls"] >= 1 and
+                       k["blocking_calls"] > k["engine_blocking_calls"],
+                       f"rank {r}: {k['op']} on communicator {k['comm']} did not try the engine blocking: {k}")
         check_sites(prefix, 4, cluster=True)
         check_algorithms(prefix, 4)
+
+    def engine_blocking_cluster():
+        # TNBC_BLOCKING=engine: every blocking call (the warm-up, the runs, the probes) runs the
+        # engine's exchange to completion, between early calls of the same keys.
+        prefix = switch_on_cluster("engblk", {"TNBC_BLOCKING": "engine"})
+        for r in range(4):
+            for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
+                expect(k["blocking_calls"] >= 6 and k["engine_blocking_calls"] == k["blocking_calls"] and
+                       k["algorithm"]["chosen"] == "engine",
+                       f"rank {r}: {k['op']} on communicator {k['comm']}: blocking calls not on the engine: {k}")
 
     root = os.geteuid() == 0
     if root:
         s.check("libtnbc.so on 2 emulated nodes x 2 ranks: identical bytes", on_cluster)
         s.check("libtnbc.so default on 2 emulated nodes x 2 ranks: decisions agreed, identical bytes",
                 switch_cluster)
+        s.check("TNBC_BLOCKING=engine on 2 emulated nodes: every blocking call on the engine, identical bytes",
+                engine_blocking_cluster)
         s.check("barriers between early-returning alltoalls on 2 nodes finish", barrier_between)
         # Nodes {0, 1} and {2, 3}: ranks 1 and 3 come first in the order 3 2 1 0.
         s.check("with a per-node plan on 2 emulated nodes x 2 ranks: identical bytes",

@@ -8,6 +8,7 @@
 
 using tnbc::shim::replay::decide::AlgorithmTrial;
 using tnbc::shim::replay::decide::TrialPolicy;
+using tnbc::shim::replay::decide::cpu_weight;
 
 namespace {
 
@@ -147,4 +148,32 @@ TEST_CASE("a candidate some rank did not measure (0 in the sums) is never chosen
   REQUIRE_FALSE(t.choose({300, 0, 200}));  // the first win
   REQUIRE(t.choose({300, 0, 200}));
   REQUIRE(t.chosen() == 2);
+}
+
+TEST_CASE("a preferred first choice runs until a round, which judges it as any choice") {
+  AlgorithmTrial t(3, early());
+  t.prefer(2);  // the engine's exchange, say
+  REQUIRE(t.chosen() == 2);
+  REQUIRE(t.switches() == 0);
+  t.prefer(7);  // no such candidate: nothing changes
+  REQUIRE(t.chosen() == 2);
+  run(t, {100, 300, 200}, 4);
+  REQUIRE_FALSE(t.choose({100, 300, 200}));  // candidate 0 wins once: not yet
+  REQUIRE(t.chosen() == 2);
+}
+
+TEST_CASE("the CPU weight: a busy core, and time outside the call, make a blocking call's CPU cost") {
+  constexpr std::uint64_t ms = 1000000;
+  // 10 calls of 100 ms with 50 ms of CPU each (the core ran something else half the time), in
+  // intervals of 400 ms (a quarter inside the call): 0.5 x 0.75.
+  REQUIRE(cpu_weight(10, 1000 * ms, 500 * ms, 10, 4000 * ms) == Approx(0.375));
+  // A core of its own: polling takes nothing from anybody.
+  REQUIRE(cpu_weight(10, 1000 * ms, 1000 * ms, 10, 4000 * ms) == 0.0);
+  // The program does nothing but exchange: the others poll too (NPB IS: 86% inside).
+  REQUIRE(cpu_weight(10, 1000 * ms, 500 * ms, 10, 1000 * ms) == 0.0);
+  REQUIRE(cpu_weight(10, 860 * ms, 430 * ms, 10, 1000 * ms) == Approx(0.07));
+  // Nothing measured yet, or CPU above the wall time (clock granularity): 0, never negative.
+  REQUIRE(cpu_weight(0, 0, 0, 0, 0) == 0.0);
+  REQUIRE(cpu_weight(10, 1000 * ms, 500 * ms, 0, 0) == 0.0);
+  REQUIRE(cpu_weight(10, 1000 * ms, 1200 * ms, 10, 4000 * ms) == 0.0);
 }
