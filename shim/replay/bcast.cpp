@@ -105,6 +105,8 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   const std::vector<int> order =
       ordered ? as_ints(ordered->order) : ls ? as_ints(learn::learned_segments(d.key->learning, ls, segments)) : std::vector<int>{};
   if (ordered == nullptr && !order.empty()) ++d.key->learning.applied;
+  if (!d.engine && (ordered != nullptr || !order.empty()))  // where the order came from (tnbc-stats: "early order")
+    (ordered != nullptr ? d.costs->order_plan_calls : d.costs->order_learned_calls).fetch_add(1, std::memory_order_relaxed);
 
   auto [lo, len] = span_of(buffer, 0, static_cast<std::size_t>(count), ti);
   engine::Engine::instance().complete_overlapping(lo, len);

@@ -261,7 +261,11 @@ CallOrder call_order(const decide::Decision& d, const priority::PlanEntry* entry
                                        : d.turns     ? d.turn_order
                                        : entry       ? entry
                                                      : learn::learned(ls);
-  if (ordered != nullptr && !planned_turns && (d.turns || entry == nullptr)) ++d.key->learning.applied;
+  const bool learned = ordered != nullptr && !planned_turns && (d.turns || entry == nullptr);
+  if (learned) ++d.key->learning.applied;
+  // Where the order came from, for the statistics (tnbc-stats: "early order").
+  if (ordered != nullptr) (learned ? d.costs->order_learned_calls : d.costs->order_plan_calls).fetch_add(1, std::memory_order_relaxed);
+  if (planned_turns || d.turns) d.costs->turn_calls.fetch_add(1, std::memory_order_relaxed);
   return {ordered ? as_ints(ordered->order) : std::vector<int>{}, planned_turns || d.turns};
 }
 

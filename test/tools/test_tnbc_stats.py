@@ -63,13 +63,16 @@ def main():
                           "observed": 8, "order": [1, 0]},
                          {"site": b, "learned": False, "at_call": 0, "changes": 0, "agreement": 1.0,
                           "observed": 0, "order": []}]}
-    k0 = key({a: costs(4, 6, 2000.0, 6000.0, 10 * mib, 30 * mib), b: costs(0, 5, 0.0, 500.0)})
+    # Site a's early calls took the learned order (rank 0: 4, 2 of them with per-node turns;
+    # rank 1: 2), the Bcast's a plan's; the Bcast's blocking calls ran on the engine.
+    k0 = key({a: costs(4, 6, 2000.0, 6000.0, 10 * mib, 30 * mib, order_learned_calls=4, turn_calls=2),
+              b: costs(0, 5, 0.0, 500.0)})
     k0["learning"] = learned
     k0["algorithm"] = {"chosen": "scattered", "rounds": 1, "switches": 1, "mean_us": {"auto": 9.0, "scattered": 5.0}}
-    # The Bcast's blocking calls ran on the engine (TNBC_BLOCKING).
-    bcast = {"": costs(1, 9, 100.0, 900.0, engine_blocking_calls=9)}
+    bcast = {"": costs(1, 9, 100.0, 900.0, order_plan_calls=1, engine_blocking_calls=9)}
     write(prefix, 0, [k0, key(bcast, path="blocking", op="bcast")])
-    write(prefix, 1, [key({a: costs(2, 8, 4000.0, 8000.0, 10 * mib, 30 * mib)}), key(bcast, path="blocking", op="bcast")])
+    write(prefix, 1, [key({a: costs(2, 8, 4000.0, 8000.0, 10 * mib, 30 * mib, order_learned_calls=2)}),
+                      key(bcast, path="blocking", op="bcast")])
 
     def as_json():
         r = run("--json", prefix)
@@ -89,8 +92,9 @@ def main():
         expect(a2a["learned_order"] == [1, 0] and a2a["learned_at_call"] == 6 and a2a["learned_changes"] == 1
                and a2a["learned_agreement"] == 0.75, a2a)
         expect(other["learned_order"] is None, f"site b learned nothing: {other}")
+        expect(a2a["order_learned_calls"] == 3 and a2a["order_plan_calls"] == 0 and a2a["turn_calls"] == 1, a2a)
         bc = next(k for k in d["rows"] if k["op"] == "bcast")
-        expect(bc["path"] == "blocking" and bc["algorithm"] == "engine", bc)
+        expect(bc["path"] == "blocking" and bc["algorithm"] == "engine" and bc["order_plan_calls"] == 1, bc)
     s.check("--json: a row per call site, means over ranks, costs and bytes per call", as_json)
 
     def section(out, title):
@@ -118,13 +122,14 @@ def main():
         times = {c[0]: c[1:] for c in section(r.stdout, "ms: ")}
         expect(times[a_row[0]][:3] == ["10.00", "12.00", "0.50"], f"site a: intervals and setup: {times}")
         # The last table: what ran the key's blocking calls (MPI's algorithm, auto where the file
-        # has none; engine).
+        # has none; engine), and where the early calls' order came from.
         rest = {c[0]: c[1:] for c in section(r.stdout, "blocking calls")}
-        expect(rest[a_row[0]][1:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75", "scattered"], f"site a: {rest}")
+        expect(rest[a_row[0]][1:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75", "scattered", "learned", "3",
+                                      "turns", "1"], f"site a: {rest}")
         b_row = next(c for c in calls if "prog+0x20" in c)
-        expect(rest[b_row[0]][-2:] == ["-", "scattered"], f"site b: {rest}")
+        expect(rest[b_row[0]][-3:] == ["-", "scattered", "-"], f"site b: {rest}")
         bcast = next(c for c in calls if "bcast" in c)
-        expect(bcast[-4] == "-" and rest[bcast[0]][-1] == "engine", f"the Bcast: {bcast} {rest}")
+        expect(bcast[-4] == "-" and rest[bcast[0]][-3:] == ["engine", "plan", "1"], f"the Bcast: {bcast} {rest}")
         expect("columns:" in run("--help").stdout, "--help has no legend")
     s.check("table: three tables within 100 columns, a row per call site, innermost frame named", as_table)
 
@@ -134,9 +139,10 @@ def main():
         rows = [l for l in r.stdout.splitlines() if l.startswith("0 ")]
         expect(len(rows) == 3, r.stdout)
         expect(any("prog+0x10 " in l and "early" in l and
-                   l.split()[-7:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75", "scattered"] for l in rows), r.stdout)
-        expect(any("prog+0x20 " in l and l.split()[-2:] == ["-", "scattered"] for l in rows), r.stdout)
-        expect(any("bcast" in l and l.split()[-1] == "engine" for l in rows), r.stdout)
+                   l.split()[-11:] == ["1024", "3072", "1,0", "@6", "x1", "a0.75", "scattered", "learned", "3", "turns",
+                                       "1"] for l in rows), r.stdout)
+        expect(any("prog+0x20 " in l and l.split()[-3:] == ["-", "scattered", "-"] for l in rows), r.stdout)
+        expect(any("bcast" in l and l.split()[-3:] == ["engine", "plan", "1"] for l in rows), r.stdout)
     s.check("--wide: one row per call site with every column", as_wide_table)
 
     def sim():

@@ -442,9 +442,12 @@ namespace {
 struct Totals {
   std::uint64_t early_calls = 0, init_ns = 0, setup_ns = 0, send_copy_ns = 0, inside_wait_ns = 0,
                 publish_ns = 0, wait_ns = 0, progress_cpu_ns = 0, blocking_calls = 0, blocking_ns = 0,
-                intra_node_bytes = 0, inter_node_bytes = 0, engine_blocking_calls = 0;
+                intra_node_bytes = 0, inter_node_bytes = 0, engine_blocking_calls = 0, order_plan_calls = 0,
+                order_learned_calls = 0, turn_calls = 0;
   void add(const Costs& c) {
     engine_blocking_calls += c.engine_blocking_calls.load();
+    order_plan_calls += c.order_plan_calls.load(), order_learned_calls += c.order_learned_calls.load();
+    turn_calls += c.turn_calls.load();
     early_calls += c.early_calls.load(), init_ns += c.init_ns.load(), setup_ns += c.setup_ns.load();
     send_copy_ns += c.send_copy_ns.load(), inside_wait_ns += c.inside_wait_ns.load();
     publish_ns += c.publish_ns.load(), wait_ns += c.wait_ns.load(), progress_cpu_ns += c.progress_cpu_ns.load();
@@ -457,10 +460,11 @@ struct Totals {
     return fmt::format(
         R"("early_calls":{},"blocking_calls":{},"init_us":{:.3f},"setup_us":{:.3f},"send_copy_us":{:.3f},)"
         R"("inside_wait_us":{:.3f},"publish_us":{:.3f},"wait_us":{:.3f},"progress_cpu_us":{:.3f},)"
-        R"("blocking_us":{:.3f},"intra_node_bytes":{},"inter_node_bytes":{},"engine_blocking_calls":{})",
+        R"("blocking_us":{:.3f},"intra_node_bytes":{},"inter_node_bytes":{},"engine_blocking_calls":{},)"
+        R"("order_plan_calls":{},"order_learned_calls":{},"turn_calls":{})",
         early_calls, blocking_calls, us(init_ns), us(setup_ns), us(send_copy_ns), us(inside_wait_ns),
         us(publish_ns), us(wait_ns), us(progress_cpu_ns), us(blocking_ns), intra_node_bytes, inter_node_bytes,
-        engine_blocking_calls);
+        engine_blocking_calls, order_plan_calls, order_learned_calls, turn_calls);
   }
 };
 

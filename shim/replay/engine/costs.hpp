@@ -25,6 +25,9 @@ struct Costs {
   /// Of the blocking calls, those the engine's exchange ran (TNBC_BLOCKING=engine; their
   /// progress-thread CPU is the rank's, not counted here).
   std::atomic<std::uint64_t> engine_blocking_calls{0};
+  /// Of the early calls: those whose receive (Bcast: segment) order came from a plan entry, and
+  /// from learning (the others had none: the default order); those that took per-node turns.
+  std::atomic<std::uint64_t> order_plan_calls{0}, order_learned_calls{0}, turn_calls{0};
   /// Bytes this rank received from other ranks of its node and of other nodes (both paths).
   std::atomic<std::uint64_t> intra_node_bytes{0}, inter_node_bytes{0};
 

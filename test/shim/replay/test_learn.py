@@ -149,6 +149,9 @@ def main():
             expect(len(sites) == 1 and sites[0]["learned"] and sites[0]["order"] == units,
                    f"rank {r}: learned {sites}")
             expect(learning["applied"] > 0, f"rank {r}: no early call took the learned order: {learning}")
+            # The statistics say where each early call's order came from (tnbc-stats: early order).
+            expect(keys[0]["order_learned_calls"] == learning["applied"] and keys[0]["order_plan_calls"] == 0,
+                   f"rank {r}: order sources {keys[0]}")
         entries = [e for e in plan_entries(plan) if e["op"] == "bcast"]
         expect(len(entries) == 1, f"learned plan: {entries}")
         e = entries[0]

@@ -263,6 +263,10 @@ def main():
                    f"rank {r}: plan entries not used: {d['alltoall']} {d['alltoallv']} {d['bcast']}")
             # One node: per-node priority has no inter-node send to hold back.
             expect(d["node_priority"]["gated_sends"] == 0, f"rank {r}: gated on one node: {d}")
+            # Every early call with a plan entry took its order from the plan (tnbc-stats: early order).
+            for k in d["adapt"]["keys"]:
+                expect(k["order_learned_calls"] == 0 and (k["order_plan_calls"] >= 1) == (k["early_calls"] >= 1),
+                       f"rank {r}: {k['op']}: order sources {k}")
         ref_plan["path"] = path
     ref_plan = {}
     s.check("with a plan: priorities used at every call site, identical bytes", with_plan)
