@@ -99,10 +99,13 @@ template <typename F>
 int plain(OpStats& st, const decide::Decision& d, MPI_Comm comm, F&& call) {
   const int rc = plain(st, d.why, [&] {
     const decide::BlockingRun run = decide::before_blocking(d, comm);
-    const std::uint64_t t0 = util::now_ns(), c0 = util::thread_cpu_ns();
+    // The thread's CPU clock is a system call (about a microsecond here): read only where the
+    // trial uses it.
+    const bool cpu = run.wants_cpu;
+    const std::uint64_t t0 = util::now_ns(), c0 = cpu ? util::thread_cpu_ns() : 0;
     const int r = call();
     const std::uint64_t ns = util::now_ns() - t0;
-    decide::after_blocking(d, run, ns, util::thread_cpu_ns() - c0, comm);
+    decide::after_blocking(d, run, ns, cpu ? util::thread_cpu_ns() - c0 : decide::kCpuUnmeasured, comm);
     d.costs->blocking_ns.fetch_add(ns, std::memory_order_relaxed);
     return r;
   });
@@ -120,10 +123,12 @@ template <typename F>
 int engine_blocking(const decide::Decision& d, MPI_Comm comm, F&& exchange) {
   const decide::BlockingRun run = decide::before_blocking(d, comm);
   engine::Engine& e = engine::Engine::instance();
-  const std::uint64_t t0 = util::now_ns(), c0 = util::thread_cpu_ns(), p0 = e.progress_cpu_ns();
+  const bool cpu = run.wants_cpu;
+  const std::uint64_t t0 = util::now_ns(), c0 = cpu ? util::thread_cpu_ns() : 0, p0 = e.progress_cpu_ns();
   const int rc = exchange();
   const std::uint64_t ns = util::now_ns() - t0;
-  decide::after_blocking(d, run, ns, util::thread_cpu_ns() - c0 + (e.progress_cpu_ns() - p0), comm);
+  decide::after_blocking(d, run, ns, cpu ? util::thread_cpu_ns() - c0 + (e.progress_cpu_ns() - p0) : decide::kCpuUnmeasured,
+                         comm);
   d.costs->blocking_calls.fetch_add(1, std::memory_order_relaxed);
   d.costs->blocking_ns.fetch_add(ns, std::memory_order_relaxed);
   d.costs->engine_blocking_calls.fetch_add(1, std::memory_order_relaxed);

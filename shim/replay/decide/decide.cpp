@@ -32,6 +32,15 @@ std::string what(const Key& k, std::uint64_t bytes) {
   return k.op == "alltoallv" ? std::string(k.op) : fmt::format("{} of {}", k.op, size_text(bytes));
 }
 
+/// The engine's exchange becomes a key's first choice for its blocking calls (before any trial
+/// round) where the CPU weight its ranks measured in their first kEngineAskAt blocking calls is
+/// at least kEngineFirstWeight on average.  The break-even, measured on 2 emulated nodes
+/// (docs/algorithms.md): MPI's polling takes about half a call's time in CPU on a full node, the
+/// engine's exchange about a sixth and up to 5% more time; so it pays from a weight of about
+/// 0.05 / (0.5 - 0.17), 0.15.
+constexpr std::uint64_t kEngineAskAt = 6;
+constexpr double kEngineFirstWeight = 0.2;
+
 bool g_plan_loaded = false;  // the first call of a key asks every rank's plan
 
 /// Every key ever made.  Never shrinks: operations in flight and guard slots point at the
@@ -194,8 +203,10 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     key->algorithms = algorithm_candidates(op, per_block);
     // The engine's exchange, run blocking, is one more candidate where it can leave the CPU
     // that MPI's polling takes (docs/algorithms.md): on communicators that span nodes.
-    if (g_blocking == config::Blocking::automatic && g_algorithms && g_adapt && !key->one_node)
+    if (g_blocking == config::Blocking::automatic && g_algorithms && g_adapt && !key->one_node) {
       key->algorithms.emplace_back(kEngineCandidate);
+      key->weighs_cpu = true;
+    }
     // TNBC_BLOCKING=engine: the engine runs every blocking call of a measured key, nothing to try.
     if (g_blocking == config::Blocking::engine && g_adapt && !one_node_rule(key->one_node))
       key->algorithms = {kEngineCandidate};
@@ -347,6 +358,7 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
                     what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[0], g_trial.skip);
   BlockingRun run;
   run.candidate = trial.next();
+  run.wants_cpu = key->weighs_cpu && (trial.calls() < kEngineAskAt || trial.trying());
   key->last_trial = trial.trying() && run.candidate != trial.chosen();
   // A trial call starts on every rank together (trial.hpp): its time is the algorithm's, not
   // the wait for ranks that arrive later.  Every rank makes the same trial calls.
@@ -357,14 +369,6 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
 
 namespace {
 
-/// The engine's exchange becomes a key's first choice for its blocking calls (before any trial
-/// round) where the CPU weight its ranks measured in their first kEngineAskAt blocking calls is
-/// at least kEngineFirstWeight on average.  The break-even, measured on 2 emulated nodes
-/// (docs/algorithms.md): MPI's polling takes about half a call's time in CPU on a full node, the
-/// engine's exchange about a sixth and up to 5% more time; so it pays from a weight of about
-/// 0.05 / (0.5 - 0.17), 0.15.
-constexpr std::uint64_t kEngineAskAt = 6;
-constexpr double kEngineFirstWeight = 0.2;
 
 /// What a unit of the key's blocking calls' CPU costs the program on this rank (trial.hpp).
 double cpu_weight(const Key& key) {
@@ -373,8 +377,10 @@ double cpu_weight(const Key& key) {
                             key.intervals.blocking_interval_ns.load(std::memory_order_relaxed));
 }
 
-/// What a blocking call cost for the trial (after_blocking): its time, and its CPU by cpu_weight.
+/// What a blocking call cost for the trial (after_blocking): its time, and its CPU by cpu_weight
+/// (where it was measured: BlockingRun::wants_cpu).
 std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::uint64_t cpu_ns) {
+  if (cpu_ns == kCpuUnmeasured) return wall_ns;
   if (!engine) ++key.polled_calls, key.polled_wall_ns += wall_ns, key.polled_cpu_ns += std::min(cpu_ns, wall_ns);
   return wall_ns + static_cast<std::uint64_t>(cpu_weight(key) * static_cast<double>(cpu_ns));
 }

@@ -51,6 +51,7 @@ struct Key {
   /// them (after_blocking: what a call's CPU costs the node).
   std::uint64_t polled_calls = 0, polled_wall_ns = 0, polled_cpu_ns = 0;
   bool engine_asked = false;  // the ranks agreed whether the engine's exchange is the first choice
+  bool weighs_cpu = false;    // its candidates include the engine's exchange: their CPU counts
   bool last_trial = false;  // the previous call tried a candidate other than the choice
   std::size_t told_algorithm = 0;  // the choice said at TNBC_LOG=info
   /// priority::size_class of the call's total bytes (0 for Alltoallv), as plans write it.
@@ -153,7 +154,12 @@ inline constexpr const char* kEngineCandidate = "engine";
 struct BlockingRun {
   std::size_t candidate = 0;
   bool written = false;
+  /// The call's CPU counts (after_blocking): the key weighs its candidates' CPU (it has the
+  /// engine's exchange among them), and the call is one of the first kEngineAskAt or a trial.
+  bool wants_cpu = false;
 };
+/// after_blocking's `cpu_ns` where the call's CPU was not measured (BlockingRun::wants_cpu).
+inline constexpr std::uint64_t kCpuUnmeasured = ~std::uint64_t{0};
 BlockingRun before_blocking(const Decision& d, MPI_Comm comm);
 /// After it: MPI's default is set again, and the call counts for the trial by its time `wall_ns`
 /// and the CPU `cpu_ns` it took on this rank (the calling thread's, and for the engine's exchange
