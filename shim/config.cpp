@@ -250,7 +250,7 @@ constexpr std::array kSettings = {
             kInt<&Config::adapt_wide, 0, 99>},
     Setting{"TNBC_BLOCKING", "enum", "auto", Agree::value,
             "libtnbc.so: with TNBC_ADAPT on or measure, what runs the blocking calls of a "
-            "(communicator, operation, size class) that spans nodes.  engine: the library's own "
+            "(communicator, operation, size class).  engine: the library's own "
             "exchange, completed before the call returns (received in place: no guard, no "
             "mirror; the caller sleeps while the progress thread moves the data, where MPI's "
             "blocking call polls, which leaves CPU to the other ranks of a full node); mpi: "

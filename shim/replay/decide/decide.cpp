@@ -201,15 +201,14 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     const std::uint64_t per_block =
         op == priority::Op::alltoall && key->comm_size > 0 ? bytes / static_cast<std::uint64_t>(key->comm_size) : bytes;
     key->algorithms = algorithm_candidates(op, per_block);
-    // The engine's exchange, run blocking, is one more candidate where it can leave the CPU
-    // that MPI's polling takes (docs/algorithms.md): on communicators that span nodes.
-    if (g_blocking == config::Blocking::automatic && g_algorithms && g_adapt && !key->one_node) {
+    // The engine's exchange, run blocking, is one more candidate: it can leave the CPU that
+    // MPI's polling takes (docs/algorithms.md), on one node as across nodes.
+    if (g_blocking == config::Blocking::automatic && g_algorithms && g_adapt && key->comm_size > 1) {
       key->algorithms.emplace_back(kEngineCandidate);
       key->weighs_cpu = true;
     }
-    // TNBC_BLOCKING=engine: the engine runs every blocking call of a measured key, nothing to try.
-    if (g_blocking == config::Blocking::engine && g_adapt && !one_node_rule(key->one_node))
-      key->algorithms = {kEngineCandidate};
+    // TNBC_BLOCKING=engine: the engine runs every blocking call of the key, nothing to try.
+    if (g_blocking == config::Blocking::engine && g_adapt && key->comm_size > 1) key->algorithms = {kEngineCandidate};
     key->trial = AlgorithmTrial(key->algorithms.size(), g_trial);
   }
   // Alltoallv's ranks find their entries by their own receive sizes, so they may differ: the
@@ -227,6 +226,12 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   }
   Decision d{Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
   if (!g_adapt) return d;
+  // The previous call's interval ends here: it is what that call's path cost the program.
+  const std::uint64_t entered = util::now_ns();
+  // A trial call of an algorithm other than the choice is not what the blocking path costs.
+  if (key->last_entry_ns != 0 && !key->last_trial)
+    key->intervals.add_interval(key->last_path, entered - key->last_entry_ns, key->last_turns);
+  key->last_entry_ns = entered;
   if (one_node_rule(key->one_node)) {
     if (!key->path_told) {
       key->path_told = true;
@@ -237,14 +242,13 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
                           ? "; the plan's 'return early' is not taken on one node"
                           : "");
     }
-    return {Path::blocking, key, "one_node", key->shape, d.costs};
+    // Blocking, by MPI's algorithm or by the engine's exchange (the trial's choice; its intervals,
+    // above, give the CPU weight).
+    Decision b{Path::blocking, key, "one_node", key->shape, d.costs};
+    b.engine = key->algorithms[key->trial.next()] == kEngineCandidate;
+    if (b.engine) b.why = "engine";
+    return b;
   }
-  // The previous call's interval ends here: it is what that call's path cost the program.
-  const std::uint64_t entered = util::now_ns();
-  // A trial call of an algorithm other than the choice is not what the blocking path costs.
-  if (key->last_entry_ns != 0 && !key->last_trial)
-    key->intervals.add_interval(key->last_path, entered - key->last_entry_ns, key->last_turns);
-  key->last_entry_ns = entered;
   if (key->state.decision_due()) {
     double mine[Vote::kFields], sum[Vote::kFields];
     Vote vote = key->state.measure(key->intervals);

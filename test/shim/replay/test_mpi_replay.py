@@ -95,19 +95,30 @@ def main():
     s.check("TNBC_MIN_BYTES=1 (every size through the engine): identical bytes", tiny_threshold)
 
     def default_one_node():
-        # The default on one node: every collective the engine could take runs blocking
-        # ("one_node"), without a single early return or engine message, with MPICH's bytes.
-        prefix = os.path.join(tmp, "onenode")
-        out = lines(mpirun(PROG, 4, preload="tnbc", env={"TNBC_STATS": prefix}, args=[tmp], timeout=120).stdout)
-        expect(out == ref.get("out"), f"differs from plain MPICH: {sorted(set(out) ^ set(ref.get('out', [])))[:10]}")
-        for r in range(4):
-            d = read_json(f"{prefix}.{r}.json")
-            for op in ("alltoall", "alltoallv", "bcast"):
-                expect(d[op]["early_return"] == 0, f"rank {r}: {op} returned early on one node: {d[op]}")
-            expect(d["alltoall"]["fallback_reasons"].get("one_node", 0) >= 10,
-                   f"rank {r}: alltoalls not run blocking for one node: {d['alltoall']}")
-            expect(d["progress"]["rounds"] == 0, f"rank {r}: the progress thread worked: {d['progress']}")
-    s.check("libtnbc.so default, 4 ranks on one node: blocking, identical bytes", default_one_node)
+        # The default on one node: every collective the engine could take runs blocking, by
+        # MPI ("one_node") or by the engine's exchange ("engine", TNBC_BLOCKING), without a single
+        # early return, with MPICH's bytes; with TNBC_BLOCKING=mpi without an engine message.
+        for blocking in ("auto", "mpi"):
+            prefix = os.path.join(tmp, f"onenode-{blocking}")
+            out = lines(mpirun(PROG, 4, preload="tnbc", env={"TNBC_STATS": prefix, "TNBC_BLOCKING": blocking},
+                               args=[tmp], timeout=120).stdout)
+            expect(out == ref.get("out"), f"{blocking}: differs from plain MPICH: "
+                                          f"{sorted(set(out) ^ set(ref.get('out', [])))[:10]}")
+            for r in range(4):
+                d = read_json(f"{prefix}.{r}.json")
+                for op in ("alltoall", "alltoallv", "bcast"):
+                    expect(d[op]["early_return"] == 0, f"rank {r}: {op} returned early on one node: {d[op]}")
+                reasons = d["alltoall"]["fallback_reasons"]
+                engine_calls = sum(d[op]["fallback_reasons"].get("engine", 0) for op in ("alltoall", "alltoallv", "bcast"))
+                expect(reasons.get("one_node", 0) + reasons.get("engine", 0) >= 10,
+                       f"rank {r}: alltoalls not run blocking for one node: {d['alltoall']}")
+                expect(engine_calls > 0 or d["progress"]["rounds"] == 0,
+                       f"rank {r}: the progress thread worked without an engine call: {d['progress']}")
+                if blocking == "mpi":
+                    expect(engine_calls == 0 and d["progress"]["rounds"] == 0,
+                           f"rank {r}: TNBC_BLOCKING=mpi ran the engine: {d['progress']} {d['alltoall']}")
+    s.check("libtnbc.so default, 4 ranks on one node: blocking (by MPI or the engine), identical bytes; "
+            "TNBC_BLOCKING=mpi: the engine idle", default_one_node)
 
     switch_ref = {}
 
@@ -137,9 +148,8 @@ def main():
             for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
                 a = k["algorithm"]
                 if MPI != "mpich":  # no such control variables: MPI's own choice, tried against the
-                    # engine's exchange only, on keys that span nodes
-                    tried = {"auto", "engine"} if not k["one_node"] and k["comm_size"] > 1 and "engine" in a["mean_us"] \
-                        else {"auto"}
+                    # engine's exchange only
+                    tried = {"auto", "engine"} if k["comm_size"] > 1 else {"auto"}
                     expect(a["chosen"] in tried and set(a["mean_us"]) <= tried and (a["rounds"] == 0 or len(tried) == 2),
                            f"rank {r}: {MPI} tried algorithms other than its own and the engine's: {a}")
                 elif k["op"] in ("alltoall", "bcast"):
