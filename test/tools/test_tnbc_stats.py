@@ -198,6 +198,22 @@ def main():
         expect(len(rows) == 1 and rows[0]["early_calls"] == 4 and rows[0]["site"] == "", rows)
     s.check("statistics without call sites: the key is one row", old_files)
 
+    def what_ran_blocking():
+        # What ran the blocking calls: the engine as the choice (its first calls ran on MPI), MPI's
+        # algorithm with some trial calls on the engine, MPI's alone.
+        prefix = os.path.join(tmp, "blocking_by")
+        ks = []
+        for comm, chosen, engine_calls in ((0, "engine", 4), (1, "scattered", 1), (2, "auto", 0)):
+            k = key({"": costs(0, 10, 0.0, 1000.0, engine_blocking_calls=engine_calls)}, path="blocking", comm=comm)
+            k["algorithm"] = {"chosen": chosen, "rounds": 1, "switches": 0, "mean_us": {}}
+            ks.append(k)
+        write(prefix, 0, ks)
+        r = run("--json", prefix)
+        expect(r.returncode == 0, r.stderr)
+        got = [row["algorithm"] for row in sorted(json.loads(r.stdout)["rows"], key=lambda row: row["comm"])]
+        expect(got == ["engine", "scattered+engine", "auto"], got)
+    s.check("what ran the blocking calls: engine, MPI's algorithm with trial calls on the engine, MPI's", what_ran_blocking)
+
     def errors():
         r = run(os.path.join(tmp, "missing"))
         expect(r.returncode == 1 and "no statistics files" in r.stderr, r)
