@@ -27,7 +27,7 @@ enum class Adapt {
   measure,  ///< measured per key everywhere, one node included
 };
 
-/// TNBC_BLOCKING: what runs the blocking calls of a key that spans nodes.
+/// TNBC_BLOCKING: what runs the blocking calls of a key of 2 ranks or more.
 enum class Blocking {
   automatic,  ///< MPI's algorithms and the engine's exchange are the candidates of the trial
   mpi,        ///< MPI's blocking call, with the algorithm chosen per key (TNBC_ALGORITHMS)
@@ -52,7 +52,7 @@ struct Config {
   int adapt_warmup = 6;           ///< TNBC_ADAPT_WARMUP: blocking calls of a key before early is tried
   int adapt_warmup_room = 4;      ///< TNBC_ADAPT_WARMUP_ROOM: ... where its observed reads leave room; 0 = never
   int adapt_wide = 10;            ///< TNBC_ADAPT_WIDE: % saved that makes a decision count twice; 0 = never
-  Blocking blocking = Blocking::automatic;  ///< TNBC_BLOCKING: what runs a measured key's blocking calls
+  Blocking blocking = Blocking::automatic;  ///< TNBC_BLOCKING: what runs a key's blocking calls
   bool algorithms = true;         ///< TNBC_ALGORITHMS: choose MPI's own blocking algorithm per key
   int algorithms_after = 16;      ///< TNBC_ALGORITHMS_AFTER: blocking calls of a key before they are tried
   bool learn = true;              ///< TNBC_LEARN: learn each call site's read order while running

@@ -112,8 +112,8 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   engine::Engine::instance().complete_overlapping(lo, len);
   bool early = false;
   int rc = MPI_SUCCESS;  // the packing's or unpacking's error, after the exchange
-  // A blocking call the engine runs (TNBC_BLOCKING=engine) receives in place, under the
-  // decision's reason.
+  // A blocking call the engine runs (Decision::engine) receives in place, under the decision's
+  // reason.
   const char* in_place = d.engine ? d.why : rank != root ? receive_in_place(lo, len) : nullptr;
   const char* why_direct = !ti.contiguous ? "datatype" : in_place ? in_place : "no_full_page";
   if (!d.engine) d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);

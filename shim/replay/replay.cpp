@@ -83,8 +83,8 @@ int exchange(OpStats& st, const decide::Decision& d, const void* sendbuf, const 
     rlo = std::min(rlo, reinterpret_cast<std::uintptr_t>(p));
     rhi = std::max(rhi, reinterpret_cast<std::uintptr_t>(p) + len);
   }
-  // A blocking call the engine runs (TNBC_BLOCKING=engine) counts under the decision's reason.
-  if (d.engine) allow_early = false;
+  // A blocking call the engine runs (Decision::engine; its callers pass allow_early false)
+  // counts under the decision's reason.
   const char* why_direct = d.engine ? d.why : !allow_early ? "small" : nullptr;
   if (allow_early && rhi > rlo) {
     why_direct = receive_in_place(reinterpret_cast<void*>(rlo), rhi - rlo);

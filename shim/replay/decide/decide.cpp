@@ -245,7 +245,7 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     // Blocking, by MPI's algorithm or by the engine's exchange (the trial's choice; its intervals,
     // above, give the CPU weight).
     Decision b{Path::blocking, key, "one_node", key->shape, d.costs};
-    b.engine = key->algorithms[key->trial.next()] == kEngineCandidate;
+    b.engine = key->engine_next();
     if (b.engine) b.why = "engine";
     return b;
   }
@@ -327,7 +327,7 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     // A probe of the blocking path measures the path with the algorithm chosen: no trial round
     // begins there.
     if (!key->state.warming_up() && key->state.probing()) key->trial.hold();
-    d.engine = key->algorithms[key->trial.next()] == kEngineCandidate;
+    d.engine = key->engine_next();
     d.why = d.engine ? "engine" : key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
     // Where the room point found no room, nothing observed before the early probe would be
     // used: observing costs a fault per page (NPB FT A: 0.2 s per observed call of 32 MiB).
@@ -372,7 +372,6 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
 }
 
 namespace {
-
 
 /// What a unit of the key's blocking calls' CPU costs the program on this rank (trial.hpp).
 double cpu_weight(const Key& key) {

@@ -28,6 +28,9 @@ struct SiteCosts {
   Costs costs;
 };
 
+/// The candidate name of the engine's exchange run blocking among MPI's algorithms (Key::algorithms).
+inline constexpr const char* kEngineCandidate = "engine";
+
 /// One (communicator, operation, size class): its decision state and what its calls cost.
 struct Key {
   Key(const Policy& p, bool decide_first) : state(p, decide_first) {}
@@ -52,6 +55,8 @@ struct Key {
   std::uint64_t polled_calls = 0, polled_wall_ns = 0, polled_cpu_ns = 0;
   bool engine_asked = false;  // the ranks agreed whether the engine's exchange is the first choice
   bool weighs_cpu = false;    // its candidates include the engine's exchange: their CPU counts
+  /// The key's next blocking call runs on the engine's exchange (its trial's candidate or choice).
+  bool engine_next() const { return algorithms[trial.next()] == kEngineCandidate; }
   bool last_trial = false;  // the previous call tried a candidate other than the choice
   std::size_t told_algorithm = 0;  // the choice said at TNBC_LOG=info
   /// priority::size_class of the call's total bytes (0 for Alltoallv), as plans write it.
@@ -148,9 +153,6 @@ void done(const Decision& d, MPI_Comm comm);
 /// Before a blocking call of the decision's key: sets the algorithm this call runs
 /// (algorithm.hpp), after a barrier on `comm` where the call is a trial.  Returns what
 /// after_blocking takes.
-/// The candidate name of the engine's exchange run blocking among MPI's algorithms (Key::algorithms).
-inline constexpr const char* kEngineCandidate = "engine";
-
 struct BlockingRun {
   std::size_t candidate = 0;
   bool written = false;

@@ -22,7 +22,7 @@ struct Costs {
   std::atomic<std::uint64_t> progress_cpu_ns{0};  ///< progress thread CPU for them
   std::atomic<std::uint64_t> blocking_calls{0};   ///< calls that ran the plain blocking call
   std::atomic<std::uint64_t> blocking_ns{0};      ///< inside those calls
-  /// Of the blocking calls, those the engine's exchange ran (TNBC_BLOCKING=engine; their
+  /// Of the blocking calls, those the engine's exchange ran (TNBC_BLOCKING; their
   /// progress-thread CPU is the rank's, not counted here).
   std::atomic<std::uint64_t> engine_blocking_calls{0};
   /// Of the early calls: those whose receive (Bcast: segment) order came from a plan entry, and
