@@ -202,6 +202,7 @@ bool start(Runtime& rt) {
   }
   set_running(true);
   requests::set_recording(true);
+  decide::set_engine_prepare([](MPI_Comm comm) { engine::Engine::instance().prepare(comm); });
   learn::start(rt.config());
   // Per-node priority needs a node communicator and a shared-memory window per communicator:
   // collective and slow (tens of ms).  For MPI_COMM_WORLD set them up here, not inside the
@@ -213,6 +214,7 @@ bool start(Runtime& rt) {
 }
 
 void stop(Runtime& rt) {
+  decide::finish_agreements();
   decide::stop_algorithms();  // MPI's defaults back, before anything else may call a collective
   if (!running()) return;
   learn::stop();

@@ -2,6 +2,7 @@
 #include "decide.hpp"
 
 #include "algorithm.hpp"
+#include "blocking.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -27,19 +28,13 @@ std::string size_text(std::uint64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
-/// The calls of a key as a person names them: "alltoall of 1 MiB", "alltoallv" (no size).
+}  // namespace
+
 std::string what(const Key& k, std::uint64_t bytes) {
   return k.op == "alltoallv" ? std::string(k.op) : fmt::format("{} of {}", k.op, size_text(bytes));
 }
 
-/// The engine's exchange becomes a key's first choice for its blocking calls (before any trial
-/// round) where the CPU weight its ranks measured in their first kEngineAskAt blocking calls is
-/// at least kEngineFirstWeight on average.  The break-even, measured on 2 emulated nodes
-/// (docs/algorithms.md): MPI's polling takes about half a call's time in CPU on a full node, the
-/// engine's exchange about a sixth and up to 5% more time; so it pays from a weight of about
-/// 0.05 / (0.5 - 0.17), 0.15.
-constexpr std::uint64_t kEngineAskAt = 6;
-constexpr double kEngineFirstWeight = 0.2;
+namespace {
 
 bool g_plan_loaded = false;  // the first call of a key asks every rank's plan
 
@@ -53,7 +48,6 @@ bool g_algorithms = false;  // MPI's algorithms are chosen per key (TNBC_ALGORIT
 bool g_one_node = true;   // ... and a communicator on one node runs blocking without measuring
 config::Blocking g_blocking = config::Blocking::automatic;  // TNBC_BLOCKING
 TrialPolicy g_trial;      // the trial of MPI's algorithms (TNBC_ALGORITHMS_AFTER)
-int (*g_trial_barrier)(MPI_Comm) = PMPI_Barrier;
 
 /// Per user communicator (an attribute, so a dup or a split starts afresh and a freed
 /// communicator's handle, when MPI reuses it, does not inherit its decisions).
@@ -115,7 +109,7 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgree
   return PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) == MPI_SUCCESS;
 }
 
-void set_trial_barrier(int (*barrier)(MPI_Comm)) { g_trial_barrier = barrier != nullptr ? barrier : PMPI_Barrier; }
+const TrialPolicy& trial_policy() { return g_trial; }
 
 void agreed_decisions(const AlgorithmAgreement& agreed) {
   settle_algorithms(agreed);
@@ -226,11 +220,13 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   }
   Decision d{Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
   if (!g_adapt) return d;
+  engine_agreed(*key, comm);  // before this call's path and algorithm: it may change them
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = util::now_ns();
   // A trial call of an algorithm other than the choice is not what the blocking path costs.
+  key->last_interval_ns = key->last_entry_ns != 0 ? entered - key->last_entry_ns : 0;
   if (key->last_entry_ns != 0 && !key->last_trial)
-    key->intervals.add_interval(key->last_path, entered - key->last_entry_ns, key->last_turns);
+    key->intervals.add_interval(key->last_path, key->last_interval_ns, key->last_turns);
   key->last_entry_ns = entered;
   if (one_node_rule(key->one_node)) {
     if (!key->path_told) {
@@ -352,98 +348,11 @@ void done(const Decision& d, MPI_Comm comm) {
   }
 }
 
-BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
-  Key* key = d.key;
-  if (key == nullptr || !key->trial.active()) return {};
-  AlgorithmTrial& trial = key->trial;
-  if (trial.calls() == 0 && key->algorithms[0] != "auto")
-    log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm first (MPI's "
-                    "default lost to it in every measurement here), the others are tried after {} blocking calls",
-                    what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[0], g_trial.skip);
-  BlockingRun run;
-  run.candidate = trial.next();
-  run.wants_cpu = key->weighs_cpu && (trial.calls() < kEngineAskAt || trial.trying());
-  key->last_trial = trial.trying() && run.candidate != trial.chosen();
-  // A trial call starts on every rank together (trial.hpp): its time is the algorithm's, not
-  // the wait for ranks that arrive later.  Every rank makes the same trial calls.
-  if (trial.trying()) g_trial_barrier(comm);
-  run.written = algorithm_set(key->op_kind, key->algorithms, run.candidate);
-  return run;
+void finish_agreements() {
+  std::lock_guard lock(g_keys_mutex);
+  for (Key& k : g_keys)
+    if (k.agreeing != MPI_REQUEST_NULL) PMPI_Wait(&k.agreeing, MPI_STATUS_IGNORE);
 }
-
-namespace {
-
-/// What a unit of the key's blocking calls' CPU costs the program on this rank (trial.hpp).
-double cpu_weight(const Key& key) {
-  return decide::cpu_weight(key.polled_calls, key.polled_wall_ns, key.polled_cpu_ns,
-                            key.intervals.blocking_intervals.load(std::memory_order_relaxed),
-                            key.intervals.blocking_interval_ns.load(std::memory_order_relaxed));
-}
-
-/// What a blocking call cost for the trial (after_blocking): its time, and its CPU by cpu_weight
-/// (where it was measured: BlockingRun::wants_cpu).
-std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::uint64_t cpu_ns) {
-  if (cpu_ns == kCpuUnmeasured) return wall_ns;
-  if (!engine) ++key.polled_calls, key.polled_wall_ns += wall_ns, key.polled_cpu_ns += std::min(cpu_ns, wall_ns);
-  return wall_ns + static_cast<std::uint64_t>(cpu_weight(key) * static_cast<double>(cpu_ns));
-}
-
-/// At the key's kEngineAskAt-th blocking call, before any trial round: the ranks agree (one
-/// MPI_Allreduce of 2 doubles, after the call) whether the engine's exchange is its first choice.
-void ask_engine_first(Key& key, MPI_Comm comm) {
-  key.engine_asked = true;
-  const auto at = std::find(key.algorithms.begin(), key.algorithms.end(), kEngineCandidate);
-  if (at == key.algorithms.end()) return;
-  double mine[2] = {cpu_weight(key), 1.0}, sum[2] = {0, 0};
-  PMPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, comm);
-  const double weight = sum[0] / std::max(sum[1], 1.0);
-  if (weight < kEngineFirstWeight) {
-    log::debug("{} on communicator {}: CPU weight {:.2f} (mean of {:.0f} ranks): MPI's algorithm stays the first choice",
-               key.op, key.comm_id, weight, sum[1]);
-    return;
-  }
-  const auto index = static_cast<std::size_t>(at - key.algorithms.begin());
-  key.trial.prefer(index);
-  key.told_algorithm = index;
-  log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run the engine's exchange from blocking "
-                  "call {}: MPI's polling takes CPU the node's other processes want (weight {:.2f}, mean of {:.0f} "
-                  "ranks; docs/algorithms.md); MPI's algorithms are tried against it after {} blocking calls",
-                  what(key, key.first_bytes), key.comm_id, key.comm_size, key.trial.calls(), weight, sum[1],
-                  g_trial.skip);
-}
-
-}  // namespace
-
-void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wall_ns, std::uint64_t cpu_ns,
-                    MPI_Comm comm) {
-  Key* key = d.key;
-  if (key == nullptr || !key->trial.active()) return;
-  if (run.written) algorithm_restore(key->op_kind);
-  AlgorithmTrial& trial = key->trial;
-  trial.record(blocking_cost(*key, d.engine, wall_ns, cpu_ns));
-  if (!key->engine_asked && trial.calls() == kEngineAskAt && trial.rounds() == 0 && !trial.trying())
-    ask_engine_first(*key, comm);
-  // The round's last call: the ranks agree now, after its data is complete, not right before the
-  // next call (done() says why).
-  if (!trial.choice_due()) return;
-  const std::vector<double> mine = trial.bests();
-  const std::size_t before = trial.chosen();
-  agree_algorithm(trial, comm);
-  if (trial.chosen() != key->told_algorithm) {
-    key->told_algorithm = trial.chosen();
-    auto name = [&](std::size_t i) {
-      return key->algorithms[i] == kEngineCandidate ? std::string("the engine's exchange")
-                                                    : fmt::format("MPI's '{}' algorithm", key->algorithms[i]);
-    };
-    log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run {} after {} blocking calls "
-                    "(this rank's best call {:.1f} ms, against {:.1f} ms with {}; time and the CPU taken from "
-                    "the node)",
-                    what(*key, key->first_bytes), key->comm_id, key->comm_size, name(trial.chosen()), trial.calls(),
-                    mine[trial.chosen()] / 1e6, mine[before] / 1e6, name(before));
-  }
-}
-
-
 
 namespace {
 
@@ -496,21 +405,6 @@ std::string turns_json(const Key& k) {
       state, k.state.turn_decisions(), k.state.turn_switches(), iv.turns_on_intervals.load(),
       iv.turns_off_intervals.load(), mean_us(iv.turns_on_ns.load(), iv.turns_on_intervals.load()),
       mean_us(iv.turns_off_ns.load(), iv.turns_off_intervals.load()));
-}
-
-/// The "algorithm" object of a key in the statistics (docs/config.md): MPI's algorithm its
-/// blocking calls run, and what the trial measured on this rank.
-std::string algorithm_json(const Key& k) {
-  const AlgorithmTrial& t = k.trial;
-  const std::vector<double> means = t.means(), bests = t.bests();
-  std::string mean, best;
-  for (std::size_t i = 0; i < k.algorithms.size(); ++i) {
-    mean += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithms[i], i < means.size() ? means[i] / 1e3 : 0.0);
-    best += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithms[i], i < bests.size() ? bests[i] / 1e3 : 0.0);
-  }
-  return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}},"cpu_weight":{:.3f}}})",
-                     k.algorithms.empty() ? "auto" : k.algorithms[t.chosen()], t.rounds(), t.switches(), mean, best,
-                     cpu_weight(k));
 }
 
 }  // namespace

@@ -53,10 +53,27 @@ struct Key {
   /// The key's blocking calls that MPI ran: how many, their time and this rank's CPU inside
   /// them (after_blocking: what a call's CPU costs the node).
   std::uint64_t polled_calls = 0, polled_wall_ns = 0, polled_cpu_ns = 0;
-  bool engine_asked = false;  // the ranks agreed whether the engine's exchange is the first choice
+  /// Where the engine's first choice stands (decide.cpp, kEngineAskAt): not asked yet; the CPU
+  /// weight being agreed; its sample calls running; their costs being agreed; decided.
+  enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, decided };
+  EngineStage engine_stage = EngineStage::ask;
+  /// The agreement in flight: an MPI_Iallreduce posted after a blocking call and completed at
+  /// the key's next call, when every rank has long posted it (a blocking MPI_Allreduce after
+  /// the call made NPB IS A about 10% slower on a full node: a synchronisation the program
+  /// does not have, a few time slices on 4 ranks sharing 2 cores).
+  MPI_Request agreeing = MPI_REQUEST_NULL;
+  double agree_mine[2] = {0, 0}, agree_sum[2] = {0, 0};
+  double engine_weight = 0;     // the CPU weight agreed (mean over the ranks)
+  bool engine_weighed = false;  // ... agreed
+  /// The sample calls on this rank (decide.cpp): their cost, time plus CPU by engine_weight,
+  /// summed, and how many; [0] MPI's, [1] the engine's.  Whether they made the engine the first choice.
+  double sample_cost[2] = {0, 0};
+  int sample_calls[2] = {0, 0};
+  bool engine_preferred = false;
   bool weighs_cpu = false;    // its candidates include the engine's exchange: their CPU counts
   /// The key's next blocking call runs on the engine's exchange (its trial's candidate or choice).
   bool engine_next() const { return algorithms[trial.next()] == kEngineCandidate; }
+  std::uint64_t blocking_runs = 0;  // its blocking calls so far (after_blocking; the trial counts them only where active)
   bool last_trial = false;  // the previous call tried a candidate other than the choice
   std::size_t told_algorithm = 0;  // the choice said at TNBC_LOG=info
   /// priority::size_class of the call's total bytes (0 for Alltoallv), as plans write it.
@@ -65,6 +82,7 @@ struct Key {
   int comm_size = 0;
   bool one_node = false;
   std::uint64_t last_entry_ns = 0;  // entry of the key's previous call (0: none yet)
+  std::uint64_t last_interval_ns = 0;  // from the previous call's entry to this one's (0: first call)
   Path last_path = Path::blocking;
   Turns last_turns = Turns::none;  // what the previous call's interval compares
   // The plan entry whose message shape (Bcast segments and tree, per-node turns in their order)
@@ -114,6 +132,9 @@ void agreed_decisions(const AlgorithmAgreement& agreed);
 /// MPI_Barrier (a fraction of a millisecond on a full node, where MPICH's takes 4-16 ms: 4
 /// ranks on 2 cores); PMPI_Barrier until set.
 void set_trial_barrier(int (*barrier)(MPI_Comm));
+/// What makes the engine ready for `comm` before a sample of its exchange (collective over
+/// `comm`; engine.hpp, Engine::prepare); nothing until set.
+void set_engine_prepare(void (*prepare)(MPI_Comm));
 
 /// Whether calls on `comm` are measured and may return early under the per-call decision: not
 /// with TNBC_ADAPT=off (every call early, nothing measured), nor on a communicator within one
@@ -157,7 +178,7 @@ struct BlockingRun {
   std::size_t candidate = 0;
   bool written = false;
   /// The call's CPU counts (after_blocking): the key weighs its candidates' CPU (it has the
-  /// engine's exchange among them), and the call is one of the first kEngineAskAt or a trial.
+  /// engine's exchange among them), and the call is one of the first kEngineAskAt, a sample or a trial.
   bool wants_cpu = false;
 };
 /// after_blocking's `cpu_ns` where the call's CPU was not measured (BlockingRun::wants_cpu).
@@ -171,6 +192,10 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm);
 /// ranks agree the choice (collective over `comm`, every rank at the same call).
 void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wall_ns, std::uint64_t cpu_ns,
                     MPI_Comm comm);
+
+/// Completes the agreements still in flight (Key::agreeing: a key whose next call never came;
+/// every rank posted them after the same call).  At MPI_Finalize, before the statistics.
+void finish_agreements();
 
 /// How the statistics name a call site: its plan key, and its innermost frame's function and
 /// module path (for tnbc-stats, which resolves file and line from them).

@@ -21,6 +21,7 @@ AlgorithmTrial::AlgorithmTrial(std::size_t candidates, const TrialPolicy& policy
 }
 
 std::size_t AlgorithmTrial::next() const {
+  if (sampling()) return sample_[calls_ - sample_from_];
   if (!trying()) return chosen_;
   // Round r tries the candidates starting from r mod k.
   const std::size_t k = counts_.size();

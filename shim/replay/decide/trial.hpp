@@ -89,6 +89,20 @@ class AlgorithmTrial {
   void prefer(std::size_t index) {
     if (index < counts_.size()) chosen_ = index;
   }
+  /// Runs the candidates `order` on the next blocking calls, one each, outside the rounds and
+  /// not recorded as trial samples: calls the caller measures and compares itself (decide.cpp:
+  /// the engine's exchange against the choice, before it may become the first choice).  False,
+  /// and nothing scheduled, where a round would begin or run among them.
+  bool sample(const std::vector<std::size_t>& order) {
+    if (!active() || round_done_ || calls_ + order.size() > round_start_) return false;
+    for (std::size_t c : order)
+      if (c >= counts_.size()) return false;
+    sample_ = order;
+    sample_from_ = calls_;
+    return true;
+  }
+  /// Whether the next call is one of the sample calls.
+  bool sampling() const { return calls_ >= sample_from_ && calls_ - sample_from_ < sample_.size(); }
   /// The next blocking call may not begin a round (it is a probe of the blocking path, whose
   /// few calls the path's decision measures): a round due now waits for the next call.
   void hold() {
@@ -113,6 +127,8 @@ class AlgorithmTrial {
   std::uint64_t rounds_ = 0, switches_ = 0;
   bool round_done_ = false;
   std::size_t pending_ = static_cast<std::size_t>(-1);  ///< the winner of the last round, to be confirmed
+  std::vector<std::size_t> sample_;               ///< the sample calls' candidates
+  std::uint64_t sample_from_ = ~std::uint64_t{0};  ///< the first sample call (none)
 };
 
 }  // namespace tnbc::shim::replay::decide

@@ -60,6 +60,8 @@ void Engine::stop() {
 
 void Engine::drain() { progress_->drain(); }
 
+void Engine::prepare(MPI_Comm comm) { engine::shadow_start(comm); }
+
 void Engine::prepare_node(MPI_Comm comm) { engine::prepare_node(*engine::shadow(comm)); }
 
 void Engine::complete_overlapping(const void* p, std::size_t n) {

@@ -104,6 +104,11 @@ class Engine {
   Result bcast(void* buffer, std::size_t bytes, int root, MPI_Comm comm, int segments, int chains,
              std::span<const int> segment_order, bool allow_early, engine::Costs* costs);
 
+  /// Starts the engine's own communicator of `comm` now (collective over `comm`, nonblocking: an
+  /// MPI_Comm_idup, completed by its first collective on `comm`), rather than in that collective,
+  /// whose time then is the exchange's alone (decide.cpp's sample of the engine: 25 ms of a first
+  /// 27 ms call of heFFTe's on one node was a blocking dup).
+  void prepare(MPI_Comm comm);
   /// Sets up per-node priority for `comm` now (collective over `comm`) instead of at the first
   /// collective that asks for it.
   void prepare_node(MPI_Comm comm);

@@ -1,6 +1,7 @@
 // Shadow communicators, tags and the node's turn window (shadow.hpp).
 #include "shadow.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -20,9 +21,19 @@ int g_keyval = MPI_KEYVAL_INVALID;
 int g_seq_mask = 0;  // sequence bits that fit in a tag next to the 8 segment bits
 
 bool g_stopped = false;  // after stop_shadows(): MPI may be finalising
+std::vector<Shadow*> g_starting;  // shadows whose MPI_Comm_idup may still be in flight
+
+/// Completes `s`'s MPI_Comm_idup (every rank of the communicator started it at the same call).
+void finish_dup(Shadow& s) {
+  if (s.dup == MPI_REQUEST_NULL) return;
+  PMPI_Wait(&s.dup, MPI_STATUS_IGNORE);
+  g_starting.erase(std::remove(g_starting.begin(), g_starting.end(), &s), g_starting.end());
+  PMPI_Comm_set_errhandler(s.comm, MPI_ERRORS_ARE_FATAL);
+}
 
 int delete_shadow(MPI_Comm, int, void* value, void*) {
   auto* s = static_cast<Shadow*>(value);
+  if (!g_stopped) finish_dup(*s);
   if (s->turn_map != nullptr) munmap(s->turn_map, kTurnSlots * sizeof(std::uint64_t));
   // Open MPI deletes the attributes of every communicator left, MPI_COMM_WORLD's included,
   // late in MPI_Finalize: then the memory is freed and MPI is not called.
@@ -50,7 +61,9 @@ std::optional<std::string> start_shadows() {
 void stop_shadows() {
   if (g_keyval == MPI_KEYVAL_INVALID || g_stopped) return;
   // Frees MPI_COMM_WORLD's shadow communicator while MPI still works: every rank is in
-  // MPI_Finalize.
+  // MPI_Finalize.  A dup started for a communicator that no collective used since completes
+  // here (its ranks all started it).
+  while (!g_starting.empty()) finish_dup(*g_starting.back());
   delete_attr_if_set(MPI_COMM_WORLD, g_keyval);
   g_stopped = true;
 }
@@ -59,7 +72,11 @@ Shadow* shadow(MPI_Comm comm) {
   void* value = nullptr;
   int flag = 0;
   PMPI_Comm_get_attr(comm, g_keyval, &value, &flag);
-  if (flag) return static_cast<Shadow*>(value);
+  if (flag) {
+    auto* s = static_cast<Shadow*>(value);
+    finish_dup(*s);
+    return s;
+  }
   auto s = std::make_unique<Shadow>();
   // Every rank of `comm` is in this same collective, so the (collective) dup cannot mismatch.
   // A failure reaches the communicator's error handler (mode_replay.cpp), as MPICH's own would.
@@ -69,6 +86,19 @@ Shadow* shadow(MPI_Comm comm) {
   PMPI_Comm_set_errhandler(s->comm, MPI_ERRORS_ARE_FATAL);
   PMPI_Comm_set_attr(comm, g_keyval, s.get());
   return s.release();
+}
+
+void shadow_start(MPI_Comm comm) {
+  void* value = nullptr;
+  int flag = 0;
+  PMPI_Comm_get_attr(comm, g_keyval, &value, &flag);
+  if (flag) return;
+  auto s = std::make_unique<Shadow>();
+  // A failure leaves the dup to the first collective (shadow()).
+  if (PMPI_Comm_idup(comm, &s->comm, &s->dup) != MPI_SUCCESS) return;
+  g_starting.push_back(s.get());
+  PMPI_Comm_set_attr(comm, g_keyval, s.get());
+  s.release();
 }
 
 int tag_of(std::uint32_t seq) { return static_cast<int>((seq & static_cast<std::uint32_t>(g_seq_mask)) << 8); }

@@ -44,6 +44,7 @@ namespace tnbc::shim::replay::engine {
 /// freed with the communicator.
 struct Shadow {
   MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request dup = MPI_REQUEST_NULL;  // an MPI_Comm_idup of shadow_start() not yet completed
   std::uint32_t seq = 0;
   // Per-node priority (set up the first time a call takes turns, on every rank at once):
   // which ranks of `comm` share this node, and the node's turn counters in shared memory
@@ -71,6 +72,10 @@ void stop_shadows();
 
 /// `comm`'s Shadow, created (collective over `comm`: PMPI_Comm_dup) at its first collective.
 Shadow* shadow(MPI_Comm comm);
+/// Starts `comm`'s Shadow ahead of its first collective (collective over `comm`, nonblocking: an
+/// MPI_Comm_idup that shadow() completes, or stop_shadows() where no collective came).  Nothing
+/// where it exists already.
+void shadow_start(MPI_Comm comm);
 
 /// The tag of collective `seq`, piece 0 (post() adds the piece).
 int tag_of(std::uint32_t seq);

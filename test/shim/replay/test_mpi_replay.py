@@ -196,9 +196,57 @@ def main():
         expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
         check_switches(prefix, 4)
         check_sites(prefix, 4, cluster=False)
+    def check_engine_sample(prefix, ranks):
+        """The engine's first choice (decide.cpp, kEngineAskAt): after a key's 12th blocking call the
+        ranks agree on their mean CPU weight; from 0.2 its blocking calls 12-15 are samples, MPI's
+        and the engine's alternately, and the engine becomes the first choice where the sum of the
+        ranks' costs of its samples is the lower.  Every rank of a communicator must see the same:
+        a rank that ran the engine's exchange against MPI's blocking call would hang.  Returns how
+        many keys sampled the engine."""
+        groups = {}
+        for r in range(ranks):
+            for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
+                if "engine" not in k["algorithm"]["mean_us"]:
+                    continue
+                members = "all" if k["comm_size"] == ranks else f"rank%2={r % 2}"
+                groups.setdefault((k["comm"], members, k["op"], k["size_class"]), []).append(
+                    (r, k["algorithm"]["engine_sample"]))
+        sampled = 0
+        for key, seen in groups.items():
+            agreed = {(e["asked"], e["weight"], e["engine_first"]) for _, e in seen}
+            expect(len(agreed) == 1, f"{key}: the ranks disagree on the engine's first choice: {seen}")
+            asked, weight, first = agreed.pop()
+            expect(asked, f"{key}: the CPU weight was never agreed (a key of 60 blocking calls): {seen}")
+            if weight < 0.2:
+                expect(not first and all(e["mpi_calls"] == e["engine_calls"] == 0 for _, e in seen),
+                       f"{key}: weight {weight} below 0.2 but the engine was sampled or chosen: {seen}")
+                continue
+            sampled += 1
+            expect(all(e["mpi_calls"] == e["engine_calls"] == 2 and e["mpi_us"] > 0 and e["engine_us"] > 0
+                       for _, e in seen), f"{key}: not 2 sample calls of each: {seen}")
+            cheaper = sum(e["engine_us"] for _, e in seen) < sum(e["mpi_us"] for _, e in seen)
+            expect(first == cheaper, f"{key}: engine first {first}, but its samples cost "
+                                     f"{sum(e['engine_us'] for _, e in seen):.0f} us against MPI's "
+                                     f"{sum(e['mpi_us'] for _, e in seen):.0f}: {seen}")
+        return sampled
+
+    def engine_first_local():
+        # The defaults on one node, 4 ranks on the machine's 2 cores: every call blocking; a key
+        # whose MPI calls leave CPU that others want samples the engine's exchange and may take it
+        # as its first choice.  Same bytes as plain MPICH, every choice agreed.
+        prefix = os.path.join(tmp, "engfirst")
+        out = lines(mpirun(SWITCH, 4, preload="tnbc", args=[60], timeout=180, env={"TNBC_STATS": prefix}).stdout)
+        diff = sorted(set(out) ^ set(switch_ref.get("out", [])))
+        expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
+        # adapt_switch computes between its calls: on a full node its keys weigh 0.4-0.5.
+        expect(check_engine_sample(prefix, 4) >= 1, "no key sampled the engine on a full node")
+        check_algorithms(prefix, 4)
+
     s.check("adapt_switch under plain MPICH, 4 ranks", switch_plain)
     s.check("TNBC_ADAPT=measure, 4 ranks: paths switch mid-run and back (world, dup, split, "
             "Alltoallv, Bcast; call sites differ by rank): identical bytes", switch_local)
+    s.check("the defaults on a full node: the engine's exchange sampled against MPI's blocking calls, "
+            "its first choice agreed by the samples' costs, identical bytes", engine_first_local)
 
     def orders_program():
         # trace_order: stack buffers sharing pages with live data, write(), threads, buffers

@@ -162,6 +162,28 @@ TEST_CASE("a preferred first choice runs until a round, which judges it as any c
   REQUIRE(t.chosen() == 2);
 }
 
+TEST_CASE("sample calls run their candidates outside the rounds, unrecorded, and never inside a round") {
+  TrialPolicy p;
+  p.skip = 8;
+  AlgorithmTrial t(3, p);
+  run(t, {100, 300, 200}, 4);
+  REQUIRE(t.sample({0, 2, 0, 2}));
+  REQUIRE(t.sampling());
+  REQUIRE_FALSE(t.trying());
+  // Calls 4-7 run the samples; then round 0 from call 8.
+  REQUIRE(run(t, {100, 300, 200}, 5) == std::vector<std::size_t>{0, 2, 0, 2, 0});
+  REQUIRE_FALSE(t.sampling());
+  REQUIRE(t.bests() == std::vector<double>{100, 0, 0});  // round 0's first call only
+  REQUIRE(t.chosen() == 0);
+  // Samples that would reach into a round are refused.
+  AlgorithmTrial u(3, p);
+  run(u, {100, 300, 200}, 5);
+  REQUIRE_FALSE(u.sample({0, 2, 0, 2}));
+  REQUIRE_FALSE(u.sampling());
+  REQUIRE(u.next() == 0);
+  REQUIRE_FALSE(AlgorithmTrial(3, p).sample({0, 3}));  // no such candidate
+}
+
 TEST_CASE("the CPU weight: a busy core, and time outside the call, make a blocking call's CPU cost") {
   constexpr std::uint64_t ms = 1000000;
   // 10 calls of 100 ms with 50 ms of CPU each (the core ran something else half the time), in

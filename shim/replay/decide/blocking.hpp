@@ -1,0 +1,27 @@
+// The blocking path of a key, inside decide/ (blocking.cpp): which of MPI's algorithms, or the
+// engine's exchange run to completion, runs its blocking calls.  decide.hpp's before_blocking and
+// after_blocking are its entry points; for_call completes its agreements (engine_agreed).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+
+#include "decide.hpp"
+
+namespace tnbc::shim::replay::decide {
+
+/// The trial's settings (TNBC_ALGORITHMS_AFTER; decide.cpp, start_decisions).
+const TrialPolicy& trial_policy();
+/// The calls of a key as a person names them: "alltoall of 1 MiB", "alltoallv" (no size).
+std::string what(const Key& k, std::uint64_t bytes);
+
+/// Completes the key's agreement on the engine's first choice in flight (Key::agreeing), if
+/// any, and applies it: at the key's next call (for_call), before its path and algorithm.
+void engine_agreed(Key& key, MPI_Comm comm);
+
+/// The "algorithm" object of a key in the statistics (docs/config.md).
+std::string algorithm_json(const Key& k);
+
+}  // namespace tnbc::shim::replay::decide
