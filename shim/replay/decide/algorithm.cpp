@@ -215,17 +215,18 @@ void algorithm_restore(priority::Op op) {
   if (Var* v = var_of(op)) PMPI_T_cvar_write(v->handle, &v->initial);
 }
 
-bool agree_algorithm(AlgorithmTrial& trial, MPI_Comm comm) {
+std::vector<double> algorithm_votes(const AlgorithmTrial& trial) {
   const std::vector<double> bests = trial.bests();
   const std::size_t k = bests.size();
-  // Per candidate, summed over the ranks: its best time, and how many ranks have one.
-  std::vector<double> mine(2 * k), sum(2 * k);
+  std::vector<double> mine(2 * k);
   for (std::size_t i = 0; i < k; ++i) mine[i] = bests[i], mine[k + i] = bests[i] > 0 ? 1 : 0;
-  PMPI_Allreduce(mine.data(), sum.data(), static_cast<int>(2 * k), MPI_DOUBLE, MPI_SUM, comm);
-  int size = 0;
-  PMPI_Comm_size(comm, &size);
+  return mine;
+}
+
+bool choose_algorithm(AlgorithmTrial& trial, const std::vector<double>& summed, int ranks) {
+  const std::size_t k = summed.size() / 2;
   std::vector<double> agreed(k);
-  for (std::size_t i = 0; i < k; ++i) agreed[i] = sum[k + i] >= size ? sum[i] : 0;
+  for (std::size_t i = 0; i < k; ++i) agreed[i] = summed[k + i] >= ranks ? summed[i] : 0;
   return trial.choose(agreed);
 }
 

@@ -59,8 +59,12 @@ const std::string& algorithms_status();
 /// failed write, ranks that disagree), and worth a message where TNBC_LOG=debug is not set.
 bool algorithms_unexpected();
 
-/// The agreed choice at the end of a trial round: each candidate's best time (trial.hpp)
-/// summed over the ranks of `comm`, and `trial` chooses.  Collective over `comm`.  Returns whether the choice changed.
-bool agree_algorithm(AlgorithmTrial& trial, MPI_Comm comm);
+/// The agreed choice at the end of a trial round, in two halves around a sum over the ranks
+/// (the caller's MPI_Iallreduce): what this rank adds (per candidate its best time, trial.hpp,
+/// then per candidate whether it has one: 2 values each), and the choice from the sums of
+/// `ranks` ranks (a candidate counts only where every rank measured it).  Returns whether the
+/// choice changed.
+std::vector<double> algorithm_votes(const AlgorithmTrial& trial);
+bool choose_algorithm(AlgorithmTrial& trial, const std::vector<double>& summed, int ranks);
 
 }  // namespace tnbc::shim::replay::decide

@@ -85,7 +85,7 @@ std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::u
 
 /// After the key's kEngineAskAt-th blocking call, before any trial round: the ranks start to
 /// agree on the key's CPU weight (an MPI_Iallreduce of 2 doubles, completed at its next call:
-/// engine_agreed).
+/// complete_agreement).
 void ask_engine_weight(Key& key, MPI_Comm comm) {
   key.engine_stage = Key::EngineStage::decided;
   if (std::find(key.algorithms.begin(), key.algorithms.end(), kEngineCandidate) == key.algorithms.end()) return;
@@ -149,13 +149,39 @@ void verdict_agreed(Key& key) {
                   mpi / n / 1e6, kEngineSamples, trial_policy().skip);
 }
 
+/// The agreed trial round: the choice, said where it changes.
+void trial_agreed(Key& key) {
+  key.trial_agreeing = false;
+  AlgorithmTrial& trial = key.trial;
+  choose_algorithm(trial, key.trial_sums, key.comm_size);
+  if (trial.chosen() == key.told_algorithm) return;
+  key.told_algorithm = trial.chosen();
+  auto name = [&](std::size_t i) {
+    return key.algorithms[i] == kEngineCandidate ? std::string("the engine's exchange")
+                                                 : fmt::format("MPI's '{}' algorithm", key.algorithms[i]);
+  };
+  log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run {} after {} blocking calls "
+                  "(this rank's best call {:.1f} ms, against {:.1f} ms with {}; time and the CPU taken from "
+                  "the node)",
+                  what(key, key.first_bytes), key.comm_id, key.comm_size, name(trial.chosen()), trial.calls(),
+                  key.trial_bests[trial.chosen()] / 1e6, key.trial_bests[key.trial_before] / 1e6,
+                  name(key.trial_before));
+}
+
 }  // namespace
 
-void engine_agreed(Key& key, MPI_Comm comm) {
+void complete_agreement(Key& key, MPI_Comm comm) {
   if (key.agreeing == MPI_REQUEST_NULL) return;
   PMPI_Wait(&key.agreeing, MPI_STATUS_IGNORE);
-  if (key.engine_stage == Key::EngineStage::weighing) weight_agreed(key, comm);
+  if (key.trial_agreeing) trial_agreed(key);
+  else if (key.engine_stage == Key::EngineStage::weighing) weight_agreed(key, comm);
   else if (key.engine_stage == Key::EngineStage::judging) verdict_agreed(key);
+}
+
+void agreement_at_end(Key& key) {
+  if (key.agreeing == MPI_REQUEST_NULL) return;
+  PMPI_Wait(&key.agreeing, MPI_STATUS_IGNORE);
+  if (key.trial_agreeing) trial_agreed(key);  // the statistics show the round (no MPI call follows)
 }
 
 void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wall_ns, std::uint64_t cpu_ns,
@@ -185,24 +211,19 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
     ask_engine_weight(*key, comm);
   else if (key->engine_stage == Key::EngineStage::sampling && !trial.sampling())
     ask_engine_verdict(*key, comm);
-  // The round's last call: the ranks agree now, after its data is complete, not right before the
-  // next call (done() says why).
+  // The round's last call: the ranks start to agree now, after its data is complete (done() says
+  // why), and the choice is made at the key's next call, as the engine's (Key::agreeing).
   if (!trial.choice_due()) return;
-  const std::vector<double> mine = trial.bests();
-  const std::size_t before = trial.chosen();
-  agree_algorithm(trial, comm);
-  if (trial.chosen() != key->told_algorithm) {
-    key->told_algorithm = trial.chosen();
-    auto name = [&](std::size_t i) {
-      return key->algorithms[i] == kEngineCandidate ? std::string("the engine's exchange")
-                                                    : fmt::format("MPI's '{}' algorithm", key->algorithms[i]);
-    };
-    log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run {} after {} blocking calls "
-                    "(this rank's best call {:.1f} ms, against {:.1f} ms with {}; time and the CPU taken from "
-                    "the node)",
-                    what(*key, key->first_bytes), key->comm_id, key->comm_size, name(trial.chosen()), trial.calls(),
-                    mine[trial.chosen()] / 1e6, mine[before] / 1e6, name(before));
-  }
+  complete_agreement(*key, comm);  // one agreement in flight at a time
+  key->trial_votes = algorithm_votes(trial);
+  key->trial_sums.assign(key->trial_votes.size(), 0.0);
+  key->trial_bests = trial.bests();
+  key->trial_before = trial.chosen();
+  if (PMPI_Iallreduce(key->trial_votes.data(), key->trial_sums.data(), static_cast<int>(key->trial_votes.size()),
+                      MPI_DOUBLE, MPI_SUM, comm, &key->agreeing) == MPI_SUCCESS)
+    key->trial_agreeing = true;
+  else
+    trial.choose({});  // ends the round, nothing chosen
 }
 
 /// The "algorithm" object of a key in the statistics (docs/config.md): MPI's algorithm its

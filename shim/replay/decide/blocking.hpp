@@ -1,6 +1,6 @@
 // The blocking path of a key, inside decide/ (blocking.cpp): which of MPI's algorithms, or the
 // engine's exchange run to completion, runs its blocking calls.  decide.hpp's before_blocking and
-// after_blocking are its entry points; for_call completes its agreements (engine_agreed).
+// after_blocking are its entry points; for_call completes its agreements (complete_agreement).
 #pragma once
 
 #include <mpi.h>
@@ -17,9 +17,13 @@ const TrialPolicy& trial_policy();
 /// The calls of a key as a person names them: "alltoall of 1 MiB", "alltoallv" (no size).
 std::string what(const Key& k, std::uint64_t bytes);
 
-/// Completes the key's agreement on the engine's first choice in flight (Key::agreeing), if
-/// any, and applies it: at the key's next call (for_call), before its path and algorithm.
-void engine_agreed(Key& key, MPI_Comm comm);
+/// Completes the key's agreement in flight (Key::agreeing: the engine's first choice, or a trial
+/// round's), if any, and applies it: at the key's next call (for_call), before its path and
+/// algorithm.
+void complete_agreement(Key& key, MPI_Comm comm);
+/// The same at MPI_Finalize (finish_agreements): completes it; applies a trial round's choice
+/// (for the statistics), not the engine's agreements (they would start more MPI calls).
+void agreement_at_end(Key& key);
 
 /// The "algorithm" object of a key in the statistics (docs/config.md).
 std::string algorithm_json(const Key& k);

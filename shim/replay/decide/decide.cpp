@@ -220,7 +220,7 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   }
   Decision d{Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
   if (!g_adapt) return d;
-  engine_agreed(*key, comm);  // before this call's path and algorithm: it may change them
+  complete_agreement(*key, comm);  // before this call's path and algorithm: it may change them
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = util::now_ns();
   // A trial call of an algorithm other than the choice is not what the blocking path costs.
@@ -350,8 +350,7 @@ void done(const Decision& d, MPI_Comm comm) {
 
 void finish_agreements() {
   std::lock_guard lock(g_keys_mutex);
-  for (Key& k : g_keys)
-    if (k.agreeing != MPI_REQUEST_NULL) PMPI_Wait(&k.agreeing, MPI_STATUS_IGNORE);
+  for (Key& k : g_keys) agreement_at_end(k);
 }
 
 namespace {

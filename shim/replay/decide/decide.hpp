@@ -63,6 +63,11 @@ struct Key {
   /// does not have, a few time slices on 4 ranks sharing 2 cores).
   MPI_Request agreeing = MPI_REQUEST_NULL;
   double agree_mine[2] = {0, 0}, agree_sum[2] = {0, 0};
+  /// The trial's agreement after a round (likewise nonblocking): this rank's votes and their
+  /// sums (algorithm.hpp, algorithm_votes), and what the log line after it names.
+  bool trial_agreeing = false;
+  std::vector<double> trial_votes, trial_sums, trial_bests;
+  std::size_t trial_before = 0;
   double engine_weight = 0;     // the CPU weight agreed (mean over the ranks)
   bool engine_weighed = false;  // ... agreed
   /// The sample calls on this rank (decide.cpp): their cost, time plus CPU by engine_weight,
