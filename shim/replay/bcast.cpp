@@ -11,6 +11,7 @@
 #include "shim/datatype.hpp"
 #include "shim/observe/page_guard.hpp"
 #include "shim/replay/call.hpp"
+#include "util/clock.hpp"
 
 namespace tnbc::shim::replay {
 
@@ -119,6 +120,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   if (!d.engine) d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
   engine::Costs* costs = d.engine ? nullptr : d.costs;
   // The exchange, early or not; a blocking call the engine runs is measured around it.
+  const std::uint64_t t0 = util::now_ns();
   auto run = [&] {
     if (ti.contiguous) {
       const engine::Engine::Result r =
@@ -137,6 +139,7 @@ int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root,
   };
   if (d.engine) engine_blocking(d, comm, run);
   else run();
+  decide::say_early_path_call(d, early, why_direct, util::now_ns() - t0);
   if (early) st.count_early_return();
   else st.count_fallback(why_direct);
   return rc;

@@ -133,10 +133,12 @@ int exchange(OpStats& st, const decide::Decision& d, const void* sendbuf, const 
       });
 
   if (!d.engine) d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t t0 = util::now_ns();
   const engine::Engine::Result r = engine::Engine::instance().alltoallv(
       sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node, allow_early, d.engine ? nullptr : d.costs);
   const bool early = r.early;
   if (r.why != nullptr) why_direct = r.why;
+  decide::say_early_path_call(d, early, why_direct, util::now_ns() - t0);
   decide::done(d, comm);
   if (!rti.contiguous) {
     for (std::size_t i = 0; i < n; ++i) {

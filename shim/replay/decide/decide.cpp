@@ -219,6 +219,7 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
                     entry->site, key->op, key->comm_id);
   }
   Decision d{Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
+  ++key->calls_made;
   if (!g_adapt) return d;
   complete_agreement(*key, comm);  // before this call's path and algorithm: it may change them
   // The previous call's interval ends here: it is what that call's path cost the program.
@@ -346,6 +347,13 @@ void done(const Decision& d, MPI_Comm comm) {
     PMPI_Allreduce(mine, key->room_votes, 2, MPI_DOUBLE, MPI_SUM, comm);
     key->room_voted = true;
   }
+}
+
+void say_early_path_call(const Decision& d, bool early, const char* why, std::uint64_t ns) {
+  if (log::level() < config::LogLevel::debug || d.key == nullptr || d.engine) return;
+  log::debug("{} on communicator {}: call {} {} in {:.2f} ms", d.key->op, d.key->comm_id, d.key->calls_made - 1,
+             early ? std::string("returned early") : fmt::format("ran on the engine to completion ({})", why ? why : "-"),
+             static_cast<double>(ns) / 1e6);
 }
 
 void finish_agreements() {

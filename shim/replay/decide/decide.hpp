@@ -78,6 +78,7 @@ struct Key {
   bool weighs_cpu = false;    // its candidates include the engine's exchange: their CPU counts
   /// The key's next blocking call runs on the engine's exchange (its trial's candidate or choice).
   bool engine_next() const { return algorithms[trial.next()] == kEngineCandidate; }
+  std::uint64_t calls_made = 0;     // its calls so far, this one included (for_call), on either path
   std::uint64_t blocking_runs = 0;  // its blocking calls so far (after_blocking; the trial counts them only where active)
   bool last_trial = false;  // the previous call tried a candidate other than the choice
   std::size_t told_algorithm = 0;  // the choice said at TNBC_LOG=info
@@ -197,6 +198,11 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm);
 /// ranks agree the choice (collective over `comm`, every rank at the same call).
 void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wall_ns, std::uint64_t cpu_ns,
                     MPI_Comm comm);
+
+/// TNBC_LOG=debug: one line for a call on the decision's early path that the engine ran,
+/// returned early or completed before returning (`why`: the reason it could not return early),
+/// `ns` inside the call.  (Blocking calls say theirs in after_blocking.)
+void say_early_path_call(const Decision& d, bool early, const char* why, std::uint64_t ns);
 
 /// Completes the agreements still in flight (Key::agreeing: a key whose next call never came;
 /// every rank posted them after the same call).  At MPI_Finalize, before the statistics.

@@ -360,6 +360,17 @@ def main():
                        for l in measured), f"no line for the first choice: {measured}")
             debug = said({"TNBC_LOG": "debug"}, 2)
             expect("tnbc[0]: MPI's algorithms: chosen per call for alltoall, bcast" in debug, debug)
+            # Per-call detail: every rank says what ran each blocking call, and how long it took.
+            for r in range(4):
+                for n in range(3):
+                    expect(any(re.match(rf"tnbc\[{r}\]: alltoall on communicator 0: blocking call {n} ran MPI's "
+                                        r"'\w+' in [0-9.]+ ms", l) for l in debug),
+                           f"rank {r}: no line for blocking call {n}: {debug}")
+        # Every call early (TNBC_ADAPT=off): a line per call that returned early.
+        early = said({"TNBC_LOG": "debug", "TNBC_ADAPT": "off"}, 2)
+        expect(sorted(int(m.group(1)) for l in early
+                      if (m := re.match(r"tnbc\[0\]: alltoall on communicator 0: call (\d+) returned early in [0-9.]+ ms", l)))
+               == [0, 1, 2], f"not a line per early call: {early}")
         quiet = said({"TNBC_LOG": "quiet"}, 5)
         expect(quiet == [], f"TNBC_LOG=quiet printed: {quiet}")
     s.check("TNBC_LOG=info says each key's path and why, and sums up at the end; quiet says nothing",
