@@ -241,7 +241,8 @@ void stop(Runtime& rt) {
   const std::uint64_t calls = st.alltoall.calls() + st.alltoallv.calls() + st.bcast.calls();
   const std::uint64_t early = st.alltoall.early_returns() + st.alltoallv.early_returns() + st.bcast.early_returns();
   if (calls > 0)
-    log::info_rank0("summary: {} of rank 0's {} Alltoall, Alltoallv and Bcast calls returned early{}", early, calls,
+    log::info_rank0("summary: {} of rank 0's {} Alltoall, Alltoallv and Bcast calls returned early{}{}", early, calls,
+                    decide::measured_saving(),
                     rt.config().stats_prefix.empty() ? "; TNBC_STATS=PREFIX and tnbc-stats PREFIX say where and why"
                                                      : "");
 }

@@ -5,6 +5,7 @@
 #include "blocking.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -226,8 +227,10 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   const std::uint64_t entered = util::now_ns();
   // A trial call of an algorithm other than the choice is not what the blocking path costs.
   key->last_interval_ns = key->last_entry_ns != 0 ? entered - key->last_entry_ns : 0;
-  if (key->last_entry_ns != 0 && !key->last_trial)
+  if (key->last_entry_ns != 0 && !key->last_trial) {
     key->intervals.add_interval(key->last_path, key->last_interval_ns, key->last_turns);
+    if (key->first_interval_ns == 0) key->first_interval_ns = key->last_interval_ns, key->first_interval_path = key->last_path;
+  }
   key->last_entry_ns = entered;
   if (one_node_rule(key->one_node)) {
     if (!key->path_told) {
@@ -354,6 +357,30 @@ void say_early_path_call(const Decision& d, bool early, const char* why, std::ui
   log::debug("{} on communicator {}: call {} {} in {:.2f} ms", d.key->op, d.key->comm_id, d.key->calls_made - 1,
              early ? std::string("returned early") : fmt::format("ran on the engine to completion ({})", why ? why : "-"),
              static_cast<double>(ns) / 1e6);
+}
+
+std::string measured_saving() {
+  std::lock_guard lock(g_keys_mutex);
+  double saved_ns = 0;
+  int keys = 0;
+  for (const Key& k : g_keys) {
+    // Without the key's first interval: it carries the communicator's setup.
+    const bool first_early = k.first_interval_ns != 0 && k.first_interval_path == Path::early;
+    const bool first_blocking = k.first_interval_ns != 0 && k.first_interval_path == Path::blocking;
+    const std::uint64_t ne = k.intervals.early_intervals.load() - (first_early ? 1 : 0);
+    const std::uint64_t nb = k.intervals.blocking_intervals.load() - (first_blocking ? 1 : 0);
+    if (ne == 0 || nb == 0) continue;
+    const double early = static_cast<double>(k.intervals.early_interval_ns.load() - (first_early ? k.first_interval_ns : 0)) /
+                         static_cast<double>(ne);
+    const double blocking =
+        static_cast<double>(k.intervals.blocking_interval_ns.load() - (first_blocking ? k.first_interval_ns : 0)) /
+        static_cast<double>(nb);
+    saved_ns += static_cast<double>(ne) * (blocking - early);
+    ++keys;
+  }
+  if (keys == 0) return {};
+  return fmt::format("; by the mean intervals of the {} key{} that ran both paths, the early calls {} about {:.0f} ms",
+                     keys, keys > 1 ? "s" : "", saved_ns >= 0 ? "saved" : "cost", std::abs(saved_ns) / 1e6);
 }
 
 void finish_agreements() {

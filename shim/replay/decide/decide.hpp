@@ -89,6 +89,10 @@ struct Key {
   bool one_node = false;
   std::uint64_t last_entry_ns = 0;  // entry of the key's previous call (0: none yet)
   std::uint64_t last_interval_ns = 0;  // from the previous call's entry to this one's (0: first call)
+  /// The key's first interval (after its first call: MPI's and the engine's setup on the
+  /// communicator) and its path, which the closing summary leaves out (measured_saving).
+  std::uint64_t first_interval_ns = 0;
+  Path first_interval_path = Path::blocking;
   Path last_path = Path::blocking;
   Turns last_turns = Turns::none;  // what the previous call's interval compares
   // The plan entry whose message shape (Bcast segments and tree, per-node turns in their order)
@@ -203,6 +207,14 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
 /// returned early or completed before returning (`why`: the reason it could not return early),
 /// `ns` inside the call.  (Blocking calls say theirs in after_blocking.)
 void say_early_path_call(const Decision& d, bool early, const char* why, std::uint64_t ns);
+
+/// For the closing summary: what this rank's early calls saved (or cost) against its blocking
+/// calls, as measured: per key that measured both paths, its early intervals times the
+/// difference of the mean intervals after a blocking and after an early call (its first
+/// interval left out: it carries the communicator's setup).  Empty where no
+/// key measured both.  E.g. "; by the mean intervals of the 2 keys that ran both paths, the
+/// early calls saved about 812 ms".
+std::string measured_saving();
 
 /// Completes the agreements still in flight (Key::agreeing: a key whose next call never came;
 /// every rank posted them after the same call).  At MPI_Finalize, before the statistics.

@@ -345,6 +345,11 @@ def main():
         # The data is read at once: the warm-up's reads leave no room, so a blocking run of 32
         # calls follows it before the early probe (calls 38 to 40), decided at call 41.
         measured = said({"TNBC_ADAPT": "measure"}, 50)
+        # Both paths ran: the summary says what the early calls saved or cost, as measured.
+        expect(any(re.match(r"tnbc\[0\]: summary: \d+ of rank 0's 51 .*; by the mean intervals of the 1 key that ran "
+                            r"both paths, the early calls (saved|cost) about \d+ ms", l) for l in measured),
+               f"no measured saving in the summary: {measured}")
+        expect(not any("mean intervals" in l for l in one_node), f"a saving said on one node: {one_node}")
         expect(any(re.search(r"\(4 ranks\): (returns early|blocking) from call \d+: measured [0-9.]+ ms per call "
                              r"returning early, [0-9.]+ ms blocking", l) for l in measured),
                f"no measured decision: {measured}")
