@@ -53,14 +53,14 @@ struct Key {
   /// The key's blocking calls that MPI ran: how many, their time and this rank's CPU inside
   /// them (after_blocking: what a call's CPU costs the node).
   std::uint64_t polled_calls = 0, polled_wall_ns = 0, polled_cpu_ns = 0;
-  /// Where the engine's first choice stands (decide.cpp, kEngineAskAt): not asked yet; the CPU
+  /// Where the engine's first choice stands (blocking.cpp, kEngineAskAt): not asked yet; the CPU
   /// weight being agreed; its sample calls running; their costs being agreed; decided.
   enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, decided };
   EngineStage engine_stage = EngineStage::ask;
   /// The agreement in flight: an MPI_Iallreduce posted after a blocking call and completed at
-  /// the key's next call, when every rank has long posted it (a blocking MPI_Allreduce after
-  /// the call made NPB IS A about 10% slower on a full node: a synchronisation the program
-  /// does not have, a few time slices on 4 ranks sharing 2 cores).
+  /// the key's next call, when every rank has long posted it (two blocking MPI_Allreduce after
+  /// calls and an MPI_Comm_dup made NPB IS A about 5% slower on a full node: synchronisations
+  /// the program does not have, a few time slices each on 4 ranks sharing 2 cores).
   MPI_Request agreeing = MPI_REQUEST_NULL;
   double agree_mine[2] = {0, 0}, agree_sum[2] = {0, 0};
   /// The trial's agreement after a round (likewise nonblocking): this rank's votes and their
@@ -70,7 +70,7 @@ struct Key {
   std::size_t trial_before = 0;
   double engine_weight = 0;     // the CPU weight agreed (mean over the ranks)
   bool engine_weighed = false;  // ... agreed
-  /// The sample calls on this rank (decide.cpp): their cost, time plus CPU by engine_weight,
+  /// The sample calls on this rank (blocking.cpp): their cost, time plus CPU by engine_weight,
   /// summed, and how many; [0] MPI's, [1] the engine's.  Whether they made the engine the first choice.
   double sample_cost[2] = {0, 0};
   int sample_calls[2] = {0, 0};

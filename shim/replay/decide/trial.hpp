@@ -90,7 +90,7 @@ class AlgorithmTrial {
     if (index < counts_.size()) chosen_ = index;
   }
   /// Runs the candidates `order` on the next blocking calls, one each, outside the rounds and
-  /// not recorded as trial samples: calls the caller measures and compares itself (decide.cpp:
+  /// not recorded as trial samples: calls the caller measures and compares itself (blocking.cpp:
   /// the engine's exchange against the choice, before it may become the first choice).  False,
   /// and nothing scheduled, where a round would begin or run among them.
   bool sample(const std::vector<std::size_t>& order) {

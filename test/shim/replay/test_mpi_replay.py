@@ -197,7 +197,7 @@ def main():
         check_switches(prefix, 4)
         check_sites(prefix, 4, cluster=False)
     def check_engine_sample(prefix, ranks):
-        """The engine's first choice (decide.cpp, kEngineAskAt): after a key's 12th blocking call the
+        """The engine's first choice (blocking.cpp, kEngineAskAt): after a key's 12th blocking call the
         ranks agree on their mean CPU weight; from 0.2 its blocking calls 12-15 are samples, MPI's
         and the engine's alternately, and the engine becomes the first choice where the sum of the
         ranks' costs of its samples is the lower.  Every rank of a communicator must see the same:
