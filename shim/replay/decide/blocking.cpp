@@ -88,7 +88,7 @@ std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::u
 /// complete_agreement).
 void ask_engine_weight(Key& key, MPI_Comm comm) {
   key.engine_stage = Key::EngineStage::decided;
-  if (std::find(key.algorithms.begin(), key.algorithms.end(), kEngineCandidate) == key.algorithms.end()) return;
+  if (key.engine_index() == key.algorithms.size()) return;
   key.agree_mine[0] = cpu_weight(key), key.agree_mine[1] = 1.0;
   if (PMPI_Iallreduce(key.agree_mine, key.agree_sum, 2, MPI_DOUBLE, MPI_SUM, comm, &key.agreeing) == MPI_SUCCESS)
     key.engine_stage = Key::EngineStage::weighing;
@@ -113,8 +113,7 @@ void weight_agreed(Key& key, MPI_Comm comm) {
                key.op, key.comm_id, key.engine_weight, key.agree_sum[1]);
     return;
   }
-  const auto engine = static_cast<std::size_t>(
-      std::find(key.algorithms.begin(), key.algorithms.end(), kEngineCandidate) - key.algorithms.begin());
+  const std::size_t engine = key.engine_index();
   std::vector<std::size_t> order;
   for (int i = 0; i < kEngineSamples; ++i) order.push_back(key.trial.chosen()), order.push_back(engine);
   if (!key.trial.sample(order)) return;
@@ -135,8 +134,7 @@ void verdict_agreed(Key& key) {
                key.op, key.comm_id, w, engine / n / 1e6, mpi / n / 1e6, kEngineSamples);
     return;
   }
-  const auto index = static_cast<std::size_t>(
-      std::find(key.algorithms.begin(), key.algorithms.end(), kEngineCandidate) - key.algorithms.begin());
+  const std::size_t index = key.engine_index();
   key.trial.prefer(index);
   key.told_algorithm = index;
   key.engine_preferred = true;
@@ -164,7 +162,7 @@ void trial_agreed(Key& key) {
                   "(this rank's best call {:.1f} ms, against {:.1f} ms with {}; time and the CPU taken from "
                   "the node)",
                   what(key, key.first_bytes), key.comm_id, key.comm_size, name(trial.chosen()), trial.calls(),
-                  key.trial_bests[trial.chosen()] / 1e6, key.trial_bests[key.trial_before] / 1e6,
+                  key.trial_votes[trial.chosen()] / 1e6, key.trial_votes[key.trial_before] / 1e6,
                   name(key.trial_before));
 }
 
@@ -217,7 +215,6 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
   complete_agreement(*key, comm);  // one agreement in flight at a time
   key->trial_votes = algorithm_votes(trial);
   key->trial_sums.assign(key->trial_votes.size(), 0.0);
-  key->trial_bests = trial.bests();
   key->trial_before = trial.chosen();
   if (PMPI_Iallreduce(key->trial_votes.data(), key->trial_sums.data(), static_cast<int>(key->trial_votes.size()),
                       MPI_DOUBLE, MPI_SUM, comm, &key->agreeing) == MPI_SUCCESS)

@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -63,10 +64,10 @@ struct Key {
   /// the program does not have, a few time slices each on 4 ranks sharing 2 cores).
   MPI_Request agreeing = MPI_REQUEST_NULL;
   double agree_mine[2] = {0, 0}, agree_sum[2] = {0, 0};
-  /// The trial's agreement after a round (likewise nonblocking): this rank's votes and their
-  /// sums (algorithm.hpp, algorithm_votes), and what the log line after it names.
+  /// The trial's agreement after a round (likewise nonblocking): this rank's votes (its bests
+  /// first: algorithm.hpp, algorithm_votes) and their sums, and the choice before it.
   bool trial_agreeing = false;
-  std::vector<double> trial_votes, trial_sums, trial_bests;
+  std::vector<double> trial_votes, trial_sums;
   std::size_t trial_before = 0;
   double engine_weight = 0;     // the CPU weight agreed (mean over the ranks)
   bool engine_weighed = false;  // ... agreed
@@ -78,6 +79,10 @@ struct Key {
   bool weighs_cpu = false;    // its candidates include the engine's exchange: their CPU counts
   /// The key's next blocking call runs on the engine's exchange (its trial's candidate or choice).
   bool engine_next() const { return algorithms[trial.next()] == kEngineCandidate; }
+  /// The engine's exchange among the candidates: its index, or algorithms.size() where it is none.
+  std::size_t engine_index() const {
+    return static_cast<std::size_t>(std::find(algorithms.begin(), algorithms.end(), kEngineCandidate) - algorithms.begin());
+  }
   std::uint64_t calls_made = 0;     // its calls so far, this one included (for_call), on either path
   std::uint64_t blocking_runs = 0;  // its blocking calls so far (after_blocking; the trial counts them only where active)
   bool last_trial = false;  // the previous call tried a candidate other than the choice
