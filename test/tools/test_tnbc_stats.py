@@ -164,30 +164,38 @@ def main():
     def source_lines():
         # A site whose statistics name its function and module: the table shows the function,
         # and the sites list the source line addr2line finds for the call (return address - 1).
+        # The site's offset counts from the module's load base (dladdr's dli_fbase): 0 in a
+        # position-independent program, its first segment's page (0x400000) in one linked
+        # -no-pie, where addr2line wants the address itself.
         src = os.path.join(tmp, "where.c")
         with open(src, "w", encoding="utf-8") as f:
             f.write("int twice(int x) { return 2 * x; }\nint main(void) {\n  return twice(1) - 2;\n}\n")
-        exe = os.path.join(tmp, "where")
-        subprocess.run(["cc", "-g", "-O0", "-o", exe, src], check=True, timeout=60)
-        syms = subprocess.run(["nm", exe], capture_output=True, text=True, check=True).stdout
-        main_at = next(int(l.split()[0], 16) for l in syms.splitlines() if l.endswith(" T main"))
-        # A return address a few bytes into main's body is on line 3, the call of twice().
-        dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", exe], capture_output=True, text=True).stdout
-        call = next(int(l.split(":")[0], 16) for l in dis.splitlines()
-                    if "call" in l and "<twice>" in l and int(l.split(":")[0], 16) > main_at)
-        ret = call + 5  # the call instruction (e8 rel32) is 5 bytes
-        site = f"where+{ret:#x};libc.so.6+0x2724a"
-        named = os.path.join(tmp, "named")
-        k = key({site: costs(2, 2, 1000.0, 2000.0)})
-        k["sites"][0].update(function="main", module=exe)
-        write(named, 0, [k])
-        r = run(named)
-        expect(r.returncode == 0, r.stderr)
-        rows = section(r.stdout, "calls per rank")
-        expect(len(rows) == 1 and rows[0][-4] == "main" and "where+" not in " ".join(rows[0]), r.stdout)
-        listed = [l for l in r.stdout.splitlines() if l.startswith("  main ")]
-        expect(len(listed) == 1 and f"{src}:3" in listed[0] and f"(where+{ret:#x})" in listed[0], r.stdout)
-    s.check("sites named by function; the sites list their source lines (addr2line)", source_lines)
+        for kind, flags in (("pie", ["-fPIE", "-pie"]), ("nopie", ["-fno-pie", "-no-pie"])):
+            exe = os.path.join(tmp, "where")
+            subprocess.run(["cc", "-g", "-O0", *flags, "-o", exe, src], check=True, timeout=60)
+            syms = subprocess.run(["nm", exe], capture_output=True, text=True, check=True).stdout
+            main_at = next(int(l.split()[0], 16) for l in syms.splitlines() if l.endswith(" T main"))
+            segments = subprocess.run(["readelf", "-lW", exe], capture_output=True, text=True).stdout
+            base = next(int(l.split()[2], 16) for l in segments.splitlines() if l.split()[:1] == ["LOAD"]) & ~0xfff
+            expect((base == 0) == (kind == "pie"), f"{kind}: first segment at {base:#x}")
+            # A return address a few bytes into main's body is on line 3, the call of twice().
+            dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", exe], capture_output=True, text=True).stdout
+            call = next(int(l.split(":")[0], 16) for l in dis.splitlines()
+                        if "call" in l and "<twice>" in l and int(l.split(":")[0], 16) > main_at)
+            ret = call + 5 - base  # the call instruction (e8 rel32) is 5 bytes
+            site = f"where+{ret:#x};libc.so.6+0x2724a"
+            named = os.path.join(tmp, "named-" + kind)
+            k = key({site: costs(2, 2, 1000.0, 2000.0)})
+            k["sites"][0].update(function="main", module=exe)
+            write(named, 0, [k])
+            r = run(named)
+            expect(r.returncode == 0, r.stderr)
+            rows = section(r.stdout, "calls per rank")
+            expect(len(rows) == 1 and rows[0][-4] == "main" and "where+" not in " ".join(rows[0]), r.stdout)
+            listed = [l for l in r.stdout.splitlines() if l.startswith("  main ")]
+            expect(len(listed) == 1 and f"{src}:3" in listed[0] and f"(where+{ret:#x})" in listed[0],
+                   f"{kind}: {r.stdout}")
+    s.check("sites named by function; the sites list their source lines (addr2line), with and without -pie", source_lines)
 
     def old_files():
         old = os.path.join(tmp, "old")
