@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -221,7 +222,14 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   }
   Decision d{Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
   ++key->calls_made;
-  if (!g_adapt) return d;
+  if (!g_adapt) {
+    if (!key->path_told) {
+      key->path_told = true;
+      log::info_rank0("decided: {} on communicator {} ({} ranks): returns early wherever it can (TNBC_ADAPT=off: no measuring, no plan entry changes that)",
+                      what(*key, bytes), key->comm_id, key->comm_size);
+    }
+    return d;
+  }
   complete_agreement(*key, comm);  // before this call's path and algorithm: it may change them
   // The previous call's interval ends here: it is what that call's path cost the program.
   const std::uint64_t entered = util::now_ns();
@@ -353,7 +361,16 @@ void done(const Decision& d, MPI_Comm comm) {
 }
 
 void say_early_path_call(const Decision& d, bool early, const char* why, std::uint64_t ns) {
-  if (log::level() < config::LogLevel::debug || d.key == nullptr || d.engine) return;
+  if (d.key == nullptr || d.engine) return;
+  // The memory bound is a rank's own (its calls in flight): said where it first holds a key back.
+  if (!early && why != nullptr && std::strcmp(why, "memory") == 0 && !d.key->memory_told) {
+    d.key->memory_told = true;
+    log::info("decided: {} on communicator {}: call {} ran to completion before returning, since returning early "
+              "would pass TNBC_MAX_MEMORY with the calls still in flight (later calls of it likewise, while "
+              "memory stays short; TNBC_LOG=debug says which)",
+              d.key->op, d.key->comm_id, d.key->calls_made - 1);
+  }
+  if (log::level() < config::LogLevel::debug) return;
   log::debug("{} on communicator {}: call {} {} in {:.2f} ms", d.key->op, d.key->comm_id, d.key->calls_made - 1,
              early ? std::string("returned early") : fmt::format("ran on the engine to completion ({})", why ? why : "-"),
              static_cast<double>(ns) / 1e6);

@@ -106,6 +106,7 @@ struct Key {
   bool shape_agreed = false;
   bool shape_unused_told = false;  // a later call's per-node entry the agreed shape lacks: said once
   bool path_told = false;  // the path was said at TNBC_LOG=info (one line per key and change)
+  bool memory_told = false;  // a call of it kept from returning early by TNBC_MAX_MEMORY was said (info)
   Path told_path = Path::blocking;
   const priority::PlanEntry* shape = nullptr;
   /// The room point's vote, taken at the end of the call before it (done()): the ranks that

@@ -376,6 +376,18 @@ def main():
         expect(sorted(int(m.group(1)) for l in early
                       if (m := re.match(r"tnbc\[0\]: alltoall on communicator 0: call (\d+) returned early in [0-9.]+ ms", l)))
                == [0, 1, 2], f"not a line per early call: {early}")
+        expect(sum(bool(re.match(r"tnbc\[0\]: decided: alltoall of 256 KiB on communicator 0 \(4 ranks\): returns "
+                                 r"early wherever it can \(TNBC_ADAPT=off", l)) for l in early) == 1,
+               f"not one line for TNBC_ADAPT=off: {early}")
+        # A memory bound below one call's send copy: no call returns early, and each rank says so
+        # once, at its first call (the bound is a rank's own).
+        short = said({"TNBC_ADAPT": "off", "TNBC_MAX_MEMORY": "64K"}, 3)
+        for r in range(4):
+            told = [l for l in short if l.startswith(f"tnbc[{r}]: decided: alltoall on communicator 0: call 0 ran to "
+                                                     "completion before returning, since returning early would pass "
+                                                     "TNBC_MAX_MEMORY")]
+            expect(len(told) == 1, f"rank {r}: not one memory line: {short}")
+        expect(any(re.match(r"tnbc\[0\]: summary: 0 of rank 0's 4 ", l) for l in short), f"calls returned early: {short}")
         quiet = said({"TNBC_LOG": "quiet"}, 5)
         expect(quiet == [], f"TNBC_LOG=quiet printed: {quiet}")
     s.check("TNBC_LOG=info says each key's path and why, and sums up at the end; quiet says nothing",
