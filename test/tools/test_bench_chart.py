@@ -40,6 +40,23 @@ def main():
         expect(len(whiskers) == len(groups) * len(configs), f"{len(whiskers)} min-max lines for {len(groups) * len(configs)} bars")
         expect(all(float(lo) > float(hi) for _, lo, hi in whiskers), "a line's lowest ratio drawn above its highest")
     s.check("every legend entry inside the picture; one min-max line per bar", legend_inside)
+
+    def sized_to_data():
+        # Two groups of two bars (docs/measurements/per-node's charts) fill the axis, and the
+        # axis says what it shows.
+        configs = ["plan", "node"]
+        groups = [(f"ft {c}", {k: {"ratio": 0.9, "ratio_min": 0.8, "ratio_max": 1.0} for k in configs}) for c in "SW"]
+        path = os.path.join(tempfile.mkdtemp(), "chart.svg")
+        tb.svg_chart("test", groups, configs, path)
+        svg = open(path).read()
+        axis = re.search(r'<line x1="([\d.]+)" y1="([\d.]+)" x2="([\d.]+)" y2="\2" stroke="black"/>', svg)
+        left, right = float(axis.group(1)), float(axis.group(3))
+        bars = [(float(x), float(w)) for x, w in re.findall(r'<rect x="([\d.]+)" y="[\d.]+" width="([\d.]+)" height="[\d.]+" fill="[^"]+"><title>', svg)]
+        expect(len(bars) == 4, f"{len(bars)} bars")
+        used = (max(x + w for x, w in bars) - left) / (right - left)
+        expect(used >= 0.75, f"the bars take {used:.0%} of the axis")
+        expect(re.search(r'<text transform="rotate\(-90[^"]*"[^>]*>time / plain MPICH</text>', svg), "no axis title")
+    s.check("a few groups fill the axis; the axis has a title", sized_to_data)
     s.finish()
 
 
