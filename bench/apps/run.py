@@ -107,6 +107,26 @@ class Runner:
             cmd += ["--env", f"{k}={v}"]
         return cmd + ["--"] + exe
 
+    def link_counters(self):
+        """{link: (bytes sent, rate in bit/s)} of every shaped link of the cluster: each node's
+        eth0 (out of the node) and its bridge end, NODE-h (into it), from their tbf qdiscs'
+        counters; {} where they cannot be read (links unshaped, no root)."""
+        out = {}
+        for i in range(self.a.nodes):
+            ns = f"{self.a.prefix}-n{i}"
+            for name, cmd in ((f"{ns} out", ["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", "eth0"]),
+                              (f"{ns} in", ["tc", "-s", "qdisc", "show", "dev", f"{ns}-h"])):
+                try:
+                    text = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
+                except (OSError, subprocess.TimeoutExpired):
+                    continue
+                rate = re.search(r"\btbf\b.*?\brate (\d+(?:\.\d+)?)([KMG]?)bit", text)
+                sent = re.search(r"Sent (\d+) bytes", text)
+                if rate and sent:
+                    scale = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[rate.group(2)]
+                    out[name] = (int(sent.group(1)), float(rate.group(1)) * scale)
+        return out
+
     def cluster_base(self):
         return [self.a.cluster, "--nodes", str(self.a.nodes), "--prefix", self.a.prefix,
                 "--subnet", self.a.subnet]
@@ -122,6 +142,7 @@ class Runner:
             env["TNBC_STATS"] = stats_prefix
         cmd = self.command(prog, placement, env, preload)
         logpath = os.path.join(self.work, "logs", rid + ".log")
+        links0 = self.link_counters() if placement == "cluster" else {}
         r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         started = datetime.datetime.now().isoformat(timespec="seconds")
@@ -149,6 +170,11 @@ class Runner:
         wall = time.monotonic() - t0
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+        links1 = self.link_counters() if links0 else {}
+        # The busiest link's bytes at its rate: the time the run needed the links at least (its
+        # link bound), whatever the program and the library do.
+        link_bytes = {k: links1[k][0] - links0[k][0] for k in links0 if k in links1}
+        link_s = max((8 * b / links0[k][1] for k, b in link_bytes.items()), default=None)
         out = out.decode(errors="replace")
         with open(logpath, "w") as f:
             f.write("$ " + shlex.join(cmd) + "\n" + out)
@@ -167,7 +193,9 @@ class Runner:
                    wall_s=round(wall, 4) if ok else None,
                    cpu_s=round(cpu, 3) if ok else None,
                    reported_s=corpus.reported_time(prog, out) if ok else None,
-                   failed_wall_s=None if ok else round(wall, 4))
+                   failed_wall_s=None if ok else round(wall, 4),
+                   link_bytes=link_bytes or None,
+                   link_s=round(link_s, 4) if link_s is not None and ok else None)
         if stats_prefix:
             rec["stats"] = read_stats(os.path.dirname(stats_prefix))
         if ok:
@@ -350,6 +378,8 @@ def summarize(runs, configs):
             ratios = [r["wall_s"] / plain[r["round"]] for r in ok if r["round"] in plain]
             cpus = [r["cpu_s"] for r in ok]
             rep = [r["reported_s"] for r in ok if r.get("reported_s") is not None]
+            links = [r["link_s"] for r in ok if r.get("link_s") is not None]
+            busy = [r["link_s"] / r["wall_s"] for r in ok if r.get("link_s") is not None]
             per[c] = dict(
                 n=len(cr), n_ok=len(ok),
                 wall_med=median(walls), wall_min=min(walls, default=None),
@@ -357,6 +387,7 @@ def summarize(runs, configs):
                 ratio_med=median(ratios), ratio_min=min(ratios, default=None),
                 ratio_max=max(ratios, default=None),
                 cpu_med=median(cpus), reported_med=median(rep),
+                link_med=median(links), busy_med=median(busy),
                 stats=next((r["stats"] for r in reversed(ok) if r.get("stats")), None))
         out[k] = per
     return out
@@ -427,8 +458,15 @@ def write_report(data, md_path, svg_path):
         if not keys:
             continue
         L.append(f"## {placement}\n")
-        L.append("| program | configuration | wall s | ÷ plain | CPU s | program s | ok/runs |")
-        L.append("|---|---|---|---|---|---|---|")
+        links = placement == "cluster" and any(s.get("link_med") for k in keys for s in summ[k].values())
+        if links:
+            L.append("Link s: the bytes that crossed the busiest link (a node's, one direction; "
+                     "`tc -s qdisc` on the tbf of each link) at the link's rate: the least time the "
+                     "run needs the links, whatever the program and the library do.  Busy: link s "
+                     "÷ wall, median over the rounds.\n")
+        L.append("| program | configuration | wall s | ÷ plain | CPU s | program s |"
+                 + (" link s | busy |" if links else "") + " ok/runs |")
+        L.append("|---|---|---|---|---|---|" + ("---|---|" if links else "") + "---|")
         for k in keys:
             for c, s in summ[k].items():
                 wall = (f"{fmt(s['wall_med'])} ({fmt(s['wall_min'])}–{fmt(s['wall_max'])})"
@@ -436,8 +474,11 @@ def write_report(data, md_path, svg_path):
                 ratio = ("1" if c == "plain" else
                          f"{fmt(s['ratio_med'], 3)} ({fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)})"
                          if s["ratio_med"] is not None else "–")
+                busy = f"{s['busy_med']:.0%}" if s.get("busy_med") is not None else "–"
                 L.append(f"| {k[0]} | {c} | {wall} | {ratio} | {fmt(s['cpu_med'])} | "
-                         f"{fmt(s['reported_med'])} | {s['n_ok']}/{s['n']} |")
+                         f"{fmt(s['reported_med'])} |"
+                         + (f" {fmt(s.get('link_med'))} | {busy} |" if links else "")
+                         + f" {s['n_ok']}/{s['n']} |")
         L.append("")
     if data.get("tuning"):
         L.append("## best: MPICH's fastest algorithms\n")
