@@ -186,7 +186,7 @@ def main():
             site = f"where+{ret:#x};libc.so.6+0x2724a"
             named = os.path.join(tmp, "named-" + kind)
             k = key({site: costs(2, 2, 1000.0, 2000.0)})
-            k["sites"][0].update(function="main", module=exe)
+            k["sites"][0].update(function="main", module=exe, plan_order=[3, 1, 2, 0])
             write(named, 0, [k])
             r = run(named)
             expect(r.returncode == 0, r.stderr)
@@ -195,6 +195,10 @@ def main():
             listed = [l for l in r.stdout.splitlines() if l.startswith("  main ")]
             expect(len(listed) == 1 and f"{src}:3" in listed[0] and f"(where+{ret:#x})" in listed[0],
                    f"{kind}: {r.stdout}")
+            # The plan entry's order, in the list and in --json, with the source line.
+            expect(listed[0].endswith("plan order 3,1,2,0"), f"{kind}: {listed}")
+            j = json.loads(run("--json", named).stdout)["rows"][0]
+            expect(j["plan_order"] == [3, 1, 2, 0] and j["source"] == f"{src}:3", j)
     s.check("sites named by function; the sites list their source lines (addr2line), with and without -pie", source_lines)
 
     def old_files():

@@ -160,13 +160,15 @@ void agree_shape(Key& key, MPI_Comm comm, const priority::PlanEntry* entry) {
 
 namespace {
 
-/// The key's costs for call site `site` (added on its first call from there).
-Costs& site_costs(Key& key, std::int64_t site) {
+/// The key's costs for call site `site` (added on its first call from there, with the order of
+/// its plan entry `entry`, if any).
+Costs& site_costs(Key& key, std::int64_t site, const priority::PlanEntry* entry) {
   for (SiteCosts& s : key.sites)
     if (s.site == site) return s.costs;
   std::lock_guard lock(g_keys_mutex);  // keys_json may be reading
   SiteCosts& s = key.sites.emplace_back();
   s.site = site;
+  if (entry != nullptr) s.plan_order = entry->order;
   return s.costs;
 }
 
@@ -220,7 +222,7 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
                     "shape at its first call, made from a site without them",
                     entry->site, key->op, key->comm_id);
   }
-  Decision d{Path::early, key, nullptr, key->shape, &site_costs(*key, site)};
+  Decision d{Path::early, key, nullptr, key->shape, &site_costs(*key, site, entry)};
   ++key->calls_made;
   if (!g_adapt) {
     if (!key->path_told) {
@@ -476,9 +478,9 @@ std::string keys_json(const std::function<SiteName(std::int64_t)>& site_name) {
       one.add(s.costs);
       all.add(s.costs);
       const SiteName name = s.site >= 0 ? site_name(s.site) : SiteName{};
-      sites += fmt::format(R"({}{{"site":"{}","function":"{}","module":"{}",{}}})", sites.empty() ? "" : ",",
-                           util::json_escape(name.key), util::json_escape(name.function),
-                           util::json_escape(name.module), one.fields());
+      sites += fmt::format(R"({}{{"site":"{}","function":"{}","module":"{}",{},"plan_order":[{}]}})",
+                           sites.empty() ? "" : ",", util::json_escape(name.key), util::json_escape(name.function),
+                           util::json_escape(name.module), one.fields(), fmt::join(s.plan_order, ","));
     }
     out += fmt::format(
         R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"

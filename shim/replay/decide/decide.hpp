@@ -27,6 +27,9 @@ namespace tnbc::shim::replay::decide {
 struct SiteCosts {
   std::int64_t site = -1;  ///< index in replay.cpp's call-site table; -1: not captured
   Costs costs;
+  /// The plan entry's order for the site (sub-messages or segments, first to complete first;
+  /// empty: no entry, or one without an order), for the statistics.
+  std::vector<std::uint32_t> plan_order;
 };
 
 /// The candidate name of the engine's exchange run blocking among MPI's algorithms (Key::algorithms).

@@ -325,6 +325,10 @@ def main():
             for k in d["adapt"]["keys"]:
                 expect(k["order_learned_calls"] == 0 and (k["order_plan_calls"] >= 1) == (k["early_calls"] >= 1),
                        f"rank {r}: {k['op']}: order sources {k}")
+                # ... and the statistics name the entry's order per site (tnbc-stats' sites list).
+                for site in k["sites"]:
+                    want = [3, 1, 2, 0] if k["op"] == "bcast" else list(range(k["comm_size"] - 1, -1, -1))
+                    expect(site.get("plan_order") == want, f"rank {r}: {k['op']}: plan order {site.get('plan_order')}")
         ref_plan["path"] = path
     ref_plan = {}
     s.check("with a plan: priorities used at every call site, identical bytes", with_plan)
