@@ -281,7 +281,11 @@ def overview_page(args):
 
     page = Page("tnbc", 7, args.version, title.split(" — ", 1)[1])
     page.section_("DESCRIPTION", md_to_roff(readme_parts[""]))
-    page.section_("USAGE", md_to_roff(readme_parts["Using it"]))
+    # Installed first (docs/install.md, "Preloading"), then from a build tree (README.md).
+    installed = md_sections(open(args.install_doc, encoding="utf-8").read())["Preloading"]
+    page.section_("USAGE", md_to_roff(["Installed (docs/install.md):", ""] + installed +
+                                      ["", "From a build tree (README.md, \"Using it\"):", ""] +
+                                      readme_parts["Using it"]))
     page.section_("FILES", [
         *tagged(esc(args.lib), ["replay mode: returns early from the collectives (LD_PRELOAD)"]),
         *tagged(esc(args.trace_lib), ["trace mode: records first touches into trace files (LD_PRELOAD)"]),
@@ -299,8 +303,8 @@ def overview_page(args):
 def main():
     ap = argparse.ArgumentParser(description="Writes tnbc's man pages (see the comment at the top).")
     ap.add_argument("outdir")
-    for opt in ("version", "order", "stats", "cluster", "sim", "readme", "config-doc", "lib", "trace-lib",
-                "modulefiles", "docdir"):
+    for opt in ("version", "order", "stats", "cluster", "sim", "readme", "config-doc", "install-doc", "lib",
+                "trace-lib", "modulefiles", "docdir"):
         ap.add_argument("--" + opt, required=True)
     args = ap.parse_args()
     pages = [order_page(args),

@@ -104,6 +104,14 @@ def main():
         expect(missing_settings(cut, names) == [names[3]], "a page without a setting passed")
     s.check("tnbc(7) lists every setting of `tnbc-order config --markdown`", every_setting)
 
+    def installed_usage():
+        # tnbc(7)'s USAGE starts with the installed commands (the module, $LIBTNBC), before the
+        # build tree's (tools/tnbc-env).
+        usage = section(text["tnbc.7"], "USAGE")
+        at = {w: usage.find(w) for w in ("module load tnbc", "LD_PRELOAD=$LIBTNBC_TRACE", "tools/tnbc-env")}
+        expect(all(i >= 0 for i in at.values()) and at["module load tnbc"] < at["tools/tnbc-env"], f"USAGE: {at}")
+    s.check("tnbc(7)'s USAGE gives the installed commands first", installed_usage)
+
     def every_command():
         commands = order_commands()
         page = text["tnbc-order.1"]
