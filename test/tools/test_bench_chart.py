@@ -6,9 +6,13 @@ import importlib.machinery
 import importlib.util
 import os
 import re
+import sys
 import tempfile
 
 from tnbc_testlib import SOURCE, Suite, expect
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_docs_svg import outside  # noqa: E402
 
 
 def load_bench():
@@ -56,7 +60,8 @@ def main():
         used = (max(x + w for x, w in bars) - left) / (right - left)
         expect(used >= 0.75, f"the bars take {used:.0%} of the axis")
         expect(re.search(r'<text transform="rotate\(-90[^"]*"[^>]*>time / plain MPICH</text>', svg), "no axis title")
-    s.check("a few groups fill the axis; the axis has a title", sized_to_data)
+        expect(not outside(path), f"text outside the picture: {outside(path)}")
+    s.check("a few groups fill the axis; the axis has a title; all text inside", sized_to_data)
     s.finish()
 
 

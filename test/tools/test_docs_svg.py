@@ -71,6 +71,23 @@ def texts(el, ox=0.0, oy=0.0, size=12.0, anchor="start"):
     return out
 
 
+def outside(path):
+    """The text elements of the SVG file `path` that pass its edges: [(text, left, right)]."""
+    root = ET.parse(path).getroot()
+    if root.get("viewBox"):
+        x0, y0, w, h = (float(v) for v in root.get("viewBox").replace(",", " ").split())
+    else:
+        x0, y0, w, h = 0.0, 0.0, number(root.get("width")), number(root.get("height"))
+    expect(w > 0 and h > 0, f"no size: {root.attrib}")
+    return [(t, round(l), round(r)) for t, l, r, top, bottom in texts(root)
+            if l < x0 - SLACK or r > x0 + w + SLACK or top < y0 - SLACK or bottom > y0 + h + SLACK]
+
+
+def inside(path):
+    out = outside(path)
+    expect(not out, f"text outside the picture: {out[:5]}")
+
+
 def main():
     s = Suite("docs-svg")
     files = sorted(glob.glob(os.path.join(SOURCE, "docs", "**", "*.svg"), recursive=True))
@@ -80,18 +97,7 @@ def main():
     s.check("the pictures in docs/ are found", found)
 
     for path in files:
-        def inside(path=path):
-            root = ET.parse(path).getroot()
-            if root.get("viewBox"):
-                x0, y0, w, h = (float(v) for v in root.get("viewBox").replace(",", " ").split())
-            else:
-                x0, y0, w, h = 0.0, 0.0, number(root.get("width")), number(root.get("height"))
-            expect(w > 0 and h > 0, f"no size: {root.attrib}")
-            items = texts(root)
-            outside = [(t, round(l), round(r)) for t, l, r, top, bottom in items
-                       if l < x0 - SLACK or r > x0 + w + SLACK or top < y0 - SLACK or bottom > y0 + h + SLACK]
-            expect(not outside, f"text outside the {w:g}x{h:g} picture: {outside[:5]}")
-        s.check(f"{os.path.relpath(path, SOURCE)}: all its text inside the picture", inside)
+        s.check(f"{os.path.relpath(path, SOURCE)}: all its text inside the picture", lambda path=path: inside(path))
     s.finish()
 
 
