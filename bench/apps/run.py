@@ -590,6 +590,8 @@ def write_svg(summ, configs, path, meta):
         o.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{Y(1):.1f}" y2="{Y(1):.1f}" '
                  f'stroke="#333" stroke-dasharray="5,3"/>')
         o.append(f'<line x1="{left}" x2="{left}" y1="{y0}" y2="{y0 + ph}" stroke="#333"/>')
+        o.append(f'<text transform="rotate(-90 16 {y0 + ph / 2:.0f})" x="16" y="{y0 + ph / 2:.0f}" '
+                 f'text-anchor="middle">wall time / plain MPICH</text>')
         for gi, k in enumerate(keys):
             gx = left + gi * gw + gap / 2
             for bi, c in enumerate(bars):
