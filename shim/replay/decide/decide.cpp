@@ -227,7 +227,8 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   if (!g_adapt) {
     if (!key->path_told) {
       key->path_told = true;
-      log::info_rank0("decided: {} on communicator {} ({} ranks): returns early wherever it can (TNBC_ADAPT=off: no measuring, no plan entry changes that)",
+      log::info_rank0("decided: {} on communicator {} ({} ranks): returns early wherever it can (TNBC_ADAPT=off: "
+                      "no measuring, no plan entry changes that)",
                       what(*key, bytes), key->comm_id, key->comm_size);
     }
     return d;
