@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -384,17 +385,17 @@ std::string measured_saving() {
   double saved_ns = 0;
   int keys = 0;
   for (const Key& k : g_keys) {
-    // Without the key's first interval: it carries the communicator's setup.
-    const bool first_early = k.first_interval_ns != 0 && k.first_interval_path == Path::early;
-    const bool first_blocking = k.first_interval_ns != 0 && k.first_interval_path == Path::blocking;
-    const std::uint64_t ne = k.intervals.early_intervals.load() - (first_early ? 1 : 0);
-    const std::uint64_t nb = k.intervals.blocking_intervals.load() - (first_blocking ? 1 : 0);
+    // How many intervals followed a call on path `p`, and their mean, without the key's first
+    // interval: it carries the communicator's setup.
+    auto without_first = [&k](Path p, std::uint64_t n, std::uint64_t ns) {
+      if (k.first_interval_ns != 0 && k.first_interval_path == p) --n, ns -= k.first_interval_ns;
+      return std::pair{n, n != 0 ? static_cast<double>(ns) / static_cast<double>(n) : 0.0};
+    };
+    const Intervals& iv = k.intervals;
+    const auto [ne, early] = without_first(Path::early, iv.early_intervals.load(), iv.early_interval_ns.load());
+    const auto [nb, blocking] =
+        without_first(Path::blocking, iv.blocking_intervals.load(), iv.blocking_interval_ns.load());
     if (ne == 0 || nb == 0) continue;
-    const double early = static_cast<double>(k.intervals.early_interval_ns.load() - (first_early ? k.first_interval_ns : 0)) /
-                         static_cast<double>(ne);
-    const double blocking =
-        static_cast<double>(k.intervals.blocking_interval_ns.load() - (first_blocking ? k.first_interval_ns : 0)) /
-        static_cast<double>(nb);
     saved_ns += static_cast<double>(ne) * (blocking - early);
     ++keys;
   }

@@ -42,6 +42,14 @@ int delete_shadow(MPI_Comm, int, void* value, void*) {
   return MPI_SUCCESS;
 }
 
+/// `comm`'s Shadow where one was made or started, else nullptr.
+Shadow* attached(MPI_Comm comm) {
+  void* value = nullptr;
+  int flag = 0;
+  PMPI_Comm_get_attr(comm, g_keyval, &value, &flag);
+  return flag ? static_cast<Shadow*>(value) : nullptr;
+}
+
 }  // namespace
 
 std::optional<std::string> start_shadows() {
@@ -69,13 +77,9 @@ void stop_shadows() {
 }
 
 Shadow* shadow(MPI_Comm comm) {
-  void* value = nullptr;
-  int flag = 0;
-  PMPI_Comm_get_attr(comm, g_keyval, &value, &flag);
-  if (flag) {
-    auto* s = static_cast<Shadow*>(value);
-    finish_dup(*s);
-    return s;
+  if (Shadow* existing = attached(comm)) {
+    finish_dup(*existing);
+    return existing;
   }
   auto s = std::make_unique<Shadow>();
   // Every rank of `comm` is in this same collective, so the (collective) dup cannot mismatch.
@@ -89,10 +93,7 @@ Shadow* shadow(MPI_Comm comm) {
 }
 
 void shadow_start(MPI_Comm comm) {
-  void* value = nullptr;
-  int flag = 0;
-  PMPI_Comm_get_attr(comm, g_keyval, &value, &flag);
-  if (flag) return;
+  if (attached(comm) != nullptr) return;
   auto s = std::make_unique<Shadow>();
   // A failure leaves the dup to the first collective (shadow()).
   if (PMPI_Comm_idup(comm, &s->comm, &s->dup) != MPI_SUCCESS) return;
