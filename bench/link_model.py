@@ -11,7 +11,11 @@ reader wants the same first block.  This model gives the bound the links set ins
   result stays a lower bound);
 - data within a node, and a rank's own block, are there at once (shared memory is two orders
   of magnitude faster than the link);
-- no protocol costs, and data starts to flow when the call begins (time 0), not when it returns.
+- no protocol costs beyond what the rate leaves for the payload: the caller passes the rate at
+  which a link carries the exchange's own bytes (bench/overlap.py measures it: the link's rate
+  divided by the bytes its counters saw per byte of payload, which adds TCP/IP and Ethernet
+  headers and the acknowledgements of the other direction's data);
+- data starts to flow when the call begins (time 0), not when it returns.
 
 Every link sends its parts earliest-need-first (Jackson's rule), which minimises the largest
 lateness on that link.  A reader that never waits ends at Tinit + TCURC + TCRC; one whose part k
@@ -44,6 +48,15 @@ def node_of(ranks, nodes, placement):
     if placement == "cyclic":
         return [r % nodes for r in range(ranks)]
     raise ValueError(f"placement block or cyclic, not {placement!r}")
+
+
+def crossing_bytes(nodes, block):
+    """The bytes one MPI_Alltoall of `block`-byte blocks sends out of each node (a dict): every
+    pair of ranks on different nodes, once per direction; `nodes[r]` is rank r's node."""
+    out = {n: 0 for n in set(nodes)}
+    for src, n in enumerate(nodes):
+        out[n] += block * sum(1 for m in nodes if m != n)
+    return out
 
 
 def ideal_total(rate, nodes, block, parts, tinit, curc, crc):

@@ -138,6 +138,32 @@ def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="blo
             for k, v in (kv.split("=") for kv in m.group(0).split()[1:])}
 
 
+def sent_bytes():
+    """Bytes each node's shaped link (its eth0's tbf qdisc) has sent so far, by node; {} where
+    they cannot be read."""
+    out = {}
+    for n in range(NODES):
+        text = subprocess.run(["ip", "netns", "exec", f"tnbc-n{n}", "tc", "-s", "qdisc", "show", "dev", "eth0"],
+                              capture_output=True, text=True).stdout
+        m = re.search(r"\btbf\b.*?Sent (\d+) bytes", text, re.S)
+        if m:
+            out[n] = int(m.group(1))
+    return out
+
+
+def wire_per_payload(args):
+    """Bytes the links carry per byte of the exchange's payload (TCP/IP and Ethernet headers,
+    the acknowledgements of the other direction's data, MPI's own messages), measured on a plain
+    run of --iters exchanges read at once: the busiest link's counter against the bytes the
+    exchanges send across it.  None where the counters cannot be read."""
+    before = sent_bytes()
+    run("blocking", False, 0, 0, args)
+    after = sent_bytes()
+    payload = link_model.crossing_bytes(link_model.node_of(NODES * PPN, NODES, "block"), args.block)
+    ratios = [(after[n] - before[n]) / (args.iters * payload[n]) for n in before if n in after and payload[n]]
+    return max(ratios) if ratios else None
+
+
 def learn_table(args, rows):
     """The learning table of one placement and granularity: what TNBC_LEARN=1 reaches without a
     plan, next to the plan, and what it costs against learning off."""
@@ -237,6 +263,9 @@ def main():
     subprocess.run([CLUSTER, "--nodes", str(NODES), "--rate", args.rate, "up"], check=True)
     try:
         plan = make_plan(args, tempfile.mkdtemp(prefix="tnbc_overlap_"))
+        # The link bound counts the payload at the rate the links leave for it.
+        wire = wire_per_payload(args) if rate is not None else None
+        payload_rate = rate / wire if wire else rate
         base = [run("blocking", False, 0, 0, args, timed=False)["tcomm_us"] for _ in range(args.repeat)]
         tcomm = statistics.median(base)
         tables = []
@@ -367,7 +396,12 @@ def main():
         "here, and a bound taken from another measurement would move with it.  The Tcomm above "
         "only sizes the work.  Link bound = the overlap the links allow at best (never more "
         "than bound (3)): plain MPICH's total minus the least total of any schedule over links "
-        f"of {args.rate}, from bench/link_model.py.  Formula (3) treats the data as a fluid "
+        f"of {args.rate}, from bench/link_model.py, at the rate they leave for the payload: "
+        + (f"the links' counters saw {wire:.3f} bytes per byte of payload in a plain run of "
+           f"{args.iters} exchanges (TCP/IP and Ethernet headers, the acknowledgements of the "
+           f"other direction's data), so {payload_rate * 8 / 1e6:.0f} Mbit/s of payload.  "
+           if wire else "the links' counters could not be read, so the whole rate.  ") +
+        "Formula (3) treats the data as a fluid "
         "that arrives at the rate of the whole exchange; on 4 ranks one block is a quarter of "
         "the data, and every reader wants the same block first, so where a node's ranks read "
         "the other node's blocks first they must wait for them whatever the schedule.  Ratios "
@@ -424,7 +458,7 @@ def main():
                 link, link_share = "n/a", "n/a"
             else:
                 # The most any schedule could overlap over these links, and never more than (3).
-                least = 1e6 * link_model.ideal_total(rate, nodes, args.block, parts, tinit / 1e6,
+                least = 1e6 * link_model.ideal_total(payload_rate, nodes, args.block, parts, tinit / 1e6,
                                                      curc / 1e6, crc / 1e6)
                 reach = max(0.0, min(bound, p - least))
                 link = f"{reach/1e3:.1f} ms"

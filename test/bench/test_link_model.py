@@ -37,6 +37,17 @@ def main():
             raise AssertionError(f"parse_rate({bad!r}) was accepted")
     s.check("tc rates", rates)
 
+    def crossing():
+        # 2 nodes x 2 ranks: each rank sends a block to each of the 2 ranks on the other node.
+        for placement in ("block", "cyclic"):
+            got = L.crossing_bytes(L.node_of(4, 2, placement), MIB)
+            expect(got == {0: 4 * MIB, 1: 4 * MIB}, f"{placement}: {got}")
+        # 3 nodes x 2 ranks: 4 peers elsewhere per rank, 2 ranks per node.
+        got = L.crossing_bytes(L.node_of(6, 3, "block"), 10)
+        expect(got == {0: 80, 1: 80, 2: 80}, f"3 x 2: {got}")
+        expect(L.crossing_bytes([0, 0, 0], 10) == {0: 0}, "one node: nothing crosses")
+    s.check("bytes that cross each node's link", crossing)
+
     def placements():
         expect(L.node_of(4, 2, "block") == [0, 0, 1, 1], str(L.node_of(4, 2, "block")))
         expect(L.node_of(4, 2, "cyclic") == [0, 1, 0, 1], str(L.node_of(4, 2, "cyclic")))
