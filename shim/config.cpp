@@ -234,8 +234,8 @@ constexpr std::array kSettings = {
             "ends after this many calls (at least 3) where most ranks' reads of the calls it "
             "observed leave room to overlap (the predicted overlap of a rank's own observations, "
             "as `tnbc-order plan` predicts it from a trace, at least a quarter of the exchange): "
-            "the ranks vote once, at the end of that call (without a plan; with one, at the next "
-            "call's start), on the calls before it, and the early probe follows at once.  Elsewhere the "
+            "the ranks vote once, at the end of that call, on the calls before it, and the early "
+            "probe follows at once.  Elsewhere the "
             "warm-up runs its TNBC_ADAPT_WARMUP calls.  0 (or TNBC_ADAPT_WARMUP or more): "
             "always the whole warm-up.",
             kInt<&Config::adapt_warmup_room, 0, 1000000>},

@@ -128,6 +128,70 @@ void room_vote(learn::KeyLearning& learning, double& voter, double& room) {
   if (const auto r = learn::room(learning)) voter = 1, room = *r ? 1 : 0;
 }
 
+/// The plan's word on a call as a vote: "return blocking" or "return early" (Vote::force_*).
+void plan_word(Vote& vote, priority::Return ret) {
+  if (ret == priority::Return::blocking) vote.force_blocking = 1;
+  if (ret == priority::Return::early) vote.force_early = 1;
+}
+
+/// Decides the key's path from the votes summed over its communicator (every rank at the same
+/// call, with the same sums), and says what it decided.
+void settle_vote(Key& key, const Vote& summed, std::uint64_t bytes) {
+  const bool room_point = key.state.room_point();
+  const Path p = key.state.decide(summed, key.intervals);
+  if (!room_point && (!key.path_told || p != key.told_path)) {
+    key.path_told = true;
+    key.told_path = p;
+    const double n = std::max(summed.ranks_measured, 1.0);
+    log::info_rank0("decided: {} on communicator {} ({} ranks): {} from call {}: {}", what(key, bytes), key.comm_id,
+                    key.comm_size, p == Path::early ? "returns early" : "blocking", key.state.calls(),
+                    key.state.forced() ? std::string("the plan says so")
+                    : summed.ranks_measured > 0
+                        ? fmt::format("measured {:.1f} ms per call returning early, {:.1f} ms blocking "
+                                      "(means of {:.0f} ranks)",
+                                      summed.early_ns / n / 1e6, summed.blocking_ns / n / 1e6, summed.ranks_measured)
+                        : std::string("nothing measured yet"));
+  }
+  if (room_point && key.state.no_room()) {  // once per key: its one room point
+    log::info_rank0("decided: {} on communicator {} ({} ranks): blocking for its warm-up and the {} calls after it, "
+                    "before early is first tried: the reads {:.0f} of the {:.0f} ranks that observed its warm-up "
+                    "leave no room to overlap",
+                    what(key, bytes), key.comm_id, key.comm_size, g_policy.first_run,
+                    summed.room_voters - summed.room_ranks, summed.room_voters);
+  }
+  key.learning.turns_chosen = key.state.turns_decided() && key.state.turns_chosen();
+  if (room_point)
+    log::debug("{} of {} bytes on communicator {}: {:.0f} of the {:.0f} ranks that observed its warm-up found "
+               "room to overlap: {}",
+               key.op, bytes, key.comm_id, summed.room_ranks, summed.room_voters,
+               key.state.short_warmup() ? "the warm-up ends here" : "the warm-up goes on");
+  else if (!key.state.extended())
+    log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
+               "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
+               key.op, bytes, key.comm_id, summed.early_ns / 1e3, summed.blocking_ns / 1e3, summed.ranks_measured,
+               p == Path::early ? "early" : "blocking");
+  if (summed.turn_ranks > 0)
+    log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
+               "without {:.0f} us (sums over {:.0f} ranks): {}",
+               key.op, key.comm_id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks,
+               key.state.extended()        ? "too close to decide, compared once more"
+               : key.state.turns_chosen() ? "turns on"
+                                           : "turns off");
+}
+
+/// Posts the key's vote (Key::vote_mine) as an MPI_Iallreduce over `comm`, completed at the
+/// key's next call; where MPI refuses, sums it at once.
+void post_vote(Key& key, MPI_Comm comm) {
+  if (PMPI_Iallreduce(key.vote_mine, key.vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm, &key.voting) ==
+      MPI_SUCCESS) {
+    key.vote_stage = Key::VoteStage::posted;
+    return;
+  }
+  key.voting = MPI_REQUEST_NULL;
+  PMPI_Allreduce(key.vote_mine, key.vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
+  key.vote_stage = Key::VoteStage::summed;
+}
+
 /// What in `entry` decides which messages a call exchanges (0: no entry).
 std::uint64_t shape_hash(const priority::PlanEntry* entry) {
   if (entry == nullptr) return 0;
@@ -261,62 +325,32 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     if (b.engine) b.why = "engine";
     return b;
   }
-  if (key->state.decision_due()) {
-    double mine[Vote::kFields], sum[Vote::kFields];
+  key->plan_return = entry != nullptr ? entry->ret : priority::Return::measure;
+  if (key->vote_stage != Key::VoteStage::none) {
+    // The vote of the key's previous call (a decision point's, or the room point's): every rank
+    // took it at the same call, and decides alike here.
+    if (key->vote_stage == Key::VoteStage::posted) PMPI_Wait(&key->voting, MPI_STATUS_IGNORE);
+    // Measured, but never posted (done() did not follow that call): summed now.
+    if (key->vote_stage == Key::VoteStage::due)
+      PMPI_Allreduce(key->vote_mine, key->vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
+    key->vote_stage = Key::VoteStage::none;
+    settle_vote(*key, Vote::from_array(key->vote_sum), bytes);
+  } else if (key->state.decision_due()) {
     Vote vote = key->state.measure(key->intervals);
-    if (entry && entry->ret == priority::Return::blocking) vote.force_blocking = 1;
-    if (entry && entry->ret == priority::Return::early) vote.force_early = 1;
+    plan_word(vote, key->plan_return);
     const bool room_point = key->state.room_point();
-    Vote summed;
-    if (room_point && key->room_voted) {  // done() summed the room votes after the call before
-      summed.room_voters = key->room_votes[0];
-      summed.room_ranks = key->room_votes[1];
-      key->room_voted = false;
+    if (room_point) room_vote(key->learning, vote.room_voters, vote.room_ranks);
+    vote.to_array(key->vote_mine);
+    // A decision point's vote does not hold the program up (Key::vote_stage): posted after this
+    // call, which stays on the path of the segment that ends here, and decided at the key's
+    // next call.  The first call asks every rank's plan before it takes any path, and a room
+    // point whose vote was not posted after the call before votes here: both wait for the sums.
+    if (room_point || key->state.calls() == 0) {
+      PMPI_Allreduce(key->vote_mine, key->vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
+      settle_vote(*key, Vote::from_array(key->vote_sum), bytes);
     } else {
-      if (room_point) room_vote(key->learning, vote.room_voters, vote.room_ranks);
-      vote.to_array(mine);
-      PMPI_Allreduce(mine, sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
-      summed = Vote::from_array(sum);
+      key->vote_stage = Key::VoteStage::due;
     }
-    const Path p = key->state.decide(summed, key->intervals);
-    if (!room_point && (!key->path_told || p != key->told_path)) {
-      key->path_told = true;
-      key->told_path = p;
-      const double n = std::max(summed.ranks_measured, 1.0);
-      log::info_rank0("decided: {} on communicator {} ({} ranks): {} from call {}: {}", what(*key, bytes), key->comm_id,
-                      key->comm_size, p == Path::early ? "returns early" : "blocking", key->state.calls(),
-                      key->state.forced() ? std::string("the plan says so")
-                      : summed.ranks_measured > 0
-                          ? fmt::format("measured {:.1f} ms per call returning early, {:.1f} ms blocking "
-                                        "(means of {:.0f} ranks)",
-                                        summed.early_ns / n / 1e6, summed.blocking_ns / n / 1e6, summed.ranks_measured)
-                          : std::string("nothing measured yet"));
-    }
-    if (room_point && key->state.no_room()) {  // once per key: its one room point
-      log::info_rank0("decided: {} on communicator {} ({} ranks): blocking for its warm-up and the {} calls after it, "
-                      "before early is first tried: the reads {:.0f} of the {:.0f} ranks that observed its warm-up "
-                      "leave no room to overlap",
-                      what(*key, bytes), key->comm_id, key->comm_size, g_policy.first_run,
-                      summed.room_voters - summed.room_ranks, summed.room_voters);
-    }
-    key->learning.turns_chosen = key->state.turns_decided() && key->state.turns_chosen();
-    if (room_point)
-      log::debug("{} of {} bytes on communicator {}: {:.0f} of the {:.0f} ranks that observed its warm-up found "
-                 "room to overlap: {}",
-                 key->op, bytes, cs.id, summed.room_ranks, summed.room_voters,
-                 key->state.short_warmup() ? "the warm-up ends here" : "the warm-up goes on");
-    else if (!key->state.extended())
-      log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
-                 "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
-                 key->op, bytes, cs.id, summed.early_ns / 1e3, summed.blocking_ns / 1e3,
-                 summed.ranks_measured, p == Path::early ? "early" : "blocking");
-    if (summed.turn_ranks > 0)
-      log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
-                 "without {:.0f} us (sums over {:.0f} ranks): {}",
-                 key->op, cs.id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks,
-                 key->state.extended()        ? "too close to decide, compared once more"
-                 : key->state.turns_chosen() ? "turns on"
-                                             : "turns off");
   }
   d.path = key->state.path();
   // Entering the early path (every rank at the same call): what the blocking calls before it
@@ -353,14 +387,21 @@ void done(const Decision& d, MPI_Comm comm) {
   Key* key = d.key;
   if (!g_adapt || key == nullptr || one_node_rule(key->one_node)) return;
   key->state.advance(key->intervals);
-  // The room point decides from the room votes alone (KeyState::decide), so they can be summed
-  // now, after a blocking call, rather than right before the next one.  With a plan the room
-  // point's vote also carries the plan's word on the next call: it stays at that call.
-  if (d.path == Path::blocking && !g_plan_loaded && key->state.room_point()) {
-    double mine[2] = {0, 0};
-    room_vote(key->learning, mine[0], mine[1]);
-    PMPI_Allreduce(mine, key->room_votes, 2, MPI_DOUBLE, MPI_SUM, comm);
-    key->room_voted = true;
+  // Votes are posted after a call, never right before one: a small collective right before a
+  // large Alltoall with MPICH's scattered algorithm made it 1.0-1.4 s slower on the emulated
+  // links (docs/apps.md); right after the previous call it costs 7-20 ms.
+  if (key->vote_stage == Key::VoteStage::due) {
+    // The vote measured at this call's entry (for_call).
+    post_vote(*key, comm);
+  } else if (d.path == Path::blocking && key->state.room_point() && key->vote_stage == Key::VoteStage::none) {
+    // The room point decides from the room votes alone (KeyState::decide), so they can be taken
+    // now, after a blocking call, rather than right before the next one.  The plan's word they
+    // carry is this call's.
+    Vote vote;
+    room_vote(key->learning, vote.room_voters, vote.room_ranks);
+    plan_word(vote, key->plan_return);
+    vote.to_array(key->vote_mine);
+    post_vote(*key, comm);
   }
 }
 
@@ -406,7 +447,12 @@ std::string measured_saving() {
 
 void finish_agreements() {
   std::lock_guard lock(g_keys_mutex);
-  for (Key& k : g_keys) agreement_at_end(k);
+  for (Key& k : g_keys) {
+    agreement_at_end(k);
+    // A vote whose next call never came: completed, not decided (no call follows).
+    if (k.vote_stage == Key::VoteStage::posted) PMPI_Wait(&k.voting, MPI_STATUS_IGNORE);
+    k.vote_stage = Key::VoteStage::none;
+  }
 }
 
 namespace {

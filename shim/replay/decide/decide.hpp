@@ -1,7 +1,8 @@
 // The per-call decision of replay mode (decide/policy.hpp applied per communicator): one key per
 // (communicator, operation, size class) with its decision state and what its calls cost, the
-// agreed decision points (one MPI_Allreduce of a vote), and the rule that a communicator within
-// one node runs blocking.  replay.cpp asks decide() before each call and done() after it.
+// agreed decision points (one MPI_Iallreduce of a vote, decided at the key's next call), and
+// the rule that a communicator within one node runs blocking.  replay.cpp asks decide() before
+// each call and done() after it.
 #pragma once
 
 #include <mpi.h>
@@ -112,10 +113,22 @@ struct Key {
   bool memory_told = false;  // a call of it kept from returning early by TNBC_MAX_MEMORY was said (info)
   Path told_path = Path::blocking;
   const priority::PlanEntry* shape = nullptr;
-  /// The room point's vote, taken at the end of the call before it (done()): the ranks that
-  /// observed the warm-up and those that found room, summed.
-  bool room_voted = false;
-  double room_votes[2] = {0, 0};
+  /// A decision point's vote (decide/policy.hpp, D), taken without holding the program up: this
+  /// rank's part is measured at the call where the decision is due, with the intervals up to
+  /// its entry (due), posted as an MPI_Iallreduce after that call (posted; summed where MPI
+  /// refused the nonblocking one), and decided at the key's next call, which takes the path
+  /// decided; the call between stays on the path of the segment that ended (its interval goes
+  /// into no decision).  The room point's vote is posted after the call before it and decided
+  /// at the room point.  A blocking vote made every rank wait for the slowest before the call
+  /// (6-13 ms each on a full node), a synchronisation the program does not have; measured on
+  /// heFFTe over 2 emulated nodes (docs/apps.md): 0.99 of plain MPICH against 1.01 at 200 Mbit/s,
+  /// no difference on unshaped links.
+  enum class VoteStage : std::uint8_t { none, due, posted, summed };
+  VoteStage vote_stage = VoteStage::none;
+  MPI_Request voting = MPI_REQUEST_NULL;
+  double vote_mine[Vote::kFields] = {}, vote_sum[Vote::kFields] = {};
+  /// The plan's word on the key's latest call (its entry's "return"; measure: none), a vote.
+  priority::Return plan_return = priority::Return::measure;
 };
 
 /// The path of one call and the key it belongs to.  `why` names the reason of a blocking path
@@ -163,8 +176,9 @@ bool measured(MPI_Comm comm);
 
 /// Decides the path of this call.  Called by every rank of `comm` for the same collective,
 /// after the checks every rank shares and before anything rank-local: at a decision point it
-/// is collective over `comm` (one MPI_Allreduce of Vote::kFields doubles; the warm-up's
-/// room point is one too); so is a call that enters the
+/// is collective over `comm` (an MPI_Iallreduce of Vote::kFields doubles, posted after the call
+/// and completed at the key's next call, which decides: Key::vote_stage; blocking at a key's
+/// first call with a plan); so is a call that enters the
 /// early path after blocking calls were observed (the learn point of learn.hpp).  `bytes` must be the same
 /// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for
 /// the call, whose "return" is this rank's vote (ranks may find different entries: the votes
@@ -184,8 +198,9 @@ inline void count_received(const Decision& d, int self, int from, std::uint64_t 
 }
 
 /// Counts the call just made on the decision's path.  Where the key's next call is its room
-/// point, the ranks vote on it here, after this call's data is complete (collective over
-/// `comm`, every rank at the same call): a small collective right before a large Alltoall with
+/// point, the ranks post their votes on it here, after this call's data is complete (an
+/// MPI_Iallreduce over `comm`, every rank at the same call, completed at the room point): a
+/// small collective right before a large Alltoall with
 /// MPICH's scattered algorithm made that Alltoall 1-1.4 s slower on 2 emulated nodes (8 MiB
 /// blocks, 1.4 s calls; the same right after the previous call costs 7-20 ms).
 void done(const Decision& d, MPI_Comm comm);

@@ -38,7 +38,10 @@
 //      communicator are called in the same order everywhere), reduces its local measurements
 //      over the communicator (Vote, summed) and applies the same rule to the same sums, so all
 //      ranks take the same path until the next decision point: the engine's messages only
-//      match the engine's messages.
+//      match the engine's messages.  decide.cpp sums the votes without holding the program
+//      up: measured at the decision point, posted after its call, decided at the key's next
+//      call (decide.hpp, Key::vote_stage), so the segment that ends there runs one call more,
+//      unmeasured.
 //   cost of a call: the time from its entry to the entry of the next call of the same key,
 //      on the rank's clock.  A program that calls a collective over and over does the same work
 //      between the calls whichever path they take, so what differs is what the path costs the

@@ -22,6 +22,7 @@ CURC = os.path.join(BUILD, "bench", "curc")
 MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
 SWITCH = os.path.join(BUILD, "test", "mpi", "adapt_switch")
 LARGE = os.path.join(BUILD, "test", "mpi", "large_block")
+LATE = os.path.join(BUILD, "test", "mpi", "late_rank")
 FAIL_SHM = os.path.join(BUILD, "test", "mpi", "fail_shm_open.so")
 
 
@@ -347,7 +348,8 @@ def main():
                f"not one summary: {one_node}")
         expect(all(l.startswith("tnbc[0]: ") for l in one_node), f"not from rank 0 only: {one_node}")
         # The data is read at once: the warm-up's reads leave no room, so a blocking run of 32
-        # calls follows it before the early probe (calls 38 to 40), decided at call 41.
+        # calls follows it before the early probe (calls 38 to 40, and 41, where its vote is
+        # posted), decided at call 42.
         measured = said({"TNBC_ADAPT": "measure"}, 50)
         # Both paths ran: the summary says what the early calls saved or cost, as measured.
         expect(any(re.match(r"tnbc\[0\]: summary: \d+ of rank 0's 51 .*; by the mean intervals of the 1 key that ran "
@@ -396,6 +398,29 @@ def main():
         expect(quiet == [], f"TNBC_LOG=quiet printed: {quiet}")
     s.check("TNBC_LOG=info says each key's path and why, and sums up at the end; quiet says nothing",
             says_what_it_decided)
+
+    def vote_after_the_call():
+        # A decision point's vote is measured at the call where the decision is due, posted after
+        # it and decided at the key's next call (decide.hpp, Key::vote_stage): the call between
+        # keeps the path of the segment that ends.  Learning off (no room point) and MPI's
+        # algorithms off: 6 blocking warm-up calls (0-5), an early probe (6-8), the decision due
+        # at call 9, which still returns early, decided at call 10.  Rank 3 comes to call 9
+        # 800 ms late: the others complete the vote without it until it comes.
+        env = {"TNBC_ADAPT": "measure", "TNBC_LEARN": "0", "TNBC_ALGORITHMS": "0", "TNBC_BLOCKING": "mpi",
+               "TNBC_MIN_BYTES": "4K", "TNBC_LOG": "debug"}
+        args = [14, 9, 3, 800]
+        res = mpirun(LATE, 4, preload="tnbc", env=env, args=args, timeout=120)
+        plain = mpirun(LATE, 4, args=args, timeout=120)
+        got, want = lines(res.stdout), lines(plain.stdout)
+        expect(len(want) == 4 * 14 and got == want, f"differs from plain MPI: {sorted(set(got) ^ set(want))[:6]}")
+        err = res.stderr.splitlines()
+        for r in range(4):
+            expect(any(re.match(rf"tnbc\[{r}\]: alltoall on communicator 0: call 9 returned early", l) for l in err),
+                   f"rank {r}: call 9 did not keep the early probe's path: {err}")
+        expect(any(re.search(r"tnbc\[0\]: decided: alltoall of 256 KiB on communicator 0 \(4 ranks\): (returns early|"
+                             r"blocking) from call 10: measured", l) for l in err), f"not decided at call 10: {err}")
+    s.check("a decision point's vote, posted after its call and decided at the next, with one rank late there: "
+            "identical bytes", vote_after_the_call)
 
     def per_node_entry_unused():
         # The plan without the entry of trace_order's first Alltoall site: its key (64 KiB blocks
