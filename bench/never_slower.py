@@ -6,6 +6,8 @@ received byte read) in every configuration side by side, round after round:
 
   plain   plain MPICH
   tnbc    libtnbc.so with its defaults (per-call decision, TNBC_ADAPT=on)
+  plan    libtnbc.so with TNBC_PLAN: the plan `tnbc-order plan` writes from a traced run of the
+          same case (libtnbc_trace.so, a few iterations), as a user would make it
   engine  libtnbc.so returning early wherever it can (TNBC_ADAPT=off: the library before the
           per-call decision)
   mpi3    the hand-written MPI-3 version (MPI_Ialltoall, the work, MPI_Wait), no progress thread
@@ -34,9 +36,12 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = ["plain", "tnbc", "engine", "mpi3", "mpi3a"]
-LABELS = {"plain": "plain MPICH", "tnbc": "libtnbc.so (default)", "engine": "libtnbc.so, TNBC_ADAPT=off",
-          "mpi3": "MPI-3", "mpi3a": "MPI-3 + async progress"}
+CONFIGS = ["plain", "tnbc", "plan", "engine", "mpi3", "mpi3a"]
+LABELS = {"plain": "plain MPICH", "tnbc": "libtnbc.so (default)", "plan": "libtnbc.so + plan",
+          "engine": "libtnbc.so, TNBC_ADAPT=off", "mpi3": "MPI-3", "mpi3a": "MPI-3 + async progress"}
+LIBRARY = ("tnbc", "plan", "engine")  # the configurations that preload libtnbc.so
+# Iterations of the traced run a case's plan comes from (its calls, read as the timed runs read).
+TRACE_ITERS = 8
 NODES, PPN = 2, 2
 
 # (name, where, block bytes, iterations, work in ms per iteration)
@@ -99,6 +104,8 @@ class Bench:
         self.build = os.path.abspath(a.build)
         self.prog = os.path.join(self.build, "bench", "curc")
         self.lib = os.path.join(self.build, "shim", "replay", "libtnbc.so")
+        self.trace_lib = os.path.join(self.build, "trace", "libtnbc_trace.so")
+        self.order = os.path.join(self.build, "tools", "tnbc-order")
         self.cluster = os.path.join(self.build, "tools", "tnbc-cluster")
         self.work = tempfile.mkdtemp(prefix="tnbc_never_")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TNBC_", "MPIR_CVAR"))}
@@ -107,43 +114,57 @@ class Bench:
         out = run([self.prog, "calibrate", "200"], 60, self.env)
         return float(out.split("=")[1])
 
-    def launch(self, where, args, env, preload, timeout, ranks=NODES * PPN):
+    def launch(self, where, args, env, preload, timeout, ranks=NODES * PPN, lib=None):
         """Runs curc ARGS on one node (mpiexec, `ranks` ranks) or on the emulated cluster, with
-        `env` for every rank and libtnbc.so preloaded if asked; returns its standard output."""
-        if preload:
+        `env` for every rank and libtnbc.so (or `lib`) preloaded if asked; returns its standard
+        output."""
+        lib = lib or self.lib
+        if preload and lib == self.lib:
             env = {**dict(kv.split("=", 1) for kv in self.a.set), **env}
         if where == "local":
             cmd = ["mpiexec", "-n", str(ranks), "-genv", "UCX_NET_DEVICES", "lo"]
             if preload:
-                cmd += ["-genv", "LD_PRELOAD", self.lib]
+                cmd += ["-genv", "LD_PRELOAD", lib]
             for k, v in env.items():
                 cmd += ["-genv", k, v]
             cmd += args
         else:
             cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout", str(timeout)]
             if preload:
-                cmd += ["--preload", self.lib]
+                cmd += ["--preload", lib]
             for k, v in env.items():
                 cmd += ["--env", f"{k}={v}"]
             cmd += ["--", *args]
         return run(cmd, timeout + 30, self.env)
 
-    def one(self, where, config, block, iters, loops, tag):
+    def make_plan(self, where, block, loops, tag):
+        """The plan of one case, as a user makes it: a traced run of TRACE_ITERS iterations
+        (libtnbc_trace.so), then `tnbc-order plan`.  Returns its path."""
+        trace_dir = os.path.join(self.work, f"trace_{tag}")
+        self.launch(where, [self.prog, str(block), str(TRACE_ITERS), "blocking", str(loops)],
+                    {"TNBC_TRACE_DIR": trace_dir}, True, 300, lib=self.trace_lib)
+        path = os.path.join(self.work, f"{tag}.plan")
+        run([self.order, "plan", trace_dir, "-o", path], 60, self.env)
+        return path
+
+    def one(self, where, config, block, iters, loops, tag, plan=None):
         mode = "mpi3" if config.startswith("mpi3") else "blocking"
         prefix = os.path.join(self.work, tag)
         env = {}
-        if config in ("tnbc", "engine"):
+        if config in LIBRARY:
             env["TNBC_STATS"] = prefix
+        if config == "plan":
+            env["TNBC_PLAN"] = plan
         if config == "engine":
             env["TNBC_ADAPT"] = "off"
         if config == "mpi3a":
             env["MPIR_CVAR_ASYNC_PROGRESS"] = "1"
         args = [self.prog, str(block), str(iters), mode, str(loops)]
-        r = parse(self.launch(where, args, env, config in ("tnbc", "engine"), 300))
+        r = parse(self.launch(where, args, env, config in LIBRARY, 300))
         r["total_ms"] = float(r["total_ms"])
         r["cpu_ms"] = float(r.get("cpu_per_iter_ms", "nan")) * iters
         r["helper_ms"] = float(r.get("helper_cpu_per_iter_ms", "nan")) * iters
-        if config in ("tnbc", "engine"):
+        if config in LIBRARY:
             r["costs"] = lib_costs(prefix, NODES * PPN)
         return r
 
@@ -161,11 +182,18 @@ class Bench:
                     cluster_up = True
                 loops = int(work_ms * loops_per_ms)
                 runs = results[(name, where)] = {c: [] for c in CONFIGS}
+                try:
+                    plan = self.make_plan(where, block, loops, f"{where}_{block}_{work_ms}")
+                except RunError as e:
+                    plan = None
+                    print(f"never_slower: {where} {name}: no plan: {e}", file=sys.stderr)
                 for rnd in range(a.rounds):
                     for config in CONFIGS:
                         tag = f"{where}_{block}_{work_ms}_{config}_{rnd}"
                         try:
-                            r = self.one(where, config, block, iters, loops, tag)
+                            if config == "plan" and plan is None:
+                                raise RunError("no plan (the traced run or tnbc-order plan failed)")
+                            r = self.one(where, config, block, iters, loops, tag, plan)
                         except RunError as e:
                             r = str(e)
                             print(f"never_slower: {where} {name} {config}: {e}", file=sys.stderr)
@@ -285,8 +313,9 @@ class Bench:
                         f"{statistics.median(h) / 1e3:.2f} s helpers" if v else "-")
             cpu_rows.append(f"| {where_s} | {name} | " + " | ".join(cpu(c) for c in CONFIGS) + " |")
             rows.append(f"| {where_s} | {name} | {statistics.median(plain_ms):.0f} ms | "
-                        + " | ".join(cell(c) for c in CONFIGS[1:]) + f" | {cost('tnbc')} | {cost('engine')} |"
-                        if plain_ms else f"| {where_s} | {name} | failed | | | | | | |")
+                        + " | ".join(cell(c) for c in CONFIGS[1:]) + " | "
+                        + " | ".join(cost(c) for c in LIBRARY) + " |"
+                        if plain_ms else f"| {where_s} | {name} | failed |" + " |" * (len(CONFIGS) - 1 + len(LIBRARY)))
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         lines.append(f"Measured {now} on {platform.node() or 'this machine'} ({os.cpu_count()} cores), "
                      f"{a.rounds} rounds, configurations interleaved in each round; work calibrated at "
@@ -296,8 +325,8 @@ class Bench:
                      f"before returning; time waited afterwards in faults and fences; progress-thread "
                      f"CPU.\n")
         lines.append("| cluster | case | plain | " + " | ".join(LABELS[c] for c in CONFIGS[1:])
-                     + " | costs, default | costs, ADAPT=off |")
-        lines.append("|---|---|---|---|---|---|---|---|---|")
+                     + " | costs, default | costs, plan | costs, ADAPT=off |")
+        lines.append("|---|---|---|" + "---|" * (len(CONFIGS) - 1 + len(LIBRARY)))
         lines += rows
         lines.append("\nCPU time of the whole timed loop (every thread of every rank: the program's, MPI's "
                      "and a progress thread's), median over the rounds, and in brackets the cores it kept "
