@@ -54,7 +54,7 @@ def crossing_bytes(nodes, block):
     """The bytes one MPI_Alltoall of `block`-byte blocks sends out of each node (a dict): every
     pair of ranks on different nodes, once per direction; `nodes[r]` is rank r's node."""
     out = {n: 0 for n in set(nodes)}
-    for src, n in enumerate(nodes):
+    for n in nodes:  # each rank sends a block to every rank on another node
         out[n] += block * sum(1 for m in nodes if m != n)
     return out
 

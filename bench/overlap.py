@@ -396,11 +396,13 @@ def main():
         "here, and a bound taken from another measurement would move with it.  The Tcomm above "
         "only sizes the work.  Link bound = the overlap the links allow at best (never more "
         "than bound (3)): plain MPICH's total minus the least total of any schedule over links "
-        f"of {args.rate}, from bench/link_model.py, at the rate they leave for the payload: "
-        + (f"the links' counters saw {wire:.3f} bytes per byte of payload in a plain run of "
-           f"{args.iters} exchanges (TCP/IP and Ethernet headers, the acknowledgements of the "
-           f"other direction's data), so {payload_rate * 8 / 1e6:.0f} Mbit/s of payload.  "
-           if wire else "the links' counters could not be read, so the whole rate.  ") +
+        f"of {args.rate}, from bench/link_model.py"
+        + (f", at the rate they leave for the payload: the links' counters saw {wire:.3f} bytes "
+           f"per byte of payload in a plain run of {args.iters} exchanges (TCP/IP and Ethernet "
+           f"headers, the acknowledgements of the other direction's data), so "
+           f"{payload_rate * 8 / 1e6:.0f} Mbit/s of payload.  "
+           if wire else " (unshaped links: none).  " if rate is None
+           else ", at their whole rate (their counters could not be read).  ") +
         "Formula (3) treats the data as a fluid "
         "that arrives at the rate of the whole exchange; on 4 ranks one block is a quarter of "
         "the data, and every reader wants the same block first, so where a node's ranks read "
