@@ -36,7 +36,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < iters; i++) {
     for (size_t k = 0; k < (size_t)block * size; k++) s[k] = (unsigned char)(rank * 7 + i * 13 + k * 3);
     if (rank == late && i == at) {
-      struct timespec ts = {(time_t)(sleep_ms / 1e3), (long)((sleep_ms - 1e3 * (time_t)(sleep_ms / 1e3)) * 1e6)};
+      const long long ns = (long long)(sleep_ms * 1e6);
+      struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
       nanosleep(&ts, NULL);
     }
     MPI_Alltoall(s, block, MPI_BYTE, r, block, MPI_BYTE, MPI_COMM_WORLD);

@@ -179,8 +179,14 @@ void settle_vote(Key& key, const Vote& summed, std::uint64_t bytes) {
                                            : "turns off");
 }
 
-/// Posts the key's vote (Key::vote_mine) as an MPI_Iallreduce over `comm`, completed at the
-/// key's next call; where MPI refuses, sums it at once.
+/// Sums the key's vote (Key::vote_mine) over `comm` into Key::vote_sum, waiting for it.
+void sum_vote(Key& key, MPI_Comm comm) {
+  PMPI_Allreduce(key.vote_mine, key.vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
+  key.vote_stage = Key::VoteStage::summed;
+}
+
+/// Posts the key's vote as an MPI_Iallreduce over `comm`, completed at the key's next call;
+/// where MPI refuses, sums it at once.
 void post_vote(Key& key, MPI_Comm comm) {
   if (PMPI_Iallreduce(key.vote_mine, key.vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm, &key.voting) ==
       MPI_SUCCESS) {
@@ -188,8 +194,16 @@ void post_vote(Key& key, MPI_Comm comm) {
     return;
   }
   key.voting = MPI_REQUEST_NULL;
-  PMPI_Allreduce(key.vote_mine, key.vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
-  key.vote_stage = Key::VoteStage::summed;
+  sum_vote(key, comm);
+}
+
+/// Completes the key's vote, whatever its stage (posted: waits for it; measured but never
+/// posted, since done() did not follow its call: sums it now), and decides from the sums.
+void decide_vote(Key& key, MPI_Comm comm, std::uint64_t bytes) {
+  if (key.vote_stage == Key::VoteStage::posted) PMPI_Wait(&key.voting, MPI_STATUS_IGNORE);
+  if (key.vote_stage == Key::VoteStage::due) sum_vote(key, comm);
+  key.vote_stage = Key::VoteStage::none;
+  settle_vote(key, Vote::from_array(key.vote_sum), bytes);
 }
 
 /// What in `entry` decides which messages a call exchanges (0: no entry).
@@ -329,28 +343,19 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
   if (key->vote_stage != Key::VoteStage::none) {
     // The vote of the key's previous call (a decision point's, or the room point's): every rank
     // took it at the same call, and decides alike here.
-    if (key->vote_stage == Key::VoteStage::posted) PMPI_Wait(&key->voting, MPI_STATUS_IGNORE);
-    // Measured, but never posted (done() did not follow that call): summed now.
-    if (key->vote_stage == Key::VoteStage::due)
-      PMPI_Allreduce(key->vote_mine, key->vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
-    key->vote_stage = Key::VoteStage::none;
-    settle_vote(*key, Vote::from_array(key->vote_sum), bytes);
+    decide_vote(*key, comm, bytes);
   } else if (key->state.decision_due()) {
     Vote vote = key->state.measure(key->intervals);
     plan_word(vote, key->plan_return);
     const bool room_point = key->state.room_point();
     if (room_point) room_vote(key->learning, vote.room_voters, vote.room_ranks);
     vote.to_array(key->vote_mine);
+    key->vote_stage = Key::VoteStage::due;
     // A decision point's vote does not hold the program up (Key::vote_stage): posted after this
     // call, which stays on the path of the segment that ends here, and decided at the key's
     // next call.  The first call asks every rank's plan before it takes any path, and a room
     // point whose vote was not posted after the call before votes here: both wait for the sums.
-    if (room_point || key->state.calls() == 0) {
-      PMPI_Allreduce(key->vote_mine, key->vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
-      settle_vote(*key, Vote::from_array(key->vote_sum), bytes);
-    } else {
-      key->vote_stage = Key::VoteStage::due;
-    }
+    if (room_point || key->state.calls() == 0) decide_vote(*key, comm, bytes);
   }
   d.path = key->state.path();
   // Entering the early path (every rank at the same call): what the blocking calls before it
