@@ -25,6 +25,7 @@ largest lateness, and no schedule over these links does better.
 """
 
 import re
+import subprocess
 
 
 def parse_rate(text):
@@ -48,6 +49,22 @@ def node_of(ranks, nodes, placement):
     if placement == "cyclic":
         return [r % nodes for r in range(ranks)]
     raise ValueError(f"placement block or cyclic, not {placement!r}")
+
+
+def tbf_counters(dev, netns=None):
+    """(bytes sent so far, rate in bit/s) of the tbf qdisc that shapes network device `dev` (in
+    network namespace `netns`, if given), as `tc -s qdisc show` prints them; None where they
+    cannot be read (no such device, the link unshaped, no root)."""
+    cmd = (["ip", "netns", "exec", netns] if netns else []) + ["tc", "-s", "qdisc", "show", "dev", dev]
+    try:
+        text = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    rate = re.search(r"\btbf\b.*?\brate (\d+(?:\.\d+)?)([KMG]?)bit", text)
+    sent = re.search(r"Sent (\d+) bytes", text)
+    if not (rate and sent):
+        return None
+    return int(sent.group(1)), float(rate.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[rate.group(2)]
 
 
 def crossing_bytes(nodes, block):

@@ -141,14 +141,8 @@ def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="blo
 def sent_bytes():
     """Bytes each node's shaped link (its eth0's tbf qdisc) has sent so far, by node; {} where
     they cannot be read."""
-    out = {}
-    for n in range(NODES):
-        text = subprocess.run(["ip", "netns", "exec", f"tnbc-n{n}", "tc", "-s", "qdisc", "show", "dev", "eth0"],
-                              capture_output=True, text=True).stdout
-        m = re.search(r"\btbf\b.*?Sent (\d+) bytes", text, re.S)
-        if m:
-            out[n] = int(m.group(1))
-    return out
+    counters = {n: link_model.tbf_counters("eth0", f"tnbc-n{n}") for n in range(NODES)}
+    return {n: c[0] for n, c in counters.items() if c is not None}
 
 
 def wire_per_payload(args):

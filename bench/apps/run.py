@@ -43,6 +43,8 @@ BUILD = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build")  # the rep
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 import programs as corpus  # noqa: E402
+sys.path.insert(0, os.path.dirname(HERE))
+import link_model  # noqa: E402  (bench/link_model.py: the links' tbf counters)
 
 # Candidate algorithms per collective, by the names Debian's MPICH 4.0.2 accepts (an unknown
 # name aborts MPI_Init: "Invalid MPIR_CVAR_..._INTRA_ALGORITHM value").  Left out: nb (the
@@ -114,17 +116,10 @@ class Runner:
         out = {}
         for i in range(self.a.nodes):
             ns = f"{self.a.prefix}-n{i}"
-            for name, cmd in ((f"{ns} out", ["ip", "netns", "exec", ns, "tc", "-s", "qdisc", "show", "dev", "eth0"]),
-                              (f"{ns} in", ["tc", "-s", "qdisc", "show", "dev", f"{ns}-h"])):
-                try:
-                    text = subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout
-                except (OSError, subprocess.TimeoutExpired):
-                    continue
-                rate = re.search(r"\btbf\b.*?\brate (\d+(?:\.\d+)?)([KMG]?)bit", text)
-                sent = re.search(r"Sent (\d+) bytes", text)
-                if rate and sent:
-                    scale = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[rate.group(2)]
-                    out[name] = (int(sent.group(1)), float(rate.group(1)) * scale)
+            for name, counters in ((f"{ns} out", link_model.tbf_counters("eth0", ns)),
+                                   (f"{ns} in", link_model.tbf_counters(f"{ns}-h"))):
+                if counters is not None:
+                    out[name] = counters
         return out
 
     def cluster_base(self):

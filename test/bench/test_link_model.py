@@ -48,6 +48,12 @@ def main():
         expect(L.crossing_bytes([0, 0, 0], 10) == {0: 0}, "one node: nothing crosses")
     s.check("bytes that cross each node's link", crossing)
 
+    def counters_unreadable():
+        # No such device (or namespace): None, not an exception, so a run on unshaped links goes on.
+        expect(L.tbf_counters("tnbc-no-such-dev") is None, "a missing device gave counters")
+        expect(L.tbf_counters("eth0", "tnbc-no-such-ns") is None, "a missing namespace gave counters")
+    s.check("tbf counters that cannot be read: None", counters_unreadable)
+
     def placements():
         expect(L.node_of(4, 2, "block") == [0, 0, 1, 1], str(L.node_of(4, 2, "block")))
         expect(L.node_of(4, 2, "cyclic") == [0, 1, 0, 1], str(L.node_of(4, 2, "cyclic")))
