@@ -357,11 +357,9 @@ def main():
         f"median of {args.repeat} rounds, each running every configuration once, one after the other, "
         f"{args.iters} iterations a run (the slowest rank counts).  "
         + (f"Every run with libtnbc.so sets {', '.join(f'`{kv}`' for kv in args.set)}.  " if args.set else "")
-        + (f"One machine with {os.cpu_count()} cores runs all four ranks, their progress threads and "
-           "the network emulation, and other jobs ran on it at the same time: compare the columns "
-           "of one row, not absolute times."
-           if (os.cpu_count() or 1) < 2 * NODES * PPN else
-           f"One machine with {os.cpu_count()} cores runs all four ranks, their progress threads and "
+        + f"One machine with {os.cpu_count()} cores runs all four ranks, their progress threads and "
+        + ("the network emulation, and other jobs ran on it at the same time: compare the columns "
+           "of one row, not absolute times." if (os.cpu_count() or 1) < 2 * NODES * PPN else
            "the network emulation: a core for each rank and one for its progress thread."),
         "",
         f"Tcomm (plain MPICH, exchange only) = {tcomm/1e3:.1f} ms.  Work after the call: TCURC "
