@@ -30,10 +30,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "thread_cpu.h"
 
 static volatile double sink;
 
@@ -51,34 +51,6 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* CPU time of this process, every thread, in seconds. */
-static double cpu_s(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
-
-/* CPU time of this process's threads other than the main one, in seconds. */
-static double helper_cpu_s(void) {
-  DIR *d = opendir("/proc/self/task");
-  double sum = 0;
-  if (!d) return 0;
-  for (struct dirent *e; (e = readdir(d)) != NULL;) {
-    if (e->d_name[0] == '.' || atol(e->d_name) == (long)getpid()) continue;
-    char path[300];
-    snprintf(path, sizeof path, "/proc/self/task/%s/schedstat", e->d_name);
-    FILE *f = fopen(path, "r");
-    unsigned long long ns = 0;
-    if (f) {
-      if (fscanf(f, "%llu", &ns) != 1) ns = 0;
-      fclose(f);
-    }
-    sum += ns * 1e-9;
-  }
-  closedir(d);
-  return sum;
 }
 
 static uint64_t hash(const unsigned char *p, size_t n, uint64_t h) {

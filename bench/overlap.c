@@ -9,10 +9,12 @@
  *     PARTS          CRC granularity: each block is read in PARTS equal parts, each part's
  *                    pages read before its share of work (default 1: whole blocks)
  *
- * Prints (rank 0): "result mode=… tcomm_us=… tinit_us=… total_us=… mean_us=… curc_us=… crc_us=…"
- * where total is the median per-iteration time of alltoall + CURC + CRC, mean the mean of the
- * same (every call counts, a warm-up too), tinit the median time spent inside the MPI_Alltoall
- * call (blocking mode) or MPI_Ialltoall (mpi3 mode); each the slowest rank's.
+ * Prints (rank 0): "result mode=… tcomm_us=… tinit_us=… total_us=… mean_us=… curc_us=… crc_us=…
+ * helper_us=…" where total is the median per-iteration time of alltoall + CURC + CRC, mean the
+ * mean of the same (every call counts, a warm-up too), tinit the median time spent inside the
+ * MPI_Alltoall call (blocking mode) or MPI_Ialltoall (mpi3 mode); each the slowest rank's;
+ * helper the CPU time per iteration, mean over ranks, of threads other than the program's own
+ * (libtnbc.so's progress thread, MPICH's asynchronous progress thread) over the timed loop.
  *
  * Environment: OVERLAP_SLEEP=1 makes the work sleep (nanosleep) instead of spinning, which
  * leaves the cores to the progress threads (bench/overlap.py --free-cores).
@@ -43,6 +45,8 @@
 #include <limits.h>
 #include <math.h>
 #include <time.h>
+
+#include "thread_cpu.h"
 
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -165,6 +169,7 @@ int main(int argc, char **argv) {
   MPI_Reduce(&tcomm, &tcomm_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
   double *total = malloc(sizeof(double) * iters), *init = malloc(sizeof(double) * iters);
+  const double helper0 = helper_cpu_s();
   for (int i = 0; i < iters; i++) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
@@ -205,6 +210,8 @@ int main(int argc, char **argv) {
     if (timeline && i == iters - 1)
       fprintf(stderr, "timeline rank=%d end_ms=%.1f\n", rank, total[i] * 1e3);
   }
+  double helper = (helper_cpu_s() - helper0) / iters, helper_sum;
+  MPI_Reduce(&helper, &helper_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   /* The slowest rank decides. */
   double mean = 0, mean_max;
   for (int i = 0; i < iters; i++) mean += total[i] / iters;
@@ -213,9 +220,9 @@ int main(int argc, char **argv) {
   MPI_Reduce(&tot, &tot_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&tin, &tin_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0)
-    printf("result mode=%s block=%zu ranks=%d tcomm_us=%.0f tinit_us=%.0f total_us=%.0f mean_us=%.0f curc_us=%.0f crc_us=%.0f\n",
+    printf("result mode=%s block=%zu ranks=%d tcomm_us=%.0f tinit_us=%.0f total_us=%.0f mean_us=%.0f curc_us=%.0f crc_us=%.0f helper_us=%.0f\n",
            mpi3 ? "mpi3" : "blocking", block, size, tcomm_max * 1e6, tin_max * 1e6, tot_max * 1e6, mean_max * 1e6,
-           t_curc * 1e6, t_crc * 1e6);
+           t_curc * 1e6, t_crc * 1e6, helper_sum * 1e6 / size);
   free(s); free(r); free(t); free(total); free(init);
   free(blocks); free(scount); free(sdispl); free(rcount); free(rdispl);
   MPI_Finalize();

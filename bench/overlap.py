@@ -189,6 +189,29 @@ def learn_table(args, rows):
     return lines
 
 
+def cpu_table(rows):
+    """What each configuration spends beside the program's work, per call and rank (medians of
+    the runs): the CPU of threads other than the program's own and the time inside the call."""
+    lib = [(k, n) for k, n in (("tnbc", "no plan"), ("engine", "engine alone"), ("plan", "plan"))
+           if all(k in r for *_, r in rows)]
+    helpers = lib + ([("mpi3a", "MPI-3, async progress")] if all("mpi3a" in r for *_, r in rows) else [])
+    out = [
+        "Beside the work, per call and rank (median of the runs): the CPU time of threads other "
+        "than the program's own (libtnbc.so's progress thread; MPICH's asynchronous progress "
+        "thread), and the time inside the call (Tinit), where libtnbc.so sets the call up and "
+        "copies the send buffer in the calling thread (plain MPICH and MPI-3 have no thread of "
+        "their own beside the program's, and their time in the call is the exchange or its start).",
+        "",
+        "| scenario | " + " | ".join(f"progress thread CPU, {n}" for _, n in helpers) + " | "
+        + " | ".join(f"in the call, {n}" for _, n in lib) + " |",
+        "|---|" + "---|" * (len(helpers) + len(lib)),
+    ]
+    for name, _, _, _, r in rows:
+        out.append(f"| {name} | " + " | ".join(f"{r[k]['helper']/1e3:.1f} ms" for k, _ in helpers) + " | "
+                   + " | ".join(f"{r[k]['tinit']/1e3:.1f} ms" for k, _ in lib) + " |")
+    return out + [""]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--block", type=int, default=1 << 20, help="Alltoall block bytes (default 1 MiB)")
@@ -328,6 +351,8 @@ def main():
                         "tinit": statistics.median(r["tinit_us"] for r in runs),
                         "mean": statistics.median(r["mean_us"] for r in runs),
                         "means": [r["mean_us"] for r in runs],
+                        # Older builds of bench/overlap print no helper_us.
+                        "helper": statistics.median(r.get("helper_us", 0.0) for r in runs),
                         "turns": [r["turns"] for r in runs if "turns" in r],
                     }
                     print(f"{placement:<6} parts {parts:>2}{' sleep' if sleep else ''} {name:>4} {label:<6} total {res[label]['total']/1e3:8.1f} ms "
@@ -487,6 +512,7 @@ def main():
                 for name, _, _, _, r in rows) + ".",
             "",
         ]
+        lines += cpu_table(rows)
     if sweep:
         lines += [
             "## Nothing to overlap, by block size",
