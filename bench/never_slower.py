@@ -71,6 +71,18 @@ def run(cmd, timeout, env=None):
     return res.stdout
 
 
+def softirq_s():
+    """The machine's softirq time so far, all cores, in seconds (/proc/stat): on the emulated
+    cluster mostly the kernel's packet processing (TCP, the veth pairs, the bridge, the links'
+    tbf shaping); None where it cannot be read."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = f.readline().split()
+        return int(fields[7]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def parse(out):
     rows = [l for l in out.splitlines() if l.startswith("result ")]
     if len(rows) != 1:
@@ -160,7 +172,10 @@ class Bench:
         if config == "mpi3a":
             env["MPIR_CVAR_ASYNC_PROGRESS"] = "1"
         args = [self.prog, str(block), str(iters), mode, str(loops)]
+        soft0 = softirq_s()
         r = parse(self.launch(where, args, env, config in LIBRARY, 300))
+        soft1 = softirq_s()
+        r["softirq_s"] = soft1 - soft0 if soft0 is not None and soft1 is not None else float("nan")
         r["total_ms"] = float(r["total_ms"])
         r["cpu_ms"] = float(r.get("cpu_per_iter_ms", "nan")) * iters
         r["helper_ms"] = float(r.get("helper_cpu_per_iter_ms", "nan")) * iters
@@ -309,8 +324,10 @@ class Bench:
                 v = [r["cpu_ms"] / r["total_ms"] for r in runs[c] if isinstance(r, dict)]
                 w = [r["cpu_ms"] for r in runs[c] if isinstance(r, dict)]
                 h = [r["helper_ms"] for r in runs[c] if isinstance(r, dict)]
+                k = [r["softirq_s"] for r in runs[c] if isinstance(r, dict)]
                 return (f"{statistics.median(w) / 1e3:.2f} s ({statistics.median(v):.2f} cores), "
-                        f"{statistics.median(h) / 1e3:.2f} s helpers" if v else "-")
+                        f"{statistics.median(h) / 1e3:.2f} s helpers; {statistics.median(k):.2f} s softirq"
+                        if v else "-")
             cpu_rows.append(f"| {where_s} | {name} | " + " | ".join(cpu(c) for c in CONFIGS) + " |")
             rows.append(f"| {where_s} | {name} | {statistics.median(plain_ms):.0f} ms | "
                         + " | ".join(cell(c) for c in CONFIGS[1:]) + " | "
@@ -332,7 +349,10 @@ class Bench:
                      "and a progress thread's), median over the rounds, and in brackets the cores it kept "
                      "busy on average (CPU time over run time); then the part on threads other than the "
                      "program's own (\"helpers\": libtnbc.so's progress thread, MPICH's asynchronous "
-                     "progress thread).  The work after each call is the same in "
+                     "progress thread); then the machine's softirq time over the whole run (every core, "
+                     "from /proc/stat, start-up included): the kernel's packet processing, which "
+                     "the emulated nodes' TCP, veth pairs, bridge and shaped links do on the same cores "
+                     "as the ranks, and which the process CPU times do not all count.  The work after each call is the same in "
                      "every configuration; plain MPICH and MPI-3 without a progress thread poll inside the "
                      "blocking call or `MPI_Wait`, MPICH's progress thread polls throughout.\n")
         lines.append("| cluster | case | " + " | ".join(LABELS[c] for c in CONFIGS) + " |")
