@@ -18,7 +18,9 @@ plain MPICH measured in the same row.  Each scenario runs with the blocks read w
 cyclic (ranks dealt round robin, as in the paper's per-node priority figure).  The link bound
 (bench/link_model.py) is the overlap the links allow at best.  Scenarios b and c run once more
 with work that sleeps instead of spinning (--free-cores), so that the progress threads have the
-cores to themselves.
+cores to themselves.  Under each placement's table a second one gives what each configuration
+spends beside the work, per call and rank: the CPU of threads other than the program's own
+(libtnbc.so's progress thread, MPICH's async progress thread) and the time inside the call.
 
 Writes docs/measurements/replay-overlap.md; a section of it headed "## Reading" (written by hand) is kept.
 Needs root (network namespaces); takes about 20 minutes.
@@ -197,10 +199,12 @@ def cpu_table(rows):
     helpers = lib + ([("mpi3a", "MPI-3, async progress")] if all("mpi3a" in r for *_, r in rows) else [])
     out = [
         "Beside the work, per call and rank (median of the runs): the CPU time of threads other "
-        "than the program's own (libtnbc.so's progress thread; MPICH's asynchronous progress "
-        "thread), and the time inside the call (Tinit), where libtnbc.so sets the call up and "
-        "copies the send buffer in the calling thread (plain MPICH and MPI-3 have no thread of "
-        "their own beside the program's, and their time in the call is the exchange or its start).",
+        "than the program's own (libtnbc.so's progress thread"
+        + ("; MPICH's asynchronous progress thread" if len(helpers) > len(lib) else "")
+        + "), and the time inside the call (Tinit), where libtnbc.so sets the call up and "
+        "copies the send buffer in the calling thread (plain MPI and MPI-3 without a progress "
+        "thread have no thread of their own beside the program's, and their time in the call is "
+        "the exchange or its start).",
         "",
         "| scenario | " + " | ".join(f"progress thread CPU, {n}" for _, n in helpers) + " | "
         + " | ".join(f"in the call, {n}" for _, n in lib) + " |",
@@ -351,8 +355,7 @@ def main():
                         "tinit": statistics.median(r["tinit_us"] for r in runs),
                         "mean": statistics.median(r["mean_us"] for r in runs),
                         "means": [r["mean_us"] for r in runs],
-                        # Older builds of bench/overlap print no helper_us.
-                        "helper": statistics.median(r.get("helper_us", 0.0) for r in runs),
+                        "helper": statistics.median(r["helper_us"] for r in runs),
                         "turns": [r["turns"] for r in runs if "turns" in r],
                     }
                     print(f"{placement:<6} parts {parts:>2}{' sleep' if sleep else ''} {name:>4} {label:<6} total {res[label]['total']/1e3:8.1f} ms "
