@@ -5,6 +5,8 @@ Runs bench/curc (MPI_Alltoall, then a fixed amount of computation calibrated alo
 received byte read) in every configuration side by side, round after round:
 
   plain   plain MPICH
+  scat    plain MPICH with MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM=scattered, the algorithm that gains
+          most on the real programs measured (docs/apps.md): plain MPICH tuned by one setting
   tnbc    libtnbc.so with its defaults (per-call decision, TNBC_ADAPT=on)
   plan    libtnbc.so with TNBC_PLAN: the plan `tnbc-order plan` writes from a traced run of the
           same case (libtnbc_trace.so, a few iterations), as a user would make it
@@ -36,8 +38,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = ["plain", "tnbc", "plan", "engine", "mpi3", "mpi3a"]
-LABELS = {"plain": "plain MPICH", "tnbc": "libtnbc.so (default)", "plan": "libtnbc.so + plan",
+CONFIGS = ["plain", "scat", "tnbc", "plan", "engine", "mpi3", "mpi3a"]
+LABELS = {"plain": "plain MPICH", "scat": "plain MPICH, scattered", "tnbc": "libtnbc.so (default)", "plan": "libtnbc.so + plan",
           "engine": "libtnbc.so, TNBC_ADAPT=off", "mpi3": "MPI-3", "mpi3a": "MPI-3 + async progress"}
 LIBRARY = ("tnbc", "plan", "engine")  # the configurations that preload libtnbc.so
 # Iterations of the traced run a case's plan comes from (its calls, read as the timed runs read).
@@ -169,6 +171,8 @@ class Bench:
             env["TNBC_PLAN"] = plan
         if config == "engine":
             env["TNBC_ADAPT"] = "off"
+        if config == "scat":
+            env["MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM"] = "scattered"
         if config == "mpi3a":
             env["MPIR_CVAR_ASYNC_PROGRESS"] = "1"
         args = [self.prog, str(block), str(iters), mode, str(loops)]
