@@ -37,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 
+import lib_settings
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = ["plain", "scat", "tnbc", "plan", "engine", "mpi3", "mpi3a"]
 LABELS = {"plain": "plain MPICH", "scat": "plain MPICH, scattered", "tnbc": "libtnbc.so (default)", "plan": "libtnbc.so + plan",
@@ -134,7 +136,7 @@ class Bench:
         output."""
         lib = lib or self.lib
         if preload and lib == self.lib:
-            env = {**dict(kv.split("=", 1) for kv in self.a.set), **env}
+            env = {**lib_settings.env(self.a.set), **env}
         if where == "local":
             cmd = ["mpiexec", "-n", str(ranks), "-genv", "UCX_NET_DEVICES", "lo"]
             if preload:
@@ -340,7 +342,7 @@ class Bench:
         now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         lines.append(f"Measured {now} on {platform.node() or 'this machine'} ({os.cpu_count()} cores), "
                      f"{a.rounds} rounds, configurations interleaved in each round; work calibrated at "
-                     f"{loops_per_ms:.0f} loops/ms.  Ratios: median (min-max) of run time against plain "
+                     f"{loops_per_ms:.0f} loops/ms.  {lib_settings.sentence(a.set)}Ratios: median (min-max) of run time against plain "
                      f"MPICH of the same round; below 1 is faster.  Library costs per call (median over "
                      f"rounds, mean over ranks and calls): early returns / calls; time inside the call "
                      f"before returning; time waited afterwards in faults and fences; progress-thread "
@@ -389,13 +391,8 @@ def main():
                    help="measure only the blocking path's own cost per call (printed, not written)")
     p.add_argument("--waiting-only", action="store_true",
                    help="measure only the progress thread's CPU while a call waits (printed, not written)")
-    p.add_argument("--set", action="append", default=[], metavar="TNBC_NAME=VALUE",
-                   help="a setting for every run with libtnbc.so (repeatable), for experiments: "
-                        "e.g. --set TNBC_PROGRESS_MAX_SLEEP_US=4000")
+    lib_settings.add_option(p, "TNBC_PROGRESS_MAX_SLEEP_US=4000")
     a = p.parse_args()
-    for kv in a.set:
-        if not kv.startswith("TNBC_") or "=" not in kv:
-            p.error(f"--set: TNBC_NAME=VALUE, not {kv!r}")
     if a.only != "local" and os.geteuid() != 0:
         sys.exit("never_slower: the cluster cases need root (network namespaces); use --only local")
     b = Bench(a)

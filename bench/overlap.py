@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 
+import lib_settings
 import link_model
 import results_doc
 
@@ -250,9 +251,7 @@ def main():
     ap.add_argument("--mpi", choices=("mpich", "openmpi"), default="mpich",
                     help="the MPI to measure: mpich (build/, the default) or openmpi (build-openmpi/, "
                          "meson -Dmpi=openmpi, launched with mpirun.openmpi)")
-    ap.add_argument("--set", action="append", default=[], metavar="TNBC_NAME=VALUE",
-                    help="a setting for every run with libtnbc.so (repeatable), for experiments: "
-                         "e.g. --set TNBC_CHUNK_WINDOW=8")
+    lib_settings.add_option(ap, "TNBC_CHUNK_WINDOW=8")
     ap.add_argument("--out", help="the page written (default docs/measurements/replay-overlap.md, "
                                   "docs/measurements/replay-overlap-openmpi.md with --mpi openmpi)")
     args = ap.parse_args()
@@ -265,8 +264,6 @@ def main():
     for path in (CLUSTER, PROG, LIB):
         if not os.path.exists(path):
             sys.exit(f"overlap.py: missing {path} (build {BUILD} first)")
-    if any(not re.fullmatch(r"TNBC_[A-Z0-9_]+=.*", kv) for kv in args.set):
-        ap.error(f"--set: TNBC_NAME=VALUE, not {args.set!r}")
     placements = args.placement.split(",")
     chosen = args.scenarios.split(",")
     if any(x not in [sc[0] for sc in SCENARIOS] for x in chosen):
@@ -384,7 +381,7 @@ def main():
         f"{PPN} ranks, {args.rate} per node and direction, MPI_Alltoall of {args.block // 1024} KiB blocks, "
         f"median of {args.repeat} rounds, each running every configuration once, one after the other, "
         f"{args.iters} iterations a run (the slowest rank counts).  "
-        + (f"Every run with libtnbc.so sets {', '.join(f'`{kv}`' for kv in args.set)}.  " if args.set else "")
+        + lib_settings.sentence(args.set)
         + f"One machine with {os.cpu_count()} cores runs all four ranks, their progress threads and "
         + ("the network emulation, and other jobs ran on it at the same time: compare the columns "
            "of one row, not absolute times." if (os.cpu_count() or 1) < 2 * NODES * PPN else

@@ -1,0 +1,29 @@
+"""The benchmarks' --set option (bench/overlap.py, bench/never_slower.py): a libtnbc.so setting
+given to every run that preloads it, for experiments, and named on the page the run writes.
+Standard library only."""
+
+import argparse
+import re
+
+
+def _setting(text):
+    if not re.fullmatch(r"TNBC_[A-Z0-9_]+=.*", text):
+        raise argparse.ArgumentTypeError(f"TNBC_NAME=VALUE, not {text!r}")
+    return text
+
+
+def add_option(parser, example):
+    """Adds --set TNBC_NAME=VALUE (repeatable) to `parser`; `example` is shown in its help."""
+    parser.add_argument("--set", action="append", default=[], type=_setting, metavar="TNBC_NAME=VALUE",
+                        help="a setting for every run with libtnbc.so (repeatable), for experiments: "
+                             f"e.g. --set {example}")
+
+
+def env(settings):
+    """The settings as environment variables."""
+    return dict(kv.split("=", 1) for kv in settings)
+
+
+def sentence(settings):
+    """The sentence a results page says them in ("" without any)."""
+    return f"Every run with libtnbc.so sets {', '.join(f'`{kv}`' for kv in settings)}.  " if settings else ""
