@@ -21,8 +21,9 @@ pattern) and with work after the call.  Reports medians over the rounds as ratio
 MPICH of the same round, what the library cost per call (time inside the call, time waited
 afterwards, progress-thread CPU, from TNBC_STATS), and the CPU time of every configuration (all
 threads of all ranks: the work is fixed, so what is above plain MPICH's is what a library or a
-progress thread added, and what is below is polling a blocking call did not do).  Checksums must
-equal plain MPICH's.
+progress thread added, and what is below is polling a blocking call did not do), with the
+machine's softirq time over each run (the kernel's packet processing, which on the emulated
+cluster runs on the same cores).  Checksums must equal plain MPICH's.
 
   bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--out docs/measurements/never-slower.md]
 """
@@ -41,8 +42,9 @@ import lib_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = ["plain", "scat", "tnbc", "plan", "engine", "mpi3", "mpi3a"]
-LABELS = {"plain": "plain MPICH", "scat": "plain MPICH, scattered", "tnbc": "libtnbc.so (default)", "plan": "libtnbc.so + plan",
-          "engine": "libtnbc.so, TNBC_ADAPT=off", "mpi3": "MPI-3", "mpi3a": "MPI-3 + async progress"}
+LABELS = {"plain": "plain MPICH", "scat": "plain MPICH, scattered", "tnbc": "libtnbc.so (default)",
+          "plan": "libtnbc.so + plan", "engine": "libtnbc.so, TNBC_ADAPT=off", "mpi3": "MPI-3",
+          "mpi3a": "MPI-3 + async progress"}
 LIBRARY = ("tnbc", "plan", "engine")  # the configurations that preload libtnbc.so
 # Iterations of the traced run a case's plan comes from (its calls, read as the timed runs read).
 TRACE_ITERS = 8
