@@ -268,12 +268,15 @@ constexpr std::array kSettings = {
             "MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM or MPIR_CVAR_BCAST_INTRA_ALGORITHM, MPI's own "
             "choice runs.  0: always MPI's own choice.",
             kBool<&Config::algorithms>},
-    Setting{"TNBC_ALGORITHMS_AFTER", "int", "16", Agree::value,
+    Setting{"TNBC_ALGORITHMS_AFTER", "int", "auto", Agree::value,
             "libtnbc.so: with TNBC_ALGORITHMS=1, the blocking calls of a key that run its first "
-            "choice of MPI's algorithm (docs/algorithms.md) before the candidates are first tried "
-            "(1..1000000): a program that calls a collective fewer times never pays for a trial "
-            "of an algorithm that loses.",
-            kInt<&Config::algorithms_after, 1, 1000000>},
+            "choice of MPI's algorithm (docs/algorithms.md) before the candidates are first tried.  "
+            "auto: each round of the trial waits until the key's blocking calls so far are 33 "
+            "times what it costs (about 3 calls per candidate; 400 calls with 4 candidates, then "
+            "800, 1200, ...), so that a program never pays more than 3% for trying algorithms "
+            "that lose.  1..1000000: the first round after that many calls, the next 30, 120, "
+            "480, ... calls apart (tests, experiments).",
+            kAutoInt<&Config::algorithms_after, 0, 1, 1000000>},
     Setting{"TNBC_LEARN", "bool", "1", Agree::value,
             "libtnbc.so: learn each call site's first-touch order while the program runs and "
             "use it as the per-message priorities (and, measured, the per-node turns) of its "

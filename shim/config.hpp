@@ -54,7 +54,7 @@ struct Config {
   int adapt_wide = 10;            ///< TNBC_ADAPT_WIDE: % saved that makes a decision count twice; 0 = never
   Blocking blocking = Blocking::automatic;  ///< TNBC_BLOCKING: what runs a key's blocking calls
   bool algorithms = true;         ///< TNBC_ALGORITHMS: choose MPI's own blocking algorithm per key
-  int algorithms_after = 16;      ///< TNBC_ALGORITHMS_AFTER: blocking calls of a key before they are tried
+  int algorithms_after = 0;       ///< TNBC_ALGORITHMS_AFTER: blocking calls of a key before they are tried (0: auto)
   bool learn = true;              ///< TNBC_LEARN: learn each call site's read order while running
   bool learn_per_node = true;     ///< TNBC_LEARN_PER_NODE: ... and decide per-node turns from measurements
   std::string plan_out;           ///< TNBC_PLAN_OUT: write the learned orders as a plan (rank 0)

@@ -29,7 +29,7 @@ namespace {
 /// a barrier had just aligned the two), which the engine's, sleeping, does not.  The engine's
 /// communicator is started before them: its first call there would pay for an MPI_Comm_dup (25
 /// of heFFTe's first 27 ms).
-///   The samples end where the trial's first round begins (TNBC_ALGORITHMS_AFTER, 16), for the
+///   The samples end before the trial's first round may begin (TrialPolicy::skip, 16), for the
 /// trial's reason: a program of few calls never pays for trying.  Two sample calls of the engine
 /// at calls 4-7 made NPB IS A (11 calls) on one node 8% slower (0.575 s against 0.530, medians
 /// of 12 alternating runs): the intervals after them grew from about 50 ms to 70-90.
@@ -51,8 +51,11 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
   AlgorithmTrial& trial = key->trial;
   if (trial.calls() == 0 && key->algorithms[0] != "auto")
     log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm first (MPI's "
-                    "default lost to it in every measurement here), the others are tried after {} blocking calls",
-                    what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[0], trial_policy().skip);
+                    "default lost to it in every measurement here), the others are tried from blocking call {} on{}",
+                    what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[0], trial.round_start(),
+                    trial_policy().budget > 0 ? fmt::format(" (a round costs at most {:.0f}% of the calls before it)",
+                                                            100 * trial_policy().budget)
+                                              : std::string());
   BlockingRun run;
   run.candidate = trial.next();
   const bool measured_apart = trial.trying() || trial.sampling();
@@ -141,10 +144,10 @@ void verdict_agreed(Key& key) {
   log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run the engine's exchange from blocking "
                   "call {}: MPI's polling takes CPU the node's other processes want (weight {:.2f}; its sample calls "
                   "cost {:.1f} ms against MPI's {:.1f} ms, time plus CPU by the weight, means of "
-                  "{} calls on each rank; docs/algorithms.md); MPI's algorithms are tried against it after {} blocking "
-                  "calls",
+                  "{} calls on each rank; docs/algorithms.md); MPI's algorithms are tried against it from blocking "
+                  "call {}",
                   what(key, key.first_bytes), key.comm_id, key.comm_size, key.trial.calls(), w, engine / n / 1e6,
-                  mpi / n / 1e6, kEngineSamples, trial_policy().skip);
+                  mpi / n / 1e6, kEngineSamples, key.trial.round_start());
 }
 
 /// The agreed trial round: the choice, said where it changes.

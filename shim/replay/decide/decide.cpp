@@ -105,7 +105,10 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgree
   g_policy.wide_gain = cfg.adapt_wide > 0 ? cfg.adapt_wide / 100.0 : 1.0;  // 1: no saving is that wide
   g_one_node = cfg.adapt == config::Adapt::on;
   g_blocking = cfg.blocking;
-  g_trial.skip = static_cast<std::uint32_t>(cfg.algorithms_after);
+  if (cfg.algorithms_after > 0) {  // set by hand: the first round there, no budget
+    g_trial.skip = static_cast<std::uint32_t>(cfg.algorithms_after);
+    g_trial.budget = 0.0;
+  }
   g_plan_loaded = plan_loaded;
   g_algorithms = cfg.algorithms && g_adapt;
   mine = probe_algorithms(g_algorithms);

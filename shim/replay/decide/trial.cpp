@@ -2,6 +2,7 @@
 #include "trial.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tnbc::shim::replay::decide {
 
@@ -16,8 +17,15 @@ double cpu_weight(std::uint64_t calls, std::uint64_t wall_ns, std::uint64_t cpu_
 
 AlgorithmTrial::AlgorithmTrial(std::size_t candidates, const TrialPolicy& policy)
     : policy_(policy), last_(candidates, {0, 0}), counts_(candidates, 0) {
-  round_start_ = policy_.skip;
+  round_start_ = std::max<std::uint64_t>(policy_.skip, budget_start(0));
   gap_ = policy_.first_gap;
+}
+
+std::uint64_t AlgorithmTrial::budget_start(std::uint64_t r) const {
+  if (policy_.budget <= 0.0) return 0;
+  const double calls = static_cast<double>(r + 1) * static_cast<double>(counts_.size()) * policy_.trial_call_cost /
+                       policy_.budget;
+  return static_cast<std::uint64_t>(std::ceil(calls - 1e-9));
 }
 
 std::size_t AlgorithmTrial::next() const {
@@ -47,7 +55,7 @@ std::vector<double> AlgorithmTrial::bests() const {
 
 bool AlgorithmTrial::choose(const std::vector<double>& summed) {
   round_done_ = false;
-  round_start_ = calls_ + gap_;
+  round_start_ = std::max(calls_ + gap_, budget_start(rounds_ + 1));
   gap_ = std::min<std::uint64_t>(gap_ * 4, policy_.max_gap);
   ++rounds_;
   if (summed.size() != counts_.size()) return false;

@@ -17,7 +17,10 @@
 //   ranks sum each candidate's best time (algorithm.cpp: one MPI_Allreduce; a rank's
 //   best is the faster of its last two samples) and every rank applies choose() to the same
 //   sums.  The rounds come ever rarer: the gap after round r is first_gap x 4^r calls, at most
-//   max_gap.  A candidate replaces the current choice only when its agreed time is below the
+//   max_gap, and no round begins before the key's calls so far pay for it (TrialPolicy::budget:
+//   the rounds cost at most 3% of the key's blocking calls; a program of a few hundred calls
+//   never pays for a round, where 4 MiB Alltoalls on one node lost a quarter of a 40-call run
+//   to round 0 at call 16).  A candidate replaces the current choice only when its agreed time is below the
 //   current one's by switch_gain in two rounds in a row: a trial's samples are noisy, and a
 //   switch on noise costs (heFFTe's 2-rank transposes on a full node: one sample of an algorithm
 //   0.1 ms, the next 8 ms, a time slice of the rank it waits for; each key chose anew on every
@@ -40,10 +43,20 @@
 namespace tnbc::shim::replay::decide {
 
 struct TrialPolicy {
-  std::uint32_t skip = 16;       ///< blocking calls before the first round (TNBC_ALGORITHMS_AFTER)
-  std::uint32_t first_gap = 30;  ///< blocking calls between round 0 and round 1
-  std::uint32_t max_gap = 2048;  ///< longest gap between rounds
+  std::uint32_t skip = 16;       ///< blocking calls before the first round, at least
+  std::uint32_t first_gap = 30;  ///< blocking calls between round 0 and round 1, at least
+  std::uint32_t max_gap = 2048;  ///< longest gap between rounds the schedule makes
   double switch_gain = 0.05;     ///< a candidate must save this share of the current choice's time
+  /// The share of a key's blocking calls its rounds may cost (0: no bound; TNBC_ALGORITHMS_AFTER
+  /// set by hand).  A round of k candidates costs about k x trial_call_cost calls of the choice, so
+  /// round r (from 0) begins no earlier than the key's blocking call (r + 1) x k x
+  /// trial_call_cost / budget: the rounds made so far never cost more than this share of the
+  /// key's calls.  With 4 candidates: rounds at calls 400, 800, 1200, 1680, ...
+  double budget = 0.03;
+  /// What a trial call costs beyond a call of the choice, in calls of the choice: its barrier and
+  /// a losing algorithm.  Measured on a full node (4 ranks, 2 cores, 1 MiB blocks): rounds of 3 and
+  /// 4 candidates took 5-8 and about 11 calls' time more than the calls they replaced.
+  double trial_call_cost = 3.0;
 };
 
 /// What a unit of a blocking call's CPU costs the program, in units of its time (0..1; the
@@ -110,6 +123,8 @@ class AlgorithmTrial {
   }
 
   std::size_t chosen() const { return chosen_; }
+  /// The blocking call (counted from 0) at which the next round begins.
+  std::uint64_t round_start() const { return round_start_; }
   std::uint64_t calls() const { return calls_; }
   std::uint64_t rounds() const { return rounds_; }
   std::uint64_t switches() const { return switches_; }
@@ -126,6 +141,8 @@ class AlgorithmTrial {
   std::uint64_t round_start_ = 0, gap_ = 0;
   std::uint64_t rounds_ = 0, switches_ = 0;
   bool round_done_ = false;
+  /// The first call at which round `r` may begin under the policy's budget (0: no budget).
+  std::uint64_t budget_start(std::uint64_t r) const;
   std::size_t pending_ = static_cast<std::size_t>(-1);  ///< the winner of the last round, to be confirmed
   std::vector<std::size_t> sample_;               ///< the sample calls' candidates
   std::uint64_t sample_from_ = ~std::uint64_t{0};  ///< the first sample call (none)

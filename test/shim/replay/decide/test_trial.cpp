@@ -36,20 +36,50 @@ TEST_CASE("one candidate: nothing is tried, every call runs MPI's default") {
   REQUIRE(t.rounds() == 0);
 }
 
-/// Tries from the second call on.
+/// Tries from the second call on, at the fixed schedule (TNBC_ALGORITHMS_AFTER=1).
 TrialPolicy early() {
   TrialPolicy p;
   p.skip = 1;
+  p.budget = 0.0;
   return p;
 }
 
-TEST_CASE("defaults: the first 16 blocking calls run the first choice, untried") {
+std::vector<std::size_t> slice(const std::vector<std::size_t>& v, std::size_t from, std::size_t to) {
+  return std::vector<std::size_t>(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(to));
+}
+
+TEST_CASE("defaults: a round waits until the key's calls so far pay for it (3% of them)") {
+  // 3 candidates, a round costing about 3 calls each: 9 calls, 3% of 300.
   AlgorithmTrial t(3, TrialPolicy{});
+  REQUIRE(t.round_start() == 300);
+  const auto ran = run(t, {300, 180, 200}, 604);
+  REQUIRE(slice(ran, 0, 300) == std::vector<std::size_t>(300, 0));
+  REQUIRE(slice(ran, 300, 304) == std::vector<std::size_t>{0, 1, 2, 0});
+  // Round 1 waits for call 600 (two rounds, 3% of 600), not for the schedule's 30 calls; it
+  // confirms candidate 1, and round 2 waits for call 900.
+  REQUIRE(slice(ran, 304, 600) == std::vector<std::size_t>(296, 0));
+  REQUIRE(slice(ran, 600, 604) == std::vector<std::size_t>{1, 2, 0, 1});
+  REQUIRE(t.chosen() == 1);
+  REQUIRE(t.round_start() == 900);
+  // More candidates, longer waits: 4 of them, 400 calls.
+  REQUIRE(AlgorithmTrial(4, TrialPolicy{}).round_start() == 400);
+  // Once the schedule's gaps are longer than the budget's, the schedule decides.
+  TrialPolicy wide;
+  wide.first_gap = 1000;
+  AlgorithmTrial u(3, wide);
+  run(u, {300, 180, 200}, 304);
+  REQUIRE(u.round_start() == 1303);
+}
+
+TEST_CASE("a fixed schedule (TNBC_ALGORITHMS_AFTER=16): 16 calls untried, round 1 30 calls after round 0") {
+  TrialPolicy p;
+  p.budget = 0.0;
+  AlgorithmTrial t(3, p);
   const auto ran = run(t, {300, 180, 200}, 53);
-  REQUIRE(std::vector<std::size_t>(ran.begin(), ran.begin() + 16) == std::vector<std::size_t>(16, 0));
+  REQUIRE(slice(ran, 0, 16) == std::vector<std::size_t>(16, 0));
   // Round 0 at calls 16-18; its winner waits for round 1, 30 calls after the choice, rotated.
-  REQUIRE(std::vector<std::size_t>(ran.begin() + 16, ran.begin() + 21) == std::vector<std::size_t>{0, 1, 2, 0, 0});
-  REQUIRE(std::vector<std::size_t>(ran.begin() + 49, ran.end()) == std::vector<std::size_t>{1, 2, 0, 1});
+  REQUIRE(slice(ran, 16, 21) == std::vector<std::size_t>{0, 1, 2, 0, 0});
+  REQUIRE(slice(ran, 49, 53) == std::vector<std::size_t>{1, 2, 0, 1});
   REQUIRE(t.chosen() == 1);
 }
 
@@ -165,6 +195,7 @@ TEST_CASE("a preferred first choice runs until a round, which judges it as any c
 TEST_CASE("sample calls run their candidates outside the rounds, unrecorded, and never inside a round") {
   TrialPolicy p;
   p.skip = 8;
+  p.budget = 0.0;
   AlgorithmTrial t(3, p);
   run(t, {100, 300, 200}, 4);
   REQUIRE(t.sample({0, 2, 0, 2}));
