@@ -10,22 +10,21 @@
 //   blocking calls of a key:  c c ... c [t0 t1 .. tk-1] C C ... C [t t .. t] C C ...  (C: the choice)
 //
 //   The first calls (`skip`, or more where the budget below asks) run the first choice,
-//   unmeasured: a program that makes few calls
-//   never pays for trying an algorithm that loses (a trial call of a losing algorithm cost NPB
-//   FT A a third of a call).  Then a round tries every candidate once, in an order rotated by
-//   one each round (a drift over the round does not always favour the same one).  Each trial call
-//   starts after a barrier on the communicator (decide.cpp).  After a round's last call, the
-//   ranks sum each candidate's best time (algorithm.cpp: one MPI_Allreduce; a rank's
-//   best is the faster of its last two samples) and every rank applies choose() to the same
-//   sums.  The rounds come ever rarer: the gap after round r is first_gap x 4^r calls, at most
-//   max_gap, and no round begins before the key's calls so far pay for it (TrialPolicy::budget:
-//   the rounds cost at most 3% of the key's blocking calls; a program of a few hundred calls
-//   never pays for a round, where a 40-call run of 4 MiB Alltoalls on one node lost a sixth of
-//   its time to round 0 at call 16).  A candidate replaces the current choice only when its
-//   agreed time is below the current one's by switch_gain in two rounds in a row: a trial's
-//   samples are noisy, and a switch on noise costs (heFFTe's 2-rank transposes on a full node:
-//   one sample of an algorithm 0.1 ms, the next 8 ms, a time slice of the rank it waits for;
-//   each key chose anew on every run when one round decided).
+//   unmeasured: a program that makes few calls never pays for trying an algorithm that loses (a
+//   trial call of a losing algorithm cost NPB FT A a third of a call).  Then a round tries every
+//   candidate once, in an order rotated by one each round (a drift over the round does not always
+//   favour the same one).  Each trial call starts after a barrier on the communicator
+//   (decide.cpp).  After a round's last call, the ranks sum each candidate's best time
+//   (algorithm.cpp: one MPI_Allreduce; a rank's best is the faster of its last two samples) and
+//   every rank applies choose() to the same sums.  The rounds come ever rarer: the gap after round
+//   r is first_gap x 4^r calls, at most max_gap, and no round begins before the key's calls so far
+//   pay for it (TrialPolicy::budget: the rounds cost at most 3% of the key's blocking calls; a
+//   program of a few hundred calls never pays for a round, where a 40-call run of 4 MiB Alltoalls
+//   on one node lost a sixth of its time to round 0 at call 16).  A candidate replaces the current
+//   choice only when its agreed time is below the current one's by switch_gain in two rounds in a
+//   row: a trial's samples are noisy, and a switch on noise costs (heFFTe's 2-rank transposes on a
+//   full node: one sample of an algorithm 0.1 ms, the next 8 ms, a time slice of the rank it waits
+//   for; each key chose anew on every run when one round decided).
 //
 // The time of a blocking call is its time inside the call on this rank: what follows a blocking
 // call is the same whichever algorithm ran it, since the data is complete when it returns.  But
@@ -52,7 +51,7 @@ struct TrialPolicy {
   /// set by hand).  A round of k candidates costs about k x trial_call_cost calls of the choice, so
   /// round r (from 0) begins no earlier than the key's blocking call (r + 1) x k x
   /// trial_call_cost / budget: the rounds made so far never cost more than this share of the
-  /// key's calls.  With 4 candidates: rounds at calls 400, 800, 1200, 1680, ...
+  /// key's calls.  With 4 candidates: rounds at calls 400, 800, 1200, 1684, ...
   double budget = 0.03;
   /// What a trial call costs beyond a call of the choice, in calls of the choice: its barrier and
   /// a losing algorithm.  Measured on a full node (4 ranks, 2 cores, 1 MiB blocks): rounds of 3 and

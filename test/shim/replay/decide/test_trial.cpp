@@ -45,7 +45,8 @@ TrialPolicy early() {
 }
 
 std::vector<std::size_t> slice(const std::vector<std::size_t>& v, std::size_t from, std::size_t to) {
-  return std::vector<std::size_t>(v.begin() + static_cast<std::ptrdiff_t>(from), v.begin() + static_cast<std::ptrdiff_t>(to));
+  return std::vector<std::size_t>(v.begin() + static_cast<std::ptrdiff_t>(from),
+                                  v.begin() + static_cast<std::ptrdiff_t>(to));
 }
 
 TEST_CASE("defaults: a round waits until the key's calls so far pay for it (3% of them)") {
