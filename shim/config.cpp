@@ -272,9 +272,9 @@ constexpr std::array kSettings = {
             "libtnbc.so: with TNBC_ALGORITHMS=1, the blocking calls of a key that run its first "
             "choice of MPI's algorithm (docs/algorithms.md) before the candidates are first tried.  "
             "auto: each round of the trial waits until the key's blocking calls so far are 33 "
-            "times what it costs (about 3 calls per candidate; 400 calls with 4 candidates, then "
-            "800, 1200, ...), so that a program never pays more than 3% for trying algorithms "
-            "that lose.  1..1000000: the first round after that many calls, the next 30, 120, "
+            "times what the rounds up to it cost (about 3 calls per candidate and round: with 4 "
+            "candidates at calls 400, 800, 1200, ...), so that a program never pays more than 3% "
+            "for trying algorithms that lose.  1..1000000: the first round after that many calls, the next 30, 120, "
             "480, ... calls apart (tests, experiments).",
             kAutoInt<&Config::algorithms_after, 0, 1, 1000000>},
     Setting{"TNBC_LEARN", "bool", "1", Agree::value,
