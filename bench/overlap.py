@@ -76,10 +76,20 @@ SCENARIOS = [
 ]
 
 
-def make_plan(args, work, op="alltoall", env=None):
+# The first touch, as a share of Tcomm, from which `tnbc-order show` calls a site CURC
+# (priority::ConsensusOptions::curc_fraction); before it, CRC: the data is read right after the call.
+CURC_FRACTION = 0.5
+# The send window tnbc-order plan writes for a CRC site with per-node priority
+# (priority::PlannerOptions::read_at_once_window).
+READ_AT_ONCE_WINDOW = 8
+
+
+def make_plan(args, work, op="alltoall", env=None, windows=(None,)):
     """Traces the benchmark once and writes a plan: blocks read 0..p-1, per-node priority on.
     (The call-site keys come from the trace, as `tnbc-order plan` would take them.)  `op`: the
-    collective the program makes (alltoallv with OVERLAP_COUNTS=is in `env`)."""
+    collective the program makes (alltoallv with OVERLAP_COUNTS=is in `env`).  One plan per
+    entry of `windows`, which its entries give as `window N` (None: no window line, the
+    configured TNBC_CHUNK_WINDOW); returns the path, or a dict of paths by window if several."""
     trace_dir = os.path.join(work, "trace")
     extra = [x for k, v in (env or {}).items() for x in ("--env", f"{k}={v}")]
     subprocess.run([CLUSTER, "run", "--mpi", MPI, "--ppn", str(PPN), "--timeout", "300", "--preload", TRACE_LIB,
@@ -96,15 +106,18 @@ def make_plan(args, work, op="alltoall", env=None):
     # so without it the plan's calls would all run blocking.  tnbc-order plan writes it where the
     # trace shows the data read long after the call (scenarios a, d, e); the scenario with nothing
     # to overlap keeps it here too, so that its row shows what returning early costs there.
-    text = ["tnbc-plan 2", "# bench/overlap.py: blocks are read 0..p-1"]
-    for site, p in sites:
-        text += [f"site {site} {op} comm={p} class=*",
-                 "  order " + " ".join(map(str, range(p))), "  per-node on", "  return early", "end"]
-    text.append(f"end-of-plan {len(sites)}")
-    path = os.path.join(work, "overlap.plan")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(text) + "\n")
-    return path
+    paths = {}
+    for window in windows:
+        text = ["tnbc-plan 2", "# bench/overlap.py: blocks are read 0..p-1"]
+        for site, p in sites:
+            text += [f"site {site} {op} comm={p} class=*", "  order " + " ".join(map(str, range(p))), "  per-node on"]
+            text += [f"  window {window}"] if window else []
+            text += ["  return early", "end"]
+        text.append(f"end-of-plan {len(sites)}")
+        paths[window] = os.path.join(work, f"overlap{'-window' + str(window) if window else ''}.plan")
+        with open(paths[window], "w", encoding="utf-8") as f:
+            f.write("\n".join(text) + "\n")
+    return paths if len(windows) > 1 else paths[windows[0]]
 
 
 def async_ms(res):
@@ -252,6 +265,9 @@ def main():
                     help="the MPI to measure: mpich (build/, the default) or openmpi (build-openmpi/, "
                          "meson -Dmpi=openmpi, launched with mpirun.openmpi)")
     lib_settings.add_option(ap, "TNBC_CHUNK_WINDOW=8")
+    ap.add_argument("--no-plan-window", action="store_true",
+                    help=f"the plan of a scenario read right after the call gives no `window {READ_AT_ONCE_WINDOW}` "
+                         "(TNBC_CHUNK_WINDOW for every scenario), to compare with what tnbc-order plan writes")
     ap.add_argument("--out", help="the page written (default docs/measurements/replay-overlap.md, "
                                   "docs/measurements/replay-overlap-openmpi.md with --mpi openmpi)")
     args = ap.parse_args()
@@ -287,7 +303,13 @@ def main():
 
     subprocess.run([CLUSTER, "--nodes", str(NODES), "--rate", args.rate, "up"], check=True)
     try:
-        plan = make_plan(args, tempfile.mkdtemp(prefix="tnbc_overlap_"))
+        # The plan of a scenario whose data is read right after the call (TCURC below
+        # CURC_FRACTION of Tcomm: b, c, none; tnbc-order's verdict CRC) gives its entry the send
+        # window tnbc-order plan writes there; the others' the configured one.
+        plans = make_plan(args, tempfile.mkdtemp(prefix="tnbc_overlap_"), windows=(None, READ_AT_ONCE_WINDOW))
+        plan = plans[None]
+        if args.no_plan_window:
+            plans[READ_AT_ONCE_WINDOW] = plan
         # The link bound counts the payload at the rate the links leave for it.
         wire = wire_per_payload(args) if rate is not None else None
         payload_rate = rate / wire if wire else rate
@@ -342,6 +364,7 @@ def main():
                 all_runs = {label: [] for label, *_ in CONFIGS}
                 for _ in range(args.repeat):
                     for label, mode, pre, pl, env in CONFIGS:
+                        pl = plans[READ_AT_ONCE_WINDOW] if pl == plan and fc < CURC_FRACTION else pl
                         all_runs[label].append(run_config(label, mode, pre, pl, env, curc, crc, args, parts=parts,
                                                           placement=placement, sleep=sleep))
                 for label, *_ in CONFIGS:
@@ -365,6 +388,7 @@ def main():
             all_runs = {label: [] for label, *_ in CONFIGS}
             for _ in range(args.repeat):
                 for label, mode, pre, pl, env in CONFIGS:
+                    pl = plans[READ_AT_ONCE_WINDOW] if pl == plan else pl  # read at once: CRC
                     all_runs[label].append(run(mode, pre, 0, 0, args, pl, 1, "block", block, iters, env=env))
             res = {}
             for label, *_ in CONFIGS:
@@ -413,7 +437,11 @@ def main():
         "The plan (keyed by the call sites of a traced run of the same benchmark) lists blocks 0..p-1, has "
         "per-node priority on and says `return early` (as `tnbc-order plan` writes where the "
         "trace shows the data read long after the call; kept for the scenario with nothing to "
-        "overlap too, to show what returning early costs there).  Placement block puts ranks 0 and 1 on node 0 and 2 and 3 on node "
+        "overlap too, to show what returning early costs there); where the data is read right "
+        f"after the call (TCURC below {CURC_FRACTION:g} Tcomm: b, c and the data read at once, "
+        f"tnbc-order's verdict CRC) it also says `window {READ_AT_ONCE_WINDOW}`, as `tnbc-order plan --per-node` "
+        "writes there: 8 inter-node chunks in flight per rank instead of TNBC_CHUNK_WINDOW's 2"
+        + (" (not in this run: --no-plan-window)" if args.no_plan_window else "") + ".  Placement block puts ranks 0 and 1 on node 0 and 2 and 3 on node "
         "1: every rank then reads node 0's blocks first, and node 0's link carries them all.  "
         "Placement cyclic deals ranks out round robin (0 and 2 on node 0), the placement of the "
         "paper's per-node priority figure: the blocks read first come from both nodes.  "

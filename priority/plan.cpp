@@ -141,6 +141,12 @@ std::optional<std::string> check_entry(const PlanEntry& e) {
       return fmt::format("order lists {} sub-messages but comm={} (one per rank)", e.order.size(),
                          e.comm_size);
   }
+  if (e.window != 0) {
+    if (e.op == Op::bcast) return std::string("window: only alltoall and alltoallv entries have a send window");
+    if (e.window < 1 || e.window > kMaxPlanWindow)
+      return fmt::format("window: expected a chunk count from 1 to {}", kMaxPlanWindow);
+    if (!e.per_node) return std::string("window: the send window applies under per-node priority only (per-node on)");
+  }
   if (e.agreement && !(*e.agreement >= 0 && *e.agreement <= 1))
     return std::string("agreement: expected a number from 0 to 1");
   return std::nullopt;
@@ -245,6 +251,7 @@ std::string write_plan(const Plan& plan, const std::vector<std::string>& comment
         out += "  tree binomial\n";
     }
     out += fmt::format("  per-node {}\n", e.per_node ? "on" : "off");
+    if (e.window != 0) out += fmt::format("  window {}\n", e.window);
     if (e.ret != Return::measure) out += fmt::format("  return {}\n", to_string(e.ret));
     if (e.agreement) out += fmt::format("  agreement {}\n", *e.agreement);
     if (e.verdict) out += fmt::format("  verdict {}\n", to_string(*e.verdict));
@@ -327,8 +334,8 @@ std::variant<OpenEntry, std::string> parse_site(const std::vector<std::string_vi
   return entry;
 }
 
-/// One key line inside an entry (frame, order, segments, tree, per-node, return, agreement,
-/// verdict) applied to `e`.  `content` is the trimmed line, `tokens` its words.
+/// One key line inside an entry (frame, order, segments, tree, per-node, window, return,
+/// agreement, verdict) applied to `e`.  `content` is the trimmed line, `tokens` its words.
 Error parse_entry_line(std::string_view content, const std::vector<std::string_view>& tokens, PlanEntry& e) {
   const std::string_view key = tokens[0];
   const std::size_t args = tokens.size() - 1;
@@ -365,6 +372,11 @@ Error parse_entry_line(std::string_view content, const std::vector<std::string_v
   } else if (key == "per-node") {
     if (args != 1 || (tokens[1] != "on" && tokens[1] != "off")) return "per-node: expected on or off";
     e.per_node = tokens[1] == "on";
+  } else if (key == "window") {
+    if (e.op == Op::bcast) return "window: only alltoall and alltoallv entries have a send window";
+    auto n = args == 1 ? parse_number(tokens[1], 1, kMaxPlanWindow) : std::nullopt;
+    if (!n) return fmt::format("window: expected a chunk count from 1 to {}", kMaxPlanWindow);
+    e.window = static_cast<int>(*n);
   } else if (key == "return") {
     if (args != 1 || (tokens[1] != "early" && tokens[1] != "blocking")) return "return: expected early or blocking";
     e.ret = tokens[1] == "early" ? Return::early : Return::blocking;
@@ -488,7 +500,8 @@ std::variant<Plan, PlanError> parse_plan(std::string_view text) {
     if (key != "frame") {
       auto [it, inserted] = open->keys_seen.emplace(std::string(key), line_no);
       if (!inserted && (key == "order" || key == "segments" || key == "tree" ||
-                        key == "per-node" || key == "return" || key == "agreement" || key == "verdict"))
+                        key == "per-node" || key == "window" || key == "return" || key == "agreement" ||
+                        key == "verdict"))
         return fail(fmt::format("duplicate '{}' (first at line {})", key, it->second));
     }
     if (auto error = parse_entry_line(content, tokens, open->entry)) return fail(*error);

@@ -34,6 +34,9 @@ inline constexpr int kMaxPlanSegments = 64;            ///< Bcast segments accep
 /// Size classes: class c holds per-sub-message sizes in [2^c, 2^(c+1)) bytes (0 and 1 -> 0).
 inline constexpr int kMaxSizeClass = 63;
 
+/// The largest send window a plan entry may give (TNBC_CHUNK_WINDOW's bound too).
+inline constexpr int kMaxPlanWindow = 254;
+
 /// The size class of a per-sub-message byte count: floor(log2(bytes)), 0 for 0.
 int size_class(std::uint64_t bytes);
 
@@ -54,6 +57,9 @@ struct PlanEntry {
   TreeShape tree;                   ///< Bcast: tree; binomial otherwise
   bool per_node = false;            ///< per-node priority: first-ranked rank of a node sends alone
   Return ret = Return::measure;     ///< "return early|blocking": the path, forced
+  /// Alltoall(v) with per-node priority: inter-node body chunks in flight per rank
+  /// ("window N", 1..kMaxPlanWindow); 0 = not written: TNBC_CHUNK_WINDOW.
+  int window = 0;
   std::optional<double> agreement;  ///< informational: agreement of the traced ranks
   std::optional<Verdict> verdict;   ///< informational: CURC/CRC verdict
 

@@ -93,6 +93,7 @@ SitePlan plan_site(const CallSite& site, const PlannerOptions& options) {
     e.order.assign(out.analysis.order.begin(), out.analysis.order.end());
     e.per_node = options.per_node && site.comm_size > 1 && out.analysis.verdict != Verdict::unread &&
                  out.analysis.agreement >= options.per_node_agreement;
+    if (e.per_node && out.analysis.verdict == Verdict::crc) e.window = options.read_at_once_window;
   }
   // The data is read and Tcomm known: nothing to win where the predicted overlap is a sliver of
   // the exchange; much to win, from the first call, where it is most of it.

@@ -33,6 +33,13 @@ struct PlannerOptions {
   /// the library returns early from its first call instead of measuring both paths for dozens
   /// of calls first (docs/replay.md, "Deciding per call").  0 = never.
   double early_above = 0.50;
+  /// The send window ("window N") of a site with per-node priority whose data is read right
+  /// after the call (verdict CRC): its inter-node chunks go this many at a time instead of
+  /// TNBC_CHUNK_WINDOW's 2.  There the program waits for the data anyway, and a window of 8 was
+  /// faster than 2 in all 8 such cells of bench/overlap.py on the emulated links; where
+  /// unrelated work comes first (CURC) the deeper window's packet work cost that work 7-12%
+  /// (docs/measurements/scale.md, "The send window at scale").  0 = never written.
+  int read_at_once_window = 8;
 };
 
 /// The planner's view of one call site (what `tnbc-order show` prints).

@@ -345,7 +345,8 @@ constexpr std::array kSettings = {
             "turn on its node ends when its data has reached the other node; raised to one "
             "chunk per peer on another node where a rank has more such peers (docs/measurements/scale.md, "
             "\"The send window at scale\"); 0 = all at once, as standard sends.  Other body "
-            "chunks always go at once as standard sends.",
+            "chunks always go at once as standard sends.  A plan entry's `window` replaces it "
+            "for the calls it shapes (docs/plan-format.md).",
             kInt<&Config::chunk_window, 0, 254>},
     Setting{"TNBC_BARRIER_ALGO", "enum", "auto", Agree::value,
             "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (central_counter on nodes "

@@ -76,7 +76,8 @@ constexpr std::string_view kCheckUsage =
     "Read a plan file -- written by `tnbc-order plan`, or learned by libtnbc.so and written\n"
     "at MPI_Finalize with TNBC_PLAN_OUT -- with the parser libtnbc.so uses for TNBC_PLAN, and\n"
     "print one line per entry: call site, operation, communicator size, size class, order\n"
-    "(first to complete first), Bcast segments and tree, per-node priority, return, agreement.\n"
+    "(first to complete first), Bcast segments and tree, per-node priority, send window,\n"
+    "return, agreement.\n"
     "Exit 2, naming the line, when libtnbc.so would refuse it.\n";
 
 constexpr std::string_view kShowUsage =
@@ -99,7 +100,9 @@ constexpr std::string_view kPlanUsage =
     "  --strict    exit 1 when a planned call site has agreement below 0.8 (the plan is\n"
     "              still written)\n"
     "  --per-node  turn per-node priority on where ranks agree (off by default: it was\n"
-    "              slower on the emulated cluster, see docs/replay.md)\n"
+    "              slower on the emulated cluster, see docs/replay.md); where the data is\n"
+    "              read right after the call (verdict CRC) the entry also gets 'window 8',\n"
+    "              8 inter-node chunks in flight per rank instead of TNBC_CHUNK_WINDOW\n"
     "  --measure-all  never write 'return' lines (by default a call site whose predicted\n"
     "              overlap is below 10% of its Tcomm gets 'return blocking' and runs the\n"
     "              blocking call; one whose predicted overlap is at least 50% gets 'return\n"
@@ -528,6 +531,7 @@ int cmd_check(const std::vector<std::string_view>& argv) {
       out += fmt::format(" segments={} tree={}", e.segments,
                          e.tree.kind == pr::TreeKind::chains ? fmt::format("chains:{}", e.tree.chains) : "binomial");
     if (e.per_node) out += " per-node";
+    if (e.window != 0) out += fmt::format(" window={}", e.window);
     if (e.ret != pr::Return::measure) out += fmt::format(" return={}", pr::to_string(e.ret));
     if (e.agreement) out += fmt::format(" agreement={:.2f}", *e.agreement);
     out += "\n";

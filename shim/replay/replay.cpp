@@ -59,7 +59,7 @@ std::size_t auto_memory_bound() {
 int exchange(OpStats& st, const decide::Decision& d, const void* sendbuf, const int sendcounts[], const int sdispls[],
              MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
              MPI_Datatype recvtype, MPI_Comm comm, bool allow_early, std::span<const int> recv_order,
-             bool per_node) {
+             bool per_node, int window = 0) {
   int size = 0;
   PMPI_Comm_size(comm, &size);
   const auto n = static_cast<std::size_t>(size);
@@ -135,7 +135,7 @@ int exchange(OpStats& st, const decide::Decision& d, const void* sendbuf, const 
   if (!d.engine) d.costs->early_calls.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t t0 = util::now_ns();
   const engine::Engine::Result r = engine::Engine::instance().alltoallv(
-      sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node, allow_early, d.engine ? nullptr : d.costs);
+      sptr, sb, sd, rptr, rb, rd, comm, recv_order, per_node, allow_early, d.engine ? nullptr : d.costs, window);
   const bool early = r.early;
   if (r.why != nullptr) why_direct = r.why;
   decide::say_early_path_call(d, early, why_direct, util::now_ns() - t0);
@@ -229,6 +229,7 @@ void stop(Runtime& rt) {
   rt.stats().init_ns = engine::Engine::instance().init_ns();
   rt.stats().turn_calls = engine::Engine::instance().turn_calls();
   rt.stats().gated_sends = engine::Engine::instance().gated_sends();
+  rt.stats().send_window_max = engine::Engine::instance().send_window_max();
   rt.stats().turn_wait_ns = engine::Engine::instance().turn_wait_ns();
   rt.stats().progress_cpu_ns = engine::Engine::instance().progress_cpu_ns();
   rt.stats().progress_rounds = engine::Engine::instance().progress_rounds();
@@ -249,10 +250,12 @@ void stop(Runtime& rt) {
 
 namespace {
 
-/// The receive order of an early Alltoall(v) call, and whether it takes per-node turns.
+/// The receive order of an early Alltoall(v) call, whether it takes per-node turns, and its send
+/// window under them (a plan entry's `window`; 0: TNBC_CHUNK_WINDOW).
 struct CallOrder {
   std::vector<int> order;
   bool per_node = false;
+  int window = 0;
 };
 
 /// Per-node turns go only in an order every rank agreed on (a rank that does not take part in
@@ -271,7 +274,9 @@ CallOrder call_order(const decide::Decision& d, const priority::PlanEntry* entry
   // Where the order came from, for the statistics (tnbc-stats: "early order").
   if (ordered != nullptr) (learned ? d.costs->order_learned_calls : d.costs->order_plan_calls).fetch_add(1, std::memory_order_relaxed);
   if (planned_turns || d.turns) d.costs->turn_calls.fetch_add(1, std::memory_order_relaxed);
-  return {ordered ? as_ints(ordered->order) : std::vector<int>{}, planned_turns || d.turns};
+  // The window is a sender's own (no receiver depends on it): the planned entry's.
+  return {ordered ? as_ints(ordered->order) : std::vector<int>{}, planned_turns || d.turns,
+          planned_turns ? d.shape->window : 0};
 }
 
 }  // namespace
@@ -319,7 +324,7 @@ int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendt
   }
   const CallOrder o = call_order(d, c.entry, ls);
   return exchange(st, d, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
-                  rdispls.data(), recvtype, comm, true, o.order, o.per_node);
+                  rdispls.data(), recvtype, comm, true, o.order, o.per_node, o.window);
 }
 
 int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -368,7 +373,7 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
   // so the agreed order serves all of them.
   const CallOrder o = call_order(d, c.entry, ls);
   return exchange(st, d, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                  recvtype, comm, total >= rt.config().min_bytes, o.order, o.per_node);
+                  recvtype, comm, total >= rt.config().min_bytes, o.order, o.per_node, o.window);
 }
 
 void release_range(const void* p, std::size_t n, bool touch) {

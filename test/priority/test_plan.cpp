@@ -267,6 +267,41 @@ TEST_CASE("'return early|blocking' forces the path; absent means measure; writte
         "line 6: duplicate 'return' (first at line 5)");
 }
 
+TEST_CASE("'window N' gives an Alltoall(v) entry with per-node priority its send window", "[plan]") {
+  const std::string head = "tnbc-plan 2\nsite s1 alltoall comm=2 class=*\n  order 0 1\n";
+  auto parsed = parse_plan(head + "  per-node on\n  window 8\nend\nend-of-plan 1\n");
+  REQUIRE(std::holds_alternative<Plan>(parsed));
+  const Plan& p = std::get<Plan>(parsed);
+  CHECK(p.entries[0].window == 8);
+  CHECK(write_plan(p).find("  per-node on\n  window 8\n") != std::string::npos);
+  REQUIRE(std::holds_alternative<Plan>(parse_plan(write_plan(p))));
+  CHECK(std::get<Plan>(parse_plan(write_plan(p))) == p);
+  // Absent: 0, TNBC_CHUNK_WINDOW; not written.
+  auto none = parse_plan(head + "  per-node on\nend\nend-of-plan 1\n");
+  REQUIRE(std::holds_alternative<Plan>(none));
+  CHECK(std::get<Plan>(none).entries[0].window == 0);
+  CHECK(write_plan(std::get<Plan>(none)).find("window") == std::string::npos);
+  // Either order of the lines; checked at 'end'.
+  CHECK(std::holds_alternative<Plan>(parse_plan(head + "  window 254\n  per-node on\nend\nend-of-plan 1\n")));
+  CHECK(error_of(head + "  per-node on\n  window 0\nend\nend-of-plan 1\n") ==
+        "line 5: window: expected a chunk count from 1 to 254");
+  CHECK(error_of(head + "  per-node on\n  window 255\nend\nend-of-plan 1\n") ==
+        "line 5: window: expected a chunk count from 1 to 254");
+  CHECK(error_of(head + "  per-node on\n  window 2 4\nend\nend-of-plan 1\n") ==
+        "line 5: window: expected a chunk count from 1 to 254");
+  CHECK(error_of(head + "  per-node on\n  window 8\n  window 2\nend\nend-of-plan 1\n") ==
+        "line 6: duplicate 'window' (first at line 5)");
+  CHECK(error_of(head + "  per-node off\n  window 8\nend\nend-of-plan 1\n") ==
+        "line 6: window: the send window applies under per-node priority only (per-node on)");
+  CHECK(error_of("tnbc-plan 2\nsite app+0x1 bcast comm=* class=*\n  order 0\n  segments 1\n  tree binomial\n"
+                 "  per-node off\n  window 8\nend\nend-of-plan 1\n") ==
+        "line 7: window: only alltoall and alltoallv entries have a send window");
+  // validate_plan holds a built plan to the same rules.
+  Plan built = p;
+  built.entries[0].per_node = false;
+  CHECK(validate_plan(built) == "entry 1: window: the send window applies under per-node priority only (per-node on)");
+}
+
 TEST_CASE("the checksum: written always, checked when present, optional by hand", "[plan]") {
   const std::string text = write_plan(sample_plan(), {"a comment"});
   const std::size_t nl = text.find('\n');

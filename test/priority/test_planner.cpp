@@ -64,6 +64,37 @@ TEST_CASE("an Alltoall site read in one order by all ranks gets that order, per-
   CHECK_FALSE(split.entry->per_node);
 }
 
+TEST_CASE("a site read right after the call gets a deeper send window under per-node priority",
+          "[planner]") {
+  std::vector<std::size_t> order{2, 0, 3, 1};
+  PlannerOptions per_node;
+  per_node.per_node = true;
+  // Read 10-40 us after a call of 1000 us: CRC.
+  SitePlan crc = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}), per_node);
+  REQUIRE(crc.entry);
+  REQUIRE(crc.entry->verdict == Verdict::crc);
+  CHECK(crc.entry->window == 8);
+  CHECK(write_plan(Plan{{*crc.entry}}).find("  window 8\n") != std::string::npos);
+  // Without per-node priority the window bounds nothing: not written.
+  SitePlan plain = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}));
+  REQUIRE(plain.entry);
+  CHECK(plain.entry->window == 0);
+  // Unrelated work first (first touch at 600 us or later of 1000): CURC, the configured window.
+  CallSite late = reading_site(Op::alltoall, 4, 4, {order, order, order, order});
+  for (auto& r : late.ranks)
+    for (auto& t : r.calls[0].touches) t = FirstTouch::at(t.delay_us + 600);
+  SitePlan curc = plan_site(late, per_node);
+  REQUIRE(curc.entry);
+  REQUIRE(curc.entry->verdict == Verdict::curc);
+  CHECK(curc.entry->per_node);
+  CHECK(curc.entry->window == 0);
+  // The option's 0 writes none.
+  per_node.read_at_once_window = 0;
+  SitePlan off = plan_site(reading_site(Op::alltoall, 4, 4, {order, order, order, order}), per_node);
+  REQUIRE(off.entry);
+  CHECK(off.entry->window == 0);
+}
+
 TEST_CASE("an Alltoallv site's entry fits every size class: each rank looks it up by its own", "[planner]") {
   std::vector<std::size_t> order{0, 1, 2, 3};
   PlannerOptions per_node;

@@ -71,6 +71,7 @@ void Engine::complete_overlapping(const void* p, std::size_t n) {
 std::uint64_t Engine::init_ns() const { return init_ns_.load(); }
 std::uint64_t Engine::turn_calls() const { return engine::g_turn_calls.load(); }
 std::uint64_t Engine::gated_sends() const { return engine::g_gated_sends.load(); }
+std::uint64_t Engine::send_window_max() const { return engine::g_send_window_max.load(); }
 std::uint64_t Engine::turn_wait_ns() const { return engine::g_turn_wait_ns.load(); }
 std::uint64_t Engine::progress_cpu_ns() const { return progress_->cpu_ns(); }
 std::uint64_t Engine::progress_rounds() const { return progress_->rounds(); }
@@ -179,17 +180,22 @@ Engine::Result Engine::alltoallv(const void* sendbuf, std::span<const std::size_
                        std::span<const std::size_t> recv_bytes,
                        std::span<const std::size_t> recv_displs, MPI_Comm comm,
                        std::span<const int> recv_order, bool per_node, bool allow_early,
-                       engine::Costs* costs) {
+                       engine::Costs* costs, int window) {
   NewOp n = new_op(comm);
   n.op->costs = costs;
   n.op->steps = schedule::alltoallv(n.rank, n.size, send_bytes, send_displs, recv_bytes,
                                     recv_displs, recv_order, {options_.chunk_bytes}).steps;
-  n.op->window.window = static_cast<std::size_t>(options_.chunk_window);
+  n.op->window.window = static_cast<std::size_t>(window > 0 ? window : options_.chunk_window);
   n.op->edges.edge_recvs_left = static_cast<std::size_t>(std::count_if(
       n.op->steps.begin(), n.op->steps.end(), [](const Step& s) { return s.kind == Kind::recv && s.edge; }));
   if (per_node) {
     engine::gate(n.op->turn, n.op->steps, *n.shadow, n.seq, n.rank, recv_order);
     n.op->window.window = schedule::send_window(n.op->window.window, n.op->turn.remote_peers);
+    // Threads of the program may call at once: keep the largest (of calls with a window at all).
+    std::uint64_t seen = engine::g_send_window_max.load(std::memory_order_relaxed);
+    while (n.op->turn.remote_peers > 0 && n.op->window.window > seen &&
+           !engine::g_send_window_max.compare_exchange_weak(seen, n.op->window.window, std::memory_order_relaxed)) {
+    }
   }
   n.op->recv.recv_base = static_cast<char*>(recvbuf);
   return run(std::move(n.op), sendbuf, allow_early);

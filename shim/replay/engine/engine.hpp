@@ -91,12 +91,13 @@ class Engine {
   /// the exchange first.
   /// `costs` (may be null) receives what the call costs: time inside it, what the program
   /// later waits for it (faults, fences, system calls) and its share of the progress thread's
-  /// CPU time; it must outlive the operation.
+  /// CPU time; it must outlive the operation.  `window`: the inter-node body chunks in flight
+  /// under per-node priority (a plan entry's `window`), 0 = the options' chunk_window.
   Result alltoallv(const void* sendbuf, std::span<const std::size_t> send_bytes,
                  std::span<const std::size_t> send_displs, void* recvbuf,
                  std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_displs,
                  MPI_Comm comm, std::span<const int> recv_order, bool per_node, bool allow_early,
-                 engine::Costs* costs);
+                 engine::Costs* costs, int window = 0);
 
   /// Pipelined bcast of `bytes` contiguous bytes in `segments` segments down a tree of `chains`
   /// chains (0 = binomial), segments in `segment_order`.  Same contract as alltoallv(); the
@@ -123,6 +124,7 @@ class Engine {
   /// to wait for this rank's turn, and the time collectives spent waiting for it.
   std::uint64_t turn_calls() const;
   std::uint64_t gated_sends() const;
+  std::uint64_t send_window_max() const;
   std::uint64_t turn_wait_ns() const;
   /// CPU time of the progress thread (CLOCK_THREAD_CPUTIME_ID) and its rounds.
   std::uint64_t progress_cpu_ns() const;

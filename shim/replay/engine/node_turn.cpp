@@ -10,6 +10,7 @@ namespace tnbc::shim::replay::engine {
 
 std::atomic<std::uint64_t> g_turn_calls{0};    // collectives that took turns on their node
 std::atomic<std::uint64_t> g_gated_sends{0};   // inter-node sends held for the node's turn
+std::atomic<std::uint64_t> g_send_window_max{0};
 std::atomic<std::uint64_t> g_turn_wait_ns{0};  // time collectives waited for the node's turn
 
 void NodeTurn::pass_turn() {

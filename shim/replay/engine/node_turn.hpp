@@ -25,6 +25,10 @@ using schedule::Step;
 extern std::atomic<std::uint64_t> g_turn_calls;
 extern std::atomic<std::uint64_t> g_gated_sends;
 extern std::atomic<std::uint64_t> g_turn_wait_ns;
+/// The deepest send window a collective under per-node priority used for its sends to other
+/// nodes (a plan entry's `window`, or TNBC_CHUNK_WINDOW, raised to one chunk per peer on
+/// another node: schedule::send_window); 0 while none sent to another node.
+extern std::atomic<std::uint64_t> g_send_window_max;
 
 /// One op's turn on its node.  Per-node priority: sends to other nodes wait until the ranks of
 /// this node that come earlier in the plan's order have injected theirs (*counter == gate_value),

@@ -504,6 +504,9 @@ def main():
         gated = gated_sends(prefix, 4)
         expect(all(gated[r] == 0 for r in first), f"the first rank of a node waited for its turn: {gated}")
         expect(all(gated[r] > 0 for r in second), f"the second rank of a node never waited: {gated}")
+        # No 'window' in the plan: TNBC_CHUNK_WINDOW's 2 (each rank has 2 peers on the other node).
+        windows = [read_json(f"{prefix}.{r}.json")["node_priority"]["send_window_max"] for r in range(4)]
+        expect(windows == [2] * 4, f"send windows {windows}, expected TNBC_CHUNK_WINDOW's 2")
 
     def edited_plan(name, edit):
         """The plan of with_plan with each line replaced by edit(op of its entry, line)."""
@@ -526,9 +529,13 @@ def main():
         # own entry, IS-like class S once hung.)  trace_order makes one Alltoallv: whether the
         # second member of a node reaches its sends while the first still sends is timing (it
         # did not, once in six runs), so every rank must have taken turns in every Alltoallv
-        # and in nothing else, and the first members never wait.
-        path = edited_plan("alltoallv_turns.plan",
-                           lambda op, line: "  per-node off" if line.strip() == "per-node on" and op != "alltoallv" else line)
+        # and in nothing else, and the first members never wait.  The entry's `window 6` is every
+        # rank's send window (TNBC_CHUNK_WINDOW stays 2): it is a sender's own, bytes unchanged.
+        def edit(op, line):
+            if line.strip() != "per-node on":
+                return line
+            return "  per-node on\n  window 6" if op == "alltoallv" else "  per-node off"
+        path = edited_plan("alltoallv_turns.plan", edit)
         ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "vc")]).stdout)
         prefix = os.path.join(tmp, "vturns")
         out = lines(cluster_run(ORDERS, args=[os.path.join(tmp, "vcc")], preload="tnbc",
@@ -540,6 +547,8 @@ def main():
             d = read_json(f"{prefix}.{r}.json")
             turns, calls = d["node_priority"]["turn_calls"], d["alltoallv"]["calls"]
             expect(calls >= 1 and turns == calls, f"rank {r}: {turns} calls took turns, {calls} Alltoallv calls")
+            window = d["node_priority"]["send_window_max"]
+            expect(window == 6, f"rank {r}: send window {window}, the plan's 'window 6' not taken")
 
     def wide_window_on_cluster():
         # 2 nodes x 4 ranks: each rank has 4 peers on the other node, so under per-node turns its
@@ -560,6 +569,8 @@ def main():
         # Nodes {0..3} and {4..7}: ranks 3 and 7 come first in the order 7 .. 0, ranks 0 and 4 last.
         expect(gated[3] == 0 and gated[7] == 0, f"the first rank of a node waited for its turn: {gated}")
         expect(gated[0] > 0 and gated[4] > 0, f"the last rank of a node never waited: {gated}")
+        windows = [read_json(f"{prefix}.{r}.json")["node_priority"]["send_window_max"] for r in range(8)]
+        expect(windows == [4] * 8, f"send windows {windows}, expected one chunk per peer on the other node (4)")
 
     def no_shared_window():
         # Open MPI's one-sided component for UCX makes no shared windows.  The node's turn
@@ -705,7 +716,8 @@ def main():
         # Nodes {0, 2} and {1, 3}: ranks 2 and 3 come first.
         s.check("the same with ranks dealt round robin (node members not consecutive)",
                 lambda: with_plan_on_cluster("cyclic", first=(2, 3), second=(0, 1)))
-        s.check("per-node turns for an Alltoallv whose ranks' sizes differ in class: agreed, taken, identical bytes",
+        s.check("per-node turns for an Alltoallv whose ranks' sizes differ in class: agreed, taken, its plan's send "
+                "window taken, identical bytes",
                 alltoallv_turns_on_cluster)
         s.check("per-node turns on 2 emulated nodes x 4 ranks (4 peers on the other node each): identical bytes",
                 wide_window_on_cluster)
