@@ -274,9 +274,10 @@ CallOrder call_order(const decide::Decision& d, const priority::PlanEntry* entry
   // Where the order came from, for the statistics (tnbc-stats: "early order").
   if (ordered != nullptr) (learned ? d.costs->order_learned_calls : d.costs->order_plan_calls).fetch_add(1, std::memory_order_relaxed);
   if (planned_turns || d.turns) d.costs->turn_calls.fetch_add(1, std::memory_order_relaxed);
-  // The window is a sender's own (no receiver depends on it): the planned entry's.
+  // The window is a sender's own (no receiver depends on it): the planned entry's, or the one
+  // learned with the turns' order (learn::KeyLearning::turn_window).
   return {ordered ? as_ints(ordered->order) : std::vector<int>{}, planned_turns || d.turns,
-          planned_turns ? d.shape->window : 0};
+          planned_turns ? d.shape->window : d.turns ? d.key->learning.turn_window : 0};
 }
 
 }  // namespace

@@ -145,6 +145,7 @@ void write_plan_out() {
         priority::PlanEntry e = *s.current;
         e.site = s.key;
         e.per_node = k->turns_chosen && s.current == k->turns;
+        if (e.per_node && k->op != priority::Op::bcast) e.window = k->turn_window;
         e.agreement = s.agreement;
         // Alltoall keys hold one size class; Alltoallv's sizes differ by rank: any class.
         e.size_class = k->op == priority::Op::alltoall && s.message_bytes > 0 ? priority::size_class(s.message_bytes) : -1;
@@ -301,6 +302,24 @@ std::optional<bool> room(KeyLearning& k) {
   return out;
 }
 
+namespace {
+
+/// Whether this rank's observed calls of site `s` read the data right after the call (the
+/// verdict `tnbc-order` gives a trace: CRC), nullopt where nothing of them was read.
+std::optional<bool> reads_at_once(const KeyLearning& k, const SiteLearning& s, std::size_t messages) {
+  priority::CallSite site;
+  site.op = k.op;
+  site.messages = messages;
+  site.comm_size = k.comm_size;
+  site.message_bytes = s.message_bytes;
+  site.ranks.push_back({0, std::vector<priority::CallRecord>(s.samples.begin(), s.samples.end())});
+  const priority::Verdict v = priority::analyse(site).verdict;
+  if (v == priority::Verdict::unread) return std::nullopt;
+  return v == priority::Verdict::crc;
+}
+
+}  // namespace
+
 void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
   if (!g_enabled || k.designated == k.designated_learned) return;
   k.designated_learned = k.designated;
@@ -331,9 +350,11 @@ void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
     return;
   }
 
-  // This rank's summary of each (NaN: nothing observed here), gathered from every rank.
+  // This rank's summary of each (NaN: nothing observed here), and whether its calls read the
+  // data right after the call (1: verdict CRC, 0: not, NaN: nothing observed or read), gathered
+  // from every rank.
   std::size_t total = 0;
-  for (const auto& [h, n] : sites) total += 2 * n;
+  for (const auto& [h, n] : sites) total += 2 * n + 1;
   std::vector<double> send(total, kNaN), recv(total * R);
   std::size_t at = 0;
   for (const auto& [h, n] : sites) {
@@ -343,8 +364,9 @@ void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
       const priority::RankSummary sum = priority::summarise_rank(calls, n);
       std::copy(sum.delay.begin(), sum.delay.end(), send.begin() + static_cast<std::ptrdiff_t>(at));
       std::copy(sum.position.begin(), sum.position.end(), send.begin() + static_cast<std::ptrdiff_t>(at + n));
+      if (const auto crc = reads_at_once(k, *s, n)) send[at + 2 * n] = *crc ? 1.0 : 0.0;
     }
-    at += 2 * n;
+    at += 2 * n + 1;
   }
   g0 = util::now_ns();
   PMPI_Allgather(send.data(), static_cast<int>(total), MPI_DOUBLE, recv.data(), static_cast<int>(total), MPI_DOUBLE, comm);
@@ -354,15 +376,18 @@ void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
   at = 0;
   const priority::PlanEntry* turns = nullptr;  // the order of the site most ranks observed
   std::size_t turns_seen = 0;
+  bool turns_read_at_once = false;
   for (const auto& [h, n] : sites) {
     std::vector<priority::RankSummary> ranks_seen;
+    std::size_t crc_voters = 0, crc_ranks = 0;
     for (std::size_t r = 0; r < R; ++r) {
       const double* base = recv.data() + r * total + at;
       priority::RankSummary sum{std::vector<double>(base, base + n), std::vector<double>(base + n, base + 2 * n)};
       if (std::any_of(sum.delay.begin(), sum.delay.end(), [](double d) { return !std::isnan(d); }))
         ranks_seen.push_back(std::move(sum));
+      if (!std::isnan(base[2 * n])) ++crc_voters, crc_ranks += base[2 * n] > 0.5 ? 1 : 0;
     }
-    at += 2 * n;
+    at += 2 * n + 1;
     const priority::Consensus c = priority::consensus(ranks_seen, n);
     if (c.ordered == 0) continue;  // nothing was read: no order to learn
     SiteLearning* s = find_site(k, h);
@@ -381,11 +406,17 @@ void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
         agree += priority::concordance(own.order, n - own.ordered, current, n - s->current_ordered);
       }
       s->agreement = ranks_seen.empty() ? 1.0 : agree / static_cast<double>(ranks_seen.size());
-      if (ranks_seen.size() > turns_seen) turns = s->current, turns_seen = ranks_seen.size();
+      if (ranks_seen.size() > turns_seen) {
+        turns = s->current, turns_seen = ranks_seen.size();
+        turns_read_at_once = 2 * crc_ranks > crc_voters;
+      }
     }
   }
   if (turns != nullptr) k.majority = turns;
-  if (turns != nullptr && g_turns) k.turns = turns;
+  if (turns != nullptr && g_turns) {
+    k.turns = turns;
+    k.turn_window = turns_read_at_once ? priority::PlannerOptions{}.read_at_once_window : 0;
+  }
   // The next learn point hears only what is observed from now on: a phase change shows at the
   // first point after it, and the hysteresis asks for a second one before the order changes.
   for (SiteLearning& s : k.sites) s.samples.clear();
@@ -407,9 +438,9 @@ std::string json(const KeyLearning& k) {
   }
   return fmt::format(
       R"({{"points":{},"designated":{},"observed":{},"applied":{},"protect_us":{:.3f},"learn_us":{:.3f},"gather_us":{:.3f},)"
-      R"("sites":[{}]}})",
+      R"("turn_window":{},"sites":[{}]}})",
       k.points, k.designated, k.observed, k.applied, static_cast<double>(k.protect_ns) / 1e3,
-      static_cast<double>(k.learn_ns) / 1e3, static_cast<double>(k.gather_ns) / 1e3, sites);
+      static_cast<double>(k.learn_ns) / 1e3, static_cast<double>(k.gather_ns) / 1e3, k.turn_window, sites);
 }
 
 }  // namespace tnbc::shim::replay::learn

@@ -70,6 +70,12 @@ struct KeyLearning {
   /// follow it: a Bcast's root takes it when it calls from a site of its own that nobody
   /// observed (a compiler may give the root's call its own copy).  nullptr before a learn point.
   const priority::PlanEntry* majority = nullptr;
+  /// The send window of early calls that take turns in `turns`' order: the window `tnbc-order
+  /// plan --per-node` writes for a site read right after the call
+  /// (priority::PlannerOptions::read_at_once_window) where most ranks that observed the turns'
+  /// site found its data read so (verdict CRC), else 0 (TNBC_CHUNK_WINDOW).  The same on every
+  /// rank, from the same gathered numbers, and set at learn points only.
+  int turn_window = 0;
   bool turns_chosen = false;  ///< the per-call decision measured turns cheaper (TNBC_PLAN_OUT says so)
   // Costs (this rank): observed calls, time protecting them, time in learn points on this
   // rank's own work (settling the observations, summaries, consensus) and in their two

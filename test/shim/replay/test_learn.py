@@ -263,7 +263,7 @@ def main():
         out = lines(cluster_run(PROG, args=[ITERS], preload="tnbc", placement="cyclic", timeout=240,
                                 env={"TNBC_LEARN_PER_NODE": per_node, "TNBC_STATS": prefix, **mode}).stdout)
         expect(want and out == want, f"differs from plain MPICH: {sorted(set(out) ^ set(want or []))[:6]}")
-        states, gated = [], []
+        states, gated, windows = [], [], []
         for r in range(P):
             d = read_json(f"{prefix}.{r}.json")
             world = [k for k in d["adapt"]["keys"] if k["op"] == op and k["comm_size"] == P]
@@ -271,6 +271,7 @@ def main():
             t = world[0]["turns"]
             states.append((t["state"], t["decisions"], t["switches"]))
             gated.append(d["node_priority"]["gated_sends"])
+            windows.append((world[0]["learning"]["turn_window"], d["node_priority"]["send_window_max"]))
             if per_node == "1":
                 expect(t["state"] in ("on", "off") and t["decisions"] >= 1, f"rank {r}: turns not decided: {t}")
                 expect(t["on_calls"] >= 2 and t["off_calls"] >= 2, f"rank {r}: turns not compared: {t}")
@@ -278,10 +279,14 @@ def main():
                 expect(t["state"] == "none" and t["on_calls"] == 0, f"rank {r}: turns with TNBC_LEARN_PER_NODE=0: {t}")
         # One decision for all: the same state everywhere.
         expect(len(set(states)) == 1, f"ranks decided turns differently: {states}")
+        # Every rank reads its first block right after the call (verdict CRC): the learned turns
+        # send with the window tnbc-order plan writes there, 8, on every rank (learned and used).
         if per_node == "1":
             expect(any(g > 0 for g in gated), f"no rank ever waited for its turn: {gated}")
+            expect(windows == [(8, 8)] * P, f"(learned, used) send windows {windows}, expected 8 everywhere")
         else:
             expect(gated == [0] * P, f"sends gated with TNBC_LEARN_PER_NODE=0: {gated}")
+            expect(windows == [(0, 0)] * P, f"send windows {windows} without turns")
 
     def room_on_cluster(pause_us, room):
         # The warm-up's room point (shim/replay/decide/policy.hpp): reads 10 ms apart leave room to overlap an
