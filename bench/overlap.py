@@ -6,7 +6,8 @@ For every scenario six configurations run side by side in one session: plain MPI
 (MPI_Alltoall), libtnbc.so without a plan (its defaults: the per-call decision), libtnbc.so's
 engine alone (TNBC_ADAPT=off: every call returns early), libtnbc.so with a plan (the benchmark
 reads blocks 0..p-1; the plan, keyed by the call sites of a traced run, says so, turns per-node
-priority on and says `return early`), and the hand-written MPI-3 version (MPI_Ialltoall,
+priority on and says `return early`; where the data is read right after the call, `window 8`, as
+tnbc-order plan --per-node writes there), and the hand-written MPI-3 version (MPI_Ialltoall,
 MPI_Wait before the first read), without and with MPICH's asynchronous progress thread
 (MPIR_CVAR_ASYNC_PROGRESS=1; not under Open MPI).  Work after the collective is given in
 absolute microseconds derived from a plain run's Tcomm, so every configuration does the same
