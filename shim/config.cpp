@@ -274,8 +274,8 @@ constexpr std::array kSettings = {
             "auto: each round of the trial waits until the key's blocking calls so far are 33 "
             "times what the rounds up to it cost (about 3 calls per candidate and round: with 4 "
             "candidates at calls 400, 800, 1200, ...), so that a program never pays more than 3% "
-            "for trying algorithms that lose.  1..1000000: the first round after that many calls, the next 30, 120, "
-            "480, ... calls apart (tests, experiments).",
+            "for trying algorithms that lose.  1..1000000: the first round after that many calls, "
+            "the next 30, 120, 480, ... calls apart (tests, experiments).",
             kAutoInt<&Config::algorithms_after, 0, 1, 1000000>},
     Setting{"TNBC_LEARN", "bool", "1", Agree::value,
             "libtnbc.so: learn each call site's first-touch order while the program runs and "
@@ -346,7 +346,9 @@ constexpr std::array kSettings = {
             "chunk per peer on another node where a rank has more such peers (docs/measurements/scale.md, "
             "\"The send window at scale\"); 0 = all at once, as standard sends.  Other body "
             "chunks always go at once as standard sends.  A plan entry's `window` replaces it "
-            "for the calls it shapes (docs/plan-format.md).",
+            "for the calls it shapes (docs/plan-format.md), and so does the window learned with "
+            "per-node turns where most ranks read the data right after the call (8; "
+            "docs/measurements/scale.md).",
             kInt<&Config::chunk_window, 0, 254>},
     Setting{"TNBC_BARRIER_ALGO", "enum", "auto", Agree::value,
             "MPI_Barrier of libtnbc.so: mpich (MPICH's own), auto (central_counter on nodes "

@@ -251,7 +251,7 @@ void stop(Runtime& rt) {
 namespace {
 
 /// The receive order of an early Alltoall(v) call, whether it takes per-node turns, and its send
-/// window under them (a plan entry's `window`; 0: TNBC_CHUNK_WINDOW).
+/// window under them (a plan entry's `window` or the learned one; 0: TNBC_CHUNK_WINDOW).
 struct CallOrder {
   std::vector<int> order;
   bool per_node = false;

@@ -281,6 +281,22 @@ void drain() {
   unhold();
 }
 
+namespace {
+
+/// This rank's observed calls of site `s` as a call site of `messages` sub-messages, as a trace
+/// would give them to the planner (one rank).
+priority::CallSite own_site(const KeyLearning& k, const SiteLearning& s, std::size_t messages) {
+  priority::CallSite site;
+  site.op = k.op;
+  site.messages = messages;
+  site.comm_size = k.comm_size;
+  site.message_bytes = s.message_bytes;
+  site.ranks.push_back({0, std::vector<priority::CallRecord>(s.samples.begin(), s.samples.end())});
+  return site;
+}
+
+}  // namespace
+
 std::optional<bool> room(KeyLearning& k) {
   if (!g_enabled) return std::nullopt;
   const std::uint64_t t0 = util::now_ns();
@@ -289,36 +305,12 @@ std::optional<bool> room(KeyLearning& k) {
   for (const SiteLearning& s : k.sites)
     if (!s.samples.empty() && s.messages > 0 && (most == nullptr || s.samples.size() > most->samples.size())) most = &s;
   std::optional<bool> out;
-  if (most != nullptr) {
-    priority::CallSite site;
-    site.op = k.op;
-    site.messages = most->messages;
-    site.comm_size = k.comm_size;
-    site.message_bytes = most->message_bytes;
-    site.ranks.push_back({0, std::vector<priority::CallRecord>(most->samples.begin(), most->samples.end())});
-    if (const auto share = priority::overlap_share(priority::plan_site(site))) out = *share >= kRoomShare;
-  }
+  if (most != nullptr)
+    if (const auto share = priority::overlap_share(priority::plan_site(own_site(k, *most, most->messages))))
+      out = *share >= kRoomShare;
   k.learn_ns += util::now_ns() - t0;
   return out;
 }
-
-namespace {
-
-/// Whether this rank's observed calls of site `s` read the data right after the call (the
-/// verdict `tnbc-order` gives a trace: CRC), nullopt where nothing of them was read.
-std::optional<bool> reads_at_once(const KeyLearning& k, const SiteLearning& s, std::size_t messages) {
-  priority::CallSite site;
-  site.op = k.op;
-  site.messages = messages;
-  site.comm_size = k.comm_size;
-  site.message_bytes = s.message_bytes;
-  site.ranks.push_back({0, std::vector<priority::CallRecord>(s.samples.begin(), s.samples.end())});
-  const priority::Verdict v = priority::analyse(site).verdict;
-  if (v == priority::Verdict::unread) return std::nullopt;
-  return v == priority::Verdict::crc;
-}
-
-}  // namespace
 
 void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
   if (!g_enabled || k.designated == k.designated_learned) return;
@@ -360,11 +352,13 @@ void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
   for (const auto& [h, n] : sites) {
     const SiteLearning* s = find_site(k, h);
     if (s != nullptr && !s->samples.empty()) {
-      const std::vector<priority::CallRecord> calls(s->samples.begin(), s->samples.end());
-      const priority::RankSummary sum = priority::summarise_rank(calls, n);
+      const priority::CallSite site = own_site(k, *s, n);
+      const priority::RankSummary sum = priority::summarise_rank(site.ranks[0].calls, n);
       std::copy(sum.delay.begin(), sum.delay.end(), send.begin() + static_cast<std::ptrdiff_t>(at));
       std::copy(sum.position.begin(), sum.position.end(), send.begin() + static_cast<std::ptrdiff_t>(at + n));
-      if (const auto crc = reads_at_once(k, *s, n)) send[at + 2 * n] = *crc ? 1.0 : 0.0;
+      // The verdict tnbc-order gives a trace, over this rank's own calls.
+      const priority::Verdict v = priority::analyse(site).verdict;
+      if (v != priority::Verdict::unread) send[at + 2 * n] = v == priority::Verdict::crc ? 1.0 : 0.0;
     }
     at += 2 * n + 1;
   }
