@@ -10,7 +10,9 @@
  *               p-1 .. 0: the program's phase changes halfway
  * Between two blocks a rank waits ~300 us (LEARN_ORDER_PAUSE_US), so first touches are well
  * apart; with 10000 its reads leave room to overlap on the emulated cluster, with 0 it reads
- * its blocks at once (no pause at all).  Every rank prints
+ * its blocks at once (no pause at all).  LEARN_ORDER_FIRST_US pauses once more, that long,
+ * between the call and the first read (default 0): with 30000 the data is read well after the
+ * exchange (tnbc-order's verdict CURC).  Every rank prints
  * one checksum line per call; the test compares them with plain MPICH's.
  * LEARN_ORDER_ALLTOALLV=1 makes both calls MPI_Alltoallv, rank s sending rank r
  * (1 + (s + r) % 3) x 32 KiB: blocks of 32, 64 and 96 KiB, every rank receiving its own mix. */
@@ -24,6 +26,7 @@ static int rank, size;
 static const size_t blk = 64 * 1024;
 static int use_v;  /* LEARN_ORDER_ALLTOALLV=1 */
 static long pause_between = 300;  /* LEARN_ORDER_PAUSE_US */
+static long pause_first = 0;      /* LEARN_ORDER_FIRST_US */
 static int *scount, *sdispl, *rcount, *rdispl;
 
 static uint64_t read_block(const char *p, size_t n) {
@@ -44,6 +47,7 @@ static void fill(char *p, size_t n, int salt) {
 
 static uint64_t read_in(const char *recv, int reverse) {
   uint64_t h = 0;
+  pause_us(pause_first);
   for (int k = 0; k < size; k++) {
     int s = reverse ? size - 1 - k : k;
     h ^= read_block(recv + rdispl[s], (size_t)rcount[s]) + (uint64_t)s;
@@ -79,6 +83,8 @@ int main(int argc, char **argv) {
   use_v = v != NULL && v[0] == '1';
   const char *pause = getenv("LEARN_ORDER_PAUSE_US");
   if (pause != NULL && pause[0] != '\0' && atol(pause) >= 0) pause_between = atol(pause);
+  const char *first = getenv("LEARN_ORDER_FIRST_US");
+  if (first != NULL && first[0] != '\0' && atol(first) >= 0) pause_first = atol(first);
   scount = malloc(sizeof(int) * size), sdispl = malloc(sizeof(int) * size);
   rcount = malloc(sizeof(int) * size), rdispl = malloc(sizeof(int) * size);
   for (int p = 0, so = 0, ro = 0; p < size; p++) {

@@ -252,13 +252,17 @@ def main():
                        and not k["learning"]["sites"] for k in keys), f"rank {rank} observed on one node: {keys}")
     s.check("the defaults on one node: every call blocking, nothing observed, no site learned", default_one_node)
 
-    def turns_on_cluster(per_node, op="alltoall"):
+    def turns_on_cluster(per_node, op="alltoall", first_us=0):
         # Cyclic placement: nodes {0, 2} and {1, 3}; the world key spans both, so its learned
         # order becomes a turn order and its early calls compare turns on and off.  With
         # op="alltoallv" the program's calls are Alltoallvs whose ranks receive different
         # amounts: the key's turn order is still one for all.  TNBC_LEARN keeps its default (on).
-        prefix = os.path.join(tmp, f"turns{per_node}{op}")
+        # first_us > 0: every rank reads its first block that long after the call (CURC), and
+        # TNBC_CHUNK_WINDOW=3 is what its turns must send with.
+        prefix = os.path.join(tmp, f"turns{per_node}{op}{first_us}")
         mode = {"LEARN_ORDER_ALLTOALLV": "1"} if op == "alltoallv" else {}
+        if first_us:
+            mode = {**mode, "LEARN_ORDER_FIRST_US": str(first_us), "TNBC_CHUNK_WINDOW": "3"}
         want = ref.get("out") if op == "alltoall" else lines(mpirun(PROG, P, args=[ITERS], env=mode, timeout=120).stdout)
         out = lines(cluster_run(PROG, args=[ITERS], preload="tnbc", placement="cyclic", timeout=240,
                                 env={"TNBC_LEARN_PER_NODE": per_node, "TNBC_STATS": prefix, **mode}).stdout)
@@ -281,9 +285,11 @@ def main():
         expect(len(set(states)) == 1, f"ranks decided turns differently: {states}")
         # Every rank reads its first block right after the call (verdict CRC): the learned turns
         # send with the window tnbc-order plan writes there, 8, on every rank (learned and used).
+        # Read long after the call (CURC), they learn none and send with the configured one.
         if per_node == "1":
             expect(any(g > 0 for g in gated), f"no rank ever waited for its turn: {gated}")
-            expect(windows == [(8, 8)] * P, f"(learned, used) send windows {windows}, expected 8 everywhere")
+            want_windows = [(0, 3)] * P if first_us else [(8, 8)] * P
+            expect(windows == want_windows, f"(learned, used) send windows {windows}, expected {want_windows}")
         else:
             expect(gated == [0] * P, f"sends gated with TNBC_LEARN_PER_NODE=0: {gated}")
             expect(windows == [(0, 0)] * P, f"send windows {windows} without turns")
@@ -326,6 +332,9 @@ def main():
         s.check("2 emulated nodes, learning by default: the learned order becomes the turn order, "
                 "turns on and off compared and decided alike on every rank, identical bytes",
                 lambda: turns_on_cluster("1"))
+        s.check("2 emulated nodes, data read 30 ms after the call: learned turns send with the "
+                "configured window (3), not the read-at-once one, identical bytes",
+                lambda: turns_on_cluster("1", first_us=30000))
         s.check("2 emulated nodes, TNBC_LEARN_PER_NODE=0: no turns, identical bytes",
                 lambda: turns_on_cluster("0"))
         s.check("2 emulated nodes, Alltoallvs of different sizes per rank: the key's learned turns "
