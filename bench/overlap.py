@@ -2,14 +2,17 @@
 """Replay mode's overlap benchmark: the paper's five CURC/CRC scenarios (Table 1) and the case
 with nothing to overlap, on the emulated cluster (2 nodes x 2 ranks), 1 MiB Alltoall blocks.
 
-For every scenario six configurations run side by side in one session: plain MPICH
+For every scenario seven configurations run side by side in one session: plain MPICH
 (MPI_Alltoall), libtnbc.so without a plan (its defaults: the per-call decision), libtnbc.so's
 engine alone (TNBC_ADAPT=off: every call returns early), libtnbc.so with a plan (the benchmark
 reads blocks 0..p-1; the plan, keyed by the call sites of a traced run, says so, turns per-node
 priority on and says `return early`; where the data is read right after the call, `window 8`, as
 tnbc-order plan --per-node writes there), and the hand-written MPI-3 version (MPI_Ialltoall,
 MPI_Wait before the first read), without and with MPICH's asynchronous progress thread
-(MPIR_CVAR_ASYNC_PROGRESS=1; not under Open MPI).  Work after the collective is given in
+(MPIR_CVAR_ASYNC_PROGRESS=1; not under Open MPI), and plain MPICH once more with its scattered
+algorithm (MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM=scattered, every exchange posted at once: the
+setting that gains most on the real programs, docs/apps.md; not under Open MPI); the plan is
+also set against the best of the four that need no library.  Work after the collective is given in
 absolute microseconds derived from a plain run's Tcomm, so every configuration does the same
 work; the timed runs skip the program's own Tcomm loop (OVERLAP_SKIP_TCOMM), so the library sees
 one call site, the timed one.  Overlap measured = total(plain) - total(config); the bound is formula (3) of the paper,
@@ -24,7 +27,7 @@ spends beside the work, per call and rank: the CPU of threads other than the pro
 (libtnbc.so's progress thread, MPICH's async progress thread) and the time inside the call.
 
 Writes docs/measurements/replay-overlap.md; a section of it headed "## Reading" (written by hand) is kept.
-Needs root (network namespaces); takes about 20 minutes.
+Needs root (network namespaces); takes about 40 minutes with --repeat 5.
 """
 
 import argparse
@@ -37,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 
+import hung_job
 import lib_settings
 import link_model
 import results_doc
@@ -83,6 +87,7 @@ CURC_FRACTION = 0.5
 # The send window tnbc-order plan writes for a CRC site with per-node priority
 # (priority::PlannerOptions::read_at_once_window).
 READ_AT_ONCE_WINDOW = 8
+RUN_LIMIT_S = 150  # a run takes 2-15 s; tnbc-cluster's own --timeout (300 s) stays behind it
 
 
 def make_plan(args, work, op="alltoall", env=None, windows=(None,)):
@@ -130,6 +135,22 @@ def async_ratio(res, total):
     return f"{total / res['mpi3a']['total']:.2f}" if "mpi3a" in res else "–"
 
 
+# What a user gets without the library: plain MPI, its scattered algorithm, MPI-3 with and
+# without MPICH's progress thread (those measured).
+BASELINES = ("plain", "scat", "mpi3", "mpi3a")
+SHORT = {"plain": "plain", "scat": "scattered", "mpi3": "MPI-3", "mpi3a": "MPI-3 async"}
+
+
+def scat_ms(res):
+    """Plain MPICH with the scattered algorithm (a table cell; '–' where not measured)."""
+    return f"{res['scat']['total']/1e3:.1f} ms" if "scat" in res else "–"
+
+
+def best_baseline(res):
+    """The least total of the configurations without the library, and its label."""
+    return min((res[k]["total"], k) for k in BASELINES if k in res)
+
+
 def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="block", block=None, iters=None,
         sleep=False, env=None, timed=True):
     cmd = [CLUSTER, "run", "--mpi", MPI, "--ppn", str(PPN), "--placement", placement, "--timeout", "300"]
@@ -149,7 +170,13 @@ def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="blo
     if plan:
         cmd += ["--env", f"TNBC_PLAN={plan}"]
     cmd += ["--", PROG, str(block or args.block), str(iters or args.iters), mode, f"{curc_us:.0f}", f"{crc_us:.0f}", str(parts)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=400, check=True).stdout
+    # A run takes seconds: one still going after RUN_LIMIT_S is hung, and leaves its stacks.
+    try:
+        out = hung_job.run(cmd, RUN_LIMIT_S, PROG).stdout
+    except hung_job.HungJob as e:
+        raise SystemExit(f"overlap.py: a run hung: {e}")
+    except subprocess.CalledProcessError as e:
+        raise SystemExit(f"overlap.py: exit status {e.returncode} from {' '.join(cmd)}:\n{e.stderr[-3000:]}")
     m = re.search(r"result .*", out)
     if not m:
         raise SystemExit(f"no result line from {' '.join(cmd)}:\n{out}")
@@ -324,6 +351,9 @@ def main():
             # The MPI-3 version once more with MPICH's own progress thread, which moves the data
             # while the program computes (Open MPI's ob1 has none).
             CONFIGS += (("mpi3a", "mpi3", False, None, {"MPIR_CVAR_ASYNC_PROGRESS": "1"}),)
+            # Plain MPICH with the algorithm a user would set by hand (MPICH only: the CVAR).
+            CONFIGS = CONFIGS[:1] + (("scat", "blocking", False, None,
+                                      {"MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM": "scattered"}),) + CONFIGS[1:]
         learning = args.learn  # --learn-only sets it too
         if learning:
             # Learning is on by default (tnbc): the comparison adds the default without it.
@@ -432,6 +462,10 @@ def main():
         "*MPI-3* is MPI_Ialltoall and MPI_Wait before the first read; *MPI-3, async progress* "
         "the same with MPICH's progress thread (MPIR_CVAR_ASYNC_PROGRESS=1), which moves the "
         "data while the program computes, at the price of a core it keeps busy.  "
+        + ("*MPICH, scattered* is plain MPICH with MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM=scattered "
+           "(every exchange posted at once, the setting that gains most on the real programs); "
+           "*best without the library* is the least of plain MPICH, MPICH scattered, MPI-3 and "
+           "MPI-3 with async progress in the row.  " if MPI == "mpich" else "") +
         "*engine "
         "alone* is libtnbc.so with TNBC_ADAPT=off: every call returns early, in the default "
         "order (what *tnbc, no plan* measured before the per-call decision).  "
@@ -501,12 +535,13 @@ def main():
             lines += learn_table(args, rows) + [""]
             continue
         lines += [
-            "| scenario | TCURC | TCRC | plain | tnbc, no plan | engine alone | tnbc, plan | MPI-3 | MPI-3, async progress | no plan / plain | engine / plain | plan / plain | plan / MPI-3 | plan / MPI-3 async | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound | link bound | overlap / link bound |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| scenario | TCURC | TCRC | plain | MPICH, scattered | tnbc, no plan | engine alone | tnbc, plan | MPI-3 | MPI-3, async progress | no plan / plain | engine / plain | plan / plain | plan / MPI-3 | plan / MPI-3 async | plan / best without the library | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound | link bound | overlap / link bound |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         nodes = link_model.node_of(NODES * PPN, NODES, placement)
         for name, desc, curc, crc, res in rows:
             p, t, e, q, m = (res[k]["total"] for k in ("plain", "tnbc", "engine", "plan", "mpi3"))
+            best = best_baseline(res)
             tinit = res["plan"]["tinit"]
             # Tcomm of this row: plain MPICH's total minus the work (the work is fixed in time).
             row_tcomm = p - curc - crc
@@ -523,9 +558,10 @@ def main():
                 link = f"{reach/1e3:.1f} ms"
                 link_share = f"{overlap / reach:.0%}" if reach > 0 else "n/a"
             lines.append(
-                f"| {name}: {desc} | {curc/1e3:.0f} ms | {crc/1e3:.0f} ms | {p/1e3:.1f} ms | {t/1e3:.1f} ms "
-                f"| {e/1e3:.1f} ms | {q/1e3:.1f} ms | {m/1e3:.1f} ms | {async_ms(res)} "
+                f"| {name}: {desc} | {curc/1e3:.0f} ms | {crc/1e3:.0f} ms | {p/1e3:.1f} ms | {scat_ms(res)} "
+                f"| {t/1e3:.1f} ms | {e/1e3:.1f} ms | {q/1e3:.1f} ms | {m/1e3:.1f} ms | {async_ms(res)} "
                 f"| {t/p:.2f} | {e/p:.2f} | {q/p:.2f} | {q/m:.2f} | {async_ratio(res, q)} "
+                f"| {q/best[0]:.2f} ({SHORT[best[1]]}) "
                 f"| {row_tcomm/1e3:.1f} ms "
                 f"| {tinit/row_tcomm:.0%} "
                 f"| {overlap/1e3:.1f} ms | {bound/1e3:.1f} ms | {share} | {link} | {link_share} |")
@@ -534,7 +570,9 @@ def main():
         lines += [
             "",
             "Spread (max - min of the runs, ms): " + "; ".join(
-                f"{name}: plain {r['plain']['spread']/1e3:.1f}, no plan {r['tnbc']['spread']/1e3:.1f}, "
+                f"{name}: plain {r['plain']['spread']/1e3:.1f}, "
+                + (f"scattered {r['scat']['spread']/1e3:.1f}, " if "scat" in r else "")
+                + f"no plan {r['tnbc']['spread']/1e3:.1f}, "
                 f"engine {r['engine']['spread']/1e3:.1f}, plan {r['plan']['spread']/1e3:.1f}, "
                 f"mpi3 {r['mpi3']['spread']/1e3:.1f}"
                 + (f", mpi3 async {r['mpi3a']['spread']/1e3:.1f}" if "mpi3a" in r else "")
@@ -549,16 +587,19 @@ def main():
             "Data read at once (no work), placement block, median of the runs.  The goal for "
             "blocks of 64 KiB and more is at most 1.05 x plain MPICH.",
             "",
-            "| block | iterations | plain | tnbc, no plan | engine alone | tnbc, plan | MPI-3 | MPI-3, async progress | no plan / plain | engine / plain | plan / plain | MPI-3 / plain |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| block | iterations | plain | MPICH, scattered | tnbc, no plan | engine alone | tnbc, plan | MPI-3 | MPI-3, async progress | no plan / plain | engine / plain | plan / plain | MPI-3 / plain | plan / best without the library |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for block, iters, r in sweep:
             a = f"{r['mpi3a']/1e3:.1f} ms" if "mpi3a" in r else "–"
+            sc = f"{r['scat']/1e3:.1f} ms" if "scat" in r else "–"
+            best = best_baseline({k: {"total": v} for k, v in r.items()})
             lines.append(
-                f"| {block // 1024} KiB | {iters} | {r['plain']/1e3:.1f} ms | {r['tnbc']/1e3:.1f} ms "
+                f"| {block // 1024} KiB | {iters} | {r['plain']/1e3:.1f} ms | {sc} | {r['tnbc']/1e3:.1f} ms "
                 f"| {r['engine']/1e3:.1f} ms | {r['plan']/1e3:.1f} ms | {r['mpi3']/1e3:.1f} ms | {a} "
                 f"| {r['tnbc']/r['plain']:.2f} | {r['engine']/r['plain']:.2f} "
-                f"| {r['plan']/r['plain']:.2f} | {r['mpi3']/r['plain']:.2f} |")
+                f"| {r['plan']/r['plain']:.2f} | {r['mpi3']/r['plain']:.2f} "
+                f"| {r['plan']/best[0]:.2f} ({SHORT[best[1]]}) |")
         lines.append("")
     lines += [
         f"Rerun: `sudo python3 bench/overlap.py {' '.join(sys.argv[1:])}` (after `tools/build`)." if args.learn_only else
