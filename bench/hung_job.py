@@ -71,9 +71,12 @@ def run(cmd, limit_s, program, report_dir=None, **kw):
                 if gdb is None:
                     f.write("(no gdb: no stacks)\n")
                     continue
-                r = subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
-                                   capture_output=True, text=True, timeout=60, check=False)
-                f.write(r.stdout)
+                try:
+                    r = subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                                       capture_output=True, text=True, timeout=60, check=False)
+                    f.write(r.stdout)
+                except subprocess.TimeoutExpired:
+                    f.write("(gdb took more than 60 s: no stacks)\n")
             for pid, _ in procs:  # the job's own processes, by their ids
                 try:
                     os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""bench/hung_job.py, the time limit of bench/overlap.py's runs: a job within its limit gives its
+output, a failing one its exit status, and one past its limit a report with the stacks of the
+named program's processes and the output so far, every process of the job ended (no MPI)."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from tnbc_testlib import SOURCE, Suite, expect
+
+sys.path.insert(0, os.path.join(SOURCE, "bench"))
+import hung_job  # noqa: E402
+
+SLEEP = "/bin/sleep"
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def main():
+    s = Suite("hung-job")
+    tmp = tempfile.mkdtemp(prefix="hung_job_test_")
+
+    def within():
+        r = hung_job.run(["sh", "-c", "echo out; echo err >&2"], 30, SLEEP)
+        expect(r.stdout == "out\n" and r.stderr == "err\n", repr((r.stdout, r.stderr)))
+        try:
+            hung_job.run(["sh", "-c", "echo why >&2; exit 3"], 30, SLEEP)
+        except subprocess.CalledProcessError as e:
+            expect(e.returncode == 3 and e.stderr == "why\n", repr((e.returncode, e.stderr)))
+        else:
+            raise AssertionError("exit status 3 not raised")
+    s.check("a job within its limit: its output; a failing one: its exit status and stderr", within)
+
+    def past():
+        # Two sleeps of the named program, one of them in the background, and a line printed
+        # before the job hangs.
+        cmd = ["sh", "-c", f"echo started; {SLEEP} 300 & echo $! > {tmp}/bg; exec {SLEEP} 301"]
+        t0 = time.monotonic()
+        try:
+            hung_job.run(cmd, 2, SLEEP, tmp)
+        except hung_job.HungJob as e:
+            report = e.report
+        else:
+            raise AssertionError("a job past its limit was not reported")
+        expect(time.monotonic() - t0 < 120, "ending the job took too long")
+        text = open(report, encoding="utf-8").read()
+        expect(os.path.dirname(report) == tmp, report)
+        expect(text.count("=== pid ") == 2, f"not both sleeps in the report:\n{text[:2000]}")
+        expect("started" in text, "the output so far is missing")
+        if os.geteuid() == 0 or "Thread 1" in text:  # gdb may attach only as root (ptrace scope)
+            expect("nanosleep" in text or "no gdb" in text, f"no stack:\n{text[:2000]}")
+        bg = int(open(f"{tmp}/bg", encoding="utf-8").read())
+        deadline = time.monotonic() + 10
+        while alive(bg) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        expect(not alive(bg), f"the job's background process {bg} still runs")
+    s.check("a job past its limit: the stacks of the program's processes and the output so far, "
+            "every process of the job ended", past)
+    return s.finish()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
