@@ -23,35 +23,52 @@ class HungJob(RuntimeError):
         self.report = report
 
 
-def _session_of(pid):
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
-            # The command may hold blanks and parentheses: the fields follow the last ')'.
-            return int(f.read().rsplit(")", 1)[1].split()[3])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _processes(session):
-    """(pid, argv) of the processes of `session`."""
-    out = []
+def job_processes(sid):
+    """{pid: argv} of the processes of a job started with start_new_session (its first
+    process `sid`): those of session `sid` (`timeout` moves to a process group of its own but
+    stays in the session) and every descendant of them (hydra starts each proxy, and the ranks
+    under it, in sessions of their own).  Nothing else."""
+    procs = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or _session_of(int(name)) != session:
+        if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+            with open(f"/proc/{name}/stat", encoding="utf-8", errors="replace") as f:
+                # The command may hold blanks and parentheses: the fields follow the last ')'.
+                fields = f.read().rsplit(")", 1)[1].split()
+            procs[int(name)] = (int(fields[1]), int(fields[3]))  # ppid, session id
+        except (OSError, ValueError, IndexError):
+            pass
+    targets = {pid for pid, (_, s) in procs.items() if s == sid}
+    grew = True
+    while grew:
+        new = {pid for pid, (pp, _) in procs.items() if pp in targets and pid not in targets}
+        targets |= new
+        grew = bool(new)
+    out = {}
+    for pid in targets:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                out[pid] = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
         except OSError:
-            continue
-        out.append((int(name), argv))
+            pass  # gone meanwhile
     return out
+
+
+def kill_job(sid, sig):
+    """Sends `sig` to the processes of the job of session `sid` (job_processes)."""
+    for pid in job_processes(sid):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
 
 
 def run(cmd, limit_s, program, report_dir=None, **kw):
     """subprocess.run(cmd, capture_output=True, text=True, check=True), in a session of its
-    own; past `limit_s` seconds, writes the stacks of the processes of that session running
-    `program` (a path) and the output so far to a file in `report_dir` (a new temporary folder
-    when None), ends the session's processes and raises HungJob."""
+    own; past `limit_s` seconds, writes the stacks of the job's processes (job_processes)
+    running `program` (a path) and the output so far to a file in `report_dir` (a new temporary
+    folder when None), ends the job's processes and raises HungJob."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True, **kw)
     try:
@@ -60,11 +77,11 @@ def run(cmd, limit_s, program, report_dir=None, **kw):
         report_dir = report_dir or tempfile.mkdtemp(prefix="hung_job_")
         os.makedirs(report_dir, exist_ok=True)
         report = os.path.join(report_dir, f"hung-{int(time.time())}.txt")
-        procs = _processes(p.pid)
+        procs = job_processes(p.pid)
         with open(report, "w", encoding="utf-8") as f:
             f.write(f"command: {' '.join(cmd)}\nlimit: {limit_s} s\n")
             gdb = shutil.which("gdb")
-            for pid, argv in procs:
+            for pid, argv in sorted(procs.items()):
                 if not argv or argv[0] != program:
                     continue
                 f.write(f"\n=== pid {pid}: {' '.join(argv)}\n")
@@ -77,11 +94,7 @@ def run(cmd, limit_s, program, report_dir=None, **kw):
                     f.write(r.stdout)
                 except subprocess.TimeoutExpired:
                     f.write("(gdb took more than 60 s: no stacks)\n")
-            for pid, _ in procs:  # the job's own processes, by their ids
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            kill_job(p.pid, signal.SIGKILL)
             out, err = p.communicate()
             f.write(f"\n=== stdout\n{out}\n=== stderr\n{err}\n")
         raise HungJob(cmd, limit_s, report) from None

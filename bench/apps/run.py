@@ -45,6 +45,7 @@ sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 import programs as corpus  # noqa: E402
 sys.path.insert(0, os.path.dirname(HERE))
 import link_model  # noqa: E402  (bench/link_model.py: the links' tbf counters)
+import hung_job  # noqa: E402  (bench/hung_job.py: a run's processes, hydra's ranks included)
 
 # Candidate algorithms per collective, by the names Debian's MPICH 4.0.2 accepts (an unknown
 # name aborts MPI_Init: "Invalid MPIR_CVAR_..._INTRA_ALGORITHM value").  Left out: nb (the
@@ -150,16 +151,16 @@ class Runner:
             out, _ = p.communicate(timeout=self.a.timeout + (30 if placement == "cluster" else 0))
         except subprocess.TimeoutExpired:
             timed_out = True
-            kill_session(p.pid, signal.SIGTERM)
+            hung_job.kill_job(p.pid, signal.SIGTERM)
             try:
                 out, _ = p.communicate(timeout=10)
             except subprocess.TimeoutExpired:
-                kill_session(p.pid, signal.SIGKILL)
+                hung_job.kill_job(p.pid, signal.SIGKILL)
                 out, _ = p.communicate()
         except KeyboardInterrupt:
-            kill_session(p.pid, signal.SIGTERM)
+            hung_job.kill_job(p.pid, signal.SIGTERM)
             time.sleep(2)
-            kill_session(p.pid, signal.SIGKILL)
+            hung_job.kill_job(p.pid, signal.SIGKILL)
             p.wait()
             raise
         wall = time.monotonic() - t0
@@ -201,36 +202,6 @@ class Runner:
             error(f"{prog.name} {placement} {config} {tag}: verification FAILED: {reason} "
                   f"(log: {logpath})")
         return rec
-
-
-def kill_session(sid, sig):
-    """Signal the processes of a run: those of session `sid` (the run is started with
-    start_new_session; `timeout` moves to a process group of its own but stays in the
-    session) and all descendants of its first process (hydra starts each proxy, and the ranks
-    under it, in sessions of their own).  Nothing else."""
-    procs = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            procs[int(pid)] = (int(fields[1]), int(fields[3]))   # ppid, session id
-        except (OSError, ValueError, IndexError):
-            pass
-    targets = {pid for pid, (_, s) in procs.items() if s == sid}
-    if sid in procs:
-        targets.add(sid)
-    grew = True
-    while grew:
-        new = {pid for pid, (pp, _) in procs.items() if pp in targets and pid not in targets}
-        targets |= new
-        grew = bool(new)
-    for pid in targets:
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
 
 
 def read_stats(folder):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/hung_job.py, the time limit of bench/overlap.py's runs: a job within its limit gives its
 output, a failing one its exit status, and one past its limit a report with the stacks of the
-named program's processes and the output so far, every process of the job ended (no MPI)."""
+named program's processes and the output so far, every process of the job ended, those in
+sessions of their own too, as hydra starts its ranks (no MPI)."""
 
 import os
 import subprocess
@@ -41,9 +42,10 @@ def main():
     s.check("a job within its limit: its output; a failing one: its exit status and stderr", within)
 
     def past():
-        # Two sleeps of the named program, one of them in the background, and a line printed
-        # before the job hangs.
-        cmd = ["sh", "-c", f"echo started; {SLEEP} 300 & echo $! > {tmp}/bg; exec {SLEEP} 301"]
+        # Three sleeps of the named program: one in the background, one in a session of its
+        # own (as hydra starts each rank), and a line printed before the job hangs.
+        cmd = ["sh", "-c", f"echo started; {SLEEP} 300 & echo $! > {tmp}/bg; "
+               f"setsid {SLEEP} 302 & echo $! > {tmp}/own; exec {SLEEP} 301"]
         t0 = time.monotonic()
         try:
             hung_job.run(cmd, 2, SLEEP, tmp)
@@ -54,15 +56,16 @@ def main():
         expect(time.monotonic() - t0 < 120, "ending the job took too long")
         text = open(report, encoding="utf-8").read()
         expect(os.path.dirname(report) == tmp, report)
-        expect(text.count("=== pid ") == 2, f"not both sleeps in the report:\n{text[:2000]}")
+        expect(text.count("=== pid ") == 3, f"not all three sleeps in the report:\n{text[:2000]}")
         expect("started" in text, "the output so far is missing")
         if os.geteuid() == 0 or "Thread 1" in text:  # gdb may attach only as root (ptrace scope)
             expect("nanosleep" in text or "no gdb" in text, f"no stack:\n{text[:2000]}")
-        bg = int(open(f"{tmp}/bg", encoding="utf-8").read())
-        deadline = time.monotonic() + 10
-        while alive(bg) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        expect(not alive(bg), f"the job's background process {bg} still runs")
+        for what in ("bg", "own"):
+            pid = int(open(f"{tmp}/{what}", encoding="utf-8").read())
+            deadline = time.monotonic() + 10
+            while alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            expect(not alive(pid), f"the job's process {pid} ({what}) still runs")
     s.check("a job past its limit: the stacks of the program's processes and the output so far, "
             "every process of the job ended", past)
     return s.finish()
