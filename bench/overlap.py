@@ -126,9 +126,10 @@ def make_plan(args, work, op="alltoall", env=None, windows=(None,)):
     return paths if len(windows) > 1 else paths[windows[0]]
 
 
-def async_ms(res):
-    """The MPI-3 version with MPICH's async progress (a table cell; '–' where not measured)."""
-    return f"{res['mpi3a']['total']/1e3:.1f} ms" if "mpi3a" in res else "–"
+def ms_cell(totals, label):
+    """A configuration's total (µs, by label) as a table cell; '–' where not measured (the
+    MPICH-only ones under Open MPI)."""
+    return f"{totals[label]/1e3:.1f} ms" if label in totals else "–"
 
 
 def async_ratio(res, total):
@@ -141,14 +142,11 @@ BASELINES = ("plain", "scat", "mpi3", "mpi3a")
 SHORT = {"plain": "plain", "scat": "scattered", "mpi3": "MPI-3", "mpi3a": "MPI-3 async"}
 
 
-def scat_ms(res):
-    """Plain MPICH with the scattered algorithm (a table cell; '–' where not measured)."""
-    return f"{res['scat']['total']/1e3:.1f} ms" if "scat" in res else "–"
-
-
-def best_baseline(res):
-    """The least total of the configurations without the library, and its label."""
-    return min((res[k]["total"], k) for k in BASELINES if k in res)
+def best_cell(totals, total):
+    """`total` against the least of the configurations without the library (totals by label)
+    measured, named: a table cell."""
+    least, label = min((totals[k], k) for k in BASELINES if k in totals)
+    return f"{total / least:.2f} ({SHORT[label]})"
 
 
 def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="block", block=None, iters=None,
@@ -541,7 +539,7 @@ def main():
         nodes = link_model.node_of(NODES * PPN, NODES, placement)
         for name, desc, curc, crc, res in rows:
             p, t, e, q, m = (res[k]["total"] for k in ("plain", "tnbc", "engine", "plan", "mpi3"))
-            best = best_baseline(res)
+            totals = {k: v["total"] for k, v in res.items()}
             tinit = res["plan"]["tinit"]
             # Tcomm of this row: plain MPICH's total minus the work (the work is fixed in time).
             row_tcomm = p - curc - crc
@@ -558,10 +556,10 @@ def main():
                 link = f"{reach/1e3:.1f} ms"
                 link_share = f"{overlap / reach:.0%}" if reach > 0 else "n/a"
             lines.append(
-                f"| {name}: {desc} | {curc/1e3:.0f} ms | {crc/1e3:.0f} ms | {p/1e3:.1f} ms | {scat_ms(res)} "
-                f"| {t/1e3:.1f} ms | {e/1e3:.1f} ms | {q/1e3:.1f} ms | {m/1e3:.1f} ms | {async_ms(res)} "
+                f"| {name}: {desc} | {curc/1e3:.0f} ms | {crc/1e3:.0f} ms | {p/1e3:.1f} ms | {ms_cell(totals, 'scat')} "
+                f"| {t/1e3:.1f} ms | {e/1e3:.1f} ms | {q/1e3:.1f} ms | {m/1e3:.1f} ms | {ms_cell(totals, 'mpi3a')} "
                 f"| {t/p:.2f} | {e/p:.2f} | {q/p:.2f} | {q/m:.2f} | {async_ratio(res, q)} "
-                f"| {q/best[0]:.2f} ({SHORT[best[1]]}) "
+                f"| {best_cell(totals, q)} "
                 f"| {row_tcomm/1e3:.1f} ms "
                 f"| {tinit/row_tcomm:.0%} "
                 f"| {overlap/1e3:.1f} ms | {bound/1e3:.1f} ms | {share} | {link} | {link_share} |")
@@ -591,15 +589,12 @@ def main():
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for block, iters, r in sweep:
-            a = f"{r['mpi3a']/1e3:.1f} ms" if "mpi3a" in r else "–"
-            sc = f"{r['scat']/1e3:.1f} ms" if "scat" in r else "–"
-            best = best_baseline({k: {"total": v} for k, v in r.items()})
             lines.append(
-                f"| {block // 1024} KiB | {iters} | {r['plain']/1e3:.1f} ms | {sc} | {r['tnbc']/1e3:.1f} ms "
-                f"| {r['engine']/1e3:.1f} ms | {r['plan']/1e3:.1f} ms | {r['mpi3']/1e3:.1f} ms | {a} "
+                f"| {block // 1024} KiB | {iters} | {r['plain']/1e3:.1f} ms | {ms_cell(r, 'scat')} | {r['tnbc']/1e3:.1f} ms "
+                f"| {r['engine']/1e3:.1f} ms | {r['plan']/1e3:.1f} ms | {r['mpi3']/1e3:.1f} ms | {ms_cell(r, 'mpi3a')} "
                 f"| {r['tnbc']/r['plain']:.2f} | {r['engine']/r['plain']:.2f} "
                 f"| {r['plan']/r['plain']:.2f} | {r['mpi3']/r['plain']:.2f} "
-                f"| {r['plan']/best[0]:.2f} ({SHORT[best[1]]}) |")
+                f"| {best_cell(r, r['plan'])} |")
         lines.append("")
     lines += [
         f"Rerun: `sudo python3 bench/overlap.py {' '.join(sys.argv[1:])}` (after `tools/build`)." if args.learn_only else
