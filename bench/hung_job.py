@@ -64,6 +64,27 @@ def kill_job(sid, sig):
             pass
 
 
+def stacks(sid, program):
+    """Every thread's stack (gdb) of the processes of the job of session `sid` (job_processes)
+    that run `program` (a path), as text; where gdb is missing or does not answer, says so."""
+    text = []
+    gdb = shutil.which("gdb")
+    for pid, argv in sorted(job_processes(sid).items()):
+        if not argv or argv[0] != program:
+            continue
+        text.append(f"\n=== pid {pid}: {' '.join(argv)}\n")
+        if gdb is None:
+            text.append("(no gdb: no stacks)\n")
+            continue
+        try:
+            r = subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
+                               capture_output=True, text=True, timeout=60, check=False)
+            text.append(r.stdout)
+        except subprocess.TimeoutExpired:
+            text.append("(gdb took more than 60 s: no stacks)\n")
+    return "".join(text)
+
+
 def run(cmd, limit_s, program, report_dir=None, **kw):
     """subprocess.run(cmd, capture_output=True, text=True, check=True), in a session of its
     own; past `limit_s` seconds, writes the stacks of the job's processes (job_processes)
@@ -77,23 +98,9 @@ def run(cmd, limit_s, program, report_dir=None, **kw):
         report_dir = report_dir or tempfile.mkdtemp(prefix="hung_job_")
         os.makedirs(report_dir, exist_ok=True)
         report = os.path.join(report_dir, f"hung-{int(time.time())}.txt")
-        procs = job_processes(p.pid)
         with open(report, "w", encoding="utf-8") as f:
             f.write(f"command: {' '.join(cmd)}\nlimit: {limit_s} s\n")
-            gdb = shutil.which("gdb")
-            for pid, argv in sorted(procs.items()):
-                if not argv or argv[0] != program:
-                    continue
-                f.write(f"\n=== pid {pid}: {' '.join(argv)}\n")
-                if gdb is None:
-                    f.write("(no gdb: no stacks)\n")
-                    continue
-                try:
-                    r = subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"],
-                                       capture_output=True, text=True, timeout=60, check=False)
-                    f.write(r.stdout)
-                except subprocess.TimeoutExpired:
-                    f.write("(gdb took more than 60 s: no stacks)\n")
+            f.write(stacks(p.pid, program))
             kill_job(p.pid, signal.SIGKILL)
             out, err = p.communicate()
             f.write(f"\n=== stdout\n{out}\n=== stderr\n{err}\n")

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 
+import hung_job
 import lib_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,14 +68,16 @@ class RunError(Exception):
     pass
 
 
-def run(cmd, timeout, env=None):
+def run(cmd, timeout, env=None, program=None):
+    """Runs `cmd` and returns its standard output.  Past `timeout` seconds the job is hung: the
+    stacks of its processes running `program` (default: cmd[0]) and its output so far go to a
+    file (bench/hung_job.py) that the error names, and its processes are ended."""
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        raise RunError(f"timed out after {timeout}s: {' '.join(cmd)}")
-    if res.returncode != 0:
-        raise RunError(f"exit {res.returncode}: {' '.join(cmd)}: {res.stderr.strip()[-300:]}")
-    return res.stdout
+        return hung_job.run(cmd, timeout, program or cmd[0], env=env).stdout
+    except hung_job.HungJob as e:
+        raise RunError(str(e)) from None
+    except subprocess.CalledProcessError as e:
+        raise RunError(f"exit {e.returncode}: {' '.join(cmd)}: {e.stderr.strip()[-300:]}") from None
 
 
 def softirq_s():
@@ -147,13 +150,14 @@ class Bench:
                 cmd += ["-genv", k, v]
             cmd += args
         else:
-            cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout", str(timeout)]
+            # The cluster's own limit comes after ours, which keeps the stacks of a hung job.
+            cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout", str(timeout + 60)]
             if preload:
                 cmd += ["--preload", lib]
             for k, v in env.items():
                 cmd += ["--env", f"{k}={v}"]
             cmd += ["--", *args]
-        return run(cmd, timeout + 30, self.env)
+        return run(cmd, timeout, self.env, program=args[0])
 
     def make_plan(self, where, block, loops, tag):
         """The plan of one case, as a user makes it: a traced run of TRACE_ITERS iterations

@@ -103,7 +103,8 @@ class Runner:
                 cmd += ["-genv", "LD_PRELOAD", " ".join(preload)]
             return cmd + exe
         ppn = prog.ranks // self.a.nodes
-        cmd = self.cluster_base() + ["run", "--ppn", str(ppn), "--timeout", str(self.a.timeout)]
+        # The cluster's own limit comes after run()'s, which keeps the stacks of a hung job.
+        cmd = self.cluster_base() + ["run", "--ppn", str(ppn), "--timeout", str(self.a.timeout + 60)]
         for lib in preload:
             cmd += ["--preload", lib]
         for k, v in env.items():
@@ -146,11 +147,13 @@ class Runner:
                              stdin=subprocess.DEVNULL, cwd=self.work, env=self.base_env,
                              start_new_session=True)
         timed_out = False
+        hung_stacks = ""
         try:
-            # the cluster's own --timeout ends the job first; this is the safety net
-            out, _ = p.communicate(timeout=self.a.timeout + (30 if placement == "cluster" else 0))
+            out, _ = p.communicate(timeout=self.a.timeout)
         except subprocess.TimeoutExpired:
+            # Hung: where the ranks wait goes to the log before they are ended.
             timed_out = True
+            hung_stacks = hung_job.stacks(p.pid, self.exe(prog))
             hung_job.kill_job(p.pid, signal.SIGTERM)
             try:
                 out, _ = p.communicate(timeout=10)
@@ -174,9 +177,14 @@ class Runner:
         out = out.decode(errors="replace")
         with open(logpath, "w") as f:
             f.write("$ " + shlex.join(cmd) + "\n" + out)
+            if timed_out:
+                f.write(f"\n=== still running after {self.a.timeout} s: every thread's stack, then ended\n"
+                        + (hung_stacks or "(no process of the program found)\n"))
         rc = p.returncode
-        if timed_out or (placement == "cluster" and "job killed after" in out):
-            ok, reason = False, f"timed out after {self.a.timeout}s"
+        if timed_out:
+            ok, reason = False, f"timed out after {self.a.timeout}s (every thread's stack in {logpath})"
+        elif placement == "cluster" and "job killed after" in out:
+            ok, reason = False, f"timed out: ended by the cluster after {self.a.timeout + 60}s"
         else:
             ok, reason = corpus.verify(prog, rc, out)
         if not ok:
