@@ -35,6 +35,7 @@ import datetime
 import json
 import os
 import re
+import shlex
 import statistics
 import subprocess
 import sys
@@ -597,10 +598,11 @@ def main():
                 f"| {best_cell(r, r['plan'])} |")
         lines.append("")
     lines += [
-        f"Rerun: `sudo python3 bench/overlap.py {' '.join(sys.argv[1:])}` (after `tools/build`)." if args.learn_only else
-        "Rerun: `sudo python3 bench/overlap.py` (after `tools/build`)." if MPI == "mpich" else
-        "Rerun: `sudo python3 bench/overlap.py --mpi openmpi` (after `meson setup build-openmpi "
-        "-Dmpi=openmpi && meson compile -C build-openmpi`).",
+        # The command as it ran (--repeat, --scenarios...), so the page says how it was made.
+        f"Rerun: `{shlex.join(['sudo', 'python3', 'bench/overlap.py', *sys.argv[1:]])}` (after `tools/build`)."
+        if MPI == "mpich" else
+        f"Rerun: `{shlex.join(['sudo', 'python3', 'bench/overlap.py', *sys.argv[1:]])}` (after `meson setup "
+        "build-openmpi -Dmpi=openmpi && meson compile -C build-openmpi`).",
         "",
     ]
     if MPI == "openmpi":
