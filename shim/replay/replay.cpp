@@ -241,9 +241,16 @@ void stop(Runtime& rt) {
   const Stats& st = rt.stats();
   const std::uint64_t calls = st.alltoall.calls() + st.alltoallv.calls() + st.bcast.calls();
   const std::uint64_t early = st.alltoall.early_returns() + st.alltoallv.early_returns() + st.bcast.early_returns();
+  // A plan that none of rank 0's calls found an entry in was of no use: most often the program
+  // was rebuilt after its trace, and a plan names call sites by module and offset.
+  const bool plan_unused = plan() != nullptr &&
+                           st.alltoall.planned() + st.alltoallv.planned() + st.bcast.planned() == 0;
   if (calls > 0)
-    log::info_rank0("summary: {} of rank 0's {} Alltoall, Alltoallv and Bcast calls returned early{}{}", early, calls,
+    log::info_rank0("summary: {} of rank 0's {} Alltoall, Alltoallv and Bcast calls returned early{}{}{}", early, calls,
                     decide::measured_saving(),
+                    plan_unused ? "; none matched an entry of TNBC_PLAN (call sites are module + offset: a "
+                                  "rebuilt program needs a new trace and plan)"
+                                : "",
                     rt.config().stats_prefix.empty() ? "; TNBC_STATS=PREFIX and tnbc-stats PREFIX say where and why"
                                                      : "");
 }

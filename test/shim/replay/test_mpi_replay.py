@@ -321,6 +321,8 @@ def main():
                      args=[os.path.join(tmp, "r")])
         expect(lines(res.stdout) == ref, "output differs from plain MPICH with a plan")
         expect(all(l.startswith("tnbc[0]: plan ") for l in messages(res.stderr)), f"unexpected messages: {res.stderr}")
+        summary = [l for l in res.stderr.splitlines() if l.startswith("tnbc[0]: summary: ")]
+        expect(len(summary) == 1 and "TNBC_PLAN" not in summary[0], f"summary of a plan in use: {summary}")
         for r in range(4):
             d = read_json(f"{prefix}.{r}.json")
             expect(d["alltoall"]["planned"] >= 2 and d["alltoallv"]["planned"] >= 1 and d["bcast"]["planned"] >= 1,
@@ -631,6 +633,26 @@ def main():
         expect(f"tnbc[0]: TNBC_PLAN={nope}: cannot open: No such file or directory; using default priorities"
                in missing.stderr, missing.stderr)
     s.check("a corrupt or missing plan: one message from rank 0, defaults, identical bytes", bad_plan)
+
+    def foreign_plan():
+        # A well-formed plan for call sites this program does not have (as after a rebuild: sites
+        # are module + offset): nothing to refuse at the start, so the closing summary says that
+        # no call matched it, and the calls ran as without a plan.
+        path = os.path.join(tmp, "foreign.plan")
+        with open(path, "w") as f:
+            f.write("tnbc-plan 2\nsite nosuch+0x10 alltoall comm=* class=*\n  order 3 2 1 0\n"
+                    "  per-node off\nend\nend-of-plan 1\n")
+        prefix = os.path.join(tmp, "foreign")
+        ref = lines(mpirun(ORDERS, 4, args=[os.path.join(tmp, "fp")]).stdout)
+        res = mpirun(ORDERS, 4, preload="tnbc", env=engine({"TNBC_PLAN": path, "TNBC_STATS": prefix}),
+                     args=[os.path.join(tmp, "f")])
+        expect(lines(res.stdout) == ref, "output differs from plain MPICH with a foreign plan")
+        summary = [l for l in res.stderr.splitlines() if l.startswith("tnbc[0]: summary: ")]
+        expect(len(summary) == 1 and "none matched an entry of TNBC_PLAN" in summary[0]
+               and "a rebuilt program needs a new trace and plan" in summary[0], f"summary: {summary}")
+        expect(all(read_json(f"{prefix}.{r}.json")[op]["planned"] == 0 for r in range(4)
+                   for op in ("alltoall", "alltoallv", "bcast")), "a foreign plan's entry was used")
+    s.check("a plan for other call sites: the summary says none matched, identical bytes", foreign_plan)
 
     def special_plan_files():
         # Read naively, /dev/zero grows without end, a FIFO blocks MPI_Init and a folder reads as
