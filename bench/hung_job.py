@@ -14,6 +14,11 @@ import tempfile
 import time
 
 
+# Seconds a job's own limit (tnbc-cluster run --timeout) is set behind the limit of the driver
+# that watches it, so that the driver, not the cluster, finds it hung and keeps its stacks.
+CLUSTER_LIMIT_MARGIN_S = 60
+
+
 class HungJob(RuntimeError):
     """A job that ran past its limit; `report` is the file with its stacks and output."""
 

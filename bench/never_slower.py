@@ -150,8 +150,8 @@ class Bench:
                 cmd += ["-genv", k, v]
             cmd += args
         else:
-            # The cluster's own limit comes after ours, which keeps the stacks of a hung job.
-            cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout", str(timeout + 60)]
+            cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout",
+                   str(timeout + hung_job.CLUSTER_LIMIT_MARGIN_S)]
             if preload:
                 cmd += ["--preload", lib]
             for k, v in env.items():

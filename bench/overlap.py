@@ -599,10 +599,9 @@ def main():
         lines.append("")
     lines += [
         # The command as it ran (--repeat, --scenarios...), so the page says how it was made.
-        f"Rerun: `{shlex.join(['sudo', 'python3', 'bench/overlap.py', *sys.argv[1:]])}` (after `tools/build`)."
-        if MPI == "mpich" else
-        f"Rerun: `{shlex.join(['sudo', 'python3', 'bench/overlap.py', *sys.argv[1:]])}` (after `meson setup "
-        "build-openmpi -Dmpi=openmpi && meson compile -C build-openmpi`).",
+        f"Rerun: `{shlex.join(['sudo', 'python3', 'bench/overlap.py', *sys.argv[1:]])}` (after "
+        + ("`tools/build`)." if MPI == "mpich" else
+           "`meson setup build-openmpi -Dmpi=openmpi && meson compile -C build-openmpi`)."),
         "",
     ]
     if MPI == "openmpi":

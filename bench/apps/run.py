@@ -103,8 +103,8 @@ class Runner:
                 cmd += ["-genv", "LD_PRELOAD", " ".join(preload)]
             return cmd + exe
         ppn = prog.ranks // self.a.nodes
-        # The cluster's own limit comes after run()'s, which keeps the stacks of a hung job.
-        cmd = self.cluster_base() + ["run", "--ppn", str(ppn), "--timeout", str(self.a.timeout + 60)]
+        cmd = self.cluster_base() + ["run", "--ppn", str(ppn), "--timeout",
+                                     str(self.a.timeout + hung_job.CLUSTER_LIMIT_MARGIN_S)]
         for lib in preload:
             cmd += ["--preload", lib]
         for k, v in env.items():
@@ -184,7 +184,8 @@ class Runner:
         if timed_out:
             ok, reason = False, f"timed out after {self.a.timeout}s (every thread's stack in {logpath})"
         elif placement == "cluster" and "job killed after" in out:
-            ok, reason = False, f"timed out: ended by the cluster after {self.a.timeout + 60}s"
+            ok, reason = False, (f"timed out: ended by the cluster after "
+                                 f"{self.a.timeout + hung_job.CLUSTER_LIMIT_MARGIN_S}s")
         else:
             ok, reason = corpus.verify(prog, rc, out)
         if not ok:

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""bench/hung_job.py, the time limit of bench/overlap.py's runs: a job within its limit gives its
+"""bench/hung_job.py, the time limit of the benchmark drivers' runs (overlap.py, never_slower.py,
+apps/run.py): a job within its limit gives its
 output, a failing one its exit status, and one past its limit a report with the stacks of the
 named program's processes and the output so far, every process of the job ended, those in
 sessions of their own too, as hydra starts its ranks (no MPI)."""
