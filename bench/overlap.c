@@ -29,6 +29,10 @@
  * range, as tnbc-sim --op alltoallv assumes (tools/sim/alltoall.hpp, is_like_blocks); rank d
  * then reads BLOCK_BYTES' share of TCRC scaled by its block over the mean, as bench/is ranks
  * what it received.
+ * OVERLAP_WARMUP=K makes K more calls of the timed loop ahead of the ITERS it counts (same work,
+ * same reads; not in the medians, the mean or the helper CPU): every configuration's first calls
+ * pay for connections and fresh pages, and the library's learn in them, so medians of ITERS
+ * calls after K show the steady state (OVERLAP_ITER_TIMES numbers every call, warm-up first).
  * OVERLAP_SKIP_TCOMM=1 skips the Tcomm loop (ITERS + 2 exchanges read at once, from another
  * call site, before the timed loop; tcomm_us is then 0): the program is then just the timed
  * loop, one call site, as a library that learns from the program's own calls should see it.
@@ -125,6 +129,13 @@ int main(int argc, char **argv) {
   int iter_times = it != NULL && strcmp(it, "1") == 0;
   const char *sw = getenv("OVERLAP_SLEEP");
   sleep_work = sw != NULL && strcmp(sw, "1") == 0;
+  const char *wu = getenv("OVERLAP_WARMUP");
+  int warmup = wu != NULL && *wu ? atoi(wu) : 0;
+  if (warmup < 0 || iters < 1) {
+    if (rank == 0) fprintf(stderr, "overlap: ITERS must be 1 or more and OVERLAP_WARMUP 0 or more\n");
+    MPI_Barrier(MPI_COMM_WORLD); /* every rank sees the same: rank 0's line out before the abort */
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   const char *co = getenv("OVERLAP_COUNTS");
   int is_counts = co != NULL && strcmp(co, "is") == 0;
   if (co != NULL && *co && !is_counts) {
@@ -169,8 +180,11 @@ int main(int argc, char **argv) {
   MPI_Reduce(&tcomm, &tcomm_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
   double *total = malloc(sizeof(double) * iters), *init = malloc(sizeof(double) * iters);
-  const double helper0 = helper_cpu_s();
-  for (int i = 0; i < iters; i++) {
+  double helper0 = helper_cpu_s();
+  const int calls = warmup + iters;
+  for (int c = 0; c < calls; c++) {
+    const int i = c - warmup; /* the counted call's index; negative in the warm-up */
+    if (c == warmup) helper0 = helper_cpu_s();
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     MPI_Request req;
@@ -179,7 +193,7 @@ int main(int argc, char **argv) {
     else if (mpi3) MPI_Ialltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD, &req);
     else MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);
     double deadline = MPI_Wtime();
-    init[i] = deadline - t0;
+    const double in_call = deadline - t0;
     deadline += t_curc;
     spin_until(deadline);
     if (mpi3) {
@@ -205,10 +219,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "timeline rank=%d block=%d start_ms=%.1f waited_ms=%.1f\n", rank, b,
                 (w0 - t0) * 1e3, waited * 1e3);
     }
-    total[i] = MPI_Wtime() - t0;
-    if (iter_times) fprintf(stderr, "iter rank=%d i=%d total_ms=%.2f init_ms=%.2f\n", rank, i, total[i] * 1e3, init[i] * 1e3);
+    const double took = MPI_Wtime() - t0;
+    if (i >= 0) total[i] = took, init[i] = in_call;
+    if (iter_times) fprintf(stderr, "iter rank=%d i=%d total_ms=%.2f init_ms=%.2f\n", rank, c, took * 1e3, in_call * 1e3);
     if (timeline && i == iters - 1)
-      fprintf(stderr, "timeline rank=%d end_ms=%.1f\n", rank, total[i] * 1e3);
+      fprintf(stderr, "timeline rank=%d end_ms=%.1f\n", rank, took * 1e3);
   }
   double helper = (helper_cpu_s() - helper0) / iters, helper_sum;
   MPI_Reduce(&helper, &helper_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);

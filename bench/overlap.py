@@ -25,6 +25,8 @@ with work that sleeps instead of spinning (--free-cores), so that the progress t
 cores to themselves.  Under each placement's table a second one gives what each configuration
 spends beside the work, per call and rank: the CPU of threads other than the program's own
 (libtnbc.so's progress thread, MPICH's async progress thread) and the time inside the call.
+With --warmup K every timed run makes K calls before its --iters counted ones (the steady state:
+without every configuration's first calls, which pay for connections and fresh pages).
 
 Writes docs/measurements/replay-overlap.md; a section of it headed "## Reading" (written by hand) is kept.
 Needs root (network namespaces); takes about 40 minutes with --repeat 5.
@@ -160,6 +162,8 @@ def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="blo
         cmd += ["--env", "OVERLAP_SKIP_TCOMM=1"]
     if sleep:
         cmd += ["--env", "OVERLAP_SLEEP=1"]
+    if timed and getattr(args, "warmup", 0):
+        cmd += ["--env", f"OVERLAP_WARMUP={args.warmup}"]
     for k, v in (env or {}).items():
         cmd += ["--env", f"{k}={v}"]
     if preload:
@@ -199,7 +203,8 @@ def wire_per_payload(args):
     run("blocking", False, 0, 0, args)
     after = sent_bytes()
     payload = link_model.crossing_bytes(link_model.node_of(NODES * PPN, NODES, "block"), args.block)
-    ratios = [(after[n] - before[n]) / (args.iters * payload[n]) for n in before if n in after and payload[n]]
+    calls = args.iters + args.warmup
+    ratios = [(after[n] - before[n]) / (calls * payload[n]) for n in before if n in after and payload[n]]
     return max(ratios) if ratios else None
 
 
@@ -211,7 +216,7 @@ def learn_table(args, rows):
         "with `TNBC_LEARN=0` (learning off), and the share of the plan's gain over plain MPICH that "
         "learning reaches without a plan.  Times here are the mean per iteration of "
         f"{args.iters} (every call counts: the warm-up calls and probes of the per-call "
-        "decision), median of the runs.",
+        "decision" + (f", after {args.warmup} calls not counted" if args.warmup else "") + "), median of the runs.",
         "",
         "| scenario | plain | plan | no plan, TNBC_LEARN=1 | no plan, TNBC_LEARN=0 | learning on / off | plan's gain reached without a plan |",
         "|---|---|---|---|---|---|---|",
@@ -261,6 +266,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--block", type=int, default=1 << 20, help="Alltoall block bytes (default 1 MiB)")
     ap.add_argument("--iters", type=int, default=5, help="iterations per run (median taken)")
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="calls each timed run makes before its --iters, not counted (default 0): "
+                         "with 4 or more the medians are the steady state, without every "
+                         "configuration's first calls (connections, fresh pages, the library's "
+                         "warm-up)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds; each runs every configuration once, in turn (median taken)")
     ap.add_argument("--rate", default="200mbit", help="link rate per node")
     ap.add_argument("--parts", default="1,16",
@@ -298,6 +308,8 @@ def main():
     ap.add_argument("--out", help="the page written (default docs/measurements/replay-overlap.md, "
                                   "docs/measurements/replay-overlap-openmpi.md with --mpi openmpi)")
     args = ap.parse_args()
+    if args.iters < 1 or args.warmup < 0:
+        ap.error("--iters must be 1 or more and --warmup 0 or more")
     if args.learn_only:
         args.learn, args.none_blocks, args.free_cores = True, "", ""
     use_mpi(args.mpi)
@@ -434,7 +446,9 @@ def main():
         f"Measured {datetime.date.today()} by `bench/overlap.py` on the emulated cluster: {NODES} nodes x "
         f"{PPN} ranks, {args.rate} per node and direction, MPI_Alltoall of {args.block // 1024} KiB blocks, "
         f"median of {args.repeat} rounds, each running every configuration once, one after the other, "
-        f"{args.iters} iterations a run (the slowest rank counts).  "
+        f"{args.iters} iterations a run"
+        + (f" after {args.warmup} not counted (the steady state)" if args.warmup else "")
+        + " (the slowest rank counts).  "
         + lib_settings.sentence(args.set)
         + f"One machine with {os.cpu_count()} cores runs all four ranks, their progress threads and "
         + ("the network emulation, and other jobs ran on it at the same time: compare the columns "
@@ -451,11 +465,11 @@ def main():
         "once per share.",
         "",
         ("*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
-         f"{args.iters} calls, no more than the per-call decision's shortest warm-up (3 blocking calls, "
+         f"{args.iters + args.warmup} calls, no more than the per-call decision's shortest warm-up (3 blocking calls, "
          "docs/replay.md, \"Deciding per call\"), so it runs them all as plain MPICH.  "
-         if args.iters <= 3 else
+         if args.iters + args.warmup <= 3 else
          "*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
-         f"{args.iters} calls, the first 6 blocking (the per-call decision's warm-up, docs/replay.md, "
+         f"{args.iters + args.warmup} calls, the first 6 blocking (the per-call decision's warm-up, docs/replay.md, "
          "\"Deciding per call\"; 3 where the reads observed in them leave room to overlap), "
          "then an early probe of 3-5 calls (the first not measured), then the cheaper path.  ") +
         "*MPI-3* is MPI_Ialltoall and MPI_Wait before the first read; *MPI-3, async progress* "
@@ -488,7 +502,7 @@ def main():
         "than bound (3)): plain MPICH's total minus the least total of any schedule over links "
         f"of {args.rate}, from bench/link_model.py"
         + (f", at the rate they leave for the payload: the links' counters saw {wire:.3f} bytes "
-           f"per byte of payload in a plain run of {args.iters} exchanges (TCP/IP and Ethernet "
+           f"per byte of payload in a plain run of {args.iters + args.warmup} exchanges (TCP/IP and Ethernet "
            f"headers, the acknowledgements of the other direction's data), so "
            f"{payload_rate * 8 / 1e6:.0f} Mbit/s of payload.  "
            if wire else " (unshaped links: none).  " if rate is None
@@ -506,7 +520,8 @@ def main():
             "",
             f"Measured {datetime.date.today()} by `bench/overlap.py --learn-only` on the emulated cluster: "
             f"{NODES} nodes x {PPN} ranks, {args.rate} per node and direction, MPI_Alltoall of "
-            f"{args.block // 1024} KiB blocks, {args.repeat} rounds of {args.iters} iterations per configuration (each round runs every configuration once, in turn) "
+            f"{args.block // 1024} KiB blocks, {args.repeat} rounds of {args.iters} iterations per configuration"
+            + (f" after {args.warmup} not counted" if args.warmup else "") + f" (each round runs every configuration once, in turn) "
             "(the slowest rank counts).  Scenarios and work as in docs/measurements/replay-overlap.md (Tcomm, plain "
             f"MPICH, exchange only = {tcomm/1e3:.1f} ms sizes the work).  *plan* is libtnbc.so with the plan "
             "of a traced run (blocks 0..p-1, per-node priority on, `return early` from the first call); "

@@ -2,7 +2,8 @@
 """The application kernels (bench/ft, bench/is, class S, 4 ranks on one node) print the same
 checksum plain, under libtnbc.so and in their hand-written MPI-3 version, in natural and permuted
 read order; under libtnbc.so the engine really returned early (statistics), or the comparison
-proves nothing.  Also: tools/tnbc-bench --quick --dry-run lists its runs and exits 0.
+proves nothing.  Also: tools/tnbc-bench --quick --dry-run lists its runs and exits 0, and
+bench/overlap counts only the calls after OVERLAP_WARMUP.
 tools/tnbc-bench launches MPICH (mpiexec, the emulated cluster): an Open MPI build runs only
 the kernels' checks."""
 
@@ -60,6 +61,25 @@ def main():
             expect(r["mode"] == "mpi3", f"not the MPI-3 version: {r}")
             expect(r["checksum"] == ref.get("checksum"), f"checksum {r['checksum']} != plain {ref.get('checksum')}")
         s.check(f"{name}: MPI-3 version, stride order: same checksum", mpi3)
+
+    def overlap_warmup():
+        # bench/overlap.py --warmup: the program makes OVERLAP_WARMUP calls more, and its result
+        # line's total is the slowest rank's median of the counted calls only.
+        prog = os.path.join(BUILD, "bench", "overlap")
+        env = {"OVERLAP_SKIP_TCOMM": "1", "OVERLAP_ITER_TIMES": "1", "OVERLAP_WARMUP": "2"}
+        res = mpirun(prog, 4, env=env, args=["65536", "3", "blocking", "0", "2000", "1"], timeout=60)
+        calls = {}
+        for m in re.finditer(r"iter rank=(\d+) i=(\d+) total_ms=([\d.]+)", res.stderr):
+            calls.setdefault(int(m[1]), {})[int(m[2])] = float(m[3])
+        expect(sorted(calls) == [0, 1, 2, 3] and all(sorted(c) == [0, 1, 2, 3, 4] for c in calls.values()),
+               f"expected calls 0-4 on every rank: {calls}")
+        want = max(sorted(c[i] for i in (2, 3, 4))[1] for c in calls.values())
+        got = float(result(res.stdout)["total_us"]) / 1e3
+        expect(abs(got - want) < 0.02, f"total {got} ms, the counted calls' median {want} ms")
+        bad = mpirun(prog, 4, env={"OVERLAP_WARMUP": "-1"}, args=["65536", "3", "blocking", "0", "0"],
+                     timeout=60, check=False)
+        expect(bad.returncode != 0 and "OVERLAP_WARMUP" in bad.stderr, f"a negative warm-up accepted: {bad}")
+    s.check("overlap: OVERLAP_WARMUP's calls run, the result counts the others", overlap_warmup)
 
     def bad_args():
         res = mpirun(KERNELS["ft"], 1, args=["--class", "Z"], timeout=30, check=False)
