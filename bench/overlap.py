@@ -273,6 +273,10 @@ def main():
                          "warm-up)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds; each runs every configuration once, in turn (median taken)")
     ap.add_argument("--rate", default="200mbit", help="link rate per node")
+    ap.add_argument("--slow-start-after-idle", choices=("on", "off"), default="on",
+                    help="TCP's slow start after idle in the emulated nodes (tnbc-cluster's option; "
+                         "default on, the kernel's default): off separates what the library does "
+                         "from the restarts of connections that rested between their turns")
     ap.add_argument("--parts", default="1,16",
                     help="CRC granularities to measure, comma-separated: each block is read in "
                          "this many parts, each followed by its share of the work (default 1,16)")
@@ -340,7 +344,8 @@ def main():
     if os.geteuid() != 0:
         sys.exit("overlap.py: needs root (network namespaces)")
 
-    subprocess.run([CLUSTER, "--nodes", str(NODES), "--rate", args.rate, "up"], check=True)
+    subprocess.run([CLUSTER, "--nodes", str(NODES), "--rate", args.rate,
+                    "--slow-start-after-idle", args.slow_start_after_idle, "up"], check=True)
     try:
         # The plan of a scenario whose data is read right after the call (TCURC below
         # CURC_FRACTION of Tcomm: b, c, none; tnbc-order's verdict CRC) gives its entry the send
@@ -449,6 +454,9 @@ def main():
         f"{args.iters} iterations a run"
         + (f" after {args.warmup} not counted (the steady state)" if args.warmup else "")
         + " (the slowest rank counts).  "
+        + ("TCP's slow start after idle is off in the nodes (`tnbc-cluster --slow-start-after-idle off`: "
+           "a connection that rested longer than its retransmission timeout keeps its window).  "
+           if args.slow_start_after_idle == "off" else "")
         + lib_settings.sentence(args.set)
         + f"One machine with {os.cpu_count()} cores runs all four ranks, their progress threads and "
         + ("the network emulation, and other jobs ran on it at the same time: compare the columns "

@@ -126,6 +126,26 @@ def main():
             cluster("down")
     s.check("TCP congestion control: cubic whatever the host runs, --congestion as asked", congestion_control)
 
+    def slow_start_after_idle():
+        def node_values():
+            return [subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", "net.ipv4.tcp_slow_start_after_idle"],
+                                   capture_output=True, text=True).stdout.strip() for ns in ("tnbc-n0", "tnbc-n1")]
+        try:
+            cluster("up")
+            expect(node_values() == ["1", "1"], f"default: {node_values()}")
+            cluster("up", cluster_opts=["--slow-start-after-idle", "off"])  # a running cluster: at once
+            expect(node_values() == ["0", "0"], f"--slow-start-after-idle off: {node_values()}")
+            st = cluster("status").stdout
+            expect(st.count("slow start after idle off") == 2, st)
+            cluster("down")
+            cluster("up", cluster_opts=["--slow-start-after-idle", "off"])  # new nodes
+            expect(node_values() == ["0", "0"], f"new nodes with off: {node_values()}")
+            cluster("up", cluster_opts=["--slow-start-after-idle", "on"])
+            expect(node_values() == ["1", "1"], f"--slow-start-after-idle on: {node_values()}")
+        finally:
+            cluster("down")
+    s.check("TCP slow start after idle: on by default, --slow-start-after-idle off in every node", slow_start_after_idle)
+
     ref = {}
 
     def local_reference():
@@ -169,6 +189,7 @@ def main():
                           (["--rate", "fast", "up"], "--rate must look like"),
                           (["--congestion", "a b", "up"], "--congestion must name an algorithm"),
                           (["--congestion", "nosuch", "up"], "cannot set TCP congestion control 'nosuch'"),
+                          (["--slow-start-after-idle", "maybe", "up"], "--slow-start-after-idle must be on or off"),
                           (["frobnicate"], "unknown command 'frobnicate'"),
                           (["run", "--placement", "random", "--", MIXED], "--placement must be block or cyclic"),
                           (["run", "--preload", "/nonexistent.so", "--", MIXED], "--preload: no such file"),
