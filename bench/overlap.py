@@ -314,6 +314,7 @@ def main():
     args = ap.parse_args()
     if args.iters < 1 or args.warmup < 0:
         ap.error("--iters must be 1 or more and --warmup 0 or more")
+    calls = args.iters + args.warmup  # the calls each timed run makes, its warm-up included
     if args.learn_only:
         args.learn, args.none_blocks, args.free_cores = True, "", ""
     use_mpi(args.mpi)
@@ -473,11 +474,11 @@ def main():
         "once per share.",
         "",
         ("*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
-         f"{args.iters + args.warmup} calls, no more than the per-call decision's shortest warm-up (3 blocking calls, "
+         f"{calls} calls, no more than the per-call decision's shortest warm-up (3 blocking calls, "
          "docs/replay.md, \"Deciding per call\"), so it runs them all as plain MPICH.  "
-         if args.iters + args.warmup <= 3 else
+         if calls <= 3 else
          "*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
-         f"{args.iters + args.warmup} calls, the first 6 blocking (the per-call decision's warm-up, docs/replay.md, "
+         f"{calls} calls, the first 6 blocking (the per-call decision's warm-up, docs/replay.md, "
          "\"Deciding per call\"; 3 where the reads observed in them leave room to overlap), "
          "then an early probe of 3-5 calls (the first not measured), then the cheaper path.  ") +
         "*MPI-3* is MPI_Ialltoall and MPI_Wait before the first read; *MPI-3, async progress* "
@@ -510,7 +511,7 @@ def main():
         "than bound (3)): plain MPICH's total minus the least total of any schedule over links "
         f"of {args.rate}, from bench/link_model.py"
         + (f", at the rate they leave for the payload: the links' counters saw {wire:.3f} bytes "
-           f"per byte of payload in a plain run of {args.iters + args.warmup} exchanges (TCP/IP and Ethernet "
+           f"per byte of payload in a plain run of {calls} exchanges (TCP/IP and Ethernet "
            f"headers, the acknowledgements of the other direction's data), so "
            f"{payload_rate * 8 / 1e6:.0f} Mbit/s of payload.  "
            if wire else " (unshaped links: none).  " if rate is None
