@@ -277,6 +277,10 @@ def main():
                     help="TCP's slow start after idle in the emulated nodes (tnbc-cluster's option; "
                          "default on, the kernel's default): off separates what the library does "
                          "from the restarts of connections that rested between their turns")
+    ap.add_argument("--tso", choices=("on", "off"), default="on",
+                    help="the links take the nodes' TCP segments whole (on, tnbc-cluster's default) or "
+                         "cut them into 1500-byte packets on the nodes' CPUs (off, the emulation "
+                         "before 2026-11-28)")
     ap.add_argument("--parts", default="1,16",
                     help="CRC granularities to measure, comma-separated: each block is read in "
                          "this many parts, each followed by its share of the work (default 1,16)")
@@ -346,7 +350,8 @@ def main():
         sys.exit("overlap.py: needs root (network namespaces)")
 
     subprocess.run([CLUSTER, "--nodes", str(NODES), "--rate", args.rate,
-                    "--slow-start-after-idle", args.slow_start_after_idle, "up"], check=True)
+                    "--slow-start-after-idle", args.slow_start_after_idle, "--tso", args.tso, "up"],
+                   check=True)
     try:
         # The plan of a scenario whose data is read right after the call (TCURC below
         # CURC_FRACTION of Tcomm: b, c, none; tnbc-order's verdict CRC) gives its entry the send
@@ -458,6 +463,8 @@ def main():
         + ("TCP's slow start after idle is off in the nodes (`tnbc-cluster --slow-start-after-idle off`: "
            "a connection that rested longer than its retransmission timeout keeps its window).  "
            if args.slow_start_after_idle == "off" else "")
+        + ("The links cut the nodes' TCP segments into 1500-byte packets on their CPUs (`tnbc-cluster --tso off`).  "
+           if args.tso == "off" else "")
         + lib_settings.sentence(args.set)
         + f"One machine with {os.cpu_count()} cores runs all four ranks, their progress threads and "
         + ("the network emulation, and other jobs ran on it at the same time: compare the columns "

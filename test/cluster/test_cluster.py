@@ -6,6 +6,7 @@ MPI build the same checks run with `tnbc-cluster run --mpi openmpi`."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -146,6 +147,31 @@ def main():
             cluster("down")
     s.check("TCP slow start after idle: on by default, --slow-start-after-idle off in every node", slow_start_after_idle)
 
+    def segments():
+        def gso(ns, dev):  # the device's gso_max_size, in a node's namespace (ns) or the host's
+            cmd = ["ip"] + (["-n", ns] if ns else []) + ["-d", "link", "show", dev]
+            out = subprocess.run(cmd, capture_output=True, text=True).stdout
+            m = re.search(r" gso_max_size (\d+)", out)
+            return int(m.group(1)) if m else None
+
+        def links():
+            return [gso(ns, "eth0") for ns in ("tnbc-n0", "tnbc-n1")] + [gso(None, f"tnbc-n{i}-h") for i in (0, 1)]
+        try:
+            cluster("up")
+            expect(links() == [32000] * 4, f"default: {links()}")
+            expect(cluster("status").stdout.count("segments up to 32000 B") == 2, cluster("status").stdout)
+            cluster("up", cluster_opts=["--tso", "off"])  # a running cluster
+            expect(links() == [65536] * 4, f"--tso off: {links()}")
+            cluster("down")
+            cluster("up", cluster_opts=["--tso", "off"])  # new nodes
+            expect(links() == [65536] * 4, f"new nodes with off: {links()}")
+            cluster("up", cluster_opts=["--tso", "on"])
+            expect(links() == [32000] * 4, f"--tso on: {links()}")
+        finally:
+            cluster("down")
+    s.check("segments: the links take 32000-byte TCP segments by default, the kernel's 64 KiB with --tso off",
+            segments)
+
     ref = {}
 
     def local_reference():
@@ -190,6 +216,7 @@ def main():
                           (["--congestion", "a b", "up"], "--congestion must name an algorithm"),
                           (["--congestion", "nosuch", "up"], "cannot set TCP congestion control 'nosuch'"),
                           (["--slow-start-after-idle", "maybe", "up"], "--slow-start-after-idle must be on or off"),
+                          (["--tso", "maybe", "up"], "--tso must be on or off"),
                           (["frobnicate"], "unknown command 'frobnicate'"),
                           (["run", "--placement", "random", "--", MIXED], "--placement must be block or cyclic"),
                           (["run", "--preload", "/nonexistent.so", "--", MIXED], "--preload: no such file"),
