@@ -10,11 +10,14 @@
  *                    pages read before its share of work (default 1: whole blocks)
  *
  * Prints (rank 0): "result mode=… tcomm_us=… tinit_us=… total_us=… mean_us=… curc_us=… crc_us=…
- * helper_us=…" where total is the median per-iteration time of alltoall + CURC + CRC, mean the
+ * helper_us=… late_us=…" where total is the median per-iteration time of alltoall + CURC + CRC, mean the
  * mean of the same (every call counts, a warm-up too), tinit the median time spent inside the
  * MPI_Alltoall call (blocking mode) or MPI_Ialltoall (mpi3 mode); each the slowest rank's;
  * helper the CPU time per iteration, mean over ranks, of threads other than the program's own
- * (libtnbc.so's progress thread, MPICH's asynchronous progress thread) over the timed loop.
+ * (libtnbc.so's progress thread, MPICH's asynchronous progress thread) over the timed loop,
+ * late the largest over ranks of a rank's median lateness: how long after its deadline the last
+ * share of work ended (a spinning rank that is off its core when the deadline passes sees it
+ * only when it runs again; every configuration pays this on a full node, data or not).
  *
  * Environment: OVERLAP_SLEEP=1 makes the work sleep (nanosleep) instead of spinning, which
  * leaves the cores to the progress threads (bench/overlap.py --free-cores).
@@ -22,7 +25,7 @@
  * long its reads waited and when it ended ("timeline rank=… block=… start_ms=… waited_ms=…",
  * "timeline rank=… end_ms=…", on stderr).
  * OVERLAP_ITER_TIMES=1 prints every timed iteration's total and time in the call, per rank
- * ("iter rank=… i=… total_ms=… init_ms=…", on stderr): where a run's mean comes from.
+ * ("iter rank=… i=… total_ms=… init_ms=… late_ms=…", on stderr): where a run's mean comes from.
  * OVERLAP_COUNTS=is makes the collective an MPI_Alltoallv (MPI_Ialltoallv in mpi3 mode) with
  * bench/is's key spread: BLOCK_BYTES is the mean block, and every rank sends rank d the share of
  * its 4-byte keys that NPB IS's distribution (the mean of four uniform numbers) gives d's key
@@ -179,7 +182,8 @@ int main(int argc, char **argv) {
   double tcomm = tcomm_iters > 0 ? median(t + 2, iters) : 0, tcomm_max;
   MPI_Reduce(&tcomm, &tcomm_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
 
-  double *total = malloc(sizeof(double) * iters), *init = malloc(sizeof(double) * iters);
+  double *total = malloc(sizeof(double) * iters), *init = malloc(sizeof(double) * iters),
+         *lateness = malloc(sizeof(double) * iters);
   double helper0 = 0; /* read when the counted calls begin */
   const int calls = warmup + iters;
   for (int c = 0; c < calls; c++) {
@@ -219,9 +223,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "timeline rank=%d block=%d start_ms=%.1f waited_ms=%.1f\n", rank, b,
                 (w0 - t0) * 1e3, waited * 1e3);
     }
-    const double took = MPI_Wtime() - t0;
-    if (i >= 0) total[i] = took, init[i] = in_call;
-    if (iter_times) fprintf(stderr, "iter rank=%d i=%d total_ms=%.2f init_ms=%.2f\n", rank, c, took * 1e3, in_call * 1e3);
+    const double end = MPI_Wtime(), took = end - t0;
+    /* How long after its deadline the last share of work ended: the thread was off its core
+       when the deadline passed (on a full node, another rank's turn), whatever the exchange. */
+    const double late = end - deadline;
+    if (i >= 0) total[i] = took, init[i] = in_call, lateness[i] = late;
+    if (iter_times)
+      fprintf(stderr, "iter rank=%d i=%d total_ms=%.2f init_ms=%.2f late_ms=%.2f\n", rank, c, took * 1e3, in_call * 1e3,
+              late * 1e3);
     if (timeline && i == iters - 1)
       fprintf(stderr, "timeline rank=%d end_ms=%.1f\n", rank, took * 1e3);
   }
@@ -231,14 +240,16 @@ int main(int argc, char **argv) {
   double mean = 0, mean_max;
   for (int i = 0; i < iters; i++) mean += total[i] / iters;
   double tot = median(total, iters), tin = median(init, iters), tot_max, tin_max;
+  double late = median(lateness, iters), late_max;
+  MPI_Reduce(&late, &late_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&mean, &mean_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&tot, &tot_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&tin, &tin_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (rank == 0)
-    printf("result mode=%s block=%zu ranks=%d tcomm_us=%.0f tinit_us=%.0f total_us=%.0f mean_us=%.0f curc_us=%.0f crc_us=%.0f helper_us=%.0f\n",
+    printf("result mode=%s block=%zu ranks=%d tcomm_us=%.0f tinit_us=%.0f total_us=%.0f mean_us=%.0f curc_us=%.0f crc_us=%.0f helper_us=%.0f late_us=%.0f\n",
            mpi3 ? "mpi3" : "blocking", block, size, tcomm_max * 1e6, tin_max * 1e6, tot_max * 1e6, mean_max * 1e6,
-           t_curc * 1e6, t_crc * 1e6, helper_sum * 1e6 / size);
-  free(s); free(r); free(t); free(total); free(init);
+           t_curc * 1e6, t_crc * 1e6, helper_sum * 1e6 / size, late_max * 1e6);
+  free(s); free(r); free(t); free(total); free(init); free(lateness);
   free(blocks); free(scount); free(sdispl); free(rcount); free(rdispl);
   MPI_Finalize();
   return 0;

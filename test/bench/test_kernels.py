@@ -68,18 +68,25 @@ def main():
         prog = os.path.join(BUILD, "bench", "overlap")
         env = {"OVERLAP_SKIP_TCOMM": "1", "OVERLAP_ITER_TIMES": "1", "OVERLAP_WARMUP": "2"}
         res = mpirun(prog, 4, env=env, args=["65536", "3", "blocking", "0", "2000", "1"], timeout=60)
-        calls = {}
-        for m in re.finditer(r"iter rank=(\d+) i=(\d+) total_ms=([\d.]+)", res.stderr):
+        calls, lates = {}, {}
+        for m in re.finditer(r"iter rank=(\d+) i=(\d+) total_ms=([\d.]+) init_ms=[\d.]+ late_ms=(-?[\d.]+)", res.stderr):
             calls.setdefault(int(m[1]), {})[int(m[2])] = float(m[3])
+            lates.setdefault(int(m[1]), {})[int(m[2])] = float(m[4])
         expect(sorted(calls) == [0, 1, 2, 3] and all(sorted(c) == [0, 1, 2, 3, 4] for c in calls.values()),
                f"expected calls 0-4 on every rank: {calls}")
         want = max(sorted(c[i] for i in (2, 3, 4))[1] for c in calls.values())
         got = float(result(res.stdout)["total_us"]) / 1e3
         expect(abs(got - want) < 0.02, f"total {got} ms, the counted calls' median {want} ms")
+        # late: how long after its deadline the last share of work ended (never before it), the
+        # largest over ranks of a rank's median over the counted calls.
+        expect(all(v >= 0 for c in lates.values() for v in c.values()), f"a share ended before its deadline: {lates}")
+        want = max(sorted(c[i] for i in (2, 3, 4))[1] for c in lates.values())
+        got = float(result(res.stdout)["late_us"]) / 1e3
+        expect(abs(got - want) < 0.02, f"late {got} ms, the counted calls' median {want} ms")
         bad = mpirun(prog, 4, env={"OVERLAP_WARMUP": "-1"}, args=["65536", "3", "blocking", "0", "0"],
                      timeout=60, check=False)
         expect(bad.returncode != 0 and "OVERLAP_WARMUP" in bad.stderr, f"a negative warm-up accepted: {bad}")
-    s.check("overlap: OVERLAP_WARMUP's calls run, the result counts the others", overlap_warmup)
+    s.check("overlap: OVERLAP_WARMUP's calls run, the result counts the others (total and lateness)", overlap_warmup)
 
     def bad_args():
         res = mpirun(KERNELS["ft"], 1, args=["--class", "Z"], timeout=30, check=False)
