@@ -155,6 +155,8 @@ def best_cell(totals, total):
 def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="block", block=None, iters=None,
         sleep=False, env=None, timed=True):
     cmd = [CLUSTER, "run", "--mpi", MPI, "--ppn", str(PPN), "--placement", placement, "--timeout", "300"]
+    if getattr(args, "pin", False):
+        cmd += ["--pin"]
     if timed:
         # Only the Tcomm runs use the Tcomm loop (another call site, data read at once); the
         # timed runs skip it, so the program is the timed loop alone, one call site, as the
@@ -281,6 +283,10 @@ def main():
                     help="the links take the nodes' TCP segments whole (on, tnbc-cluster's default) or "
                          "cut them into 1500-byte packets on the nodes' CPUs (off, the emulation "
                          "before 2026-11-28)")
+    ap.add_argument("--pin", action="store_true",
+                    help="each emulated node's ranks on its own share of the cores (tnbc-cluster run --pin: "
+                         "one core per node on a 2-core machine), so one node's busy ranks do not take "
+                         "the other's CPU")
     ap.add_argument("--parts", default="1,16",
                     help="CRC granularities to measure, comma-separated: each block is read in "
                          "this many parts, each followed by its share of the work (default 1,16)")
@@ -465,6 +471,8 @@ def main():
            if args.slow_start_after_idle == "off" else "")
         + ("The links cut the nodes' TCP segments into 1500-byte packets on their CPUs (`tnbc-cluster --tso off`).  "
            if args.tso == "off" else "")
+        + ("Each node's ranks run on its own share of the cores (`tnbc-cluster run --pin`: "
+           f"{max(1, (os.cpu_count() or 1) // NODES)} of {os.cpu_count()} each).  " if args.pin else "")
         + lib_settings.sentence(args.set)
         + f"One machine with {os.cpu_count()} cores runs all four ranks, their progress threads and "
         + ("the network emulation, and other jobs ran on it at the same time: compare the columns "

@@ -172,6 +172,22 @@ def main():
     s.check("segments: the links take 32000-byte TCP segments by default, the kernel's 64 KiB with --tso off",
             segments)
 
+    def pinned():
+        # run --pin: each node's ranks on its own share of the CPUs (CPUs 0..C-1 split by node),
+        # without it on all of them.
+        def allowed(*opts):
+            out = cluster("run", "--ppn", 2, "--timeout", 60, "--mpi", MPI, *opts, "--", "/bin/sh", "-c",
+                          "echo $(hostname) $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)").stdout
+            return sorted(set(out.split("\n")) - {""})
+        cpus = os.cpu_count()
+        k = max(cpus // 2, 1)
+        want = [f"tnbc-n{i}" + (f" {i * k}" if k == 1 else f" {i * k}-{i * k + k - 1}") if cpus >= 2 else f"tnbc-n{i} 0"
+                for i in (0, 1)]
+        expect(allowed("--pin") == want, f"--pin: {allowed('--pin')}, expected {want}")
+        every = f"0-{cpus - 1}" if cpus > 1 else "0"
+        expect(allowed() == [f"tnbc-n0 {every}", f"tnbc-n1 {every}"], f"without --pin: {allowed()}")
+    s.check("run --pin: each node's ranks on its own CPUs, without it on all", pinned)
+
     ref = {}
 
     def local_reference():
