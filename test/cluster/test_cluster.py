@@ -179,12 +179,13 @@ def main():
             out = cluster("run", "--ppn", 2, "--timeout", 60, "--mpi", MPI, *opts, "--", "/bin/sh", "-c",
                           "echo $(hostname) $(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)").stdout
             return sorted(set(out.split("\n")) - {""})
+        def cpu_list(lo, hi):  # as Cpus_allowed_list writes CPUs lo..hi
+            return str(lo) if lo == hi else f"{lo}-{hi}"
         cpus = os.cpu_count()
-        k = max(cpus // 2, 1)
-        want = [f"tnbc-n{i}" + (f" {i * k}" if k == 1 else f" {i * k}-{i * k + k - 1}") if cpus >= 2 else f"tnbc-n{i} 0"
-                for i in (0, 1)]
+        k = cpus // 2  # CPUs per node; with fewer CPUs than nodes, node i gets CPU i mod C
+        want = [f"tnbc-n{i} " + (cpu_list(i * k, i * k + k - 1) if k else cpu_list(i % cpus, i % cpus)) for i in (0, 1)]
         expect(allowed("--pin") == want, f"--pin: {allowed('--pin')}, expected {want}")
-        every = f"0-{cpus - 1}" if cpus > 1 else "0"
+        every = cpu_list(0, cpus - 1)
         expect(allowed() == [f"tnbc-n0 {every}", f"tnbc-n1 {every}"], f"without --pin: {allowed()}")
     s.check("run --pin: each node's ranks on its own CPUs, without it on all", pinned)
 
