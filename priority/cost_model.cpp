@@ -170,4 +170,9 @@ BcastChoice choose_bcast(const LogGP& p, int ranks, std::uint64_t bytes, const B
   return best;
 }
 
+BcastShape default_bcast_shape(int ranks, std::uint64_t bytes) {
+  const BcastChoice c = choose_bcast(LogGP{}, ranks, bytes, BcastLimits{});
+  return {c.segments, c.shape.kind == TreeKind::chains ? c.shape.chains : 0};
+}
+
 }  // namespace tnbc::priority

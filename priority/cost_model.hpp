@@ -140,4 +140,13 @@ struct BcastChoice {
 BcastChoice choose_bcast(const LogGP& p, int ranks, std::uint64_t bytes,
                          const BcastLimits& limits = {});
 
+/// The messages of the engine's Bcast: its segment count and tree, k chains from the root or
+/// binomial (chains 0).  The replay library and the simulator take it alike.
+struct BcastShape {
+  int segments = 1;
+  int chains = 0;
+};
+/// The shape without a plan or settings: choose_bcast with the default LogGP parameters.
+BcastShape default_bcast_shape(int ranks, std::uint64_t bytes);
+
 }  // namespace tnbc::priority

@@ -1,6 +1,6 @@
 // What both modes need to know about an MPI datatype: whether its elements lie back to back
 // from the buffer's start (count elements are count * size bytes), and which bytes count
-// elements may occupy.  Header-only: replay.cpp and mode_trace.cpp.
+// elements may occupy.  Header-only: replay mode (alltoall.cpp, bcast.cpp, call.cpp) and mode_trace.cpp.
 #pragma once
 
 #include <mpi.h>

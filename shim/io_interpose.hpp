@@ -31,7 +31,7 @@ extern std::atomic<int> g_guarded_calls;
 
 /// True once the program set up an io_uring (syscall(SYS_io_uring_setup)) or has liburing
 /// loaded: the kernel then reads and writes buffers no interposer sees, so receive pages must
-/// not be guarded from then on (replay.cpp receives in place, fallback reason "io_uring").
+/// not be guarded from then on (the engine receives in place, fallback reason "io_uring").
 bool io_uring_in_use();
 
 /// Registers for libucm's VM_UNMAPPED and VM_MAPPED events if libucm is loaded (after MPI

@@ -1,4 +1,4 @@
-// MPI's own definitions of the functions the libraries define as PMPI_ too (custom.cpp: MPICH's
+// MPI's own definitions of the functions the libraries define as PMPI_ too (entry_points.cpp: MPICH's
 // mpi_f08 bindings call PMPI_Init, PMPI_Init_thread, PMPI_Finalize and PMPI_Query_thread
 // directly).  The libraries' own calls of these go here, never to their PMPI_ names.
 #pragma once

@@ -1,27 +1,187 @@
-// libtnbc.so: replay mode.  Alltoall, Alltoallv and Bcast return early and finish in the
-// background (replay.hpp, engine/engine.hpp); MPI_Barrier runs on shared memory (barrier_shim.hpp).
+// libtnbc.so: replay mode, its start (the engine, the decision, learning, the plan) and its stop
+// (the statistics).  Alltoall, Alltoallv and Bcast return early and finish in the background
+// (collectives.hpp, engine/engine.hpp); MPI_Barrier runs on shared memory (barrier_shim.hpp).
 //
-// Errors: no exception reaches the C caller.  One that escapes replay.cpp (memory exhausted
+// Errors: no exception reaches the C caller.  One that escapes a collective (memory exhausted
 // beyond what TNBC_MAX_MEMORY bounds: the schedule's own vectors, an MPI object) is reported
 // through the communicator's error handler, as MPICH reports its own failures: fatal by
 // default, an error code under MPI_ERRORS_RETURN.  It is not turned into the blocking call:
 // the other ranks may already exchange the engine's messages for this call, and a rank that
 // ran the plain collective instead would leave them waiting for good.
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <optional>
+#include <string>
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "barrier_shim.hpp"
 #include "shim/fence.hpp"
 #include "shim/log.hpp"
 #include "shim/mode.hpp"
-#include "replay.hpp"
+#include "collectives.hpp"
+#include "shim/mpi_own.hpp"
+#include "shim/node.hpp"
+#include "shim/replay/call.hpp"
+#include "shim/replay/decide/algorithm.hpp"
 #include "shim/replay/decide/decide.hpp"
+#include "shim/replay/engine/replay_guard.hpp"
+#include "shim/requests.hpp"
+#include "shim/io_interpose.hpp"
 
 namespace tnbc::shim::replay {
 namespace {
 
-void drain_engine() { replay::drain(); }
+/// TNBC_MAX_MEMORY=auto: a quarter of this rank's share of the node's memory, or of what the
+/// address-space or data limit (ulimit -v / -d) leaves free now, whichever is smaller.
+std::size_t auto_memory_bound() {
+  const auto ranks_here = static_cast<std::uint64_t>(node::world_ranks_here());
+  const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  std::uint64_t room = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * page / ranks_here;
+  std::uint64_t mapped = 0;  // this process's virtual size now (first field of statm, in pages)
+  if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+    unsigned long long pages = 0;
+    if (std::fscanf(f, "%llu", &pages) == 1) mapped = pages * page;
+    std::fclose(f);
+  }
+  for (int which : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit rl;
+    if (getrlimit(which, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      room = std::min<std::uint64_t>(room, rl.rlim_cur > mapped ? rl.rlim_cur - mapped : 0);
+  }
+  return static_cast<std::size_t>(std::max<std::uint64_t>(room / 4, page));
+}
+
+
+/// Starts the engine if the MPI thread level allows it; false (with a message) if not.
+bool start_engine(Runtime& rt) {
+  // Every rank comes here (the settings agree), and whether the engine runs must be the same on
+  // all of them: a rank running the plain collectives while the others run the engine's would
+  // leave them waiting.  So the collective steps run on every rank, and what may fail on one
+  // rank alone is agreed on at the end.
+  int provided = MPI_THREAD_SINGLE;
+  mpi_own::Query_thread(&provided);
+  std::optional<std::string> err;
+  if (provided < MPI_THREAD_MULTIPLE)
+    err = fmt::format("MPI gave thread level {}, the engine needs MPI_THREAD_MULTIPLE", provided);
+  engine::EngineOptions o;
+  o.progress_sleep_us = static_cast<unsigned>(rt.config().progress_sleep_us);
+  o.progress_max_sleep_us = static_cast<unsigned>(rt.config().progress_max_sleep_us);
+  load_plan(rt.config().plan);
+  set_site_statistics(!rt.config().stats_prefix.empty());
+  decide::AlgorithmAgreement algorithms;
+  if (!decide::start_decisions(rt.config(), plan() != nullptr, algorithms) && !err)
+    err = "cannot create a communicator attribute";
+  o.chunk_bytes = rt.config().chunk_bytes;
+  o.chunk_window = rt.config().chunk_window;
+  o.publish = rt.config().publish;
+  o.max_memory_bytes = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
+  log::debug("engine memory for calls in flight: at most {} bytes", o.max_memory_bytes);
+  // libucm patches munmap & co. so that our interposers never see them: take its events too.
+  if (!err) subscribe_memory_events();
+  bool started = false;
+  if (!err) {
+    err = engine::Engine::instance().start(o);
+    started = !err;
+  }
+  int world_rank = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  // {started here, rank 0 started}: the minimum says whether all started and whether rank 0 did.
+  // The algorithms' values ride along (one collective for both).
+  std::array<int, 2 + decide::AlgorithmAgreement::kValues> status{started ? 1 : 0, world_rank != 0 || started ? 1 : 0};
+  std::copy(algorithms.values.begin(), algorithms.values.end(), status.begin() + 2);
+  PMPI_Allreduce(MPI_IN_PLACE, status.data(), static_cast<int>(status.size()), MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  std::copy(status.begin() + 2, status.end(), algorithms.values.begin());
+  decide::agreed_decisions(algorithms);
+  if (!status[0]) {
+    if (started) engine::Engine::instance().stop();
+    // One message: rank 0's reason, or, when rank 0 could start, the reason of each rank that
+    // could not (a fault of that process, not of the job).
+    if (err && (world_rank == 0 || status[1]))
+      log::warn("engine not started ({}): collectives run blocking on every rank", *err);
+    return false;
+  }
+  set_running(true);
+  requests::set_recording(true);
+  decide::set_engine_prepare([](MPI_Comm comm) { engine::Engine::instance().prepare(comm); });
+  learn::start(rt.config());
+  // Per-node priority needs a node communicator and a shared-memory window per communicator:
+  // collective and slow (tens of ms).  For MPI_COMM_WORLD set them up here, not inside the
+  // application's first timed collective.  Every rank reads the same plan, so all come here.
+  if (plan() && std::any_of(plan()->entries.begin(), plan()->entries.end(),
+                            [](const priority::PlanEntry& e) { return e.per_node; }))
+    engine::Engine::instance().prepare_node(MPI_COMM_WORLD);
+  return true;
+}
+
+void stop_engine(Runtime& rt) {
+  decide::finish_agreements();
+  decide::stop_algorithms();  // MPI's defaults back, before anything else may call a collective
+  if (!running()) return;
+  learn::stop();
+  engine::Engine::instance().stop();
+  requests::set_recording(false);
+  set_running(false);
+  rt.stats().publish = engine::Engine::instance().publishing();
+  rt.stats().faults = engine::ReplayGuard::instance().faults();
+  rt.stats().fault_wait_ns = engine::ReplayGuard::instance().fault_wait_ns();
+  rt.stats().init_ns = engine::Engine::instance().init_ns();
+  rt.stats().turn_calls = engine::Engine::instance().turn_calls();
+  rt.stats().gated_sends = engine::Engine::instance().gated_sends();
+  rt.stats().send_window_max = engine::Engine::instance().send_window_max();
+  rt.stats().turn_wait_ns = engine::Engine::instance().turn_wait_ns();
+  rt.stats().progress_cpu_ns = engine::Engine::instance().progress_cpu_ns();
+  rt.stats().progress_rounds = engine::Engine::instance().progress_rounds();
+  rt.stats().progress_user_ns = engine::Engine::instance().progress_user_ns();
+  rt.stats().progress_system_ns = engine::Engine::instance().progress_system_ns();
+  rt.stats().fence_wait_ns = engine::Engine::instance().fence_wait_ns();
+  rt.stats().adapt_json = decide::keys_json(site_name);
+  // What the run did, in one line (TNBC_STATS and tnbc-stats say where and why).
+  const Stats& st = rt.stats();
+  const std::uint64_t calls = st.alltoall.calls() + st.alltoallv.calls() + st.bcast.calls();
+  const std::uint64_t early = st.alltoall.early_returns() + st.alltoallv.early_returns() + st.bcast.early_returns();
+  // A plan that none of rank 0's calls found an entry in was of no use: most often the program
+  // was rebuilt after its trace, and a plan names call sites by module and offset.
+  const bool plan_unused = plan() != nullptr &&
+                           st.alltoall.planned() + st.alltoallv.planned() + st.bcast.planned() == 0;
+  if (calls > 0)
+    log::info_rank0("summary: {} of rank 0's {} Alltoall, Alltoallv and Bcast calls returned early{}{}{}", early, calls,
+                    decide::measured_saving(),
+                    plan_unused ? "; none matched an entry of TNBC_PLAN (call sites are module + offset: a "
+                                  "rebuilt program needs a new trace and plan)"
+                                : "",
+                    rt.config().stats_prefix.empty() ? "; TNBC_STATS=PREFIX and tnbc-stats PREFIX say where and why"
+                                                     : "");
+}
+
+
+/// Completes in-flight operations overlapping [p, p + n) (interposed system calls, free, …)
+/// and opens what an observed call guards there (`touch`: the bytes are being read).
+/// (nullptr, SIZE_MAX): everything.
+void release_range(const void* p, std::size_t n, bool touch) {
+  if (!running()) return;
+  engine::ReplayGuard::instance().wait_range(p, n);
+  if (p == nullptr && n == SIZE_MAX) learn::drain();
+  else learn::release(p, n, touch);
+}
+
+/// Completes every early-returned collective whose receive pages hold `p` (ReleaseReason::mpi).
+void complete_at(const void* p) {
+  if (running()) engine::Engine::instance().complete_overlapping(p, 1);
+}
+
+/// The fence of every MPI call that may touch user memory: completes every operation in
+/// flight and opens every page an observed call guards.
+void drain_engine() {
+  engine::Engine::instance().drain();
+  learn::drain();
+}
 
 /// Runs `call`; an exception becomes the communicator's error handler and an MPI error code.
 template <typename F>
@@ -52,13 +212,13 @@ class ReplayMode final : public Mode {
   int thread_level() const override { return MPI_THREAD_MULTIPLE; }
 
   void start(Runtime& rt) override {
-    if (replay::start(rt)) set_drain_hook(drain_engine);
+    if (start_engine(rt)) set_drain_hook(drain_engine);
     barrier_start(rt);
     decide::set_trial_barrier(replay::barrier);
   }
   void stop(Runtime& rt) override {
     barrier_stop(rt);
-    replay::stop(rt);
+    stop_engine(rt);
     set_drain_hook(nullptr);
   }
 
@@ -81,7 +241,7 @@ class ReplayMode final : public Mode {
   }
   int barrier(MPI_Comm comm) override { return replay::barrier(comm); }
   void release_range(const void* p, std::size_t n, ReleaseReason why) override {
-    if (why == ReleaseReason::mpi) replay::complete_at(p);
+    if (why == ReleaseReason::mpi) complete_at(p);
     else replay::release_range(p, n, why == ReleaseReason::io);
   }
 };

@@ -61,7 +61,7 @@ PKG, LIB, AT_LEAST = {"mpich": ("mpich", "libmpich.so", 600), "openmpi": ("ompi-
 # predefined callbacks and Fortran helpers in capitals (MPI_COMM_DUP_FN, MPI_WTIME_F90), the
 # MPIX_* extensions of mpi-ext.h (persistent collectives, CUDA query), and the MPI-1 functions
 # removed in MPI-3 (MPI_Address ...), which mpi.h turns into compile errors (macros, skipped).
-# The PMPI_ functions the libraries define under MPICH, for `use mpi_f08` programs (shim/custom.cpp).
+# The PMPI_ functions the libraries define under MPICH, for `use mpi_f08` programs (shim/entry_points.cpp).
 F08_PMPI = {"PMPI_Init", "PMPI_Init_thread", "PMPI_Finalize", "PMPI_Query_thread"}
 OPENMPI_NOT_IN_MPI_H = re.compile(r"^(MPI_[A-Z0-9_]+|MPIX_\w+)$")
 
@@ -117,7 +117,7 @@ def main():
             other = sorted(n for n in names if not n.startswith(("MPI_", "MPIX_")) and n not in interposed
                            and n not in F08_PMPI)
             expect(not other, f"non-MPI symbols exported: {other[:10]}")
-            if MPI == "mpich":  # MPICH's mpi_f08 bindings call these four themselves (shim/custom.cpp)
+            if MPI == "mpich":  # MPICH's mpi_f08 bindings call these four themselves (shim/entry_points.cpp)
                 expect(F08_PMPI <= names, f"missing: {sorted(F08_PMPI - names)}")
             missing = sorted(interposed - names)
             expect(not missing, f"interposed functions not exported: {missing}")

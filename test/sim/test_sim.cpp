@@ -64,7 +64,7 @@ TEST_CASE("two nodes, two ranks each: the node's ranks share its link", "[sim-tw
 }
 
 TEST_CASE("the simulated ranks run the step lists shim/replay/engine/schedule builds", "[sim-steps]") {
-  // The same call as replay.cpp hands the engine for MPI_Alltoall (block i at i * block on both
+  // The same call as alltoall.cpp hands the engine for MPI_Alltoall (block i at i * block on both
   // sides, no plan, TNBC_CHUNK_BYTES' default chunks): every field of every step equal, and
   // every step completed.
   PlatformSpec spec{.nodes = 2, .ppn = 2};
@@ -100,7 +100,7 @@ TEST_CASE("the simulated ranks run the step lists shim/replay/engine/schedule bu
   }
 }
 
-TEST_CASE("alltoall_steps: the engine's builder with replay.cpp's arguments", "[pure]") {
+TEST_CASE("alltoall_steps: the engine's builder with alltoall.cpp's arguments", "[pure]") {
   for (int p : {1, 2, 5})
     for (std::size_t block : {std::size_t{100}, std::size_t{1} << 20})
       for (int r = 0; r < p; ++r) {

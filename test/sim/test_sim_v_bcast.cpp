@@ -42,7 +42,7 @@ TEST_CASE("is_like_blocks: bench/is's key spread, by hand", "[pure]") {
   }
 }
 
-TEST_CASE("the fluid model runs an MPI_Alltoallv's step lists as replay.cpp hands them over", "[pure]") {
+TEST_CASE("the fluid model runs an MPI_Alltoallv's step lists as alltoall.cpp hands them over", "[pure]") {
   // bench/is's counts on 3 nodes x 2 ranks: block i of the send side packed at the sum of the
   // blocks before it; the receive side's block s at s * (what every rank sends this one).
   PlatformSpec spec{.nodes = 3, .ppn = 2, .cyclic = true};
@@ -140,7 +140,7 @@ TEST_CASE("MPI_Bcast: MPICH's algorithm by size, seed 003's t(k), the engine's d
   PlatformSpec spec{.nodes = 48, .ppn = 1, .link_Bps = 1, .latency_s = 1};
   CHECK(seed_chains_time(spec, 10, 7) == Approx((47.0 / 7 + 1) * 12 + 60));
   CHECK(seed_chains_time(PlatformSpec{.nodes = 1, .ppn = 1}, 10, 1) == 0);
-  // What replay.cpp's bcast_shape takes when neither a plan nor a setting fixes it.
+  // What bcast.cpp's bcast_shape takes when neither a plan nor a setting fixes it.
   const auto choice = tnbc::priority::choose_bcast(tnbc::priority::LogGP{}, 48, 1 << 20);
   const BcastShape shape = default_bcast_shape(48, 1 << 20);
   CHECK(shape.segments == choice.segments);

@@ -27,13 +27,13 @@ namespace tnbc::sim {
 namespace schedule = tnbc::shim::replay::engine::schedule;
 
 /// The step list rank `rank` of `size` runs for an MPI_Alltoall of `block` bytes per rank:
-/// shim/replay/engine/schedule.hpp's builder with the counts and displacements replay.cpp passes
+/// shim/replay/engine/schedule.hpp's builder with the counts and displacements alltoall.cpp passes
 /// (block i at i * block on both sides).  `order`: a plan's read order, empty = none.
 schedule::Schedule alltoall_steps(int rank, int size, std::size_t block, std::span<const int> order,
                                     std::size_t chunk_bytes);
 
 /// The same for an MPI_Alltoallv in which every rank sends rank d `blocks[d]` bytes (one entry
-/// per rank): the counts and displacements replay.cpp hands the engine for it (send side packed
+/// per rank): the counts and displacements alltoall.cpp hands the engine for it (send side packed
 /// in destination order, receive side block s at s * blocks[rank]).
 schedule::Schedule alltoallv_steps(int rank, int size, std::span<const std::size_t> blocks,
                                    std::span<const int> order, std::size_t chunk_bytes);

@@ -16,11 +16,6 @@ namespace s4u = simgrid::s4u;
 using schedule::Kind;
 using schedule::Step;
 
-BcastShape default_bcast_shape(int size, std::size_t bytes) {
-  const priority::BcastChoice c = priority::choose_bcast(priority::LogGP{}, size, bytes, priority::BcastLimits{});
-  return {c.segments, c.shape.kind == priority::TreeKind::chains ? c.shape.chains : 0};
-}
-
 std::string plain_bcast_algorithm(std::size_t bytes, int size) {
   if (bytes < 12288 || size < 8) return "binomial";
   const bool pof2 = (size & (size - 1)) == 0;

@@ -14,19 +14,15 @@
 #include <vector>
 
 #include "alltoall.hpp"
+#include "priority/cost_model.hpp"
 #include "platform.hpp"
 
 namespace tnbc::sim {
 
-/// The engine's tree: k chains from the root, or binomial (chains = 0), and its segment count.
-struct BcastShape {
-  int segments = 1;
-  int chains = 0;
-};
-
-/// The shape the engine picks for `bytes` on `size` ranks without a plan or settings
-/// (replay.cpp: priority::choose_bcast with the default LogGP parameters).
-BcastShape default_bcast_shape(int size, std::size_t bytes);
+/// The engine's segments and tree, and the shape it picks without a plan or settings
+/// (priority/cost_model.hpp, as the replay library's).
+using priority::BcastShape;
+using priority::default_bcast_shape;
 
 /// MPICH's algorithm for MPI_Bcast of `bytes` on `size` ranks by its classic thresholds
 /// (MPIR_CVAR_BCAST_SHORT_MSG_SIZE 12288, MPIR_CVAR_BCAST_LONG_MSG_SIZE 524288,

@@ -79,7 +79,7 @@ constexpr std::string_view kUsage =
     "\n"
     "bcast:\n"
     "  --root R              the root (default 0)\n"
-    "  --segments M          the engine's segments (default: its LogGP choice, as replay.cpp's)\n"
+    "  --segments M          the engine's segments (default: its LogGP choice, as libtnbc.so's)\n"
     "  --chains K|binomial   the engine's tree: K chains from the root, or binomial (default:\n"
     "                        its LogGP choice)\n"
     "  --chain-sweep K1,...  also the engine with one segment over each chain count, beside seed\n"

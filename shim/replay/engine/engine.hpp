@@ -78,7 +78,7 @@ class Engine {
   /// How received pages are published, as start_publishing said (receive_mirror.hpp).
   const std::string& publishing() const { return publishing_; }
   /// Completes everything in flight, stops the thread, uninstalls the handler.  The other
-  /// calls below are made only between a successful start() and stop() (replay.cpp).
+  /// calls below are made only between a successful start() and stop() (mode_replay.cpp).
   void stop();
 
   /// Alltoallv on bytes (counts and displacements in bytes; the caller packed non-contiguous

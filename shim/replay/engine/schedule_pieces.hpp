@@ -37,7 +37,7 @@ struct Piece {
 /// The largest piece: each goes as one MPI message, whose count is an int.
 inline constexpr std::size_t kMaxPieceBytes = std::size_t{1} << 30;
 /// The largest sub-message the engine moves (its body at most kMaxChunks chunks of
-/// kMaxPieceBytes); replay.cpp runs the blocking call for anything larger.
+/// kMaxPieceBytes); alltoall.cpp runs the blocking call for anything larger.
 inline constexpr std::size_t kMaxSubMessageBytes = static_cast<std::size_t>(kMaxChunks) * kMaxPieceBytes;
 
 /// Head, tail and body chunks of `chunk` bytes (kEdgeBytes, kMaxChunks in schedule.hpp; 0:

@@ -1,4 +1,4 @@
-// Hand-written handlers of the `custom` functions of shim/mpi_functions.tsv.
+// The MPI entry points written by hand: the `custom` functions of shim/mpi_functions.tsv.
 //
 // Each collective passes straight to PMPI when the runtime is not active (before MPI_Init,
 // after MPI_Finalize, TNBC_DISABLE=1), when MPI itself is the caller (nested_in_mpi()), or when

@@ -1,5 +1,6 @@
-// Replay mode's collectives: decide, per call, between the plain blocking call and the engine,
-// translate datatypes into bytes, and count what happened.
+// Replay mode's collectives (alltoall.cpp, bcast.cpp; each a Collective of call.hpp's run_call):
+// decide, per call, between the plain blocking call and the engine, translate datatypes into
+// bytes, and count what happened.
 //
 // Consistency rule: whether a call goes to the engine at all must be decided from facts that are
 // the same on every rank (in-place, inter-communicator, the message size of Alltoall and Bcast,
@@ -11,14 +12,9 @@
 
 #include <mpi.h>
 
-#include "shim/replay/engine/engine.hpp"
 #include "shim/runtime.hpp"
 
 namespace tnbc::shim::replay {
-
-/// Starts the engine if the MPI thread level allows it; false (with a message) if not.
-bool start(Runtime& rt);
-void stop(Runtime& rt);
 
 int alltoall(Runtime& rt, const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
              int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
@@ -26,16 +22,5 @@ int alltoallv(Runtime& rt, const void* sendbuf, const int sendcounts[], const in
               MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
               MPI_Datatype recvtype, MPI_Comm comm);
 int bcast(Runtime& rt, void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
-
-/// Completes in-flight operations overlapping [p, p + n) (interposed system calls, free, …)
-/// and opens what an observed call guards there (`touch`: the bytes are being read).
-/// (nullptr, SIZE_MAX): everything.
-void release_range(const void* p, std::size_t n, bool touch);
-/// Completes every early-returned collective whose receive pages hold `p` (ReleaseReason::mpi).
-void complete_at(const void* p);
-
-/// The fence of every MPI call that may touch user memory: completes every operation in
-/// flight and opens every page an observed call guards.
-void drain();
 
 }  // namespace tnbc::shim::replay
