@@ -223,7 +223,7 @@ std::vector<double> algorithm_votes(const AlgorithmTrial& trial) {
   return mine;
 }
 
-bool choose_algorithm(AlgorithmTrial& trial, const std::vector<double>& summed, int ranks) {
+bool choose_algorithm(AlgorithmTrial& trial, std::span<const double> summed, int ranks) {
   const std::size_t k = summed.size() / 2;
   std::vector<double> agreed(k);
   for (std::size_t i = 0; i < k; ++i) agreed[i] = summed[k + i] >= ranks ? summed[i] : 0;

@@ -18,6 +18,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,6 @@ bool algorithms_unexpected();
 /// `ranks` ranks (a candidate counts only where every rank measured it).  Returns whether the
 /// choice changed.
 std::vector<double> algorithm_votes(const AlgorithmTrial& trial);
-bool choose_algorithm(AlgorithmTrial& trial, const std::vector<double>& summed, int ranks);
+bool choose_algorithm(AlgorithmTrial& trial, std::span<const double> summed, int ranks);
 
 }  // namespace tnbc::shim::replay::decide

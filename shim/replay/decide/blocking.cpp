@@ -3,6 +3,7 @@
 #include "blocking.hpp"
 
 #include <algorithm>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,7 +19,7 @@ namespace {
 /// at least kEngineFirstWeight on average, and (2) sample calls then run, kEngineSamples of each,
 /// the choice's and the engine's alternately, and cost less on the engine: their time plus their
 /// CPU by that weight, summed over the calls and the ranks.  Both agreements are nonblocking
-/// (Key::agreeing).
+/// (AlgorithmChoice::agreement).
 ///   The break-even of (1), measured on 2 emulated nodes (docs/algorithms.md): MPI's polling
 /// takes about half a call's time in CPU on a full node, the engine's exchange about a sixth and
 /// up to 5% more time; so it pays from a weight of about 0.05 / (0.5 - 0.17), 0.15.
@@ -47,25 +48,25 @@ void set_engine_prepare(void (*prepare)(MPI_Comm)) { g_engine_prepare = prepare;
 
 BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
   Key* key = d.key;
-  if (key == nullptr || !key->trial.active()) return {};
-  AlgorithmTrial& trial = key->trial;
-  if (trial.calls() == 0 && key->algorithms[0] != "auto")
+  if (key == nullptr || !key->algorithm.trial.active()) return {};
+  AlgorithmTrial& trial = key->algorithm.trial;
+  if (trial.calls() == 0 && key->algorithm.candidates[0] != "auto")
     log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm first (MPI's "
                     "default lost to it in every measurement here), the others are tried from blocking call {} on{}",
-                    what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithms[0], trial.round_start(),
+                    what(*key, key->first_bytes), key->comm_id, key->comm_size, key->algorithm.candidates[0], trial.round_start(),
                     trial_policy().budget > 0 ? fmt::format(" (a round costs at most {:.0f}% of the calls before it)",
                                                             100 * trial_policy().budget)
                                               : std::string());
   BlockingRun run;
   run.candidate = trial.next();
   const bool measured_apart = trial.trying() || trial.sampling();
-  run.wants_cpu = key->weighs_cpu && (trial.calls() < kEngineAskAt || measured_apart);
-  key->last_trial = measured_apart && run.candidate != trial.chosen();
+  run.wants_cpu = key->algorithm.weighs_cpu && (trial.calls() < kEngineAskAt || measured_apart);
+  key->algorithm.last_trial = measured_apart && run.candidate != trial.chosen();
   // A trial call starts on every rank together (trial.hpp): its time is the algorithm's, not
   // the wait for ranks that arrive later.  Every rank makes the same trial calls.  (Not a
   // sample call of the engine's: kEngineAskAt says why.)
   if (trial.trying()) g_trial_barrier(comm);
-  run.written = algorithm_set(key->op_kind, key->algorithms, run.candidate);
+  run.written = algorithm_set(key->op_kind, key->algorithm.candidates, run.candidate);
   return run;
 }
 
@@ -73,16 +74,16 @@ namespace {
 
 /// What a unit of the key's blocking calls' CPU costs the program on this rank (trial.hpp).
 double cpu_weight(const Key& key) {
-  return decide::cpu_weight(key.polled_calls, key.polled_wall_ns, key.polled_cpu_ns,
-                            key.intervals.blocking_intervals.load(std::memory_order_relaxed),
-                            key.intervals.blocking_interval_ns.load(std::memory_order_relaxed));
+  return decide::cpu_weight(key.algorithm.polled.calls, key.algorithm.polled.wall_ns, key.algorithm.polled.cpu_ns,
+                            key.path.intervals.blocking_intervals.load(std::memory_order_relaxed),
+                            key.path.intervals.blocking_interval_ns.load(std::memory_order_relaxed));
 }
 
 /// What a blocking call cost for the trial (after_blocking): its time, and its CPU by cpu_weight
 /// (where it was measured: BlockingRun::wants_cpu).
 std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::uint64_t cpu_ns) {
   if (cpu_ns == kCpuUnmeasured) return wall_ns;
-  if (!engine) ++key.polled_calls, key.polled_wall_ns += wall_ns, key.polled_cpu_ns += std::min(cpu_ns, wall_ns);
+  if (!engine) ++key.algorithm.polled.calls, key.algorithm.polled.wall_ns += wall_ns, key.algorithm.polled.cpu_ns += std::min(cpu_ns, wall_ns);
   return wall_ns + static_cast<std::uint64_t>(cpu_weight(key) * static_cast<double>(cpu_ns));
 }
 
@@ -90,45 +91,49 @@ std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::u
 /// agree on the key's CPU weight (an MPI_Iallreduce of 2 doubles, completed at its next call:
 /// complete_agreement).
 void ask_engine_weight(Key& key, MPI_Comm comm) {
-  key.engine_stage = Key::EngineStage::decided;
-  if (key.engine_index() == key.algorithms.size()) return;
-  key.agree_mine[0] = cpu_weight(key), key.agree_mine[1] = 1.0;
-  if (PMPI_Iallreduce(key.agree_mine, key.agree_sum, 2, MPI_DOUBLE, MPI_SUM, comm, &key.agreeing) == MPI_SUCCESS)
-    key.engine_stage = Key::EngineStage::weighing;
+  key.algorithm.engine.stage = EngineStage::decided;
+  if (key.algorithm.engine_index() == key.algorithm.candidates.size()) return;
+  const double mine[2] = {cpu_weight(key), 1.0};
+  key.algorithm.agreement.set(mine);
+  if (key.algorithm.agreement.post(comm))
+    key.algorithm.engine.stage = EngineStage::weighing;
 }
 
 /// After the last sample call: the ranks start to agree on the samples' costs (2 doubles).
 void ask_engine_verdict(Key& key, MPI_Comm comm) {
-  key.engine_stage = Key::EngineStage::decided;
-  if (PMPI_Iallreduce(key.sample_cost, key.agree_sum, 2, MPI_DOUBLE, MPI_SUM, comm, &key.agreeing) == MPI_SUCCESS)
-    key.engine_stage = Key::EngineStage::judging;
+  key.algorithm.engine.stage = EngineStage::decided;
+  key.algorithm.agreement.set(key.algorithm.engine.cost);
+  if (key.algorithm.agreement.post(comm))
+    key.algorithm.engine.stage = EngineStage::judging;
 }
 
 /// The agreed weight: from kEngineFirstWeight the key's next 2 x kEngineSamples blocking calls
 /// are samples, the choice's and the engine's alternately, and the engine's communicator is
 /// started now (its first call there would otherwise pay for the dup).
 void weight_agreed(Key& key, MPI_Comm comm) {
-  key.engine_stage = Key::EngineStage::decided;
-  key.engine_weighed = true;
-  key.engine_weight = key.agree_sum[0] / std::max(key.agree_sum[1], 1.0);
-  if (key.engine_weight < kEngineFirstWeight) {
+  key.algorithm.engine.stage = EngineStage::decided;
+  key.algorithm.engine.weighed = true;
+  const std::span<const double> sum = key.algorithm.agreement.sums();
+  key.algorithm.engine.weight = sum[0] / std::max(sum[1], 1.0);
+  if (key.algorithm.engine.weight < kEngineFirstWeight) {
     log::debug("{} on communicator {}: CPU weight {:.2f} (mean of {:.0f} ranks): MPI's algorithm stays the first choice",
-               key.op, key.comm_id, key.engine_weight, key.agree_sum[1]);
+               key.op, key.comm_id, key.algorithm.engine.weight, sum[1]);
     return;
   }
-  const std::size_t engine = key.engine_index();
+  const std::size_t engine = key.algorithm.engine_index();
   std::vector<std::size_t> order;
-  for (int i = 0; i < kEngineSamples; ++i) order.push_back(key.trial.chosen()), order.push_back(engine);
-  if (!key.trial.sample(order)) return;
-  key.engine_stage = Key::EngineStage::sampling;
+  for (int i = 0; i < kEngineSamples; ++i) order.push_back(key.algorithm.trial.chosen()), order.push_back(engine);
+  if (!key.algorithm.trial.sample(order)) return;
+  key.algorithm.engine.stage = EngineStage::sampling;
   if (g_engine_prepare != nullptr) g_engine_prepare(comm);
 }
 
 /// The agreed costs of the samples: the engine's exchange is the first choice where its calls
 /// cost less.
 void verdict_agreed(Key& key) {
-  key.engine_stage = Key::EngineStage::decided;
-  const double w = key.engine_weight, mpi = key.agree_sum[0], engine = key.agree_sum[1];
+  key.algorithm.engine.stage = EngineStage::decided;
+  const double w = key.algorithm.engine.weight, mpi = key.algorithm.agreement.sums()[0],
+               engine = key.algorithm.agreement.sums()[1];
   const double n = std::max(key.comm_size, 1) * kEngineSamples;
   if (engine >= mpi) {
     log::debug("{} on communicator {}: CPU weight {:.2f}, but the engine's sample calls cost {:.1f} ms against MPI's "
@@ -137,91 +142,89 @@ void verdict_agreed(Key& key) {
                key.op, key.comm_id, w, engine / n / 1e6, mpi / n / 1e6, kEngineSamples);
     return;
   }
-  const std::size_t index = key.engine_index();
-  key.trial.prefer(index);
-  key.told_algorithm = index;
-  key.engine_preferred = true;
+  const std::size_t index = key.algorithm.engine_index();
+  key.algorithm.trial.prefer(index);
+  key.algorithm.told = index;
+  key.algorithm.engine.preferred = true;
   log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run the engine's exchange from blocking "
                   "call {}: MPI's polling takes CPU the node's other processes want (weight {:.2f}; its sample calls "
                   "cost {:.1f} ms against MPI's {:.1f} ms, time plus CPU by the weight, means of "
                   "{} calls on each rank; docs/algorithms.md); MPI's algorithms are tried against it from blocking "
                   "call {}",
-                  what(key, key.first_bytes), key.comm_id, key.comm_size, key.trial.calls(), w, engine / n / 1e6,
-                  mpi / n / 1e6, kEngineSamples, key.trial.round_start());
+                  what(key, key.first_bytes), key.comm_id, key.comm_size, key.algorithm.trial.calls(), w, engine / n / 1e6,
+                  mpi / n / 1e6, kEngineSamples, key.algorithm.trial.round_start());
 }
 
 /// The agreed trial round: the choice, said where it changes.
 void trial_agreed(Key& key) {
-  key.trial_agreeing = false;
-  AlgorithmTrial& trial = key.trial;
-  choose_algorithm(trial, key.trial_sums, key.comm_size);
-  if (trial.chosen() == key.told_algorithm) return;
-  key.told_algorithm = trial.chosen();
+  key.algorithm.round_agreeing = false;
+  AlgorithmTrial& trial = key.algorithm.trial;
+  choose_algorithm(trial, key.algorithm.agreement.sums(), key.comm_size);
+  if (trial.chosen() == key.algorithm.told) return;
+  key.algorithm.told = trial.chosen();
   auto name = [&](std::size_t i) {
-    return key.algorithms[i] == kEngineCandidate ? std::string("the engine's exchange")
-                                                 : fmt::format("MPI's '{}' algorithm", key.algorithms[i]);
+    return key.algorithm.candidates[i] == kEngineCandidate ? std::string("the engine's exchange")
+                                                 : fmt::format("MPI's '{}' algorithm", key.algorithm.candidates[i]);
   };
   log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run {} after {} blocking calls "
                   "(this rank's best call {:.1f} ms, against {:.1f} ms with {}; time and the CPU taken from "
                   "the node)",
                   what(key, key.first_bytes), key.comm_id, key.comm_size, name(trial.chosen()), trial.calls(),
-                  key.trial_votes[trial.chosen()] / 1e6, key.trial_votes[key.trial_before] / 1e6,
-                  name(key.trial_before));
+                  key.algorithm.agreement.mine()[trial.chosen()] / 1e6, key.algorithm.agreement.mine()[key.algorithm.before] / 1e6,
+                  name(key.algorithm.before));
 }
 
 }  // namespace
 
 void complete_agreement(Key& key, MPI_Comm comm) {
-  if (key.agreeing == MPI_REQUEST_NULL) return;
-  PMPI_Wait(&key.agreeing, MPI_STATUS_IGNORE);
-  if (key.trial_agreeing) trial_agreed(key);
-  else if (key.engine_stage == Key::EngineStage::weighing) weight_agreed(key, comm);
-  else if (key.engine_stage == Key::EngineStage::judging) verdict_agreed(key);
+  if (!key.algorithm.agreement.pending()) return;
+  key.algorithm.agreement.complete();
+  if (key.algorithm.round_agreeing) trial_agreed(key);
+  else if (key.algorithm.engine.stage == EngineStage::weighing) weight_agreed(key, comm);
+  else if (key.algorithm.engine.stage == EngineStage::judging) verdict_agreed(key);
 }
 
 void agreement_at_end(Key& key) {
-  if (key.agreeing == MPI_REQUEST_NULL) return;
-  PMPI_Wait(&key.agreeing, MPI_STATUS_IGNORE);
-  if (key.trial_agreeing) trial_agreed(key);  // the statistics show the round (no MPI call follows)
+  if (!key.algorithm.agreement.pending()) return;
+  key.algorithm.agreement.complete();
+  if (key.algorithm.round_agreeing) trial_agreed(key);  // the statistics show the round (no MPI call follows)
 }
 
 void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wall_ns, std::uint64_t cpu_ns,
                     MPI_Comm comm) {
   Key* key = d.key;
   if (key == nullptr) return;
-  AlgorithmTrial& trial = key->trial;
+  AlgorithmTrial& trial = key->algorithm.trial;
   if (log::level() >= config::LogLevel::debug)
     log::debug("{} on communicator {}: blocking call {} ran {}{} in {:.2f} ms{}; {:.2f} ms since the key's call before",
-               key->op, key->comm_id, key->blocking_runs,
+               key->op, key->comm_id, key->algorithm.blocking_runs,
                d.engine ? std::string("the engine's exchange")
-               : run.candidate < key->algorithms.size() ? fmt::format("MPI's '{}'", key->algorithms[run.candidate])
+               : run.candidate < key->algorithm.candidates.size() ? fmt::format("MPI's '{}'", key->algorithm.candidates[run.candidate])
                                                         : std::string("MPI's default"),
                trial.sampling() ? " (sample)" : trial.trying() ? " (trial)" : "", static_cast<double>(wall_ns) / 1e6,
                cpu_ns == kCpuUnmeasured ? std::string() : fmt::format(", CPU {:.2f} ms", static_cast<double>(cpu_ns) / 1e6),
-               static_cast<double>(key->last_interval_ns) / 1e6);
-  ++key->blocking_runs;
+               static_cast<double>(key->path.last_interval_ns) / 1e6);
+  ++key->algorithm.blocking_runs;
   if (!trial.active()) return;
   if (run.written) algorithm_restore(key->op_kind);
   if (trial.sampling() && cpu_ns != kCpuUnmeasured) {
-    key->sample_cost[d.engine ? 1 : 0] += static_cast<double>(wall_ns) + key->engine_weight * static_cast<double>(cpu_ns);
-    ++key->sample_calls[d.engine ? 1 : 0];
+    key->algorithm.engine.cost[d.engine ? 1 : 0] += static_cast<double>(wall_ns) + key->algorithm.engine.weight * static_cast<double>(cpu_ns);
+    ++key->algorithm.engine.calls[d.engine ? 1 : 0];
   }
   trial.record(blocking_cost(*key, d.engine, wall_ns, cpu_ns));
-  if (key->engine_stage == Key::EngineStage::ask && trial.calls() == kEngineAskAt && trial.rounds() == 0 &&
+  if (key->algorithm.engine.stage == EngineStage::ask && trial.calls() == kEngineAskAt && trial.rounds() == 0 &&
       !trial.trying())
     ask_engine_weight(*key, comm);
-  else if (key->engine_stage == Key::EngineStage::sampling && !trial.sampling())
+  else if (key->algorithm.engine.stage == EngineStage::sampling && !trial.sampling())
     ask_engine_verdict(*key, comm);
   // The round's last call: the ranks start to agree now, after its data is complete (done() says
-  // why), and the choice is made at the key's next call, as the engine's (Key::agreeing).
+  // why), and the choice is made at the key's next call, as the engine's (AlgorithmChoice::agreement).
   if (!trial.choice_due()) return;
   complete_agreement(*key, comm);  // one agreement in flight at a time
-  key->trial_votes = algorithm_votes(trial);
-  key->trial_sums.assign(key->trial_votes.size(), 0.0);
-  key->trial_before = trial.chosen();
-  if (PMPI_Iallreduce(key->trial_votes.data(), key->trial_sums.data(), static_cast<int>(key->trial_votes.size()),
-                      MPI_DOUBLE, MPI_SUM, comm, &key->agreeing) == MPI_SUCCESS)
-    key->trial_agreeing = true;
+  key->algorithm.agreement.set(algorithm_votes(trial));
+  key->algorithm.before = trial.chosen();
+  if (key->algorithm.agreement.post(comm))
+    key->algorithm.round_agreeing = true;
   else
     trial.choose({});  // ends the round, nothing chosen
 }
@@ -229,20 +232,20 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
 /// The "algorithm" object of a key in the statistics (docs/config.md): MPI's algorithm its
 /// blocking calls run, and what the trial measured on this rank.
 std::string algorithm_json(const Key& k) {
-  const AlgorithmTrial& t = k.trial;
+  const AlgorithmTrial& t = k.algorithm.trial;
   const std::vector<double> means = t.means(), bests = t.bests();
   std::string mean, best;
-  for (std::size_t i = 0; i < k.algorithms.size(); ++i) {
-    mean += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithms[i], i < means.size() ? means[i] / 1e3 : 0.0);
-    best += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithms[i], i < bests.size() ? bests[i] / 1e3 : 0.0);
+  for (std::size_t i = 0; i < k.algorithm.candidates.size(); ++i) {
+    mean += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithm.candidates[i], i < means.size() ? means[i] / 1e3 : 0.0);
+    best += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithm.candidates[i], i < bests.size() ? bests[i] / 1e3 : 0.0);
   }
-  auto sample_us = [&](int i) { return k.sample_calls[i] > 0 ? k.sample_cost[i] / k.sample_calls[i] / 1e3 : 0.0; };
+  auto sample_us = [&](int i) { return k.algorithm.engine.calls[i] > 0 ? k.algorithm.engine.cost[i] / k.algorithm.engine.calls[i] / 1e3 : 0.0; };
   return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}},"cpu_weight":{:.3f},)"
                      R"("engine_sample":{{"asked":{},"weight":{:.3f},"mpi_calls":{},"engine_calls":{},"mpi_us":{:.3f},)"
                      R"("engine_us":{:.3f},"engine_first":{}}}}})",
-                     k.algorithms.empty() ? "auto" : k.algorithms[t.chosen()], t.rounds(), t.switches(), mean, best,
-                     cpu_weight(k), k.engine_weighed, k.engine_weight, k.sample_calls[0], k.sample_calls[1], sample_us(0),
-                     sample_us(1), k.engine_preferred);
+                     k.algorithm.candidates.empty() ? "auto" : k.algorithm.candidates[t.chosen()], t.rounds(), t.switches(), mean, best,
+                     cpu_weight(k), k.algorithm.engine.weighed, k.algorithm.engine.weight, k.algorithm.engine.calls[0], k.algorithm.engine.calls[1], sample_us(0),
+                     sample_us(1), k.algorithm.engine.preferred);
 }
 
 }  // namespace tnbc::shim::replay::decide

@@ -140,35 +140,35 @@ void plan_word(Vote& vote, priority::Return ret) {
 /// Decides the key's path from the votes summed over its communicator (every rank at the same
 /// call, with the same sums), and says what it decided.
 void settle_vote(Key& key, const Vote& summed, std::uint64_t bytes) {
-  const bool room_point = key.state.room_point();
-  const Path p = key.state.decide(summed, key.intervals);
-  if (!room_point && (!key.path_told || p != key.told_path)) {
-    key.path_told = true;
-    key.told_path = p;
+  const bool room_point = key.path.state.room_point();
+  const Path p = key.path.state.decide(summed, key.path.intervals);
+  if (!room_point && (!key.path.told || p != key.path.told_path)) {
+    key.path.told = true;
+    key.path.told_path = p;
     const double n = std::max(summed.ranks_measured, 1.0);
     log::info_rank0("decided: {} on communicator {} ({} ranks): {} from call {}: {}", what(key, bytes), key.comm_id,
-                    key.comm_size, p == Path::early ? "returns early" : "blocking", key.state.calls(),
-                    key.state.forced() ? std::string("the plan says so")
+                    key.comm_size, p == Path::early ? "returns early" : "blocking", key.path.state.calls(),
+                    key.path.state.forced() ? std::string("the plan says so")
                     : summed.ranks_measured > 0
                         ? fmt::format("measured {:.1f} ms per call returning early, {:.1f} ms blocking "
                                       "(means of {:.0f} ranks)",
                                       summed.early_ns / n / 1e6, summed.blocking_ns / n / 1e6, summed.ranks_measured)
                         : std::string("nothing measured yet"));
   }
-  if (room_point && key.state.no_room()) {  // once per key: its one room point
+  if (room_point && key.path.state.no_room()) {  // once per key: its one room point
     log::info_rank0("decided: {} on communicator {} ({} ranks): blocking for its warm-up and the {} calls after it, "
                     "before early is first tried: the reads {:.0f} of the {:.0f} ranks that observed its warm-up "
                     "leave no room to overlap",
                     what(key, bytes), key.comm_id, key.comm_size, g_policy.first_run,
                     summed.room_voters - summed.room_ranks, summed.room_voters);
   }
-  key.learning.turns_chosen = key.state.turns_decided() && key.state.turns_chosen();
+  key.learning.turns_chosen = key.path.state.turns_decided() && key.path.state.turns_chosen();
   if (room_point)
     log::debug("{} of {} bytes on communicator {}: {:.0f} of the {:.0f} ranks that observed its warm-up found "
                "room to overlap: {}",
                key.op, bytes, key.comm_id, summed.room_ranks, summed.room_voters,
-               key.state.short_warmup() ? "the warm-up ends here" : "the warm-up goes on");
-  else if (!key.state.extended())
+               key.path.state.short_warmup() ? "the warm-up ends here" : "the warm-up goes on");
+  else if (!key.path.state.extended())
     log::debug("{} of {} bytes on communicator {}: mean interval after an early call {:.0f} us, "
                "after a blocking call {:.0f} us (sums over {:.0f} ranks): {}",
                key.op, bytes, key.comm_id, summed.early_ns / 1e3, summed.blocking_ns / 1e3, summed.ranks_measured,
@@ -177,36 +177,39 @@ void settle_vote(Key& key, const Vote& summed, std::uint64_t bytes) {
     log::debug("{} on communicator {}: mean interval after an early call with per-node turns {:.0f} us, "
                "without {:.0f} us (sums over {:.0f} ranks): {}",
                key.op, key.comm_id, summed.turns_on_ns / 1e3, summed.turns_off_ns / 1e3, summed.turn_ranks,
-               key.state.extended()        ? "too close to decide, compared once more"
-               : key.state.turns_chosen() ? "turns on"
+               key.path.state.extended()        ? "too close to decide, compared once more"
+               : key.path.state.turns_chosen() ? "turns on"
                                            : "turns off");
 }
 
-/// Sums the key's vote (Key::vote_mine) over `comm` into Key::vote_sum, waiting for it.
-void sum_vote(Key& key, MPI_Comm comm) {
-  PMPI_Allreduce(key.vote_mine, key.vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm);
-  key.vote_stage = Key::VoteStage::summed;
+/// This rank's vote, due: posted after the call (done) or summed before it (decide_vote).
+void take_vote(Key& key, const Vote& vote) {
+  double fields[Vote::kFields];
+  vote.to_array(fields);
+  key.path.vote.set(fields);
+  key.path.vote_stage = VoteStage::due;
 }
 
-/// Posts the key's vote as an MPI_Iallreduce over `comm`, completed at the key's next call;
-/// where MPI refuses, sums it at once.
+/// Sums the key's vote over `comm`, waiting for it.
+void sum_vote(Key& key, MPI_Comm comm) {
+  key.path.vote.sum(comm);
+  key.path.vote_stage = VoteStage::summed;
+}
+
+/// Posts the key's vote over `comm`, completed at the key's next call; where MPI refuses, sums
+/// it at once.
 void post_vote(Key& key, MPI_Comm comm) {
-  if (PMPI_Iallreduce(key.vote_mine, key.vote_sum, Vote::kFields, MPI_DOUBLE, MPI_SUM, comm, &key.voting) ==
-      MPI_SUCCESS) {
-    key.vote_stage = Key::VoteStage::posted;
-    return;
-  }
-  key.voting = MPI_REQUEST_NULL;
-  sum_vote(key, comm);
+  if (key.path.vote.post(comm)) key.path.vote_stage = VoteStage::posted;
+  else sum_vote(key, comm);
 }
 
 /// Completes the key's vote, whatever its stage (posted: waits for it; measured but never
 /// posted, since done() did not follow its call: sums it now), and decides from the sums.
 void decide_vote(Key& key, MPI_Comm comm, std::uint64_t bytes) {
-  if (key.vote_stage == Key::VoteStage::posted) PMPI_Wait(&key.voting, MPI_STATUS_IGNORE);
-  if (key.vote_stage == Key::VoteStage::due) sum_vote(key, comm);
-  key.vote_stage = Key::VoteStage::none;
-  settle_vote(key, Vote::from_array(key.vote_sum), bytes);
+  if (key.path.vote_stage == VoteStage::posted) key.path.vote.complete();
+  if (key.path.vote_stage == VoteStage::due) sum_vote(key, comm);
+  key.path.vote_stage = VoteStage::none;
+  settle_vote(key, Vote::from_array(key.path.vote.sums().data()), bytes);
 }
 
 /// What in `entry` decides which messages a call exchanges (0: no entry).
@@ -227,10 +230,10 @@ void agree_shape(Key& key, MPI_Comm comm, const priority::PlanEntry* entry) {
   const std::uint64_t h = shape_hash(entry);
   std::uint64_t mine[2] = {h, ~h}, most[2] = {0, 0};
   PMPI_Allreduce(mine, most, 2, MPI_UINT64_T, MPI_MAX, comm);
-  key.shape_agreed = true;
+  key.plan.agreed = true;
   const bool same = most[0] == h && most[1] == ~h;  // max == min on every rank
-  key.shape = same ? entry : nullptr;
-  key.shape_unused_told = !same;  // said here: no second message about the same shape
+  key.plan.shape = same ? entry : nullptr;
+  key.plan.unused_told = !same;  // said here: no second message about the same shape
   if (!same)
     log::warn_rank0("plan: the ranks' entries for {} on communicator {} differ in segments, tree or "
                     "per-node order (the call is made from different call sites): its calls use "
@@ -258,157 +261,190 @@ Costs& site_costs(Key& key, std::int64_t site, const priority::PlanEntry* entry)
 
 bool measured(MPI_Comm comm) { return g_adapt && !one_node_rule(comm_state(comm).one_node); }
 
-Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
-                  std::int64_t site) {
-  CommState& cs = comm_state(comm);
+namespace {
+
+/// The key of this call on `cs`, made at its first call: its candidates for the blocking calls
+/// (MPI's algorithms, and the engine's exchange) and its learning.
+Key& key_of(CommState& cs, MPI_Comm comm, priority::Op op, std::uint64_t bytes) {
   const std::uint32_t cls = static_cast<std::uint32_t>(priority::size_class(bytes));
-  const std::uint32_t id = static_cast<std::uint32_t>(op) << 8 | cls;
-  Key*& key = cs.keys[id];
-  if (key == nullptr) {
-    std::lock_guard lock(g_keys_mutex);
-    // With a plan, the first call of a key asks every rank's plan before taking a path.
-    key = &g_keys.emplace_back(g_policy, g_plan_loaded);
-    key->op = priority::to_string(op);
-    key->op_kind = op;
-    key->first_bytes = bytes;
-    key->size_class = cls;
-    key->comm_id = cs.id;
-    PMPI_Comm_size(comm, &key->comm_size);
-    key->one_node = cs.one_node;
-    key->peer_on_node = cs.peer_on_node;
-    learn::add_key(key->learning, op, key->comm_size);
-    // Alltoall's candidates follow its block size; the key's bytes are the same on every rank.
-    const std::uint64_t per_block =
-        op == priority::Op::alltoall && key->comm_size > 0 ? bytes / static_cast<std::uint64_t>(key->comm_size) : bytes;
-    key->algorithms = algorithm_candidates(op, per_block);
-    // The engine's exchange, run blocking, is one more candidate: it can leave the CPU that
-    // MPI's polling takes (docs/algorithms.md), on one node as across nodes.
-    if (g_blocking == config::Blocking::automatic && g_algorithms && g_adapt && key->comm_size > 1) {
-      key->algorithms.emplace_back(kEngineCandidate);
-      key->weighs_cpu = true;
-    }
-    // TNBC_BLOCKING=engine: the engine runs every blocking call of the key, nothing to try.
-    if (g_blocking == config::Blocking::engine && g_adapt && key->comm_size > 1) key->algorithms = {kEngineCandidate};
-    key->trial = AlgorithmTrial(key->algorithms.size(), g_trial);
+  Key*& key = cs.keys[static_cast<std::uint32_t>(op) << 8 | cls];
+  if (key != nullptr) return *key;
+  std::lock_guard lock(g_keys_mutex);
+  // With a plan, the first call of a key asks every rank's plan before taking a path.
+  key = &g_keys.emplace_back(g_policy, g_plan_loaded);
+  key->op = priority::to_string(op);
+  key->op_kind = op;
+  key->first_bytes = bytes;
+  key->total_class = cls;
+  key->comm_id = cs.id;
+  PMPI_Comm_size(comm, &key->comm_size);
+  key->one_node = cs.one_node;
+  key->peer_on_node = cs.peer_on_node;
+  learn::add_key(key->learning, op, key->comm_size);
+  AlgorithmChoice& a = key->algorithm;
+  // Alltoall's candidates follow its block size; the key's bytes are the same on every rank.
+  const std::uint64_t per_block =
+      op == priority::Op::alltoall && key->comm_size > 0 ? bytes / static_cast<std::uint64_t>(key->comm_size) : bytes;
+  a.candidates = algorithm_candidates(op, per_block);
+  // The engine's exchange, run blocking, is one more candidate: it can leave the CPU that
+  // MPI's polling takes (docs/algorithms.md), on one node as across nodes.
+  if (g_blocking == config::Blocking::automatic && g_algorithms && g_adapt && key->comm_size > 1) {
+    a.candidates.emplace_back(kEngineCandidate);
+    a.weighs_cpu = true;
   }
-  // Alltoallv's ranks find their entries by their own receive sizes, so they may differ: the
-  // agreement is what makes its per-node turns safe (every rank of a node takes them or none).
-  if (g_plan_loaded && !key->shape_agreed) agree_shape(*key, comm, entry);
-  // The shape is agreed once per key, at its first call: a later call from another site whose
-  // entry asks for per-node turns gets none if the first call's site had no such entry (no
-  // collective can agree again: the ranks cannot tell, together, that the site changed).
-  if (entry != nullptr && entry->per_node && !(key->shape != nullptr && key->shape->per_node) &&
-      !key->shape_unused_told) {
-    key->shape_unused_told = true;
+  // TNBC_BLOCKING=engine: the engine runs every blocking call of the key, nothing to try.
+  if (g_blocking == config::Blocking::engine && g_adapt && key->comm_size > 1) a.candidates = {kEngineCandidate};
+  a.trial = AlgorithmTrial(a.candidates.size(), g_trial);
+  return *key;
+}
+
+/// The plan's shape of the key's messages, agreed at its first call (Key::plan).  Alltoallv's
+/// ranks find their entries by their own receive sizes, so they may differ: the agreement is
+/// what makes its per-node turns safe (every rank of a node takes them or none).
+void plan_shape(Key& key, MPI_Comm comm, const priority::PlanEntry* entry) {
+  if (g_plan_loaded && !key.plan.agreed) agree_shape(key, comm, entry);
+  // A later call from another site whose entry asks for per-node turns gets none if the first
+  // call's site had no such entry (no collective can agree again: the ranks cannot tell,
+  // together, that the site changed).
+  if (entry != nullptr && entry->per_node && !(key.plan.shape != nullptr && key.plan.shape->per_node) &&
+      !key.plan.unused_told) {
+    key.plan.unused_told = true;
     log::warn_rank0("plan: per-node turns of site {} not taken: {} on communicator {} agreed its plan "
                     "shape at its first call, made from a site without them",
-                    entry->site, key->op, key->comm_id);
+                    entry->site, key.op, key.comm_id);
   }
-  Decision d{Path::early, key, nullptr, key->shape, &site_costs(*key, site, entry)};
-  ++key->calls_made;
-  if (!g_adapt) {
-    if (!key->path_told) {
-      key->path_told = true;
-      log::info_rank0("decided: {} on communicator {} ({} ranks): returns early wherever it can (TNBC_ADAPT=off: "
-                      "no measuring, no plan entry changes that)",
-                      what(*key, bytes), key->comm_id, key->comm_size);
-    }
-    return d;
-  }
-  complete_agreement(*key, comm);  // before this call's path and algorithm: it may change them
-  // The previous call's interval ends here: it is what that call's path cost the program.
+}
+
+/// The previous call's interval ends at this call's entry: it is what that call's path cost the
+/// program.  A trial call of an algorithm other than the choice is not what the blocking path
+/// costs.
+void end_interval(PathChoice& p, bool last_trial) {
   const std::uint64_t entered = util::now_ns();
-  // A trial call of an algorithm other than the choice is not what the blocking path costs.
-  key->last_interval_ns = key->last_entry_ns != 0 ? entered - key->last_entry_ns : 0;
-  if (key->last_entry_ns != 0 && !key->last_trial) {
-    key->intervals.add_interval(key->last_path, key->last_interval_ns, key->last_turns);
-    if (key->first_interval_ns == 0) key->first_interval_ns = key->last_interval_ns, key->first_interval_path = key->last_path;
+  p.last_interval_ns = p.last_entry_ns != 0 ? entered - p.last_entry_ns : 0;
+  if (p.last_entry_ns != 0 && !last_trial) {
+    p.intervals.add_interval(p.last_path, p.last_interval_ns, p.last_turns);
+    if (p.first_interval_ns == 0) p.first_interval_ns = p.last_interval_ns, p.first_interval_path = p.last_path;
   }
-  key->last_entry_ns = entered;
-  if (one_node_rule(key->one_node)) {
-    if (!key->path_told) {
-      key->path_told = true;
-      log::info_rank0("decided: {} on communicator {} ({} ranks, one node): blocking, since shared memory moves the "
-                      "data faster than returning early pays back{}",
-                      what(*key, bytes), key->comm_id, key->comm_size,
-                      entry != nullptr && entry->ret == priority::Return::early
-                          ? "; the plan's 'return early' is not taken on one node"
-                          : "");
-    }
-    // Blocking, by MPI's algorithm or by the engine's exchange (the trial's choice; its intervals,
-    // above, give the CPU weight).
-    Decision b{Path::blocking, key, "one_node", key->shape, d.costs};
-    b.engine = key->engine_next();
-    if (b.engine) b.why = "engine";
-    return b;
+  p.last_entry_ns = entered;
+}
+
+/// A call on a communicator within one node: blocking, by MPI's algorithm or by the engine's
+/// exchange (the trial's choice; its intervals give the CPU weight).
+Decision one_node_call(Key& key, const Decision& d, const priority::PlanEntry* entry, std::uint64_t bytes) {
+  if (!key.path.told) {
+    key.path.told = true;
+    log::info_rank0("decided: {} on communicator {} ({} ranks, one node): blocking, since shared memory moves the "
+                    "data faster than returning early pays back{}",
+                    what(key, bytes), key.comm_id, key.comm_size,
+                    entry != nullptr && entry->ret == priority::Return::early
+                        ? "; the plan's 'return early' is not taken on one node"
+                        : "");
   }
-  key->plan_return = entry != nullptr ? entry->ret : priority::Return::measure;
-  if (key->vote_stage != Key::VoteStage::none) {
+  Decision b{Path::blocking, &key, "one_node", key.plan.shape, d.costs};
+  b.engine = key.algorithm.engine_next();
+  if (b.engine) b.why = "engine";
+  return b;
+}
+
+/// The key's path for this call: the vote of its previous call decided, or this call's taken
+/// where a decision point is due.
+void settle_path(Key& key, MPI_Comm comm, std::uint64_t bytes, const priority::PlanEntry* entry) {
+  PathChoice& p = key.path;
+  p.plan_return = entry != nullptr ? entry->ret : priority::Return::measure;
+  if (p.vote_stage != VoteStage::none) {
     // The vote of the key's previous call (a decision point's, or the room point's): every rank
     // took it at the same call, and decides alike here.
-    decide_vote(*key, comm, bytes);
-  } else if (key->state.decision_due()) {
-    Vote vote = key->state.measure(key->intervals);
-    plan_word(vote, key->plan_return);
-    const bool room_point = key->state.room_point();
-    if (room_point) room_vote(key->learning, vote.room_voters, vote.room_ranks);
-    vote.to_array(key->vote_mine);
-    key->vote_stage = Key::VoteStage::due;
-    // A decision point's vote does not hold the program up (Key::vote_stage): posted after this
+    decide_vote(key, comm, bytes);
+  } else if (p.state.decision_due()) {
+    Vote vote = p.state.measure(p.intervals);
+    plan_word(vote, p.plan_return);
+    const bool room_point = p.state.room_point();
+    if (room_point) room_vote(key.learning, vote.room_voters, vote.room_ranks);
+    take_vote(key, vote);
+    // A decision point's vote does not hold the program up (PathChoice): posted after this
     // call, which stays on the path of the segment that ends here, and decided at the key's
     // next call.  The first call asks every rank's plan before it takes any path, and a room
     // point whose vote was not posted after the call before votes here: both wait for the sums.
-    if (room_point || key->state.calls() == 0) decide_vote(*key, comm, bytes);
+    if (room_point || p.state.calls() == 0) decide_vote(key, comm, bytes);
   }
-  d.path = key->state.path();
-  // Entering the early path (every rank at the same call): what the blocking calls before it
-  // observed becomes the order of its calls.
-  if (d.path == Path::early && key->last_path == Path::blocking) {
-    learn::learn_point(key->learning, comm, key->state.calls());
+}
+
+/// What the path decided brings to this call: on entering the early path, the order learned
+/// from the blocking calls before (every rank at the same call) and per-node turns; on the
+/// blocking path, the algorithm and whether learning observes the call.
+void take_path(Key& key, Decision& d, MPI_Comm comm) {
+  PathChoice& p = key.path;
+  if (d.path == Path::early && p.last_path == Path::blocking) {
+    learn::learn_point(key.learning, comm, p.state.calls());
     // A learned turn order (of source ranks, the same on every rank) for an Alltoall or
     // Alltoallv that spans nodes: from now on its early calls compare per-node turns on and off.
     // (A Bcast's learned order is of segments: no turns.)
-    if (key->learning.turns != nullptr && !key->one_node && op != priority::Op::bcast) key->state.allow_turns();
+    if (key.learning.turns != nullptr && !key.one_node && key.op_kind != priority::Op::bcast) p.state.allow_turns();
   }
-  key->last_path = d.path;
-  key->last_turns = Turns::none;
-  if (d.path == Path::early && key->state.turns_allowed()) {
-    d.turns = key->state.turns_on();
-    d.turn_order = key->learning.turns;
-    key->last_turns = key->state.turns_sample();
+  p.last_path = d.path;
+  p.last_turns = Turns::none;
+  if (d.path == Path::early && p.state.turns_allowed()) {
+    d.turns = p.state.turns_on();
+    d.turn_order = key.learning.turns;
+    p.last_turns = p.state.turns_sample();
   }
   if (d.path == Path::blocking) {
     // A probe of the blocking path measures the path with the algorithm chosen: no trial round
     // begins there.
-    if (!key->state.warming_up() && key->state.probing()) key->trial.hold();
-    d.engine = key->engine_next();
-    d.why = d.engine ? "engine" : key->state.forced() ? "plan" : key->state.probing() ? "adapt_probe" : "adapt";
+    if (!p.state.warming_up() && p.state.probing()) key.algorithm.trial.hold();
+    d.engine = key.algorithm.engine_next();
+    d.why = d.engine ? "engine" : p.state.forced() ? "plan" : p.state.probing() ? "adapt_probe" : "adapt";
     // Where the room point found no room, nothing observed before the early probe would be
     // used: observing costs a fault per page (NPB FT A: 0.2 s per observed call of 32 MiB).
-    const bool waits = key->state.no_room() && key->state.decisions() <= 1;
-    d.observe = !waits && learn::designate(key->learning, key->state.calls(), key->state.probing());
+    const bool waits = p.state.no_room() && p.state.decisions() <= 1;
+    d.observe = !waits && learn::designate(key.learning, p.state.calls(), p.state.probing());
   }
+}
+
+}  // namespace
+
+Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
+                  std::int64_t site) {
+  Key& key = key_of(comm_state(comm), comm, op, bytes);
+  plan_shape(key, comm, entry);
+  Decision d{Path::early, &key, nullptr, key.plan.shape, &site_costs(key, site, entry)};
+  ++key.calls_made;
+  if (!g_adapt) {
+    if (!key.path.told) {
+      key.path.told = true;
+      log::info_rank0("decided: {} on communicator {} ({} ranks): returns early wherever it can (TNBC_ADAPT=off: "
+                      "no measuring, no plan entry changes that)",
+                      what(key, bytes), key.comm_id, key.comm_size);
+    }
+    return d;
+  }
+  complete_agreement(key, comm);  // before this call's path and algorithm: it may change them
+  end_interval(key.path, key.algorithm.last_trial);
+  if (one_node_rule(key.one_node)) return one_node_call(key, d, entry, bytes);
+  settle_path(key, comm, bytes, entry);
+  d.path = key.path.state.path();
+  take_path(key, d, comm);
   return d;
 }
 
 void done(const Decision& d, MPI_Comm comm) {
   Key* key = d.key;
   if (!g_adapt || key == nullptr || one_node_rule(key->one_node)) return;
-  key->state.advance(key->intervals);
+  key->path.state.advance(key->path.intervals);
   // Votes are posted after a call, never right before one: a small collective right before a
   // large Alltoall with MPICH's scattered algorithm made it 1.0-1.4 s slower on the emulated
   // links (docs/apps.md); right after the previous call it costs 7-20 ms.
-  if (key->vote_stage == Key::VoteStage::due) {
+  if (key->path.vote_stage == VoteStage::due) {
     // The vote measured at this call's entry (for_call).
     post_vote(*key, comm);
-  } else if (d.path == Path::blocking && key->state.room_point() && key->vote_stage == Key::VoteStage::none) {
+  } else if (d.path == Path::blocking && key->path.state.room_point() && key->path.vote_stage == VoteStage::none) {
     // The room point decides from the room votes alone (KeyState::decide), so they can be taken
     // now, after a blocking call, rather than right before the next one.  The plan's word they
     // carry is this call's.
     Vote vote;
     room_vote(key->learning, vote.room_voters, vote.room_ranks);
-    plan_word(vote, key->plan_return);
-    vote.to_array(key->vote_mine);
+    plan_word(vote, key->path.plan_return);
+    take_vote(*key, vote);
     post_vote(*key, comm);
   }
 }
@@ -437,10 +473,10 @@ std::string measured_saving() {
     // How many intervals followed a call on path `p`, and their mean, without the key's first
     // interval: it carries the communicator's setup.
     auto without_first = [&k](Path p, std::uint64_t n, std::uint64_t ns) {
-      if (k.first_interval_ns != 0 && k.first_interval_path == p) --n, ns -= k.first_interval_ns;
+      if (k.path.first_interval_ns != 0 && k.path.first_interval_path == p) --n, ns -= k.path.first_interval_ns;
       return std::pair{n, n != 0 ? static_cast<double>(ns) / static_cast<double>(n) : 0.0};
     };
-    const Intervals& iv = k.intervals;
+    const Intervals& iv = k.path.intervals;
     const auto [ne, early] = without_first(Path::early, iv.early_intervals.load(), iv.early_interval_ns.load());
     const auto [nb, blocking] =
         without_first(Path::blocking, iv.blocking_intervals.load(), iv.blocking_interval_ns.load());
@@ -458,8 +494,8 @@ void finish_agreements() {
   for (Key& k : g_keys) {
     agreement_at_end(k);
     // A vote whose next call never came: completed, not decided (no call follows).
-    if (k.vote_stage == Key::VoteStage::posted) PMPI_Wait(&k.voting, MPI_STATUS_IGNORE);
-    k.vote_stage = Key::VoteStage::none;
+    if (k.path.vote_stage == VoteStage::posted) k.path.vote.complete();
+    k.path.vote_stage = VoteStage::none;
   }
 }
 
@@ -505,13 +541,13 @@ double mean_us(std::uint64_t ns, std::uint64_t n) { return n ? static_cast<doubl
 /// The "turns" object of a key in the statistics (docs/config.md): per-node turns decided by
 /// measurement (learned turn orders only).
 std::string turns_json(const Key& k) {
-  const auto& iv = k.intervals;
-  const char* state = !k.state.turns_allowed() ? "none" : !k.state.turns_decided() ? "undecided"
-                      : k.state.turns_chosen()  ? "on" : "off";
+  const auto& iv = k.path.intervals;
+  const char* state = !k.path.state.turns_allowed() ? "none" : !k.path.state.turns_decided() ? "undecided"
+                      : k.path.state.turns_chosen()  ? "on" : "off";
   return fmt::format(
       R"({{"state":"{}","decisions":{},"switches":{},"on_calls":{},"off_calls":{},"on_interval_us":{:.3f},)"
       R"("off_interval_us":{:.3f}}})",
-      state, k.state.turn_decisions(), k.state.turn_switches(), iv.turns_on_intervals.load(),
+      state, k.path.state.turn_decisions(), k.path.state.turn_switches(), iv.turns_on_intervals.load(),
       iv.turns_off_intervals.load(), mean_us(iv.turns_on_ns.load(), iv.turns_on_intervals.load()),
       mean_us(iv.turns_off_ns.load(), iv.turns_off_intervals.load()));
 }
@@ -523,10 +559,10 @@ std::string keys_json(const std::function<SiteName(std::int64_t)>& site_name) {
   std::string out = fmt::format(R"({{"enabled":{},"keys":[)", g_adapt ? "true" : "false");
   bool first = true;
   for (const Key& k : g_keys) {
-    const auto& iv = k.intervals;
+    const auto& iv = k.path.intervals;
     const char* path = g_adapt && one_node_rule(k.one_node) ? "blocking"
-                       : !g_adapt || !k.state.decided() ? "undecided"
-                       : k.state.chosen() == Path::early ? "early" : "blocking";
+                       : !g_adapt || !k.path.state.decided() ? "undecided"
+                       : k.path.state.chosen() == Path::early ? "early" : "blocking";
     Totals all;
     std::string sites;
     for (const SiteCosts& s : k.sites) {
@@ -542,8 +578,8 @@ std::string keys_json(const std::function<SiteName(std::int64_t)>& site_name) {
         R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
         R"("decisions":{},"switches":{},"short_warmup":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},)"
         R"("sites":[{}],"learning":{},"turns":{},"algorithm":{}}})",
-        first ? "" : ",", k.comm_id, k.comm_size, k.op, k.size_class, k.one_node ? "true" : "false", path,
-        k.state.decisions(), k.state.switches(), k.state.short_warmup() ? "true" : "false", all.fields(),
+        first ? "" : ",", k.comm_id, k.comm_size, k.op, k.total_class, k.one_node ? "true" : "false", path,
+        k.path.state.decisions(), k.path.state.switches(), k.path.state.short_warmup() ? "true" : "false", all.fields(),
         mean_us(iv.early_interval_ns.load(), iv.early_intervals.load()),
         mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites, learn::json(k.learning),
         turns_json(k), algorithm_json(k));

@@ -1,8 +1,9 @@
-// The per-call decision of replay mode (decide/policy.hpp applied per communicator): one key per
-// (communicator, operation, size class) with its decision state and what its calls cost, the
-// agreed decision points (one MPI_Iallreduce of a vote, decided at the key's next call), and
-// the rule that a communicator within one node runs blocking.  replay.cpp asks decide() before
-// each call and done() after it.
+// The per-call decision of replay mode: one key per (communicator, operation, size class of the
+// call's bytes) with its three parts, each a struct of its own (the path choice: policy.hpp
+// applied per key; the algorithm of its blocking calls: blocking.cpp; its learning: learn.hpp),
+// what its calls cost, the agreements that settle its choices (agreement.hpp), and the rule that
+// a communicator within one node runs blocking.  call.cpp asks for_call() before each call and
+// done() after it.
 #pragma once
 
 #include <mpi.h>
@@ -15,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agreement.hpp"
 #include "algorithm.hpp"
 #include "policy.hpp"
 #include "trial.hpp"
@@ -26,109 +28,129 @@ namespace tnbc::shim::replay::decide {
 
 /// What the calls of one key made from one call site cost (the statistics' breakdown).
 struct SiteCosts {
-  std::int64_t site = -1;  ///< index in replay.cpp's call-site table; -1: not captured
+  std::int64_t site = -1;  ///< index in call.cpp's call-site table; -1: not captured
   Costs costs;
   /// The plan entry's order for the site (sub-messages or segments, first to complete first;
   /// empty: no entry, or one without an order), for the statistics.
   std::vector<std::uint32_t> plan_order;
 };
 
-/// The candidate name of the engine's exchange run blocking among MPI's algorithms (Key::algorithms).
+/// The candidate name of the engine's exchange run blocking among MPI's algorithms
+/// (AlgorithmChoice::candidates).
 inline constexpr const char* kEngineCandidate = "engine";
 
-/// One (communicator, operation, size class): its decision state and what its calls cost.
-struct Key {
-  Key(const Policy& p, bool decide_first) : state(p, decide_first) {}
+/// Where a key's vote on its path stands: none; due (measured at a decision point's entry, to
+/// be posted after its call); posted (summed by the key's next call, which decides); summed.
+enum class VoteStage : std::uint8_t { none, due, posted, summed };
+
+/// A key's choice between returning early and blocking (policy.hpp): the rule's state, the
+/// intervals it compares, and the vote in flight.  A decision point's vote does not hold the
+/// program up: measured at the call where it is due, posted after that call, decided at the
+/// key's next call, which takes the path decided (the call between stays on the path of the
+/// segment that ended; its interval goes into no decision).
+struct PathChoice {
+  PathChoice(const Policy& p, bool decide_first) : state(p, decide_first) {}
   KeyState state;
-  Intervals intervals;  ///< what the decision compares
-  learn::KeyLearning learning;  ///< the read orders learned for its call sites (learn.hpp)
+  Intervals intervals;
+  VoteStage vote_stage = VoteStage::none;
+  Agreement vote;  ///< Vote::kFields doubles
+  /// The plan's word on the key's latest call (its entry's "return"; measure: none), a vote.
+  priority::Return plan_return = priority::Return::measure;
+  std::uint64_t last_entry_ns = 0;     ///< entry of the key's previous call (0: none yet)
+  std::uint64_t last_interval_ns = 0;  ///< from the previous call's entry to this one's (0: first call)
+  /// The key's first interval (MPI's and the engine's setup on the communicator) and its path,
+  /// which the closing summary leaves out (measured_saving).
+  std::uint64_t first_interval_ns = 0;
+  Path first_interval_path = Path::blocking;
+  Path last_path = Path::blocking;
+  Turns last_turns = Turns::none;  ///< what the previous call's interval compares
+  bool told = false;               ///< the path was said at TNBC_LOG=info (one line per key and change)
+  Path told_path = Path::blocking;
+};
+
+/// The CPU of a key's blocking calls that MPI ran: how many, their time and this rank's CPU
+/// inside them (what a call's CPU costs the node: trial.hpp, cpu_weight).
+struct PolledCpu {
+  std::uint64_t calls = 0, wall_ns = 0, cpu_ns = 0;
+};
+
+/// Where the engine's exchange stands as a key's first choice for its blocking calls
+/// (blocking.cpp): not asked yet; the CPU weight being agreed; its sample calls running; their
+/// costs being agreed; decided.
+enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, decided };
+
+/// The engine's sample calls of a key (blocking.cpp): their stage, the CPU weight agreed, their
+/// cost (time plus CPU by the weight) summed and how many ([0] MPI's, [1] the engine's), and
+/// whether they made the engine the first choice.
+struct EngineSamples {
+  EngineStage stage = EngineStage::ask;
+  double weight = 0;
+  bool weighed = false;
+  double cost[2] = {0, 0};
+  int calls[2] = {0, 0};
+  bool preferred = false;
+};
+
+/// The algorithm of a key's blocking calls (blocking.cpp): MPI's own algorithms and the engine's
+/// exchange as candidates, their trial, the engine's samples, and the agreement in flight.
+struct AlgorithmChoice {
+  /// MPI's own algorithms (algorithm.hpp; MPI's default first), and kEngineCandidate.
+  std::vector<std::string> candidates;
+  AlgorithmTrial trial;
+  PolledCpu polled;
+  EngineSamples engine;
+  /// The CPU weight's, the samples' or a trial round's agreement (which: engine.stage and
+  /// round_agreeing), and the choice before a round.
+  Agreement agreement;
+  bool round_agreeing = false;
+  std::size_t before = 0;
+  bool weighs_cpu = false;    ///< its candidates include the engine's exchange: their CPU counts
+  bool last_trial = false;    ///< the previous call tried a candidate other than the choice
+  std::size_t told = 0;       ///< the choice said at TNBC_LOG=info
+  std::uint64_t blocking_runs = 0;  ///< its blocking calls so far (after_blocking)
+  /// The key's next blocking call runs on the engine's exchange (its trial's candidate or choice).
+  bool engine_next() const { return candidates[trial.next()] == kEngineCandidate; }
+  /// The engine's exchange among the candidates: its index, or candidates.size() where it is none.
+  std::size_t engine_index() const {
+    return static_cast<std::size_t>(std::find(candidates.begin(), candidates.end(), kEngineCandidate) -
+                                    candidates.begin());
+  }
+};
+
+/// The plan entry whose message shape (Bcast segments and tree, per-node turns in their order)
+/// every call of the key uses: this rank's entry at the key's first call if every rank's had
+/// the same shape, else none (the defaults).  Agreed once, at that first call.
+struct PlanShape {
+  bool agreed = false;
+  bool unused_told = false;  ///< a later call's per-node entry the agreed shape lacks: said once
+  const priority::PlanEntry* shape = nullptr;
+};
+
+/// One (communicator, operation, size of the call): what it is, and its three parts: the path
+/// choice, the algorithm of its blocking calls, and its learning.
+struct Key {
+  Key(const Policy& p, bool decide_first) : path(p, decide_first) {}
+  std::string_view op;
+  priority::Op op_kind = priority::Op::alltoall;
+  std::uint64_t first_bytes = 0;  ///< the key's bytes at its first call (names it in messages)
+  /// priority::size_class of the call's total bytes, the same on every rank (0 for Alltoallv).
+  /// Not the block size class of a plan entry.
+  std::uint32_t total_class = 0;
+  std::uint64_t comm_id = 0;
+  int comm_size = 0;
+  bool one_node = false;
+  /// Per rank of the communicator: 1 if it shares this rank's node.
+  std::vector<char> peer_on_node;
+  std::uint64_t calls_made = 0;  ///< its calls so far, this one included (for_call), on either path
   /// Costs per call site (one entry, site -1, when call sites are not captured).  A deque:
   /// operations in flight point into it while it grows.  Only the thread calling the key's
   /// collective adds to it (MPI forbids concurrent collectives on one communicator).
   std::deque<SiteCosts> sites;
-  /// Per rank of the communicator: 1 if it shares this rank's node.
-  std::vector<char> peer_on_node;
-  std::string_view op;
-  priority::Op op_kind = priority::Op::alltoall;
-  std::uint64_t first_bytes = 0;  // the key's bytes at its first call (names it in messages)
-  /// MPI's own algorithms its blocking calls choose from (algorithm.hpp; MPI's default first),
-  /// and their trial.
-  std::vector<std::string> algorithms;
-  AlgorithmTrial trial;
-  /// The key's blocking calls that MPI ran: how many, their time and this rank's CPU inside
-  /// them (after_blocking: what a call's CPU costs the node).
-  std::uint64_t polled_calls = 0, polled_wall_ns = 0, polled_cpu_ns = 0;
-  /// Where the engine's first choice stands (blocking.cpp, kEngineAskAt): not asked yet; the CPU
-  /// weight being agreed; its sample calls running; their costs being agreed; decided.
-  enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, decided };
-  EngineStage engine_stage = EngineStage::ask;
-  /// The agreement in flight: an MPI_Iallreduce posted after a blocking call and completed at
-  /// the key's next call, when every rank has long posted it (two blocking MPI_Allreduce after
-  /// calls and an MPI_Comm_dup made NPB IS A about 5% slower on a full node: synchronisations
-  /// the program does not have, a few time slices each on 4 ranks sharing 2 cores).
-  MPI_Request agreeing = MPI_REQUEST_NULL;
-  double agree_mine[2] = {0, 0}, agree_sum[2] = {0, 0};
-  /// The trial's agreement after a round (likewise nonblocking): this rank's votes (its bests
-  /// first: algorithm.hpp, algorithm_votes) and their sums, and the choice before it.
-  bool trial_agreeing = false;
-  std::vector<double> trial_votes, trial_sums;
-  std::size_t trial_before = 0;
-  double engine_weight = 0;     // the CPU weight agreed (mean over the ranks)
-  bool engine_weighed = false;  // ... agreed
-  /// The sample calls on this rank (blocking.cpp): their cost, time plus CPU by engine_weight,
-  /// summed, and how many; [0] MPI's, [1] the engine's.  Whether they made the engine the first choice.
-  double sample_cost[2] = {0, 0};
-  int sample_calls[2] = {0, 0};
-  bool engine_preferred = false;
-  bool weighs_cpu = false;    // its candidates include the engine's exchange: their CPU counts
-  /// The key's next blocking call runs on the engine's exchange (its trial's candidate or choice).
-  bool engine_next() const { return algorithms[trial.next()] == kEngineCandidate; }
-  /// The engine's exchange among the candidates: its index, or algorithms.size() where it is none.
-  std::size_t engine_index() const {
-    return static_cast<std::size_t>(std::find(algorithms.begin(), algorithms.end(), kEngineCandidate) - algorithms.begin());
-  }
-  std::uint64_t calls_made = 0;     // its calls so far, this one included (for_call), on either path
-  std::uint64_t blocking_runs = 0;  // its blocking calls so far (after_blocking; the trial counts them only where active)
-  bool last_trial = false;  // the previous call tried a candidate other than the choice
-  std::size_t told_algorithm = 0;  // the choice said at TNBC_LOG=info
-  /// priority::size_class of the call's total bytes (0 for Alltoallv), as plans write it.
-  std::uint32_t size_class = 0;
-  std::uint64_t comm_id = 0;
-  int comm_size = 0;
-  bool one_node = false;
-  std::uint64_t last_entry_ns = 0;  // entry of the key's previous call (0: none yet)
-  std::uint64_t last_interval_ns = 0;  // from the previous call's entry to this one's (0: first call)
-  /// The key's first interval (after its first call: MPI's and the engine's setup on the
-  /// communicator) and its path, which the closing summary leaves out (measured_saving).
-  std::uint64_t first_interval_ns = 0;
-  Path first_interval_path = Path::blocking;
-  Path last_path = Path::blocking;
-  Turns last_turns = Turns::none;  // what the previous call's interval compares
-  // The plan entry whose message shape (Bcast segments and tree, per-node turns in their order)
-  // every call of the key uses: this rank's entry at the key's first call if every rank's had
-  // the same shape, else none (the defaults).  Agreed once, at that first call.
-  bool shape_agreed = false;
-  bool shape_unused_told = false;  // a later call's per-node entry the agreed shape lacks: said once
-  bool path_told = false;  // the path was said at TNBC_LOG=info (one line per key and change)
-  bool memory_told = false;  // a call of it kept from returning early by TNBC_MAX_MEMORY was said (info)
-  Path told_path = Path::blocking;
-  const priority::PlanEntry* shape = nullptr;
-  /// A decision point's vote (decide/policy.hpp, D), taken without holding the program up: this
-  /// rank's part is measured at the call where the decision is due, with the intervals up to
-  /// its entry (due), posted as an MPI_Iallreduce after that call (posted; summed where MPI
-  /// refused the nonblocking one), and decided at the key's next call, which takes the path
-  /// decided; the call between stays on the path of the segment that ended (its interval goes
-  /// into no decision).  The room point's vote is posted after the call before it and decided
-  /// at the room point.  A blocking vote made every rank wait for the slowest before the call
-  /// (6-13 ms each on a full node), a synchronisation the program does not have; measured on
-  /// heFFTe over 2 emulated nodes (docs/apps.md): 0.99 of plain MPICH against 1.01 at 200 Mbit/s,
-  /// no difference on unshaped links.
-  enum class VoteStage : std::uint8_t { none, due, posted, summed };
-  VoteStage vote_stage = VoteStage::none;
-  MPI_Request voting = MPI_REQUEST_NULL;
-  double vote_mine[Vote::kFields] = {}, vote_sum[Vote::kFields] = {};
-  /// The plan's word on the key's latest call (its entry's "return"; measure: none), a vote.
-  priority::Return plan_return = priority::Return::measure;
+  PathChoice path;
+  AlgorithmChoice algorithm;
+  learn::KeyLearning learning;  ///< the read orders learned for its call sites (learn.hpp)
+  PlanShape plan;
+  bool memory_told = false;  ///< a call of it kept from returning early by TNBC_MAX_MEMORY was said (info)
 };
 
 /// The path of one call and the key it belongs to.  `why` names the reason of a blocking path
@@ -137,7 +159,7 @@ struct Decision {
   Path path = Path::early;
   Key* key = nullptr;
   const char* why = nullptr;
-  /// The plan entry that shapes this call's messages, the same in shape on every rank (Key::shape).
+  /// The plan entry that shapes this call's messages, the same in shape on every rank (Key::plan).
   const priority::PlanEntry* shape = nullptr;
   /// Where this call's costs go: the key's entry for the call site.
   Costs* costs = nullptr;
@@ -177,7 +199,7 @@ bool measured(MPI_Comm comm);
 /// Decides the path of this call.  Called by every rank of `comm` for the same collective,
 /// after the checks every rank shares and before anything rank-local: at a decision point it
 /// is collective over `comm` (an MPI_Iallreduce of Vote::kFields doubles, posted after the call
-/// and completed at the key's next call, which decides: Key::vote_stage; blocking at a key's
+/// and completed at the key's next call, which decides: PathChoice; blocking at a key's
 /// first call with a plan); so is a call that enters the
 /// early path after blocking calls were observed (the learn point of learn.hpp).  `bytes` must be the same
 /// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for
@@ -185,7 +207,7 @@ bool measured(MPI_Comm comm);
 /// are summed, and "blocking" from any rank wins).  With a plan, the key's first call is also
 /// collective: the ranks agree on the shape its entries give the messages (Key::shape), since
 /// each rank finds its entry by its own call site and a program may call one collective from
-/// different places on different ranks.
+/// different places on different ranks (Key::plan).
 /// `site`: the call site (-1: not captured), whose costs the call's are.
 Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const priority::PlanEntry* entry,
                 std::int64_t site);
@@ -240,7 +262,7 @@ void say_early_path_call(const Decision& d, bool early, const char* why, std::ui
 /// early calls saved about 812 ms".
 std::string measured_saving();
 
-/// Completes the agreements still in flight (Key::agreeing: a key whose next call never came;
+/// Completes the agreements still in flight (a key whose next call never came;
 /// every rank posted them after the same call).  At MPI_Finalize, before the statistics.
 void finish_agreements();
 

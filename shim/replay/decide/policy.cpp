@@ -45,27 +45,27 @@ KeyState::KeyState(const Policy& policy, bool decide_first) : policy_(policy) {
   begin_warmup(nullptr);
   if (decide_first) {
     // The first call asks the plan (decide()); the warm-up, if any, starts there.
-    warmup_ = false;
-    segment_end_ = 0;
-    decide_at_end_ = true;
+    warmup_.on = false;
+    segment_.end = 0;
+    segment_.decide_at_end = true;
   }
 }
 
 void KeyState::rebase(Path p, const Intervals& iv) {
   if (p == Path::early) {
-    base_early_n_ = load(iv.early_intervals);
-    base_early_ns_ = load(iv.early_interval_ns);
+    base_.early_n = load(iv.early_intervals);
+    base_.early_ns = load(iv.early_interval_ns);
   } else {
-    base_blocking_n_ = load(iv.blocking_intervals);
-    base_blocking_ns_ = load(iv.blocking_interval_ns);
+    base_.blocking_n = load(iv.blocking_intervals);
+    base_.blocking_ns = load(iv.blocking_interval_ns);
   }
 }
 
 void KeyState::rebase_turns(const Intervals& iv) {
-  base_on_n_ = load(iv.turns_on_intervals);
-  base_on_ns_ = load(iv.turns_on_ns);
-  base_off_n_ = load(iv.turns_off_intervals);
-  base_off_ns_ = load(iv.turns_off_ns);
+  turns_.base_on_n = load(iv.turns_on_intervals);
+  turns_.base_on_ns = load(iv.turns_on_ns);
+  turns_.base_off_n = load(iv.turns_off_intervals);
+  turns_.base_off_ns = load(iv.turns_off_ns);
 }
 
 namespace {
@@ -92,7 +92,7 @@ std::uint64_t KeyState::early_probe_length() const {
   // calls' pace, a learn point, the engine's buffers and a turn window set up the first time):
   // it is not measured (advance), so the probe has probe_calls after it.
   const std::uint64_t p = 1 + static_cast<std::uint64_t>(policy_.probe_calls);
-  if (!turns_allowed_) return p;
+  if (!turns_.allowed) return p;
   // With turns: the first call and a round of the comparison (decide() adds a second before
   // the first decision of the turns when the first is not wide).  Every early probe compares
   // them, decided or not: a probe comes after a blocking run, and early may only win with the
@@ -101,34 +101,34 @@ std::uint64_t KeyState::early_probe_length() const {
 }
 
 void KeyState::allow_turns() {
-  if (turns_allowed_) return;
-  turns_allowed_ = true;
+  if (turns_.allowed) return;
+  turns_.allowed = true;
   // Allowed at the first call of an early probe: lengthen it to compare turns at once.
-  if (path_ == Path::early && decide_at_end_ && calls_ == segment_start_)
-    segment_end_ = std::max(segment_end_, segment_start_ + early_probe_length());
+  if (segment_.path == Path::early && segment_.decide_at_end && calls_ == segment_.start)
+    segment_.end = std::max(segment_.end, segment_.start + early_probe_length());
 }
 
 std::pair<bool, bool> KeyState::turn_plan(std::uint64_t j) const {
-  if (!turns_allowed_ || path_ != Path::early) return {false, false};
+  if (!turns_.allowed || segment_.path != Path::early) return {false, false};
   // The first call of a segment pays for the change of path (and a learn point): not compared.
   // Undecided, it takes turns, so that a communicator's turn window is set up there.
-  if (j == 0) return {turns_decided() ? turns_chosen_ : true, false};
-  if (!turns_decided() || decide_at_end_) return {compare_on(j - 1), true};  // undecided, or a probe
+  if (j == 0) return {turns_decided() ? turns_.chosen : true, false};
+  if (!turns_decided() || segment_.decide_at_end) return {compare_on(j - 1), true};  // undecided, or a probe
   // A run: its last turn_trial_calls compare, in a trial run long enough to hold them, next to
   // the probe that follows, as the paths are judged by a run's last calls.  Not its first
   // calls: right after a decision point the calls run behind for a few calls (measured in
   // overlap scenario b: +35 ms for the first call with turns), and a trial there once turned
   // turns off for 130 calls where they saved 15% (docs/measurements/learn-overlap.md, "Congestion control").
-  const std::uint64_t trial = policy_.turn_trial_calls, length = segment_end_ - segment_start_;
-  if (trial_run_ && length > trial + 1 && j >= length - trial) return {compare_on(j - (length - trial)), true};
+  const std::uint64_t trial = policy_.turn_trial_calls, length = segment_.end - segment_.start;
+  if (turns_.trial_run && length > trial + 1 && j >= length - trial) return {compare_on(j - (length - trial)), true};
   // Only calls next to each other are compared: a run's other calls may see another phase.
-  return {turns_chosen_, false};
+  return {turns_.chosen, false};
 }
 
-bool KeyState::turns_on() const { return turn_plan(calls_ - segment_start_).first; }
+bool KeyState::turns_on() const { return turn_plan(calls_ - segment_.start).first; }
 
 Turns KeyState::turns_sample() const {
-  const auto [on, counted] = turn_plan(calls_ - segment_start_);
+  const auto [on, counted] = turn_plan(calls_ - segment_.start);
   if (!counted) return Turns::none;
   return on ? Turns::on : Turns::off;
 }
@@ -139,18 +139,18 @@ void KeyState::begin_warmup(const Intervals* iv) {
   const std::uint64_t length = std::max(policy_.warmup_calls, policy_.probe_calls);
   begin_segment(Path::blocking, length, false, iv);
   probing_ = true;
-  warmup_ = true;
+  warmup_.on = true;
   // The room point comes after the first measured call (kWarmupUnmeasured), before the end.
   const std::uint64_t room = std::max<std::uint64_t>(policy_.room_calls, kWarmupUnmeasured + 1);
-  room_at_ = policy_.room_calls > 0 && room < length ? segment_start_ + room : 0;
+  warmup_.room_at = policy_.room_calls > 0 && room < length ? segment_.start + room : 0;
 }
 
 void KeyState::begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Intervals* iv) {
-  path_ = p;
-  warmup_ = false;
-  segment_start_ = calls_;
-  segment_end_ = calls_ + std::max<std::uint64_t>(length, 1);
-  decide_at_end_ = decide_at_end;
+  segment_.path = p;
+  warmup_.on = false;
+  segment_.start = calls_;
+  segment_.end = calls_ + std::max<std::uint64_t>(length, 1);
+  segment_.decide_at_end = decide_at_end;
   if (iv) rebase(p, *iv);  // no intervals: a new key, whose counters start at 0
 }
 
@@ -160,24 +160,24 @@ void KeyState::advance(const Intervals& iv) {
   // follows it: a program whose phase changed during a long run is compared as it is now, and
   // the first calls of a key (connections, first touches) are not compared at all.  (Intervals are recorded
   // at the next call's entry, so the counters now hold those of the calls before this one.)
-  const std::uint64_t length = segment_end_ - segment_start_;
+  const std::uint64_t length = segment_.end - segment_.start;
   const std::uint64_t window = 2 * static_cast<std::uint64_t>(policy_.probe_calls);
-  if (warmup_) {
+  if (warmup_.on) {
     // The warm-up is measured from its call kWarmupUnmeasured (or its last, when shorter), and
     // over its last `window` calls when it is longer than that.  The first rebase comes before
     // any room point (the third call at the soonest): a warm-up that ends there is measured
     // from kWarmupUnmeasured to the room point.
     const std::uint64_t from = std::min(kWarmupUnmeasured, length - 1);
-    if (calls_ == segment_start_ + from + 1 || (length > from + window && calls_ == segment_end_ - window + 1))
-      rebase(path_, iv);
-  } else if (!decide_at_end_ && length > window && calls_ == segment_end_ - window + 1) {
-    rebase(path_, iv);
+    if (calls_ == segment_.start + from + 1 || (length > from + window && calls_ == segment_.end - window + 1))
+      rebase(segment_.path, iv);
+  } else if (!segment_.decide_at_end && length > window && calls_ == segment_.end - window + 1) {
+    rebase(segment_.path, iv);
   }
   // An early probe is measured from its second call on (early_probe_length): the counters hold
   // the first call's interval once the second call is done.
-  if (decide_at_end_ && path_ == Path::early && calls_ == segment_start_ + 2) rebase(path_, iv);
-  if (calls_ != segment_end_ || decide_at_end_) return;
-  if (warmup_ && no_room_) {
+  if (segment_.decide_at_end && segment_.path == Path::early && calls_ == segment_.start + 2) rebase(segment_.path, iv);
+  if (calls_ != segment_.end || segment_.decide_at_end) return;
+  if (warmup_.on && warmup_.no_room) {
     // Most ranks' observed reads leave nothing to overlap: an early probe would cost what it
     // cannot win back in a short program (NPB IS class A: 5 of its 11 calls probed, each ~10%
     // slower).  Blocking is decided for a run; the probe follows it, as after any run.
@@ -188,107 +188,121 @@ void KeyState::advance(const Intervals& iv) {
     return;
   }
   // End of the first probe or of a run on the chosen path: probe the other path, then decide.
-  const Path next = path_ == Path::early ? Path::blocking : Path::early;
+  const Path next = segment_.path == Path::early ? Path::blocking : Path::early;
   begin_segment(next, next == Path::early ? early_probe_length() : policy_.probe_calls, true, &iv);
   probing_ = true;
 }
 
 Vote KeyState::measure(const Intervals& iv) {
-  const std::uint64_t ec = load(iv.early_intervals) - base_early_n_;
-  const std::uint64_t bc = load(iv.blocking_intervals) - base_blocking_n_;
-  if (ec > 0) mean_early_ = static_cast<double>(load(iv.early_interval_ns) - base_early_ns_) / static_cast<double>(ec);
+  const std::uint64_t ec = load(iv.early_intervals) - base_.early_n;
+  const std::uint64_t bc = load(iv.blocking_intervals) - base_.blocking_n;
+  if (ec > 0) base_.mean_early = static_cast<double>(load(iv.early_interval_ns) - base_.early_ns) / static_cast<double>(ec);
   if (bc > 0)
-    mean_blocking_ = static_cast<double>(load(iv.blocking_interval_ns) - base_blocking_ns_) / static_cast<double>(bc);
+    base_.mean_blocking = static_cast<double>(load(iv.blocking_interval_ns) - base_.blocking_ns) / static_cast<double>(bc);
   Vote v;
   // A rank that has not measured both paths (it cannot happen on the schedule above, but a
   // measurement may be empty) abstains rather than vote with a zero.
   if (ec > 0 && bc > 0) {
     v.ranks_measured = 1;
-    v.blocking_ns = mean_blocking_;
-    v.early_ns = mean_early_;
+    v.blocking_ns = base_.mean_blocking;
+    v.early_ns = base_.mean_early;
   }
-  const std::uint64_t on = load(iv.turns_on_intervals) - base_on_n_;
-  const std::uint64_t off = load(iv.turns_off_intervals) - base_off_n_;
+  const std::uint64_t on = load(iv.turns_on_intervals) - turns_.base_on_n;
+  const std::uint64_t off = load(iv.turns_off_intervals) - turns_.base_off_n;
   if (v.ranks_measured > 0 && on > 0 && off > 0) {
     v.turn_ranks = 1;
-    v.turns_on_ns = static_cast<double>(load(iv.turns_on_ns) - base_on_ns_) / static_cast<double>(on);
-    v.turns_off_ns = static_cast<double>(load(iv.turns_off_ns) - base_off_ns_) / static_cast<double>(off);
+    v.turns_on_ns = static_cast<double>(load(iv.turns_on_ns) - turns_.base_on_ns) / static_cast<double>(on);
+    v.turns_off_ns = static_cast<double>(load(iv.turns_off_ns) - turns_.base_off_ns) / static_cast<double>(off);
   }
   return v;
 }
 
 Path KeyState::decide(const Vote& summed, const Intervals& iv) {
   extended_ = false;
-  if (summed.force_blocking > 0 || summed.force_early > 0) {
-    const Path forced = summed.force_blocking > 0 ? Path::blocking : Path::early;
-    if (decisions_ > 0 && forced != chosen_) ++switches_;
-    ++decisions_;
-    chosen_ = forced;
-    probing_ = false;
-    forced_ = true;
-    begin_segment(forced, policy_.max_run, true, &iv);
-    rebase_turns(iv);
-    return forced;
-  }
+  if (summed.force_blocking > 0 || summed.force_early > 0)
+    return decide_forced(summed.force_blocking > 0 ? Path::blocking : Path::early, iv);
   forced_ = false;
   if (room_point()) {
-    // The warm-up's room point decides only whether the warm-up ends here: when most ranks
-    // that observed its calls found room to overlap, the early probe follows at once.
-    room_at_ = 0;
-    if (summed.room_voters > 0 && 2 * summed.room_ranks > summed.room_voters) {
-      short_warmup_ = true;
-      begin_segment(Path::early, early_probe_length(), true, &iv);
-      probing_ = true;
-    } else if (summed.room_voters > 0 && 2 * summed.room_ranks < summed.room_voters) {
-      no_room_ = true;  // advance() ends the warm-up with a blocking run, not the early probe
-    }
-    return path_;
+    decide_room(summed, iv);
+    return segment_.path;
   }
   if (calls_ == 0 && summed.ranks_measured <= 0) {
     // The first call asked the plan, which has nothing to say here: measure.
     begin_warmup(&iv);
-    return path_;
+    return segment_.path;
   }
   // Turns first, when every rank that measured the paths compared them (the sums then run over
   // the same ranks): early is then judged by the mean of the turns it will use.
   double early_ns = summed.early_ns;
-  // The segment that ends here was an early probe: its early mean mixes both turns.
-  const bool after_probe = path_ == Path::early && decide_at_end_;
-  if (turns_allowed_ && summed.turn_ranks > 0 && summed.turn_ranks >= summed.ranks_measured) {
-    // The first decision has no incumbent: the cheaper wins (keep_gain, the smaller margin).
-    // From then on turns must save enter_gain to be turned on, and are kept above keep_gain.
-    const double need = !turns_decided() || turns_chosen_ ? policy_.keep_gain : policy_.enter_gain;
-    const bool on = summed.turns_on_ns < (1.0 - need) * summed.turns_off_ns;
-    const bool wide = on ? saving(summed.turns_on_ns, summed.turns_off_ns) >= policy_.wide_gain
-                         : saving(summed.turns_off_ns, summed.turns_on_ns) >= policy_.wide_gain;
-    // The first comparison, in an early probe of one round: if it is not wide, the probe goes
-    // on for another round and nothing is decided yet (the means then run over both rounds:
-    // nothing is rebased).
-    if (!turns_decided() && after_probe && !wide &&
-        segment_end_ - segment_start_ < 1 + kCompare * kFirstCompareRounds) {
-      segment_end_ += kCompare;
-      extended_ = true;
-      return path_;
-    }
-    const bool same = turns_decided() && on == turns_chosen_;
-    if (turns_decided() && !same) ++turn_switches_;
-    // A confirmation doubles the runs until the next comparison (a wide one quadruples them);
-    // a change compares at once.  The first decision of the turns, when wide, counts as a
-    // decision and a confirmation (as the paths' first decision does): the first run keeps its
-    // turns uncompared and the second compares them.
-    const std::uint32_t max_gap = std::max(policy_.max_trial_gap, 1u);
-    if (same)
-      trial_gap_ = std::min(trial_gap_ * (wide ? 4 : 2), max_gap);
-    else
-      trial_gap_ = !turns_decided() && wide ? std::min(2u, max_gap) : 1;
-    // New turns, or a probe or trial run that compared both (a trial is a run's last calls,
-    // the ones its early mean is taken from): what early costs with the turns it will use is
-    // their compared mean (the early mean measured other turns, or a mix of both).
-    if (!same || after_probe || trial_run_) early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
-    ++turn_decisions_;
-    turns_chosen_ = on;
-  }
+  if (turns_.allowed && summed.turn_ranks > 0 && summed.turn_ranks >= summed.ranks_measured &&
+      !decide_turns(summed, early_ns))
+    return segment_.path;
   rebase_turns(iv);  // each comparison stands alone
+  return decide_path(summed, early_ns, iv);
+}
+
+Path KeyState::decide_forced(Path forced, const Intervals& iv) {
+  if (decisions_ > 0 && forced != chosen_) ++switches_;
+  ++decisions_;
+  chosen_ = forced;
+  probing_ = false;
+  forced_ = true;
+  begin_segment(forced, policy_.max_run, true, &iv);
+  rebase_turns(iv);
+  return forced;
+}
+
+void KeyState::decide_room(const Vote& summed, const Intervals& iv) {
+  // The warm-up's room point decides only whether the warm-up ends here: when most ranks
+  // that observed its calls found room to overlap, the early probe follows at once.
+  warmup_.room_at = 0;
+  if (summed.room_voters > 0 && 2 * summed.room_ranks > summed.room_voters) {
+    warmup_.short_end = true;
+    begin_segment(Path::early, early_probe_length(), true, &iv);
+    probing_ = true;
+  } else if (summed.room_voters > 0 && 2 * summed.room_ranks < summed.room_voters) {
+    warmup_.no_room = true;  // advance() ends the warm-up with a blocking run, not the early probe
+  }
+}
+
+bool KeyState::decide_turns(const Vote& summed, double& early_ns) {
+  // The segment that ends here was an early probe: its early mean mixes both turns.
+  const bool after_probe = segment_.path == Path::early && segment_.decide_at_end;
+  // The first decision has no incumbent: the cheaper wins (keep_gain, the smaller margin).
+  // From then on turns must save enter_gain to be turned on, and are kept above keep_gain.
+  const double need = !turns_decided() || turns_.chosen ? policy_.keep_gain : policy_.enter_gain;
+  const bool on = summed.turns_on_ns < (1.0 - need) * summed.turns_off_ns;
+  const bool wide = on ? saving(summed.turns_on_ns, summed.turns_off_ns) >= policy_.wide_gain
+                       : saving(summed.turns_off_ns, summed.turns_on_ns) >= policy_.wide_gain;
+  // The first comparison, in an early probe of one round: if it is not wide, the probe goes
+  // on for another round and nothing is decided yet (the means then run over both rounds:
+  // nothing is rebased).
+  if (!turns_decided() && after_probe && !wide && segment_.end - segment_.start < 1 + kCompare * kFirstCompareRounds) {
+    segment_.end += kCompare;
+    extended_ = true;
+    return false;
+  }
+  const bool same = turns_decided() && on == turns_.chosen;
+  if (turns_decided() && !same) ++turns_.switches;
+  // A confirmation doubles the runs until the next comparison (a wide one quadruples them);
+  // a change compares at once.  The first decision of the turns, when wide, counts as a
+  // decision and a confirmation (as the paths' first decision does): the first run keeps its
+  // turns uncompared and the second compares them.
+  const std::uint32_t max_gap = std::max(policy_.max_trial_gap, 1u);
+  if (same)
+    turns_.trial_gap = std::min(turns_.trial_gap * (wide ? 4 : 2), max_gap);
+  else
+    turns_.trial_gap = !turns_decided() && wide ? std::min(2u, max_gap) : 1;
+  // New turns, or a probe or trial run that compared both (a trial is a run's last calls,
+  // the ones its early mean is taken from): what early costs with the turns it will use is
+  // their compared mean (the early mean measured other turns, or a mix of both).
+  if (!same || after_probe || turns_.trial_run) early_ns = on ? summed.turns_on_ns : summed.turns_off_ns;
+  ++turns_.decisions;
+  turns_.chosen = on;
+  return true;
+}
+
+Path KeyState::decide_path(const Vote& summed, double early_ns, const Intervals& iv) {
   Path next = Path::blocking;  // nobody measured: the path that cannot lose
   bool wide = false;
   if (summed.ranks_measured > 0) {
@@ -311,8 +325,8 @@ Path KeyState::decide(const Vote& summed, const Intervals& iv) {
   probing_ = false;
   begin_segment(next, run_, false, &iv);
   if (next == Path::early && turns_decided()) {
-    trial_run_ = ++runs_since_trial_ >= trial_gap_;
-    if (trial_run_) runs_since_trial_ = 0;
+    turns_.trial_run = ++turns_.runs_since_trial >= turns_.trial_gap;
+    if (turns_.trial_run) turns_.runs_since_trial = 0;
   }
   return next;
 }

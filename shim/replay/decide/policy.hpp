@@ -168,21 +168,21 @@ class KeyState {
   explicit KeyState(const Policy& policy, bool decide_first = false);
 
   /// The path of the next call of this key.
-  Path path() const { return path_; }
+  Path path() const { return segment_.path; }
   /// True when the next call is a decision point: measure() locally, sum the votes over the
   /// communicator, decide(), then use path().
-  bool decision_due() const { return calls_ == segment_end_ || room_point(); }
+  bool decision_due() const { return calls_ == segment_.end || room_point(); }
   /// True when the next call is the warm-up's room point (Policy::room_calls): a decision point
   /// whose vote carries room_voters and room_ranks, and which decides only whether the
   /// warm-up ends here.
-  bool room_point() const { return warmup_ && room_at_ != 0 && calls_ == room_at_; }
+  bool room_point() const { return warmup_.on && warmup_.room_at != 0 && calls_ == warmup_.room_at; }
   /// The key is in its warm-up (its first blocking calls).
-  bool warming_up() const { return warmup_; }
+  bool warming_up() const { return warmup_.on; }
   /// The warm-up ended at its room point.
-  bool short_warmup() const { return short_warmup_; }
+  bool short_warmup() const { return warmup_.short_end; }
   /// Most ranks that observed the warm-up found no room to overlap (the room point): the
   /// warm-up is followed by a blocking run of first_run calls, not by the early probe.
-  bool no_room() const { return no_room_; }
+  bool no_room() const { return warmup_.no_room; }
   /// This rank's vote: the mean interval of each path since its latest segment began.
   Vote measure(const Intervals& intervals);
   /// Applies the summed votes; returns the path from now on.  A plan's vote wins over the
@@ -208,15 +208,15 @@ class KeyState {
   /// change, or a probe or a trial run compared them, it judges the early path by the compared
   /// mean of the turns it will use.
   void allow_turns();
-  bool turns_allowed() const { return turns_allowed_; }
+  bool turns_allowed() const { return turns_.allowed; }
   /// Whether the next call (on the early path) takes per-node turns, and what its interval
   /// measures (Turns::none: not compared).
   bool turns_on() const;
   Turns turns_sample() const;
-  bool turns_decided() const { return turn_decisions_ > 0; }
-  bool turns_chosen() const { return turns_chosen_; }
-  std::uint64_t turn_decisions() const { return turn_decisions_; }
-  std::uint64_t turn_switches() const { return turn_switches_; }
+  bool turns_decided() const { return turns_.decisions > 0; }
+  bool turns_chosen() const { return turns_.chosen; }
+  std::uint64_t turn_decisions() const { return turns_.decisions; }
+  std::uint64_t turn_switches() const { return turns_.switches; }
 
   /// Statistics and tests.
   std::uint64_t calls() const { return calls_; }
@@ -231,10 +231,16 @@ class KeyState {
   /// early probe goes on for another round of them (every rank does the same with the same sums).
   bool extended() const { return extended_; }
   /// The last mean costs this rank measured (ns per call; 0: none yet).
-  double last_blocking_ns() const { return mean_blocking_; }
-  double last_early_ns() const { return mean_early_; }
+  double last_blocking_ns() const { return base_.mean_blocking; }
+  double last_early_ns() const { return base_.mean_early; }
 
  private:
+  // The parts of decide(): a plan's word; the room point; the per-node turns (false: too close,
+  // compared once more); the path.
+  Path decide_forced(Path forced, const Intervals& intervals);
+  void decide_room(const Vote& summed, const Intervals& intervals);
+  bool decide_turns(const Vote& summed, double& early_ns);
+  Path decide_path(const Vote& summed, double early_ns, const Intervals& intervals);
   void begin_warmup(const Intervals* intervals);
   void begin_segment(Path p, std::uint64_t length, bool decide_at_end, const Intervals* intervals);
   void rebase(Path p, const Intervals& intervals);
@@ -244,32 +250,47 @@ class KeyState {
   std::uint64_t early_probe_length() const;
 
   Policy policy_;
-  Path path_ = Path::early;
+  /// The current segment: its path, its calls [start, end) of the key, whether it ends in a
+  /// decision point.
+  struct Segment {
+    Path path = Path::early;
+    std::uint64_t start = 0, end = 0;
+    bool decide_at_end = false;
+  };
+  /// The warm-up: whether the current segment is it, whether it ended at its room point
+  /// (short_end), whether most ranks found no room there (a blocking run follows it), and its
+  /// room point (0: none).
+  struct Warmup {
+    bool on = false, short_end = false, no_room = false;
+    std::uint64_t room_at = 0;
+  };
+  /// Interval counters when the latest segment of each path began (a path's mean runs from
+  /// there to the decision point: the last call's interval ends at the decision point's entry),
+  /// and the means compared.
+  struct Base {
+    std::uint64_t early_n = 0, early_ns = 0, blocking_n = 0, blocking_ns = 0;
+    double mean_blocking = 0, mean_early = 0;
+  };
+  /// Per-node turns: allowed once the key has a turn order; chosen after a decision; whether
+  /// the current early run compares them, and how often runs do; the counters of both kinds of
+  /// early intervals at the last decision point.
+  struct TurnState {
+    bool allowed = false, chosen = false, trial_run = false;
+    std::uint32_t trial_gap = 1, runs_since_trial = 0;
+    std::uint64_t decisions = 0, switches = 0;
+    std::uint64_t base_on_n = 0, base_on_ns = 0, base_off_n = 0, base_off_ns = 0;
+  };
+  Segment segment_;
   Path chosen_ = Path::early;
   bool probing_ = true;
   bool forced_ = false;
   bool extended_ = false;
-  bool warmup_ = false;         // the current segment is the key's warm-up
-  bool short_warmup_ = false;   // it ended at its room point
-  bool no_room_ = false;        // most ranks found no room there: a blocking run follows the warm-up
-  std::uint64_t room_at_ = 0;   // the warm-up's room point (0: none)
-  bool decide_at_end_ = false;  // the current segment ends in a decision point
+  Warmup warmup_;
   std::uint64_t calls_ = 0;
-  std::uint64_t segment_start_ = 0, segment_end_ = 0;
   std::uint64_t run_ = 0;  // length of the next run on the chosen path
-  // Interval counters when the latest segment of each path began: a path's mean runs from
-  // there to the decision point (the last call's interval ends at the decision point's entry).
-  std::uint64_t base_early_n_ = 0, base_early_ns_ = 0;
-  std::uint64_t base_blocking_n_ = 0, base_blocking_ns_ = 0;
-  double mean_blocking_ = 0, mean_early_ = 0;
+  Base base_;
   std::uint64_t decisions_ = 0, switches_ = 0;
-  // Per-node turns: allowed once the key has a turn order; chosen after a decision; the
-  // counters of both kinds of early intervals at the last decision point.
-  bool turns_allowed_ = false, turns_chosen_ = false;
-  bool trial_run_ = false;  // the current early run compares turns
-  std::uint32_t trial_gap_ = 1, runs_since_trial_ = 0;
-  std::uint64_t turn_decisions_ = 0, turn_switches_ = 0;
-  std::uint64_t base_on_n_ = 0, base_on_ns_ = 0, base_off_n_ = 0, base_off_ns_ = 0;
+  TurnState turns_;
 };
 
 }  // namespace tnbc::shim::replay::decide
