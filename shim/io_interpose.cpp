@@ -371,79 +371,77 @@ TNBC_EXPORT int munlockall() {
   return r;
 }
 
-// syscall(): the system calls that take a buffer of the caller, or change its memory, get what
-// their library functions get.  A number not listed takes no buffer, or only a small structure
-// (docs/replay.md, "What the program may do").
-TNBC_EXPORT long syscall(long number, ...) {
-  va_list ap;
-  va_start(ap, number);
-  long a[6];
-  for (long& x : a) x = va_arg(ap, long);
-  va_end(ap);
+namespace {
+
+/// What syscall() completes before a guarded call `number` with arguments `a`: the buffers it
+/// takes and the memory it changes.
+void release_syscall_arguments(long number, const long a[6]) {
   auto ptr = [&](int i) { return reinterpret_cast<void*>(a[i]); };
   auto len = [&](int i) { return static_cast<size_t>(a[i]); };
   auto iov = [&](int i) { return reinterpret_cast<const struct iovec*>(a[i]); };
-  if (guarded()) {
-    switch (number) {
-      case SYS_read: case SYS_write: case SYS_pread64: case SYS_pwrite64: case SYS_getdents64:
-      case SYS_recvfrom: case SYS_sendto: case SYS_readlink: case SYS_mq_timedsend:
-      case SYS_mq_timedreceive:
-        io(ptr(1), len(2));
-        break;
-      case SYS_readv: case SYS_writev: case SYS_preadv: case SYS_pwritev: case SYS_preadv2:
-      case SYS_pwritev2: case SYS_vmsplice: case SYS_process_vm_readv: case SYS_process_vm_writev:
-        io_iov(iov(1), static_cast<int>(a[2]));
-        break;
-      case SYS_recvmsg: case SYS_sendmsg:
-        io_msg(reinterpret_cast<const struct msghdr*>(a[1]));
-        break;
-      case SYS_recvmmsg: case SYS_sendmmsg:
-        io_mmsg(reinterpret_cast<const struct mmsghdr*>(a[1]), static_cast<unsigned int>(a[2]));
-        break;
-      case SYS_getrandom:
-        io(ptr(0), len(1));
-        break;
-      case SYS_readlinkat:
-        io(ptr(2), len(3));
-        break;
-      case SYS_msgsnd: case SYS_msgrcv:
-        io(ptr(1), len(2) + sizeof(long));
-        break;
-      case SYS_splice: case SYS_copy_file_range:
-        io(ptr(1), sizeof(loff_t));
-        io(ptr(3), sizeof(loff_t));
-        break;
-      case SYS_sendfile:
-        io(ptr(2), sizeof(off_t));
-        break;
-      case SYS_mprotect: case SYS_pkey_mprotect: case SYS_madvise: case SYS_msync: case SYS_mlock:
-      case SYS_mlock2: case SYS_munmap: case SYS_remap_file_pages: case SYS_mbind:
-        mem(ptr(0), len(1));
-        break;
-      case SYS_mremap:
-        mem(ptr(0), len(1));
-        if ((a[3] & MREMAP_FIXED) != 0) mem(ptr(4), len(2));
-        break;
-      case SYS_mmap:
-        if ((a[3] & MAP_FIXED) != 0) mem(ptr(0), len(1));
-        break;
-      case SYS_process_madvise:
-        mem_iov(iov(1), static_cast<int>(a[2]));
-        break;
-      case SYS_shmat:
-        shm_remap(ptr(1), static_cast<int>(a[2]), static_cast<int>(a[0]));
-        break;
-      // Whose buffers are not in the arguments (io_uring's rings, kernel AIO's control blocks,
-      // page migration lists), or whose effect on memory is not bounded: wait for everything.
-      case SYS_io_uring_enter: case SYS_io_submit: case SYS_move_pages: case SYS_migrate_pages:
-      case SYS_brk: case SYS_mlockall: case SYS_fork: case SYS_vfork:
-      case SYS_clone: case SYS_clone3:
-        everything();
-        break;
-      default:
-        break;
-    }
+  switch (number) {
+    case SYS_read: case SYS_write: case SYS_pread64: case SYS_pwrite64: case SYS_getdents64:
+    case SYS_recvfrom: case SYS_sendto: case SYS_readlink: case SYS_mq_timedsend:
+    case SYS_mq_timedreceive:
+      io(ptr(1), len(2));
+      break;
+    case SYS_readv: case SYS_writev: case SYS_preadv: case SYS_pwritev: case SYS_preadv2:
+    case SYS_pwritev2: case SYS_vmsplice: case SYS_process_vm_readv: case SYS_process_vm_writev:
+      io_iov(iov(1), static_cast<int>(a[2]));
+      break;
+    case SYS_recvmsg: case SYS_sendmsg:
+      io_msg(reinterpret_cast<const struct msghdr*>(a[1]));
+      break;
+    case SYS_recvmmsg: case SYS_sendmmsg:
+      io_mmsg(reinterpret_cast<const struct mmsghdr*>(a[1]), static_cast<unsigned int>(a[2]));
+      break;
+    case SYS_getrandom:
+      io(ptr(0), len(1));
+      break;
+    case SYS_readlinkat:
+      io(ptr(2), len(3));
+      break;
+    case SYS_msgsnd: case SYS_msgrcv:
+      io(ptr(1), len(2) + sizeof(long));
+      break;
+    case SYS_splice: case SYS_copy_file_range:
+      io(ptr(1), sizeof(loff_t));
+      io(ptr(3), sizeof(loff_t));
+      break;
+    case SYS_sendfile:
+      io(ptr(2), sizeof(off_t));
+      break;
+    case SYS_mprotect: case SYS_pkey_mprotect: case SYS_madvise: case SYS_msync: case SYS_mlock:
+    case SYS_mlock2: case SYS_munmap: case SYS_remap_file_pages: case SYS_mbind:
+      mem(ptr(0), len(1));
+      break;
+    case SYS_mremap:
+      mem(ptr(0), len(1));
+      if ((a[3] & MREMAP_FIXED) != 0) mem(ptr(4), len(2));
+      break;
+    case SYS_mmap:
+      if ((a[3] & MAP_FIXED) != 0) mem(ptr(0), len(1));
+      break;
+    case SYS_process_madvise:
+      mem_iov(iov(1), static_cast<int>(a[2]));
+      break;
+    case SYS_shmat:
+      shm_remap(ptr(1), static_cast<int>(a[2]), static_cast<int>(a[0]));
+      break;
+    // Whose buffers are not in the arguments (io_uring's rings, kernel AIO's control blocks,
+    // page migration lists), or whose effect on memory is not bounded: wait for everything.
+    case SYS_io_uring_enter: case SYS_io_submit: case SYS_move_pages: case SYS_migrate_pages:
+    case SYS_brk: case SYS_mlockall: case SYS_fork: case SYS_vfork:
+    case SYS_clone: case SYS_clone3:
+      everything();
+      break;
+    default:
+      break;
   }
+}
+
+/// What syscall() learns of the mappings from `number` (mapping.hpp, io_uring_in_use).
+void note_syscall(long number) {
   switch (number) {
     case SYS_munmap: case SYS_mmap: case SYS_mremap:
     case SYS_shmat: case SYS_shmdt: case SYS_remap_file_pages:
@@ -459,5 +457,20 @@ TNBC_EXPORT long syscall(long number, ...) {
     default:
       break;
   }
+}
+
+}  // namespace
+
+// syscall(): the system calls that take a buffer of the caller, or change its memory, get what
+// their library functions get.  A number not listed takes no buffer, or only a small structure
+// (docs/replay.md, "What the program may do").
+TNBC_EXPORT long syscall(long number, ...) {
+  va_list ap;
+  va_start(ap, number);
+  long a[6];
+  for (long& x : a) x = va_arg(ap, long);
+  va_end(ap);
+  if (guarded()) release_syscall_arguments(number, a);
+  note_syscall(number);
   return tnbc::util::raw::syscall6(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

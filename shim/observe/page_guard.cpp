@@ -182,86 +182,10 @@ void PageGuard::page_opened(GuardedCall& call, std::size_t idx) {
 
 GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const SubRange> subs,
                                 std::string* error, std::size_t pages_per_sub) {
-  const std::size_t ps = page_size_;
-  const auto b = reinterpret_cast<std::uintptr_t>(base);
   std::unique_ptr<GuardedCall> call(new GuardedCall());
   call->index_ = index;
   call->count_ = subs.size();
-  call->subs_.reset(new GuardedCall::Sub[subs.size()]);
-  call->by_addr_.reset(new std::uint32_t[subs.size()]);
-  for (std::size_t i = 0; i < subs.size(); ++i) {
-    call->subs_[i].begin = b + subs[i].offset;
-    call->subs_[i].end = b + subs[i].offset + subs[i].length;
-    call->by_addr_[i] = static_cast<std::uint32_t>(i);
-  }
-  auto* order = call->by_addr_.get();
-  std::sort(order, order + subs.size(), [&](std::uint32_t x, std::uint32_t y) {
-    return call->subs_[x].begin < call->subs_[y].begin;
-  });
-  // Empty sub-messages take no bytes and can never be read: they are simply unobservable.
-  std::uintptr_t lo = UINTPTR_MAX, hi = 0, prev_end = 0;
-  for (std::size_t k = 0; k < subs.size(); ++k) {
-    const auto& s = call->subs_[order[k]];
-    if (s.begin == s.end) continue;
-    if (s.begin < prev_end) {
-      *error = "overlapping sub-messages";
-      return nullptr;
-    }
-    prev_end = s.end;
-    lo = std::min(lo, s.begin);
-    hi = std::max(hi, s.end);
-  }
-
-  if (lo < hi) {
-    call->page0_ = floor_page(lo, ps);
-    call->npages_ = (ceil_page(hi, ps) - call->page0_) / ps;
-    call->page_state_.reset(new std::atomic<std::uint8_t>[call->npages_]);
-    // A page is protected iff every byte of it belongs to some sub-message: count covered bytes.
-    std::vector<std::size_t> covered(call->npages_, 0);
-    for (std::size_t i = 0; i < subs.size(); ++i) {
-      const auto& s = call->subs_[i];
-      if (s.begin == s.end) continue;  // may lie outside [lo, hi): no page of its own
-      for (std::uintptr_t p = floor_page(s.begin, ps); p < s.end; p += ps) {
-        std::uintptr_t from = std::max(p, s.begin), to = std::min(p + ps, s.end);
-        covered[(p - call->page0_) / ps] += to - from;
-      }
-    }
-    // Sampled: of each sub-message's full pages, only pages_per_sub spread evenly from its first
-    // to its last are protected (a page shared by two sub-messages stays if either keeps it).
-    std::vector<bool> keep(call->npages_, pages_per_sub == 0);
-    if (pages_per_sub > 0)
-      for (std::size_t i = 0; i < subs.size(); ++i) {
-        const auto& s = call->subs_[i];
-        if (s.begin == s.end) continue;
-        std::vector<std::size_t> full;
-        for (std::uintptr_t p = floor_page(s.begin, ps); p < s.end; p += ps)
-          if (covered[(p - call->page0_) / ps] == ps) full.push_back((p - call->page0_) / ps);
-        const std::size_t n = std::min(full.size(), pages_per_sub);
-        if (n == 1) keep[full[0]] = true;
-        for (std::size_t j = 0; n > 1 && j < n; ++j) keep[full[j * (full.size() - 1) / (n - 1)]] = true;
-      }
-    for (std::size_t k = 0; k < call->npages_; ++k) {
-      bool on = covered[k] == ps && keep[k];
-      call->page_state_[k].store(on ? kProtected : kNever, std::memory_order_relaxed);
-      call->protected_pages_ += on;
-    }
-    for (std::size_t i = 0; i < subs.size(); ++i) {
-      auto& s = call->subs_[i];
-      if (s.begin == s.end) continue;
-      // [pbegin, pend): from its first protected page to its last; `remaining` counts them.
-      std::uint32_t count = 0;
-      s.pbegin = s.pend = 0;
-      for (std::uintptr_t p = floor_page(s.begin, ps); p < s.end; p += ps) {
-        if (call->page_state_[(p - call->page0_) / ps].load(std::memory_order_relaxed) != kProtected) continue;
-        if (count++ == 0) s.pbegin = p;
-        s.pend = p + ps;
-      }
-      if (count > 0) {
-        s.observable = true;
-        s.remaining.store(count, std::memory_order_relaxed);
-      }
-    }
-  }
+  if (!lay_out(*call, base, subs, error, pages_per_sub)) return nullptr;
   for (std::size_t i = 0; i < subs.size(); ++i)
     if (!call->subs_[i].observable)
       call->subs_[i].outcome.store(static_cast<std::uint8_t>(Outcome::unobserved),
@@ -275,41 +199,130 @@ GuardedCall* PageGuard::protect(std::uint32_t index, void* base, std::span<const
   count_live(+1);
   // Publish before protecting: a page must never be protected while the handler cannot find it.
   publish_locked();
+  return protect_pages_locked(*raw, error) ? raw : nullptr;
+}
+
+bool PageGuard::lay_out(GuardedCall& call, void* base, std::span<const SubRange> subs, std::string* error,
+                        std::size_t pages_per_sub) const {
+  const std::size_t ps = page_size_;
+  const auto b = reinterpret_cast<std::uintptr_t>(base);
+  call.subs_.reset(new GuardedCall::Sub[subs.size()]);
+  call.by_addr_.reset(new std::uint32_t[subs.size()]);
+  for (std::size_t i = 0; i < subs.size(); ++i) {
+    call.subs_[i].begin = b + subs[i].offset;
+    call.subs_[i].end = b + subs[i].offset + subs[i].length;
+    call.by_addr_[i] = static_cast<std::uint32_t>(i);
+  }
+  auto* order = call.by_addr_.get();
+  std::sort(order, order + subs.size(), [&](std::uint32_t x, std::uint32_t y) {
+    return call.subs_[x].begin < call.subs_[y].begin;
+  });
+  // Empty sub-messages take no bytes and can never be read: they are simply unobservable.
+  std::uintptr_t lo = UINTPTR_MAX, hi = 0, prev_end = 0;
+  for (std::size_t k = 0; k < subs.size(); ++k) {
+    const auto& s = call.subs_[order[k]];
+    if (s.begin == s.end) continue;
+    if (s.begin < prev_end) {
+      *error = "overlapping sub-messages";
+      return false;
+    }
+    prev_end = s.end;
+    lo = std::min(lo, s.begin);
+    hi = std::max(hi, s.end);
+  }
+  if (lo >= hi) return true;
+  call.page0_ = floor_page(lo, ps);
+  call.npages_ = (ceil_page(hi, ps) - call.page0_) / ps;
+  call.page_state_.reset(new std::atomic<std::uint8_t>[call.npages_]);
+  // A page is protected iff every byte of it belongs to some sub-message: count covered bytes.
+  std::vector<std::size_t> covered(call.npages_, 0);
+  for (std::size_t i = 0; i < call.count_; ++i) {
+    const auto& s = call.subs_[i];
+    if (s.begin == s.end) continue;  // may lie outside [lo, hi): no page of its own
+    for (std::uintptr_t p = floor_page(s.begin, ps); p < s.end; p += ps) {
+      std::uintptr_t from = std::max(p, s.begin), to = std::min(p + ps, s.end);
+      covered[(p - call.page0_) / ps] += to - from;
+    }
+  }
+  const std::vector<bool> keep = sampled_pages(call, covered, pages_per_sub);
+  for (std::size_t k = 0; k < call.npages_; ++k) {
+    bool on = covered[k] == ps && keep[k];
+    call.page_state_[k].store(on ? kProtected : kNever, std::memory_order_relaxed);
+    call.protected_pages_ += on;
+  }
+  for (std::size_t i = 0; i < call.count_; ++i) {
+    auto& s = call.subs_[i];
+    if (s.begin == s.end) continue;
+    // [pbegin, pend): from its first protected page to its last; `remaining` counts them.
+    std::uint32_t count = 0;
+    s.pbegin = s.pend = 0;
+    for (std::uintptr_t p = floor_page(s.begin, ps); p < s.end; p += ps) {
+      if (call.page_state_[(p - call.page0_) / ps].load(std::memory_order_relaxed) != kProtected) continue;
+      if (count++ == 0) s.pbegin = p;
+      s.pend = p + ps;
+    }
+    if (count > 0) {
+      s.observable = true;
+      s.remaining.store(count, std::memory_order_relaxed);
+    }
+  }
+  return true;
+}
+
+std::vector<bool> PageGuard::sampled_pages(const GuardedCall& call, const std::vector<std::size_t>& covered,
+                                           std::size_t pages_per_sub) const {
+  // Sampled: of each sub-message's full pages, only pages_per_sub spread evenly from its first
+  // to its last are protected (a page shared by two sub-messages stays if either keeps it).
+  const std::size_t ps = page_size_;
+  std::vector<bool> keep(call.npages_, pages_per_sub == 0);
+  if (pages_per_sub == 0) return keep;
+  for (std::size_t i = 0; i < call.count_; ++i) {
+    const auto& s = call.subs_[i];
+    if (s.begin == s.end) continue;
+    std::vector<std::size_t> full;
+    for (std::uintptr_t p = floor_page(s.begin, ps); p < s.end; p += ps)
+      if (covered[(p - call.page0_) / ps] == ps) full.push_back((p - call.page0_) / ps);
+    const std::size_t n = std::min(full.size(), pages_per_sub);
+    if (n == 1) keep[full[0]] = true;
+    for (std::size_t j = 0; n > 1 && j < n; ++j) keep[full[j * (full.size() - 1) / (n - 1)]] = true;
+  }
+  return keep;
+}
+
+bool PageGuard::protect_pages_locked(GuardedCall& call, std::string* error) {
+  const std::size_t ps = page_size_;
   // Protect each run of consecutive protectable pages with one call.
-  for (std::size_t k = 0; k < raw->npages_;) {
-    if (raw->page_state_[k].load(std::memory_order_relaxed) != kProtected) {
+  for (std::size_t k = 0; k < call.npages_;) {
+    if (call.page_state_[k].load(std::memory_order_relaxed) != kProtected) {
       ++k;
       continue;
     }
     std::size_t run = k;
-    while (run < raw->npages_ &&
-           raw->page_state_[run].load(std::memory_order_relaxed) == kProtected)
-      ++run;
-    if (util::raw::mprotect(reinterpret_cast<void*>(raw->page0_ + k * ps), (run - k) * ps, PROT_NONE) != 0) {
+    while (run < call.npages_ && call.page_state_[run].load(std::memory_order_relaxed) == kProtected) ++run;
+    if (util::raw::mprotect(reinterpret_cast<void*>(call.page0_ + k * ps), (run - k) * ps, PROT_NONE) != 0) {
       int e = errno;
       // Undo: open what this call protected (never the partial pages, which are not ours), and
       // make the call unobservable.  It stays registered: a handler may still be reading it.
       // The failed call may have changed part of its range before it failed: include it.
       for (std::size_t j = 0; j < run; ++j)
-        if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected)
-          util::raw::mprotect(reinterpret_cast<void*>(raw->page0_ + j * ps), ps, PROT_READ | PROT_WRITE);
-      for (std::size_t j = 0; j < raw->npages_; ++j)
-        if (raw->page_state_[j].load(std::memory_order_relaxed) == kProtected)
-          raw->page_state_[j].store(kOpen);
-      for (std::size_t i = 0; i < raw->count_; ++i) {
-        raw->subs_[i].observable = false;
-        raw->subs_[i].remaining.store(0);
-        raw->subs_[i].outcome.store(static_cast<std::uint8_t>(Outcome::unobserved));
+        if (call.page_state_[j].load(std::memory_order_relaxed) == kProtected)
+          util::raw::mprotect(reinterpret_cast<void*>(call.page0_ + j * ps), ps, PROT_READ | PROT_WRITE);
+      for (std::size_t j = 0; j < call.npages_; ++j)
+        if (call.page_state_[j].load(std::memory_order_relaxed) == kProtected) call.page_state_[j].store(kOpen);
+      for (std::size_t i = 0; i < call.count_; ++i) {
+        call.subs_[i].observable = false;
+        call.subs_[i].remaining.store(0);
+        call.subs_[i].outcome.store(static_cast<std::uint8_t>(Outcome::unobserved));
       }
-      raw->closed_pages_.store(0);
+      call.closed_pages_.store(0);
       count_live(-1);
       publish_locked();
       *error = std::string("mprotect failed: ") + std::strerror(e);
-      return nullptr;
+      return false;
     }
     k = run;
   }
-  return raw;
+  return true;
 }
 
 void PageGuard::publish_locked() {

@@ -199,6 +199,14 @@ class PageGuard {
   void open_sub(GuardedCall& call, std::uint32_t sub, Release how, std::uint64_t stamp);
   void page_opened(GuardedCall& call, std::size_t page);
   void publish_locked();  // rebuilds the snapshot from calls_
+  // The parts of protect(): the call's sub-messages and which of its pages are protected
+  // (false: overlapping sub-messages); the pages sampled of each sub-message; the mprotect of
+  // its pages under mutex_ (false, everything undone: mprotect failed).
+  bool lay_out(GuardedCall& call, void* base, std::span<const SubRange> subs, std::string* error,
+               std::size_t pages_per_sub) const;
+  std::vector<bool> sampled_pages(const GuardedCall& call, const std::vector<std::size_t>& covered,
+                                  std::size_t pages_per_sub) const;
+  bool protect_pages_locked(GuardedCall& call, std::string* error);
   const Entry* find(const Snapshot* snap, std::uintptr_t addr) const;
 
   StampFn stamp_;

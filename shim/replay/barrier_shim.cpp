@@ -101,6 +101,80 @@ void node_communicator(MPI_Comm comm, MPI_Comm* out) {
   else PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, out);
 }
 
+/// The node's barrier root: MinNumaDist over the NUMA nodes of the node's ranks, unless fixed.
+/// On a machine of one NUMA node every rank is on node 0 and MinNumaDist picks rank 0: no
+/// allgather (the same answer on every rank of the node, which share the machine and the
+/// agreed settings).  `numa`: room for node_size entries.
+int node_root(MPI_Comm node, int node_size, std::vector<int>& numa) {
+  const bool fixed_root = g_state.root != config::kBarrierRootAuto && g_state.root < node_size;
+  if (fixed_root) return g_state.root;
+  if (g_state.topology->node_count() <= 1) return 0;
+  int my_numa = std::max(0, g_state.topology->node_of_self(g_state.world_rank));
+  PMPI_Allgather(&my_numa, 1, MPI_INT, numa.data(), 1, MPI_INT, node);
+  return barrier::min_numa_dist(*g_state.topology, std::span<const int>(numa.data(), static_cast<std::size_t>(node_size)));
+}
+
+/// The segment: created and placed by the root, mapped and placed by the others.  Returns this
+/// rank's error (empty: none) and in `node_ok` whether every rank of the node mapped it.
+std::string map_segment(CommBarrier* cb, int node_rank, int node_size, int root, int& node_ok) {
+  cb->bytes = barrier::Segment::bytes(node_size);
+  char name[shm::kNameBytes] = {};
+  std::string err;
+  if (node_size > barrier::kMaxLocalSize) err = "too many ranks on one node";
+  else if (node_rank == root) err = shm::create(shm::kBarrier, cb->bytes, name, &cb->base);
+  if (node_rank == root && err.empty())
+    barrier::Segment(cb->base, node_size).place_global();
+  PMPI_Bcast(name, shm::kNameBytes, MPI_CHAR, root, cb->node);
+  if (node_rank != root && err.empty()) {
+    if (name[0] == '\0') err = "the node root could not create the segment";
+    else err = shm::open(name, cb->bytes, &cb->base);
+  }
+  if (err.empty()) barrier::Segment(cb->base, node_size).place_rank(node_rank, root);
+  // Every rank of the node has mapped it (or given up): the name is no longer needed.  Agreed
+  // on the node first, so that the name lives only while the node's ranks open it, not while
+  // other nodes set up; then on the communicator.
+  int ok = err.empty() ? 1 : 0;
+  node_ok = 0;
+  PMPI_Allreduce(&ok, &node_ok, 1, MPI_INT, MPI_MIN, cb->node);
+  if (node_rank == root && name[0] != '\0') shm_unlink(name);
+  return err;
+}
+
+/// Whether every node of `comm` mapped its segment.  With several nodes one allgather over the
+/// communicator makes the outcome common and names each node's root in `leaders`; the roots
+/// alone then make their communicator (an MPI_Comm_split of the whole communicator cost about
+/// 25 ms more at 2 emulated nodes x 2 ranks).  `all`: room for 2 x size entries.
+bool agree_setup(CommBarrier* cb, MPI_Comm comm, int size, int node_ok, bool is_root, std::vector<int>& all,
+                 std::vector<int>& leaders) {
+  if (!cb->multi_node) return node_ok != 0;
+  const int mine[2] = {node_ok, is_root ? 1 : 0};
+  PMPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm);
+  int all_ok = 1;
+  for (int r = 0; r < size; ++r) {
+    all_ok = std::min(all_ok, all[2 * static_cast<std::size_t>(r)]);
+    if (all[2 * static_cast<std::size_t>(r) + 1]) leaders.push_back(r);
+  }
+  return all_ok != 0;
+}
+
+/// This rank's part in the node's barrier, and the root's rank in `comm`.
+void join(CommBarrier* cb, MPI_Comm comm, int node_rank, int node_size, int root) {
+  cb->algorithm = g_state.fixed ? *g_state.fixed : barrier::choose_auto(node_size);
+  cpu_set_t cpus;
+  bool oversubscribed = sched_getaffinity(0, sizeof cpus, &cpus) == 0 &&
+                        node_size > CPU_COUNT(&cpus);
+  barrier::WaitPolicy wait = oversubscribed ? barrier::kOversubscribed : barrier::WaitPolicy{};
+  wait.progress = drive_mpi_progress;
+  cb->self = barrier::Participant{barrier::Segment(cb->base, node_size), node_rank, node_size,
+                                  root, 0, wait};
+  MPI_Group node_group, comm_group;
+  PMPI_Comm_group(cb->node, &node_group);
+  PMPI_Comm_group(comm, &comm_group);
+  PMPI_Group_translate_ranks(node_group, 1, &root, comm_group, &cb->root_in_comm);
+  PMPI_Group_free(&node_group);
+  PMPI_Group_free(&comm_group);
+}
+
 CommBarrier* setup(MPI_Comm comm) {
   auto* cb = new CommBarrier;
   int rank = 0, size = 0;
@@ -121,73 +195,17 @@ CommBarrier* setup(MPI_Comm comm) {
     PMPI_Comm_rank(cb->node, &node_rank);
   }
   PMPI_Comm_size(cb->node, &node_size);
-
-  // Root: MinNumaDist over the NUMA nodes of the node's ranks, unless fixed.  On a machine of
-  // one NUMA node every rank is on node 0 and MinNumaDist picks rank 0: no allgather (the same
-  // answer on every rank of the node, which share the machine and the agreed settings).
-  const bool fixed_root = g_state.root != config::kBarrierRootAuto && g_state.root < node_size;
-  int root = fixed_root ? g_state.root : 0;
-  if (!fixed_root && g_state.topology->node_count() > 1) {
-    int my_numa = std::max(0, g_state.topology->node_of_self(g_state.world_rank));
-    PMPI_Allgather(&my_numa, 1, MPI_INT, numa.data(), 1, MPI_INT, cb->node);
-    root = barrier::min_numa_dist(*g_state.topology, std::span<const int>(numa.data(), static_cast<std::size_t>(node_size)));
-  }
-
-  // Segment: created and placed by the root, mapped and placed by the others.
-  cb->bytes = barrier::Segment::bytes(node_size);
-  char name[shm::kNameBytes] = {};
-  std::string err;
-  if (node_size > barrier::kMaxLocalSize) err = "too many ranks on one node";
-  else if (node_rank == root) err = shm::create(shm::kBarrier, cb->bytes, name, &cb->base);
-  if (node_rank == root && err.empty())
-    barrier::Segment(cb->base, node_size).place_global();
-  PMPI_Bcast(name, shm::kNameBytes, MPI_CHAR, root, cb->node);
-  if (node_rank != root && err.empty()) {
-    if (name[0] == '\0') err = "the node root could not create the segment";
-    else err = shm::open(name, cb->bytes, &cb->base);
-  }
-  if (err.empty()) barrier::Segment(cb->base, node_size).place_rank(node_rank, root);
-  // Every rank of the node has mapped it (or given up): the name is no longer needed.  Agreed
-  // on the node first, so that the name lives only while the node's ranks open it, not while
-  // other nodes set up; then on the communicator.
-  int ok = err.empty() ? 1 : 0, node_ok = 0, all_ok = 0;
-  PMPI_Allreduce(&ok, &node_ok, 1, MPI_INT, MPI_MIN, cb->node);
-  if (node_rank == root && name[0] != '\0') shm_unlink(name);
-  // With several nodes one allgather over the communicator makes the outcome common and names
-  // each node's root; the roots alone then make their communicator (an MPI_Comm_split of the
-  // whole communicator cost about 25 ms more at 2 emulated nodes x 2 ranks).
+  const int root = node_root(cb->node, node_size, numa);
+  int node_ok = 0;
+  const std::string err = map_segment(cb, node_rank, node_size, root, node_ok);
   cb->multi_node = node_size < size;
-  if (cb->multi_node) {
-    const int mine[2] = {node_ok, node_rank == root ? 1 : 0};
-    PMPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm);
-    all_ok = 1;
-    for (int r = 0; r < size; ++r) {
-      all_ok = std::min(all_ok, all[2 * static_cast<std::size_t>(r)]);
-      if (all[2 * static_cast<std::size_t>(r) + 1]) leaders.push_back(r);
-    }
-  } else {
-    all_ok = node_ok;
-  }
-  if (!all_ok) {
+  if (!agree_setup(cb, comm, size, node_ok, node_rank == root, all, leaders)) {
     warn_setup(rank, err.empty() ? "failed on another rank" : err);
     release(cb, true);
     return cb;
   }
   if (cb->multi_node && node_rank == root) node::group_communicator(comm, leaders, kLeadersCommTag, &cb->leaders);
-  cb->algorithm = g_state.fixed ? *g_state.fixed : barrier::choose_auto(node_size);
-  cpu_set_t cpus;
-  bool oversubscribed = sched_getaffinity(0, sizeof cpus, &cpus) == 0 &&
-                        node_size > CPU_COUNT(&cpus);
-  barrier::WaitPolicy wait = oversubscribed ? barrier::kOversubscribed : barrier::WaitPolicy{};
-  wait.progress = drive_mpi_progress;
-  cb->self = barrier::Participant{barrier::Segment(cb->base, node_size), node_rank, node_size,
-                                  root, 0, wait};
-  MPI_Group node_group, comm_group;
-  PMPI_Comm_group(cb->node, &node_group);
-  PMPI_Comm_group(comm, &comm_group);
-  PMPI_Group_translate_ranks(node_group, 1, &root, comm_group, &cb->root_in_comm);
-  PMPI_Group_free(&node_group);
-  PMPI_Group_free(&comm_group);
+  join(cb, comm, node_rank, node_size, root);
   cb->passthrough = false;
   return cb;
 }

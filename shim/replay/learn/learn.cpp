@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -312,42 +313,39 @@ std::optional<bool> room(KeyLearning& k) {
   return out;
 }
 
-void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
-  if (!g_enabled || k.designated == k.designated_learned) return;
-  k.designated_learned = k.designated;
-  const std::uint64_t t0 = util::now_ns();
-  settle();
-  int ranks = 0;
-  PMPI_Comm_size(comm, &ranks);
-  const auto R = static_cast<std::size_t>(ranks);
+namespace {
 
-  // Which sites: (hash, sub-messages) of each rank's sites with samples; the union, by hash.
+/// The sites of a learn point: (hash, sub-messages) of each rank's sites with samples, gathered
+/// from every rank of `comm`; the union by hash (the most sub-messages any rank saw), at most
+/// kMaxSites.  Adds the gather's time to `gathered`.
+std::map<std::uint64_t, std::size_t> gather_sites(const KeyLearning& k, MPI_Comm comm, std::size_t ranks,
+                                                  std::uint64_t& gathered) {
   constexpr std::size_t kSlots = 2 * kMaxSites;
   std::uint64_t mine[kSlots] = {};
   std::size_t used = 0;
   for (const SiteLearning& s : k.sites)
     if (!s.samples.empty() && used < kSlots) mine[used++] = s.hash, mine[used++] = s.messages;
-  std::vector<std::uint64_t> all(kSlots * R);
-  std::uint64_t g0 = util::now_ns();
+  std::vector<std::uint64_t> all(kSlots * ranks);
+  const std::uint64_t g0 = util::now_ns();
   PMPI_Allgather(mine, static_cast<int>(kSlots), MPI_UINT64_T, all.data(), static_cast<int>(kSlots), MPI_UINT64_T, comm);
-  std::uint64_t gathered = util::now_ns() - g0;
+  gathered += util::now_ns() - g0;
   std::map<std::uint64_t, std::size_t> sites;  // hash -> sub-messages (the largest any rank saw)
   for (std::size_t i = 0; i + 1 < all.size(); i += 2)
     if (all[i] != 0 && all[i + 1] != 0 && all[i + 1] <= static_cast<std::uint64_t>(priority::kMaxMessages))
       sites[all[i]] = std::max<std::size_t>(sites[all[i]], all[i + 1]);
   while (sites.size() > kMaxSites) sites.erase(std::prev(sites.end()));
-  if (sites.empty()) {
-    k.gather_ns += gathered;
-    k.learn_ns += util::now_ns() - t0 - gathered;
-    return;
-  }
+  return sites;
+}
 
-  // This rank's summary of each (NaN: nothing observed here), and whether its calls read the
-  // data right after the call (1: verdict CRC, 0: not, NaN: nothing observed or read), gathered
-  // from every rank.
-  std::size_t total = 0;
+/// Per site of `sites`, 2n + 1 doubles of every rank of `comm`, rank after rank: its summary
+/// (delays, then positions; NaN: nothing observed there), and whether its calls read the data
+/// right after the call (1: verdict CRC, 0: not, NaN: nothing observed or read).  `total`: the
+/// doubles of one rank.  Adds the gather's time to `gathered`.
+std::vector<double> gather_summaries(KeyLearning& k, const std::map<std::uint64_t, std::size_t>& sites,
+                                     MPI_Comm comm, std::size_t ranks, std::size_t& total, std::uint64_t& gathered) {
+  total = 0;
   for (const auto& [h, n] : sites) total += 2 * n + 1;
-  std::vector<double> send(total, kNaN), recv(total * R);
+  std::vector<double> send(total, kNaN), recv(total * ranks);
   std::size_t at = 0;
   for (const auto& [h, n] : sites) {
     const SiteLearning* s = find_site(k, h);
@@ -362,59 +360,86 @@ void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
     }
     at += 2 * n + 1;
   }
-  g0 = util::now_ns();
+  const std::uint64_t g0 = util::now_ns();
   PMPI_Allgather(send.data(), static_cast<int>(total), MPI_DOUBLE, recv.data(), static_cast<int>(total), MPI_DOUBLE, comm);
   gathered += util::now_ns() - g0;
+  return recv;
+}
 
-  // The same consensus on every rank, from the same numbers.
-  at = 0;
-  const priority::PlanEntry* turns = nullptr;  // the order of the site most ranks observed
-  std::size_t turns_seen = 0;
-  bool turns_read_at_once = false;
-  for (const auto& [h, n] : sites) {
-    std::vector<priority::RankSummary> ranks_seen;
-    std::size_t crc_voters = 0, crc_ranks = 0;
-    for (std::size_t r = 0; r < R; ++r) {
-      const double* base = recv.data() + r * total + at;
-      priority::RankSummary sum{std::vector<double>(base, base + n), std::vector<double>(base + n, base + 2 * n)};
-      if (std::any_of(sum.delay.begin(), sum.delay.end(), [](double d) { return !std::isnan(d); }))
-        ranks_seen.push_back(std::move(sum));
-      if (!std::isnan(base[2 * n])) ++crc_voters, crc_ranks += base[2 * n] > 0.5 ? 1 : 0;
-    }
-    at += 2 * n + 1;
-    const priority::Consensus c = priority::consensus(ranks_seen, n);
-    if (c.ordered == 0) continue;  // nothing was read: no order to learn
-    SiteLearning* s = find_site(k, h);
-    if (s == nullptr) {
-      std::lock_guard lock(g_mutex);
-      s = &k.sites.emplace_back();
-      s->hash = h;
-    }
-    s->messages = n;
-    update(k, *s, c, call);
-    if (s->current != nullptr) {
-      const std::vector<std::size_t> current(s->current->order.begin(), s->current->order.end());
-      double agree = 0;
-      for (const priority::RankSummary& r : ranks_seen) {
-        const priority::Consensus own = priority::consensus(std::span(&r, 1), n);
-        agree += priority::concordance(own.order, n - own.ordered, current, n - s->current_ordered);
-      }
-      s->agreement = ranks_seen.empty() ? 1.0 : agree / static_cast<double>(ranks_seen.size());
-      if (ranks_seen.size() > turns_seen) {
-        turns = s->current, turns_seen = ranks_seen.size();
-        turns_read_at_once = 2 * crc_ranks > crc_voters;
-      }
-    }
+/// The order of the site most ranks observed (for per-node turns) and whether most of its
+/// ranks read the data right after the call.
+struct TurnCandidate {
+  const priority::PlanEntry* order = nullptr;
+  std::size_t seen = 0;
+  bool read_at_once = false;
+};
+
+/// One site's consensus from every rank's summary (`base(r)`: rank r's 2n + 1 doubles), the
+/// same on every rank from the same numbers: updates its learned order at `call`, and `turns`
+/// where more ranks observed it than the candidate's site.
+void agree_site(KeyLearning& k, std::uint64_t h, std::size_t n, std::size_t ranks,
+                const std::function<const double*(std::size_t)>& base, std::uint64_t call, TurnCandidate& turns) {
+  std::vector<priority::RankSummary> ranks_seen;
+  std::size_t crc_voters = 0, crc_ranks = 0;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    const double* b = base(r);
+    priority::RankSummary sum{std::vector<double>(b, b + n), std::vector<double>(b + n, b + 2 * n)};
+    if (std::any_of(sum.delay.begin(), sum.delay.end(), [](double d) { return !std::isnan(d); }))
+      ranks_seen.push_back(std::move(sum));
+    if (!std::isnan(b[2 * n])) ++crc_voters, crc_ranks += b[2 * n] > 0.5 ? 1 : 0;
   }
-  if (turns != nullptr) k.majority = turns;
-  if (turns != nullptr && g_turns) {
-    k.turns = turns;
-    k.turn_window = turns_read_at_once ? priority::PlannerOptions{}.read_at_once_window : 0;
+  const priority::Consensus c = priority::consensus(ranks_seen, n);
+  if (c.ordered == 0) return;  // nothing was read: no order to learn
+  SiteLearning* s = find_site(k, h);
+  if (s == nullptr) {
+    std::lock_guard lock(g_mutex);
+    s = &k.sites.emplace_back();
+    s->hash = h;
   }
-  // The next learn point hears only what is observed from now on: a phase change shows at the
-  // first point after it, and the hysteresis asks for a second one before the order changes.
-  for (SiteLearning& s : k.sites) s.samples.clear();
-  ++k.points;
+  s->messages = n;
+  update(k, *s, c, call);
+  if (s->current == nullptr) return;
+  const std::vector<std::size_t> current(s->current->order.begin(), s->current->order.end());
+  double agree = 0;
+  for (const priority::RankSummary& r : ranks_seen) {
+    const priority::Consensus own = priority::consensus(std::span(&r, 1), n);
+    agree += priority::concordance(own.order, n - own.ordered, current, n - s->current_ordered);
+  }
+  s->agreement = ranks_seen.empty() ? 1.0 : agree / static_cast<double>(ranks_seen.size());
+  if (ranks_seen.size() > turns.seen) turns = {s->current, ranks_seen.size(), 2 * crc_ranks > crc_voters};
+}
+
+}  // namespace
+
+void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
+  if (!g_enabled || k.designated == k.designated_learned) return;
+  k.designated_learned = k.designated;
+  const std::uint64_t t0 = util::now_ns();
+  settle();
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  const auto ranks = static_cast<std::size_t>(size);
+  std::uint64_t gathered = 0;
+  const std::map<std::uint64_t, std::size_t> sites = gather_sites(k, comm, ranks, gathered);
+  if (!sites.empty()) {
+    std::size_t total = 0;
+    const std::vector<double> recv = gather_summaries(k, sites, comm, ranks, total, gathered);
+    TurnCandidate turns;
+    std::size_t at = 0;
+    for (const auto& [h, n] : sites) {
+      agree_site(k, h, n, ranks, [&](std::size_t r) { return recv.data() + r * total + at; }, call, turns);
+      at += 2 * n + 1;
+    }
+    if (turns.order != nullptr) k.majority = turns.order;
+    if (turns.order != nullptr && g_turns) {
+      k.turns = turns.order;
+      k.turn_window = turns.read_at_once ? priority::PlannerOptions{}.read_at_once_window : 0;
+    }
+    // The next learn point hears only what is observed from now on: a phase change shows at the
+    // first point after it, and the hysteresis asks for a second one before the order changes.
+    for (SiteLearning& s : k.sites) s.samples.clear();
+    ++k.points;
+  }
   k.gather_ns += gathered;
   k.learn_ns += util::now_ns() - t0 - gathered;
 }
