@@ -372,6 +372,13 @@ constexpr std::array kSettings = {
             "node act as a node of their own (own segment, leader in the leaders' barrier). "
             "0 = off.",
             kInt<&Config::barrier_split, 0, barrier::kMaxLocalSize>},
+    Setting{"TNBC_BARRIER_AFTER", "int", "1", Agree::value,
+            "libtnbc.so: the first N MPI_Barrier calls of each communicator run MPICH's barrier; "
+            "its shared-memory barrier is built at call N + 1 (a node communicator, a segment and "
+            "a few collectives: about 10 ms per communicator on 2 emulated nodes), so a "
+            "communicator that synchronises once, or is made, used and freed, pays nothing for "
+            "it.  0 = built at the first call (docs/barrier.md).",
+            kInt<&Config::barrier_after, 0, 1000000>},
 };
 
 }  // namespace

@@ -28,6 +28,8 @@ namespace {
 /// The barrier of one communicator.
 struct CommBarrier {
   bool passthrough = true;
+  bool built = false;          ///< setup() ran (passthrough stays true where it failed)
+  std::uint32_t mpi_calls = 0;  ///< MPI_Barrier calls passed to MPICH before it was built
   bool multi_node = false;
   barrier::Algorithm algorithm = barrier::Algorithm::dissemination;
   barrier::Participant self{barrier::Segment(nullptr, 0), 0, 1, 0, 0, {}};
@@ -45,6 +47,7 @@ struct State {
   std::optional<barrier::Algorithm> fixed;   // nullopt: auto
   int root = config::kBarrierRootAuto;
   int split = 0;  // TNBC_BARRIER_SPLIT
+  std::uint32_t after = 1;  // TNBC_BARRIER_AFTER
   std::unique_ptr<barrier::Topology> topology;
   int world_rank = 0;
   std::atomic<bool> stopped{false};
@@ -83,7 +86,6 @@ int delete_attr(MPI_Comm, int, void* value, void*) {
   return MPI_SUCCESS;
 }
 
-/// Collective over `comm`: builds its barrier (see the header).
 /// Lets MPI act while a rank waits in the shared-memory barrier (barrier::WaitPolicy::progress):
 /// MPI's own barrier progresses every pending operation of the process while it waits, and a
 /// program may count on it (a peer's MPI_Ssend to a receive this rank posted, a passive-target
@@ -175,8 +177,10 @@ void join(CommBarrier* cb, MPI_Comm comm, int node_rank, int node_size, int root
   PMPI_Group_free(&comm_group);
 }
 
-CommBarrier* setup(MPI_Comm comm) {
-  auto* cb = new CommBarrier;
+/// Collective over `comm`: builds its barrier into `cb` (see the header); where that fails on
+/// any rank, `cb` stays a passthrough on every rank.
+void setup(CommBarrier* cb, MPI_Comm comm) {
+  cb->built = true;
   int rank = 0, size = 0;
   PMPI_Comm_rank(comm, &rank);
   PMPI_Comm_size(comm, &size);
@@ -202,15 +206,22 @@ CommBarrier* setup(MPI_Comm comm) {
   if (!agree_setup(cb, comm, size, node_ok, node_rank == root, all, leaders)) {
     warn_setup(rank, err.empty() ? "failed on another rank" : err);
     release(cb, true);
-    return cb;
+    return;
   }
   if (cb->multi_node && node_rank == root) node::group_communicator(comm, leaders, kLeadersCommTag, &cb->leaders);
   join(cb, comm, node_rank, node_size, root);
   cb->passthrough = false;
-  return cb;
 }
 
-/// The cached barrier of `comm`, built on first use; nullptr for inter-communicators.
+/// The world's statistics: the algorithm and root of its barrier, or MPICH's before it is built.
+void world_statistics(const CommBarrier& cb) {
+  Stats& stats = runtime().stats();
+  stats.barrier_algo = cb.passthrough ? "mpich" : std::string(barrier::to_string(cb.algorithm));
+  stats.barrier_root = cb.passthrough ? 0 : cb.root_in_comm;
+}
+
+/// The cached barrier of `comm`, built at its call TNBC_BARRIER_AFTER + 1 (every rank of `comm`
+/// makes the same calls, so all build it at the same one); nullptr for inter-communicators.
 CommBarrier* lookup(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL) return nullptr;  // MPICH reports the error
   // The cached state first: one call on every barrier after the first.  Inter-communicators
@@ -218,17 +229,21 @@ CommBarrier* lookup(MPI_Comm comm) {
   void* value = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, g_state.keyval, &value, &found);
-  if (found) return static_cast<CommBarrier*>(value);
-  int inter = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (inter) return nullptr;
-  CommBarrier* cb = setup(comm);
-  PMPI_Comm_set_attr(comm, g_state.keyval, cb);
-  if (comm == MPI_COMM_WORLD) {
-    Stats& stats = runtime().stats();
-    stats.barrier_algo = cb->passthrough ? "mpich" : std::string(barrier::to_string(cb->algorithm));
-    stats.barrier_root = cb->passthrough ? 0 : cb->root_in_comm;
+  CommBarrier* cb = static_cast<CommBarrier*>(value);
+  if (!found) {
+    int inter = 0;
+    PMPI_Comm_test_inter(comm, &inter);
+    if (inter) return nullptr;
+    cb = new CommBarrier;
+    PMPI_Comm_set_attr(comm, g_state.keyval, cb);
   }
+  if (cb->built) return cb;
+  if (cb->mpi_calls < g_state.after) {
+    ++cb->mpi_calls;  // passthrough: MPICH's barrier
+  } else {
+    setup(cb, comm);
+  }
+  if (comm == MPI_COMM_WORLD) world_statistics(*cb);
   return cb;
 }
 
@@ -249,6 +264,7 @@ void start_barrier(Runtime& rt) {
   g_state.fixed = barrier::parse_algorithm(cfg.barrier_algo);
   g_state.root = cfg.barrier_root;
   g_state.split = cfg.barrier_split;
+  g_state.after = static_cast<std::uint32_t>(cfg.barrier_after);
   g_state.topology = std::make_unique<barrier::NumaTopology>();
   if (g_state.mpich) {
     rt.stats().barrier_algo = "mpich";

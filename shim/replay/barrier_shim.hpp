@@ -1,7 +1,8 @@
 // MPI_Barrier of libtnbc.so on shared memory (barrier/), per communicator.
 //
-// At the first barrier on a communicator (MPI_COMM_WORLD: at initialisation) the ranks build,
-// collectively, a CommBarrier cached on the communicator with an attribute (freed with it):
+// At a communicator's barrier call TNBC_BARRIER_AFTER + 1 (default: its second; the ones before
+// run MPICH's) the ranks build, collectively, a CommBarrier cached on the communicator with an
+// attribute (freed with it):
 //
 //   comm ──split_type(SHARED)──▶ node comm ──allgather NUMA nodes──▶ root (MinNumaDist)
 //        root: removes segments of dead creators (once per process; docs/barrier.md),
@@ -24,8 +25,8 @@ class Runtime;
 
 namespace tnbc::shim::replay {
 
-/// At mode start: reads the barrier settings, loads the topology, sets up MPI_COMM_WORLD and
-/// records the algorithm and root in the statistics.
+/// At mode start: reads the barrier settings and loads the topology (MPI_COMM_WORLD's barrier is
+/// built as every other communicator's, and the statistics say "unused" until its first call).
 void barrier_start(Runtime& rt);
 /// At mode stop, before PMPI_Finalize: frees MPI_COMM_WORLD's barrier; later deletions of
 /// cached barriers only unmap memory.
