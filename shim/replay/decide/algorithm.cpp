@@ -103,13 +103,8 @@ std::string open_var(Var& v, const std::vector<std::string>& candidates) {
 std::vector<std::string> candidates_for(priority::Op op, std::uint64_t bytes) {
   switch (op) {
     case priority::Op::alltoall:
-      // Not brucks: under MPICH 4.0.2 it failed heFFTe's Alltoall on 2 emulated nodes
-      // ("Message truncated", plain MPICH with the variable set).  From 4 KiB the first choice
-      // is scattered, which keeps every link busy: MPICH 4.0.2's default
-      // lost to it in every measurement here (NPB FT A on 2 emulated nodes 2.1 s per call
-      // against 1.4 s; heFFTe's Alltoall on one node 3.25 s against 2.30 s per run; 4 MiB
-      // blocks on one node 12 ms against 6.5 ms), and was never more than 5% faster (NPB FT
-      // A on one node, within the noise): docs/apps.md.
+      // Not brucks: under MPICH 4.0.2 it fails some programs' Alltoall.  From 4 KiB the first
+      // choice is scattered, which keeps every link busy (docs/measurements/decision-notes.md).
       if (bytes < 4096) return {"auto", "scattered"};
       return {"scattered", "auto", "pairwise"};
     case priority::Op::bcast:

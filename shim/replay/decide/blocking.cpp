@@ -16,24 +16,14 @@ namespace {
 
 /// The engine's exchange becomes a key's first choice for its blocking calls (before any trial
 /// round) where (1) the CPU weight its ranks measured in their first kEngineAskAt blocking calls is
-/// at least kEngineFirstWeight on average, and (2) sample calls then run, kEngineSamples of each,
-/// the choice's and the engine's alternately, and cost less on the engine: their time plus their
-/// CPU by that weight, summed over the calls and the ranks.  Both agreements are nonblocking
-/// (AlgorithmChoice::agreement).
-///   The break-even of (1), measured on 2 emulated nodes (docs/algorithms.md): MPI's polling
-/// takes about half a call's time in CPU on a full node, the engine's exchange about a sixth and
-/// up to 5% more time; so it pays from a weight of about 0.05 / (0.5 - 0.17), 0.15.
-///   (2) keeps MPI where the engine's exchange costs more (NPB IS A on one node: its large blocks
-/// 7-43 ms a call on the engine, 8-10 by MPI's shared memory).  Sample calls start without a
-/// barrier (a trial call starts after one): on a full node MPI's call usually waits a time slice
-/// for the rank it polls against (heFFTe's 2-rank transposes on one node: 8 ms, but 0.2 ms where
-/// a barrier had just aligned the two), which the engine's, sleeping, does not.  The engine's
-/// communicator is started before them: its first call there would pay for an MPI_Comm_dup (25
-/// of heFFTe's first 27 ms).
-///   The samples end before the trial's first round may begin (TrialPolicy::skip, 16), for the
-/// trial's reason: a program of few calls never pays for trying.  Two sample calls of the engine
-/// at calls 4-7 made NPB IS A (11 calls) on one node 8% slower (0.575 s against 0.530, medians
-/// of 12 alternating runs): the intervals after them grew from about 50 ms to 70-90.
+/// at least kEngineFirstWeight on average (below it MPI's polling costs the node less than the
+/// engine's exchange adds), and (2) sample calls then run, kEngineSamples of each, the choice's
+/// and the engine's alternately, without a barrier, and cost less on the engine: their time plus
+/// their CPU by that weight, summed over the calls and the ranks.  Both agreements are
+/// nonblocking (AlgorithmChoice::agreement).  The engine's communicator is started before the
+/// samples, and they end before the trial's first round may begin (TrialPolicy::skip): a
+/// program of few calls never pays for trying.  The measurements behind the constants:
+/// docs/measurements/decision-notes.md.
 constexpr std::uint64_t kEngineAskAt = 12;
 constexpr double kEngineFirstWeight = 0.2;
 constexpr int kEngineSamples = 2;  // of each

@@ -431,9 +431,7 @@ void done(const Decision& d, MPI_Comm comm) {
   Key* key = d.key;
   if (!g_adapt || key == nullptr || one_node_rule(key->one_node)) return;
   key->path.state.advance(key->path.intervals);
-  // Votes are posted after a call, never right before one: a small collective right before a
-  // large Alltoall with MPICH's scattered algorithm made it 1.0-1.4 s slower on the emulated
-  // links (docs/apps.md); right after the previous call it costs 7-20 ms.
+  // Votes are posted after a call, never right before one (decide.hpp, done).
   if (key->path.vote_stage == VoteStage::due) {
     // The vote measured at this call's entry (for_call).
     post_vote(*key, comm);

@@ -219,12 +219,9 @@ inline void count_received(const Decision& d, int self, int from, std::uint64_t 
   d.costs->add_received(d.key->peer_on_node[static_cast<std::size_t>(from)] != 0, bytes);
 }
 
-/// Counts the call just made on the decision's path.  Where the key's next call is its room
-/// point, the ranks post their votes on it here, after this call's data is complete (an
-/// MPI_Iallreduce over `comm`, every rank at the same call, completed at the room point): a
-/// small collective right before a large Alltoall with
-/// MPICH's scattered algorithm made that Alltoall 1-1.4 s slower on 2 emulated nodes (8 MiB
-/// blocks, 1.4 s calls; the same right after the previous call costs 7-20 ms).
+/// Counts the call just made on the decision's path, and posts the vote due (or, where the key's
+/// next call is its room point, the room votes) after this call's data is complete, every rank
+/// at the same call: never right before a call (docs/measurements/decision-notes.md).
 void done(const Decision& d, MPI_Comm comm);
 
 /// Before a blocking call of the decision's key: sets the algorithm this call runs
