@@ -100,7 +100,7 @@ constexpr std::string_view kPlanUsage =
     "  --strict    exit 1 when a planned call site has agreement below 0.8 (the plan is\n"
     "              still written)\n"
     "  --per-node  turn per-node priority on where ranks agree (off by default: it was\n"
-    "              slower on the emulated cluster, see docs/replay.md); where the data is\n"
+    "              slower on the emulated cluster, docs/measurements/per-node/); where the data is\n"
     "              read right after the call (verdict CRC) the entry also gets 'window 8',\n"
     "              8 inter-node chunks in flight per rank instead of TNBC_CHUNK_WINDOW\n"
     "  --measure-all  never write 'return' lines (by default a call site whose predicted\n"
