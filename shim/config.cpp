@@ -372,6 +372,13 @@ constexpr std::array kSettings = {
             "node act as a node of their own (own segment, leader in the leaders' barrier). "
             "0 = off.",
             kInt<&Config::barrier_split, 0, barrier::kMaxLocalSize>},
+    Setting{"TNBC_WATCHDOG", "int", "30", Agree::no,
+            "libtnbc.so: a collective the engine runs (returned early, or run to completion) "
+            "none of whose messages completed for this many seconds is reported once on stderr "
+            "by each rank that waits: the bytes still to receive and send, from and to which "
+            "ranks (a stopped rank, or one that never entered the call, is named there).  0 = "
+            "never.",
+            kInt<&Config::watchdog, 0, 86400>},
     Setting{"TNBC_BARRIER_AFTER", "int", "1", Agree::value,
             "libtnbc.so: the first N MPI_Barrier calls of each communicator run MPICH's barrier; "
             "its shared-memory barrier is built at call N + 1 (a node communicator, a segment and "

@@ -69,6 +69,7 @@ struct Config {
   int barrier_root = kBarrierRootAuto;  ///< TNBC_BARRIER_ROOT: local rank, or auto (MinNumaDist)
   std::string numa_topology;            ///< TNBC_NUMA_TOPOLOGY: empty = the host (libnuma)
   int barrier_split = 0;  ///< TNBC_BARRIER_SPLIT: testing, ranks per emulated node (0 = off)
+  int watchdog = 30;  ///< TNBC_WATCHDOG: seconds without progress before a call in flight is reported (0 = off)
   int barrier_after = 1;  ///< TNBC_BARRIER_AFTER: MPI_Barrier calls per communicator before its own is built
 
   bool operator==(const Config&) const = default;

@@ -81,6 +81,7 @@ bool start_engine(Runtime& rt) {
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
   o.publish = rt.config().publish;
+  o.watchdog_s = static_cast<unsigned>(rt.config().watchdog);
   o.max_memory_bytes = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
   log::debug("engine memory for calls in flight: at most {} bytes", o.max_memory_bytes);
   // libucm patches munmap & co. so that our interposers never see them: take its events too.

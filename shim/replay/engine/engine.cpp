@@ -170,6 +170,7 @@ NewOp new_op(MPI_Comm comm) {
   n.seq = n.shadow->seq++;
   n.op->comm = n.shadow->comm;
   n.op->tag = engine::tag_of(n.seq);
+  n.op->seq = n.seq;
   return n;
 }
 
@@ -182,6 +183,7 @@ Engine::Result Engine::alltoallv(const void* sendbuf, std::span<const std::size_
                        std::span<const int> recv_order, bool per_node, bool allow_early,
                        engine::Costs* costs, int window) {
   NewOp n = new_op(comm);
+  n.op->what = "alltoall(v)";
   n.op->costs = costs;
   n.op->steps = schedule::alltoallv(n.rank, n.size, send_bytes, send_displs, recv_bytes,
                                     recv_displs, recv_order, {options_.chunk_bytes}).steps;
@@ -205,6 +207,7 @@ Engine::Result Engine::bcast(void* buffer, std::size_t bytes, int root, MPI_Comm
                    int chains, std::span<const int> segment_order, bool allow_early,
                    engine::Costs* costs) {
   NewOp n = new_op(comm);
+  n.op->what = "bcast";
   n.op->costs = costs;
   n.op->steps = schedule::bcast(n.rank, n.size, root, bytes, std::min(segments, 253), chains,
                                 segment_order).steps;

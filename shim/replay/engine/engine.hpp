@@ -62,6 +62,9 @@ struct EngineOptions {
   std::size_t max_memory_bytes = 0;
   /// How received pages are published: auto, move, write or mremap (receive_mirror.hpp).
   std::string publish = "auto";
+  /// A call in flight none of whose steps completed for this long is reported once on stderr
+  /// (TNBC_WATCHDOG; 0: never): what it still waits for, and from which ranks.
+  unsigned watchdog_s = 30;
 };
 
 class Engine {

@@ -45,6 +45,13 @@ struct Op {
   SendWindow window;
   // Where this call's costs go (costs.hpp), or null.
   engine::Costs* costs = nullptr;
+  // The collective, for the watchdog's report ("alltoall(v)", "bcast"), the sequence number on
+  // its shadow communicator, when a step of it last completed (or it began), and whether the
+  // watchdog reported it (progress.cpp).
+  const char* what = "";
+  std::uint32_t seq = 0;
+  std::uint64_t last_moved_ns = 0;
+  bool watchdog_told = false;
 
   // The send copy and the mirror go back to the pool (buffer_pool.hpp) when the op is destroyed.
   Op() = default;

@@ -8,6 +8,12 @@
 #include <chrono>
 #include <csignal>
 
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "shim/log.hpp"
 #include "util/clock.hpp"
 #include "buffer_pool.hpp"
 #include "page_move.hpp"
@@ -20,6 +26,7 @@ namespace tnbc::shim::replay::engine {
 void Progress::start(const EngineOptions& options, std::size_t page_size) {
   sleep_us_ = options.progress_sleep_us;
   max_sleep_us_ = options.progress_max_sleep_us;
+  watchdog_s_ = options.watchdog_s;
   page_size_ = page_size;
   stopping_ = false;
   // The progress thread starts with every asynchronous signal blocked: a signal sent to the
@@ -134,11 +141,20 @@ void Progress::run() {
       if (active.empty()) cpu_mark = util::thread_cpu_ns();  // idle time between ops is nobody's
       while (!incoming_.empty()) {
         active.push_back(std::move(incoming_.front()));
+        active.back()->last_moved_ns = util::now_ns();
         incoming_.pop_front();
       }
     }
     bool moved = false;
-    for (auto& op : active) moved |= progress(*op);
+    const std::uint64_t round_ns = util::now_ns();
+    for (auto& op : active) {
+      if (progress(*op)) {
+        moved = true;
+        op->last_moved_ns = round_ns;
+      } else if (watchdog_s_ != 0) {
+        watch(*op, round_ns);
+      }
+    }
     const bool held = page_move::available() && see_faults(active);
     // This round's CPU time, shared by the ops it served (decide/policy.hpp counts it as their cost).
     const std::uint64_t cpu_now = util::thread_cpu_ns(), cpu = cpu_now - cpu_mark;
@@ -300,6 +316,68 @@ void Progress::step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready)
   }
   if (!op.edges.edge_step.empty() && op.edges.edge_step[i])
     op.edges.edge_pending.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+namespace {
+
+/// `ranks` of `comm` as MPI_COMM_WORLD's ranks ("3", "2, 3"; "2 (world 6)" where they differ).
+std::string world_ranks(MPI_Comm comm, const std::vector<int>& ranks) {
+  std::vector<int> world(ranks.size(), MPI_UNDEFINED);
+  MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+  if (PMPI_Comm_group(comm, &group) == MPI_SUCCESS && PMPI_Comm_group(MPI_COMM_WORLD, &world_group) == MPI_SUCCESS)
+    PMPI_Group_translate_ranks(group, static_cast<int>(ranks.size()), ranks.data(), world_group, world.data());
+  if (group != MPI_GROUP_NULL) PMPI_Group_free(&group);
+  if (world_group != MPI_GROUP_NULL) PMPI_Group_free(&world_group);
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    out += fmt::format("{}{}", out.empty() ? "" : ", ", ranks[i]);
+    if (world[i] != ranks[i] && world[i] != MPI_UNDEFINED) out += fmt::format(" (world {})", world[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+void Progress::watch(Op& op, std::uint64_t now_ns) {
+  if (op.watchdog_told || now_ns - op.last_moved_ns < std::uint64_t{watchdog_s_} * 1000000000ull) return;
+  op.watchdog_told = true;
+  // The peers (ranks of the communicator) it still waits for: those it has received nothing
+  // from yet (a stopped rank, or one not in the call yet, is among them), and the others.
+  std::vector<int> silent, partly, to;
+  std::size_t recv_bytes = 0, send_bytes = 0, unposted = 0;
+  auto add = [](std::vector<int>& v, int r) {
+    if (std::find(v.begin(), v.end(), r) == v.end()) v.push_back(r);
+  };
+  for (std::size_t i = 0; i < op.steps.size(); ++i) {
+    const Step& s = op.steps[i];
+    if (op.state[i] == 2 || s.kind == Kind::copy) continue;
+    if (op.state[i] == 0) ++unposted;
+    if (s.kind == Kind::send) {
+      send_bytes += s.bytes;
+      add(to, s.peer);
+      continue;
+    }
+    recv_bytes += s.bytes;
+    const bool heard = std::any_of(op.steps.begin(), op.steps.end(), [&](const Step& t) {
+      return t.kind == Kind::recv && t.peer == s.peer && op.state[static_cast<std::size_t>(&t - op.steps.data())] == 2;
+    });
+    add(heard ? partly : silent, s.peer);
+  }
+  for (auto* v : {&silent, &partly, &to}) std::sort(v->begin(), v->end());
+  auto ranks = [&](const std::vector<int>& v) {
+    return v.empty() ? std::string("no rank") : fmt::format("rank{} {}", v.size() > 1 ? "s" : "", world_ranks(op.comm, v));
+  };
+  int size = 0;
+  PMPI_Comm_size(op.comm, &size);
+  log::warn("watchdog: an {} run by the engine (call {} on a communicator of {} ranks) has made no progress for "
+            "{:.0f} s: {} bytes still to receive, nothing yet from {}, the rest from {}; {} bytes still to "
+            "send, to {}; {} of its {} messages not yet posted{}; {} edge pieces missing; the calling thread {}.  "
+            "A rank that sent nothing may be stopped, or may not have entered this collective (TNBC_WATCHDOG=SECONDS "
+            "sets the bound, 0 turns this off)",
+            op.what, op.seq, size, static_cast<double>(now_ns - op.last_moved_ns) / 1e9, recv_bytes, ranks(silent),
+            ranks(partly), send_bytes, ranks(to), unposted, op.steps.size(),
+            op.turn.remote_peers > 0 ? " (per-node turns)" : "", op.edges.edge_recvs_left,
+            op.caller_released.load(std::memory_order_acquire) ? "has returned" : "is still inside the call");
 }
 
 }  // namespace tnbc::shim::replay::engine

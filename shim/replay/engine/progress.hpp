@@ -49,6 +49,9 @@ class Progress {
   void run();
   void record_rusage();
   bool progress(Op& op);
+  /// The watchdog: reports `op` once on stderr where none of its steps completed for
+  /// watchdog_s_ seconds (what it still waits for, and from which ranks).
+  void watch(Op& op, std::uint64_t now_ns);
   void post(Op& op, std::size_t i);
   void step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready);
   /// Threads the kernel holds on missing pages of ops published by moving pages: noted when
@@ -60,7 +63,7 @@ class Progress {
   template <typename Which>
   void fence(Which which);
 
-  unsigned sleep_us_ = 20, max_sleep_us_ = 1000;
+  unsigned sleep_us_ = 20, max_sleep_us_ = 1000, watchdog_s_ = 30;
   std::size_t page_size_ = 4096;
   std::atomic<std::uint64_t> cpu_ns_{0}, rounds_{0}, fence_wait_ns_{0}, user_ns_{0}, system_ns_{0};
   std::mutex mutex_;

@@ -410,7 +410,7 @@ def main():
 
     def vote_after_the_call():
         # A decision point's vote is measured at the call where the decision is due, posted after
-        # it and decided at the key's next call (decide.hpp, Key::vote_stage): the call between
+        # it and decided at the key's next call (decide.hpp, PathChoice): the call between
         # keeps the path of the segment that ends.  Learning off (no room point) and MPI's
         # algorithms off: 6 blocking warm-up calls (0-5), an early probe (6-8), the decision due
         # at call 9, which still returns early, decided at call 10.  Rank 3 comes to call 9
@@ -430,6 +430,28 @@ def main():
                              r"blocking) from call 10: measured", l) for l in err), f"not decided at call 10: {err}")
     s.check("a decision point's vote, posted after its call and decided at the next, with one rank late there: "
             "identical bytes", vote_after_the_call)
+
+    def watchdog_names_the_late_rank():
+        # Rank 3 comes to call 1 2.5 s after the others, which returned early and wait for its
+        # data: with TNBC_WATCHDOG=1 each of them says, once, that nothing came from rank 3 (and
+        # the bytes are still plain MPI's); with TNBC_WATCHDOG=0 nobody says anything.
+        args = [3, 1, 3, 2500]
+        plain = mpirun(LATE, 4, args=args, timeout=120)
+        for bound in ("1", "0"):
+            res = mpirun(LATE, 4, preload="tnbc", env={"TNBC_ADAPT": "off", "TNBC_WATCHDOG": bound}, args=args,
+                         timeout=120)
+            expect(lines(res.stdout) == lines(plain.stdout), f"TNBC_WATCHDOG={bound}: differs from plain MPI")
+            said = [l for l in res.stderr.splitlines() if ": watchdog: " in l]
+            if bound == "0":
+                expect(said == [], f"TNBC_WATCHDOG=0 reported: {said}")
+                continue
+            for r in range(3):
+                mine = [l for l in said if l.startswith(f"tnbc[{r}]: watchdog: ")]
+                expect(len(mine) == 1 and "has made no progress for 1 s" in mine[0] and
+                       "nothing yet from rank 3," in mine[0], f"rank {r}: {mine}")
+            expect(not any(l.startswith("tnbc[3]: watchdog: ") for l in said), f"the late rank reported: {said}")
+    s.check("the watchdog names the rank an early call still waits for, once per rank, and stays quiet when "
+            "off", watchdog_names_the_late_rank)
 
     def per_node_entry_unused():
         # The plan without the entry of trace_order's first Alltoall site: its key (64 KiB blocks
