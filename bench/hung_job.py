@@ -1,6 +1,7 @@
 """Runs a benchmark's job with a time limit; a job that overruns it leaves evidence, not only a
-timeout: every thread's stack of the program's processes (gdb, where installed) and the job's
-output so far, written to a file, before the job's processes are ended.
+timeout: every thread's kernel view (its name, wchan and kernel stack from /proc, which does not
+disturb it), then its stack (gdb, where installed: attaching may change what a stuck thread
+does), and the job's output so far, written to a file, before the job's processes are ended.
 
 A broken collective hangs; a benchmark that meets one should say where, so that the hang can be
 found again without reproducing it.
@@ -69,14 +70,39 @@ def kill_job(sid, sig):
             pass
 
 
-def stacks(sid, program):
-    """Every thread's stack (gdb) of the processes of the job of session `sid` (job_processes)
-    that run `program` (a path), as text; where gdb is missing or does not answer, says so."""
+def read_proc(path):
+    """The text of a /proc file, or why it could not be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError as e:
+        return f"({e.strerror})"
+
+
+def kernel_view(pid):
+    """Every thread of `pid` as the kernel sees it, without attaching: name, state, wchan and
+    kernel stack (the stack needs root), as text."""
     text = []
+    try:
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+    except OSError as e:
+        return f"(no threads: {e.strerror})\n"
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}"
+        state = next((l for l in read_proc(f"{base}/status").splitlines() if l.startswith("State:")), "State: ?")
+        text.append(f"--- thread {tid} {read_proc(f'{base}/comm')}: {state[6:].strip()}, "
+                    f"wchan {read_proc(f'{base}/wchan') or '0'}\n{read_proc(f'{base}/stack')}\n")
+    return "".join(text)
+
+
+def stacks(sid, program):
+    """Every thread of the processes of the job of session `sid` (job_processes) that run
+    `program` (a path), as text: first the kernel's view of all of them (kernel_view), then
+    their stacks by gdb; where gdb is missing or does not answer, says so."""
+    procs = [(pid, argv) for pid, argv in sorted(job_processes(sid).items()) if argv and argv[0] == program]
+    text = [f"\n=== kernel view, pid {pid}: {' '.join(argv)}\n{kernel_view(pid)}" for pid, argv in procs]
     gdb = shutil.which("gdb")
-    for pid, argv in sorted(job_processes(sid).items()):
-        if not argv or argv[0] != program:
-            continue
+    for pid, argv in procs:
         text.append(f"\n=== pid {pid}: {' '.join(argv)}\n")
         if gdb is None:
             text.append("(no gdb: no stacks)\n")

@@ -3,8 +3,10 @@
 apps/run.py): a job within its limit gives its
 output, a failing one its exit status, and one past its limit a report with the stacks of the
 named program's processes and the output so far, every process of the job ended, those in
-sessions of their own too, as hydra starts its ranks (no MPI)."""
+sessions of their own too, as hydra starts its ranks (no MPI); and bench/stress.py, which runs a
+job many times with a limit calibrated on its first runs and counts what hung and what failed."""
 
+import json
 import os
 import subprocess
 import sys
@@ -58,6 +60,10 @@ def main():
         text = open(report, encoding="utf-8").read()
         expect(os.path.dirname(report) == tmp, report)
         expect(text.count("=== pid ") == 3, f"not all three sleeps in the report:\n{text[:2000]}")
+        expect(text.count("=== kernel view, pid ") == 3 and "wchan " in text,
+               f"no kernel view of the three sleeps:\n{text[:2000]}")
+        if os.geteuid() == 0:  # /proc/PID/stack is root's
+            expect("nanosleep" in text.split("=== pid ")[0], f"no kernel stack:\n{text[:2000]}")
         expect("started" in text, "the output so far is missing")
         if os.geteuid() == 0 or "Thread 1" in text:  # gdb may attach only as root (ptrace scope)
             expect("nanosleep" in text or "no gdb" in text, f"no stack:\n{text[:2000]}")
@@ -69,6 +75,25 @@ def main():
             expect(not alive(pid), f"the job's process {pid} ({what}) still runs")
     s.check("a job past its limit: the stacks of the program's processes and the output so far, "
             "every process of the job ended", past)
+
+    def stress():
+        # Runs 1-2 take 0.2 s (the calibration: a limit of 4 x 0.2 s), run 3 hangs, run 4 fails.
+        count = os.path.join(tmp, "count")
+        out = os.path.join(tmp, "stress")
+        job = (f"n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}; "
+               f"case $n in 3) exec {SLEEP} 60;; 4) echo broken >&2; exit 5;; *) exec {SLEEP} 0.2;; esac")
+        r = subprocess.run([sys.executable, os.path.join(SOURCE, "bench", "stress.py"), "--runs", "4",
+                            "--calibrate", "2", "--program", SLEEP, "--name", "t", "--out", out, "--", "sh", "-c", job],
+                           capture_output=True, text=True, timeout=120, check=False)
+        expect(r.returncode == 1, f"exit {r.returncode}: {r.stdout} {r.stderr}")
+        expect("stress t: 4 runs, 1 hung, 1 failed" in r.stdout, r.stdout)
+        summary = json.load(open(os.path.join(out, "summary.json"), encoding="utf-8"))
+        expect(summary["hung"] == 1 and summary["failed"] == 1 and 0.4 < summary["limit_s"] < 2.0, f"{summary}")
+        report = open(summary["hung_reports"][0], encoding="utf-8").read()
+        expect("=== kernel view, pid " in report, f"no kernel view in the hang's report:\n{report[:1000]}")
+        expect("broken" in open(summary["failed_reports"][0], encoding="utf-8").read(), "the failure's stderr is missing")
+    s.check("stress.py: a run past 4 x the calibrated time is a hang with its report, a failing run is counted",
+            stress)
     return s.finish()
 
 
