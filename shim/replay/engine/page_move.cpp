@@ -143,8 +143,10 @@ std::size_t move(std::uintptr_t dst, std::uintptr_t src, std::size_t n, bool wak
     if (mv.move > 0) done += static_cast<std::size_t>(mv.move);
     if (rc == 0 && done >= n) break;
     if (rc == 0 || errno == EAGAIN || errno == EINTR) continue;
-    // A page never touched at the source: the destination gets zeros, as a first touch gives.
-    if (errno == ENOENT && done < n && ps <= sizeof zeros && copy(dst + done, zeros, ps)) {
+    // A page never touched at the source: the destination gets zeros, as a first touch gives;
+    // where the destination already holds a page (placed before: nothing of the source's is
+    // left to move), it stays as it is.
+    if (errno == ENOENT && done < n && ps <= sizeof zeros && (copy(dst + done, zeros, ps) || errno == EEXIST)) {
       done += ps;
       continue;
     }
@@ -166,6 +168,16 @@ bool copy(std::uintptr_t dst, const void* src, std::size_t n) {
     if (rc != 0 && errno != EAGAIN && errno != EINTR) return false;
   }
   return done >= n;
+}
+
+bool populated(std::uintptr_t p) {
+  // /proc/self/pagemap: one 64-bit entry per page; bit 63 present, bit 62 swapped.
+  static const int fd = static_cast<int>(util::raw::syscall(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return true;  // cannot tell: as before
+  std::uint64_t entry = 0;
+  const auto at = static_cast<long>(p / system_page_size() * sizeof entry);
+  if (util::raw::syscall(SYS_pread64, fd, &entry, sizeof entry, at) != static_cast<long>(sizeof entry)) return true;
+  return (entry >> 62) != 0;
 }
 
 std::size_t take_faults(std::uintptr_t* addrs, std::size_t max) {

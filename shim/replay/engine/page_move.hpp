@@ -49,6 +49,11 @@ std::size_t move(std::uintptr_t dst, std::uintptr_t src, std::size_t n, bool wak
 /// waiters; false if the kernel refused.
 bool copy(std::uintptr_t dst, const void* src, std::size_t n);
 
+/// Whether the page holding `p` of this process is there (in memory or swapped out), not missing:
+/// reading a missing page of a registered range would wait for this process's own userfaultfd.
+/// True where the kernel does not say.
+bool populated(std::uintptr_t p);
+
 /// Missing-page faults reported since the last call, each one's address in `addrs` (up to
 /// `max`); returns how many were written.  Never blocks.
 std::size_t take_faults(std::uintptr_t* addrs, std::size_t max);

@@ -153,10 +153,16 @@ void drop_guard(Op& op) {
 /// whoever waits there: moved, or copied where the kernel will not move a page (one shared
 /// with a fork()ed child since the call).
 void put_back(std::uintptr_t user, std::uintptr_t src, std::size_t n) {
-  const std::size_t moved = page_move::move(user, src, n, true);
-  // A copy that fails finds no missing page there: the program replaced that memory during the
-  // call by a path no interposer sees, and nothing of ours belongs there any more.
-  if (moved < n) page_move::copy(user + moved, reinterpret_cast<const void*>(src + moved), n - moved);
+  const std::size_t ps = system_page_size();
+  // The rest page by page.  A copy that fails finds no missing page there: the program replaced
+  // that memory during the call by a path no interposer sees, and nothing of ours belongs there
+  // any more.  A missing mirror page is never read: the mirror is registered with the
+  // userfaultfd, so the read would wait for this thread itself (a heFFTe run hung so, its
+  // progress thread asleep in UFFDIO_COPY's read of the source); move() gave the user page
+  // zeros if it was missing too.
+  for (std::size_t done = page_move::move(user, src, n, true); done < n; done += ps)
+    if (page_move::move(user + done, src + done, ps, true) < ps && page_move::populated(src + done))
+      page_move::copy(user + done, reinterpret_cast<const void*>(src + done), ps);
 }
 
 /// The "move" way (receive_mirror.hpp): the user's pages of `runs` move into a mirror mapping of

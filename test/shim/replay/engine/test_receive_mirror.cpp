@@ -374,6 +374,25 @@ TEST_CASE("receive mirror: a thread touching a page moved out sleeps until it is
   engine::retire(f.op, kPage);
 }
 
+TEST_CASE("receive mirror: a page published twice neither blocks nor changes", "[receive_mirror]") {
+  // The second publish finds the mirror's page gone (moved back by the first) and the user's
+  // there.  Reading the missing mirror page, which is registered with the userfaultfd, would
+  // wait for this thread itself: the test would hang (a heFFTe run's progress thread did).
+  Fixture f(Publisher::move);
+  REQUIRE(f.prepare());
+  REQUIRE(f.op.recv.by_move);
+  f.arrive();
+  std::vector<std::size_t> pages{0, 1, 2, 3};
+  engine::publish(f.op, pages, kPage);
+  std::vector<char> before(f.area + kPage, f.area + 5 * kPage);
+  std::vector<std::size_t> again{1, 2};
+  engine::publish(f.op, again, kPage);
+  CHECK(std::memcmp(before.data(), f.area + kPage, before.size()) == 0);
+  CHECK(f.area[2 * kPage + 5] == f.expected(2 * kPage + 5 - 100));
+  engine::copy_edges(f.op, kPage);
+  engine::retire(f.op, kPage);
+}
+
 TEST_CASE("receive mirror: pages the kernel will not move are guarded and written instead", "[receive_mirror]") {
   Fixture f(Publisher::move, /*shared=*/true);
   REQUIRE(engine::reserve_mirror(f.op, kPage));
