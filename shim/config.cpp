@@ -71,6 +71,21 @@ std::optional<std::string> apply_blocking(Config& cfg, std::string_view v) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_explore(Config& cfg, std::string_view v) {
+  if (v == "off") {
+    cfg.explore = -1.0;
+    return std::nullopt;
+  }
+  double d = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
+  if (ec != std::errc() || end != v.data() + v.size() || !(d >= 0 && d <= 100))
+    return std::string("expected off or a percentage from 0 to 100 (e.g. 1 or 0.5)");
+  cfg.explore = d;
+  return std::nullopt;
+}
+
+std::string show_explore(const Config& cfg) { return cfg.explore < 0 ? "off" : fmt::format("{:g}", cfg.explore); }
+
 constexpr char kAnInteger[] = "an integer";
 constexpr char kALocalRank[] = "a local rank";
 
@@ -153,6 +168,7 @@ constexpr Field kAutoSize{apply_auto_size<F>, show<F>};
 constexpr Field kLog{apply_log, show_log};
 constexpr Field kAdapt{apply_adapt, show_adapt};
 constexpr Field kBlocking{apply_blocking, show_blocking};
+constexpr Field kExplore{apply_explore, show_explore};
 constexpr Field kBarrierAlgo{apply_barrier_algo, show<&Config::barrier_algo>};
 
 std::optional<std::string> apply_publish(Config& cfg, std::string_view v) {
@@ -248,6 +264,18 @@ constexpr std::array kSettings = {
             "turns lets the first run keep them uncompared (docs/replay.md, \"Deciding per "
             "call\").  0..99; 0: no decision counts twice (for experiments and comparisons).",
             kInt<&Config::adapt_wide, 0, 99>},
+    Setting{"TNBC_EXPLORE", "enum", "1", Agree::value,
+            "libtnbc.so: with TNBC_ADAPT=on or measure, the share of the time the program has "
+            "run so far, in percent, that trying something other than MPI's default blocking "
+            "call may cost each rank (docs/replay.md, \"Deciding per call\"): a probe of the "
+            "early path begins only where every rank's budget affords what it is predicted to "
+            "cost (the key's last probe, or a tenth of a blocking call per call before any), and "
+            "else waits for as many calls again; early probes, the engine's sample calls and "
+            "trials of MPI's algorithms are charged what they cost beyond the calls they "
+            "replaced (TNBC_STATS: `explore`; the summary line).  Not asked where the room point "
+            "found room to overlap or a plan says how to return.  0..100 (0: early is tried "
+            "only there); off: no bound, the probes at their calls (experiments, tests).",
+            kExplore},
     Setting{"TNBC_BLOCKING", "enum", "auto", Agree::value,
             "libtnbc.so: with TNBC_ADAPT on or measure, what runs the blocking calls of a "
             "(communicator, operation, size class).  engine: the library's own "

@@ -52,6 +52,7 @@ struct Config {
   int adapt_warmup = 6;           ///< TNBC_ADAPT_WARMUP: blocking calls of a key before early is tried
   int adapt_warmup_room = 4;      ///< TNBC_ADAPT_WARMUP_ROOM: ... where its observed reads leave room; 0 = never
   int adapt_wide = 10;            ///< TNBC_ADAPT_WIDE: % saved that makes a decision count twice; 0 = never
+  double explore = 1.0;           ///< TNBC_EXPLORE: % of the run exploring may cost; < 0 = off (no bound)
   Blocking blocking = Blocking::automatic;  ///< TNBC_BLOCKING: what runs a key's blocking calls
   bool algorithms = true;         ///< TNBC_ALGORITHMS: choose MPI's own blocking algorithm per key
   int algorithms_after = 0;       ///< TNBC_ALGORITHMS_AFTER: blocking calls of a key before they are tried (0: auto)

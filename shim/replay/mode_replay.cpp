@@ -152,8 +152,8 @@ void stop_engine(Runtime& rt) {
   const bool plan_unused = plan() != nullptr &&
                            st.alltoall.planned() + st.alltoallv.planned() + st.bcast.planned() == 0;
   if (calls > 0)
-    log::info_rank0("summary: {} of rank 0's {} Alltoall, Alltoallv and Bcast calls returned early{}{}{}", early, calls,
-                    decide::measured_saving(),
+    log::info_rank0("summary: {} of rank 0's {} Alltoall, Alltoallv and Bcast calls returned early{}{}{}{}", early,
+                    calls, decide::measured_saving(), decide::exploration_summary(),
                     plan_unused ? "; none matched an entry of TNBC_PLAN (call sites are module + offset: a "
                                   "rebuilt program needs a new trace and plan)"
                                 : "",

@@ -37,10 +37,12 @@ def key(sites, path="early", decisions=3, comm=0, op="alltoall", with_sites=True
     return k
 
 
-def write(prefix, rank, keys):
+def write(prefix, rank, keys, explore=None):
     doc = {"rank": rank, "library": "tnbc", "version": "x", "faults": 3, "fault_wait_us": 1000.0,
            "fence_wait_us": 500.0, "progress": {"cpu_us": 8000.0, "rounds": 10, "user_us": 6000.0, "system_us": 2000.0},
            "adapt": {"enabled": True, "keys": keys}}
+    if explore is not None:
+        doc["adapt"]["explore"] = explore
     with open(f"{prefix}.{rank}.json", "w", encoding="utf-8") as f:
         json.dump(doc, f)
 
@@ -236,6 +238,25 @@ def main():
         r = run("--help")
         expect(r.returncode == 0 and "usage: tnbc-stats" in r.stdout, r)
     s.check("missing and foreign files: one clear message, exit 1; --help", errors)
+
+    def exploring():
+        # The exploration budget (adapt.explore): the most any rank spent, against the least any
+        # rank was allowed, and the probes deferred; absent in older files (above: no line).
+        ex = os.path.join(tmp, "explore")
+        parts = {"early_probe_us": 1500.0, "engine_sample_us": 0.0, "trial_us": 500.0}
+        write(ex, 0, [key(bcast, path="blocking", op="bcast")],
+              explore={"bound": 0.01, "allowed_us": 30000.0, "spent_us": 2000.0, **parts, "probes_deferred": 2})
+        write(ex, 1, [key(bcast, path="blocking", op="bcast")],
+              explore={"bound": 0.01, "allowed_us": 29000.0, "spent_us": 1000.0, **dict(parts, early_probe_us=500.0),
+                       "probes_deferred": 2})
+        r = run(ex)
+        expect(r.returncode == 0, r.stderr)
+        expect("exploring: at most 2.0 ms a rank of the 1% (29.0 ms) allowed (early probes 1.5, engine samples 0.0, "
+               "algorithm trials 0.5 ms), 2 early probe(s) deferred" in r.stdout, r.stdout)
+        expect("exploring" not in run(prefix).stdout, "an exploring line for files without it")
+        d = json.loads(run("--json", ex).stdout)
+        expect([e["spent_us"] for e in d["explore"]] == [2000.0, 1000.0], d["explore"])
+    s.check("exploring: the most a rank spent against the bound, the probes deferred", exploring)
     s.finish()
 
 

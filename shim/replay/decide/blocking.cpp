@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "algorithm.hpp"
+#include "explore.hpp"
 #include "shim/log.hpp"
 
 namespace tnbc::shim::replay::decide {
@@ -92,6 +93,9 @@ void ask_engine_weight(Key& key, MPI_Comm comm) {
 /// After the last sample call: the ranks start to agree on the samples' costs (2 doubles).
 void ask_engine_verdict(Key& key, MPI_Comm comm) {
   key.algorithm.engine.stage = EngineStage::decided;
+  // What the engine's samples cost this rank beyond MPI's (explore.hpp).
+  const double extra = key.algorithm.engine.cost[1] - key.algorithm.engine.cost[0];
+  if (extra > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(extra));
   key.algorithm.agreement.set(key.algorithm.engine.cost);
   if (key.algorithm.agreement.post(comm))
     key.algorithm.engine.stage = EngineStage::judging;
@@ -149,6 +153,13 @@ void verdict_agreed(Key& key) {
 void trial_agreed(Key& key) {
   key.algorithm.round_agreeing = false;
   AlgorithmTrial& trial = key.algorithm.trial;
+  // What the round's candidates cost this rank beyond the choice before it, by their best
+  // calls (explore.hpp; the barriers before them are not counted).
+  const std::span<const double> mine = key.algorithm.agreement.mine();
+  const std::size_t k = mine.size() / 2;
+  for (std::size_t i = 0; i < k && key.algorithm.before < k; ++i)
+    if (mine[i] > mine[key.algorithm.before] && mine[key.algorithm.before] > 0)
+      exploration_budget().charge(Explore::trial, static_cast<std::uint64_t>(mine[i] - mine[key.algorithm.before]));
   choose_algorithm(trial, key.algorithm.agreement.sums(), key.comm_size);
   if (trial.chosen() == key.algorithm.told) return;
   key.algorithm.told = trial.chosen();

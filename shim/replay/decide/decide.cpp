@@ -3,6 +3,8 @@
 
 #include "algorithm.hpp"
 #include "blocking.hpp"
+#include "explore.hpp"
+#include "report.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,7 +20,6 @@
 #include "shim/log.hpp"
 #include "shim/node.hpp"
 #include "util/hash.hpp"
-#include "util/json.hpp"
 #include "util/clock.hpp"
 
 namespace tnbc::shim::replay::decide {
@@ -103,6 +104,8 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgree
   const bool observes = cfg.learn && cfg.adapt != config::Adapt::off;
   g_policy.room_calls = observes ? static_cast<std::uint32_t>(cfg.adapt_warmup_room) : 0;
   g_policy.wide_gain = cfg.adapt_wide > 0 ? cfg.adapt_wide / 100.0 : 1.0;  // 1: no saving is that wide
+  g_policy.probe_points = cfg.explore >= 0;
+  exploration_budget().start(cfg.explore >= 0 ? cfg.explore / 100.0 : -1.0, util::now_ns());
   g_one_node = cfg.adapt == config::Adapt::on;
   g_blocking = cfg.blocking;
   if (cfg.algorithms_after > 0) {  // set by hand: the first round there, no budget
@@ -131,17 +134,53 @@ void room_vote(learn::KeyLearning& learning, double& voter, double& room) {
   if (const auto r = learn::room(learning)) voter = 1, room = *r ? 1 : 0;
 }
 
+/// This rank's vote at a probe point: whether its exploration budget affords the early probe,
+/// predicted from the key's blocking mean just measured and what its last probe cost
+/// (explore.hpp).
+void probe_vote(const Key& key, Vote& vote) {
+  const KeyState& s = key.path.state;
+  const std::uint64_t predicted =
+      predicted_probe_ns(s.early_probe_length() + 1, s.last_blocking_ns(), s.early_loss_share());
+  vote.probe_refusals = exploration_budget().affords(predicted, util::now_ns()) ? 0 : 1;
+}
+
 /// The plan's word on a call as a vote: "return blocking" or "return early" (Vote::force_*).
 void plan_word(Vote& vote, priority::Return ret) {
   if (ret == priority::Return::blocking) vote.force_blocking = 1;
   if (ret == priority::Return::early) vote.force_early = 1;
 }
 
+/// What a probe point decided (KeyState::decide_probe): the early probe, or a deferral (the
+/// first of a key said at TNBC_LOG=info).
+void say_probe_point(const Key& key, const Vote& summed, std::uint64_t bytes, bool deferred) {
+  if (!deferred) {
+    log::debug("{} on communicator {}: every rank's exploration budget affords an early probe from call {}", key.op,
+               key.comm_id, key.path.state.calls());
+    return;
+  }
+  exploration_budget().deferred();
+  const std::string text = fmt::format(
+      "decided: {} on communicator {} ({} ranks): blocking from call {}, early not tried yet: on {:.0f} of its ranks "
+      "a probe would take exploring past TNBC_EXPLORE's {:g}% of the time run so far (asked again after as many "
+      "calls again)",
+      what(key, bytes), key.comm_id, key.comm_size, key.path.state.calls(), summed.probe_refusals,
+      100 * exploration_budget().share());
+  if (key.path.state.probes_deferred() == 1) log::info_rank0("{}", text);
+  else log::debug("{}", text);
+}
+
 /// Decides the key's path from the votes summed over its communicator (every rank at the same
 /// call, with the same sums), and says what it decided.
 void settle_vote(Key& key, const Vote& summed, std::uint64_t bytes) {
   const bool room_point = key.path.state.room_point();
+  const bool probe_point = key.path.state.probe_point();
+  const std::uint64_t deferred = key.path.state.probes_deferred();
   const Path p = key.path.state.decide(summed, key.path.intervals);
+  exploration_budget().charge(Explore::early_probe, key.path.state.take_probe_excess_ns());
+  if (probe_point) {
+    say_probe_point(key, summed, bytes, key.path.state.probes_deferred() > deferred);
+    return;
+  }
   if (!room_point && (!key.path.told || p != key.path.told_path)) {
     key.path.told = true;
     key.path.told_path = p;
@@ -360,6 +399,7 @@ void settle_path(Key& key, MPI_Comm comm, std::uint64_t bytes, const priority::P
     plan_word(vote, p.plan_return);
     const bool room_point = p.state.room_point();
     if (room_point) room_vote(key.learning, vote.room_voters, vote.room_ranks);
+    if (p.state.probe_point()) probe_vote(key, vote);
     take_vote(key, vote);
     // A decision point's vote does not hold the program up (PathChoice): posted after this
     // call, which stays on the path of the segment that ends here, and decided at the key's
@@ -487,6 +527,8 @@ std::string measured_saving() {
                      keys, keys > 1 ? "s" : "", saved_ns >= 0 ? "saved" : "cost", std::abs(saved_ns) / 1e6);
 }
 
+std::string exploration_summary() { return g_adapt ? exploration_budget().summary(util::now_ns()) : std::string(); }
+
 void finish_agreements() {
   std::lock_guard lock(g_keys_mutex);
   for (Key& k : g_keys) {
@@ -497,90 +539,16 @@ void finish_agreements() {
   }
 }
 
-namespace {
-
-/// The costs of a key's calls from one site, or summed over its sites.
-struct Totals {
-  std::uint64_t early_calls = 0, init_ns = 0, setup_ns = 0, send_copy_ns = 0, inside_wait_ns = 0,
-                publish_ns = 0, wait_ns = 0, progress_cpu_ns = 0, blocking_calls = 0, blocking_ns = 0,
-                intra_node_bytes = 0, inter_node_bytes = 0, engine_blocking_calls = 0, order_plan_calls = 0,
-                order_learned_calls = 0, turn_calls = 0;
-  void add(const Costs& c) {
-    engine_blocking_calls += c.engine_blocking_calls.load();
-    order_plan_calls += c.order_plan_calls.load(), order_learned_calls += c.order_learned_calls.load();
-    turn_calls += c.turn_calls.load();
-    early_calls += c.early_calls.load(), init_ns += c.init_ns.load(), setup_ns += c.setup_ns.load();
-    send_copy_ns += c.send_copy_ns.load(), inside_wait_ns += c.inside_wait_ns.load();
-    publish_ns += c.publish_ns.load(), wait_ns += c.wait_ns.load(), progress_cpu_ns += c.progress_cpu_ns.load();
-    blocking_calls += c.blocking_calls.load(), blocking_ns += c.blocking_ns.load();
-    intra_node_bytes += c.intra_node_bytes.load(), inter_node_bytes += c.inter_node_bytes.load();
-  }
-  /// The JSON fields (no braces) of docs/config.md's "keys" entries.
-  std::string fields() const {
-    auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
-    return fmt::format(
-        R"("early_calls":{},"blocking_calls":{},"init_us":{:.3f},"setup_us":{:.3f},"send_copy_us":{:.3f},)"
-        R"("inside_wait_us":{:.3f},"publish_us":{:.3f},"wait_us":{:.3f},"progress_cpu_us":{:.3f},)"
-        R"("blocking_us":{:.3f},"intra_node_bytes":{},"inter_node_bytes":{},"engine_blocking_calls":{},)"
-        R"("order_plan_calls":{},"order_learned_calls":{},"turn_calls":{})",
-        early_calls, blocking_calls, us(init_ns), us(setup_ns), us(send_copy_ns), us(inside_wait_ns),
-        us(publish_ns), us(wait_ns), us(progress_cpu_ns), us(blocking_ns), intra_node_bytes, inter_node_bytes,
-        engine_blocking_calls, order_plan_calls, order_learned_calls, turn_calls);
-  }
-};
-
-}  // namespace
-
-namespace {
-
-/// Mean microseconds of `n` intervals summing to `ns` (0 without any).
-double mean_us(std::uint64_t ns, std::uint64_t n) { return n ? static_cast<double>(ns) / 1000.0 / static_cast<double>(n) : 0.0; }
-
-/// The "turns" object of a key in the statistics (docs/config.md): per-node turns decided by
-/// measurement (learned turn orders only).
-std::string turns_json(const Key& k) {
-  const auto& iv = k.path.intervals;
-  const char* state = !k.path.state.turns_allowed() ? "none" : !k.path.state.turns_decided() ? "undecided"
-                      : k.path.state.turns_chosen()  ? "on" : "off";
-  return fmt::format(
-      R"({{"state":"{}","decisions":{},"switches":{},"on_calls":{},"off_calls":{},"on_interval_us":{:.3f},)"
-      R"("off_interval_us":{:.3f}}})",
-      state, k.path.state.turn_decisions(), k.path.state.turn_switches(), iv.turns_on_intervals.load(),
-      iv.turns_off_intervals.load(), mean_us(iv.turns_on_ns.load(), iv.turns_on_intervals.load()),
-      mean_us(iv.turns_off_ns.load(), iv.turns_off_intervals.load()));
-}
-
-}  // namespace
-
 std::string keys_json(const std::function<SiteName(std::int64_t)>& site_name) {
   std::lock_guard lock(g_keys_mutex);
-  std::string out = fmt::format(R"({{"enabled":{},"keys":[)", g_adapt ? "true" : "false");
+  std::string out = fmt::format(R"({{"enabled":{},"explore":{},"keys":[)", g_adapt ? "true" : "false",
+                                exploration_budget().json(util::now_ns()));
   bool first = true;
   for (const Key& k : g_keys) {
-    const auto& iv = k.path.intervals;
     const char* path = g_adapt && one_node_rule(k.one_node) ? "blocking"
                        : !g_adapt || !k.path.state.decided() ? "undecided"
                        : k.path.state.chosen() == Path::early ? "early" : "blocking";
-    Totals all;
-    std::string sites;
-    for (const SiteCosts& s : k.sites) {
-      Totals one;
-      one.add(s.costs);
-      all.add(s.costs);
-      const SiteName name = s.site >= 0 ? site_name(s.site) : SiteName{};
-      sites += fmt::format(R"({}{{"site":"{}","function":"{}","module":"{}",{},"plan_order":[{}]}})",
-                           sites.empty() ? "" : ",", util::json_escape(name.key), util::json_escape(name.function),
-                           util::json_escape(name.module), one.fields(), fmt::join(s.plan_order, ","));
-    }
-    out += fmt::format(
-        R"({}{{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
-        R"("decisions":{},"switches":{},"short_warmup":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},)"
-        R"("sites":[{}],"learning":{},"turns":{},"algorithm":{}}})",
-        first ? "" : ",", k.comm_id, k.comm_size, k.op, k.total_class, k.one_node ? "true" : "false", path,
-        k.path.state.decisions(), k.path.state.switches(), k.path.state.short_warmup() ? "true" : "false", all.fields(),
-        mean_us(iv.early_interval_ns.load(), iv.early_intervals.load()),
-        mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites, learn::json(k.learning),
-        turns_json(k), algorithm_json(k));
+    out += (first ? "" : ",") + key_json(k, path, site_name);
     first = false;
   }
   return out + "]}";

@@ -259,6 +259,11 @@ void say_early_path_call(const Decision& d, bool early, const char* why, std::ui
 /// early calls saved about 812 ms".
 std::string measured_saving();
 
+/// For the closing summary: what exploring cost this rank against TNBC_EXPLORE's bound
+/// (explore.hpp), e.g. "; exploring cost 12 ms of the 1% (48 ms) allowed"; empty where nothing
+/// was explored.
+std::string exploration_summary();
+
 /// Completes the agreements still in flight (a key whose next call never came;
 /// every rank posted them after the same call).  At MPI_Finalize, before the statistics.
 void finish_agreements();

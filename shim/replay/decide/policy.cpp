@@ -20,6 +20,7 @@ void Vote::to_array(double out[kFields]) const {
   out[7] = turns_off_ns;
   out[8] = room_voters;
   out[9] = room_ranks;
+  out[10] = probe_refusals;
 }
 
 Vote Vote::from_array(const double in[kFields]) {
@@ -34,6 +35,7 @@ Vote Vote::from_array(const double in[kFields]) {
   v.turns_off_ns = in[7];
   v.room_voters = in[8];
   v.room_ranks = in[9];
+  v.probe_refusals = in[10];
   return v;
 }
 
@@ -188,8 +190,22 @@ void KeyState::advance(const Intervals& iv) {
     return;
   }
   // End of the first probe or of a run on the chosen path: probe the other path, then decide.
-  const Path next = segment_.path == Path::early ? Path::blocking : Path::early;
-  begin_segment(next, next == Path::early ? early_probe_length() : policy_.probe_calls, true, &iv);
+  if (segment_.path == Path::early) {
+    begin_segment(Path::blocking, policy_.probe_calls, true, &iv);
+    probing_ = true;
+  } else if (policy_.probe_points) {
+    // The ranks first vote whether their budgets afford the early probe (decide_probe): the
+    // next call is that decision point, still on the blocking path, measured with this run.
+    warmup_.on = false;
+    segment_.decide_at_end = true;
+    probe_.point = true;
+  } else {
+    begin_early_probe(iv);
+  }
+}
+
+void KeyState::begin_early_probe(const Intervals& iv) {
+  begin_segment(Path::early, early_probe_length(), true, &iv);
   probing_ = true;
 }
 
@@ -219,9 +235,11 @@ Vote KeyState::measure(const Intervals& iv) {
 
 Path KeyState::decide(const Vote& summed, const Intervals& iv) {
   extended_ = false;
+  const bool probe_point = std::exchange(probe_.point, false);
   if (summed.force_blocking > 0 || summed.force_early > 0)
     return decide_forced(summed.force_blocking > 0 ? Path::blocking : Path::early, iv);
   forced_ = false;
+  if (probe_point) return decide_probe(summed, iv);
   if (room_point()) {
     decide_room(summed, iv);
     return segment_.path;
@@ -252,14 +270,28 @@ Path KeyState::decide_forced(Path forced, const Intervals& iv) {
   return forced;
 }
 
+Path KeyState::decide_probe(const Vote& summed, const Intervals& iv) {
+  if (summed.probe_refusals <= 0) {
+    begin_early_probe(iv);
+    return Path::early;
+  }
+  // Some rank's budget cannot afford the probe yet: blocking for as many calls again as the
+  // key has made (the program's time, and so the budget, about doubles), then ask again.
+  // A run, not a probe: its calls are observed as a run's are (learn.hpp).
+  ++probe_.deferred;
+  const std::uint64_t wait = std::clamp<std::uint64_t>(calls_, policy_.probe_calls, policy_.max_run);
+  begin_segment(Path::blocking, wait, false, &iv);
+  probing_ = false;
+  return Path::blocking;
+}
+
 void KeyState::decide_room(const Vote& summed, const Intervals& iv) {
   // The warm-up's room point decides only whether the warm-up ends here: when most ranks
   // that observed its calls found room to overlap, the early probe follows at once.
   warmup_.room_at = 0;
   if (summed.room_voters > 0 && 2 * summed.room_ranks > summed.room_voters) {
     warmup_.short_end = true;
-    begin_segment(Path::early, early_probe_length(), true, &iv);
-    probing_ = true;
+    begin_early_probe(iv);
   } else if (summed.room_voters > 0 && 2 * summed.room_ranks < summed.room_voters) {
     warmup_.no_room = true;  // advance() ends the warm-up with a blocking run, not the early probe
   }
@@ -303,6 +335,14 @@ bool KeyState::decide_turns(const Vote& summed, double& early_ns) {
 }
 
 Path KeyState::decide_path(const Vote& summed, double early_ns, const Intervals& iv) {
+  if (probing_ && segment_.path == Path::early && base_.mean_blocking > 0 && base_.mean_early > 0) {
+    // What the early probe cost this rank (explore.hpp): its calls, and the call of this
+    // decision point's vote, which stayed on it.
+    const double extra = base_.mean_early - base_.mean_blocking;
+    probe_.loss_share = extra / base_.mean_blocking;
+    const auto calls = static_cast<double>(segment_.end - segment_.start + 1);
+    probe_.excess_ns = extra > 0 ? static_cast<std::uint64_t>(extra * calls) : 0;
+  }
   Path next = Path::blocking;  // nobody measured: the path that cannot lose
   bool wide = false;
   if (summed.ranks_measured > 0) {

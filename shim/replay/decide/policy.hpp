@@ -66,6 +66,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "shim/replay/engine/costs.hpp"
@@ -136,12 +137,19 @@ struct Policy {
   /// wide first decision of them), doubled by each decision that confirms them (the losing choice costs ever fewer calls, as the probes
   /// of the paths do).
   std::uint32_t max_trial_gap = 8;
+  /// Probe points (TNBC_EXPLORE not off): a blocking run that would be followed by a probe of
+  /// the early path ends in a decision point instead, where the ranks vote whether their
+  /// exploration budgets afford the probe (explore.hpp; Vote::probe_refusals).  Refused, the
+  /// key runs blocking for as many calls again as it has made (at least probe_calls, at most
+  /// max_run) and asks again: the budget grows with the time the program runs.  Not at the room
+  /// point, where the observed reads predict a gain, nor where a plan decides.
+  bool probe_points = false;
 };
 
 /// One rank's contribution to a decision, summed over the communicator.  Plain doubles so that
 /// the sum is one MPI_Allreduce of kFields doubles.
 struct Vote {
-  static constexpr int kFields = 10;
+  static constexpr int kFields = 11;
   double ranks_measured = 0;  ///< 1 if this rank measured both paths
   double blocking_ns = 0;     ///< mean interval after a blocking call on this rank
   double early_ns = 0;        ///< mean interval after an early call on this rank
@@ -154,6 +162,9 @@ struct Vote {
   /// they leave room to overlap.
   double room_voters = 0;
   double room_ranks = 0;
+  /// At a probe point (KeyState::probe_point): 1 if this rank's exploration budget cannot
+  /// afford the early probe.
+  double probe_refusals = 0;
 
   void to_array(double out[kFields]) const;
   static Vote from_array(const double in[kFields]);
@@ -172,6 +183,20 @@ class KeyState {
   /// True when the next call is a decision point: measure() locally, sum the votes over the
   /// communicator, decide(), then use path().
   bool decision_due() const { return calls_ == segment_.end || room_point(); }
+  /// True when the next call is a probe point (Policy::probe_points): a decision point whose
+  /// vote carries probe_refusals, and which decides only whether the early probe begins.
+  bool probe_point() const { return probe_.point; }
+  /// What this rank's last early probe cost beyond the blocking calls it was compared with (ns:
+  /// its mean early interval less its mean blocking one, times its calls, where positive),
+  /// returned once, after the decision that followed the probe; 0 otherwise.
+  std::uint64_t take_probe_excess_ns() { return std::exchange(probe_.excess_ns, 0); }
+  /// The share of a blocking interval by which this rank's last early probe's calls cost more
+  /// (below 0: less); NaN before any probe was measured.
+  double early_loss_share() const { return probe_.loss_share; }
+  /// Probes of the early path deferred at probe points.
+  std::uint64_t probes_deferred() const { return probe_.deferred; }
+  /// The calls of an early probe that begins now.
+  std::uint64_t early_probe_length() const;
   /// True when the next call is the warm-up's room point (Policy::room_calls): a decision point
   /// whose vote carries room_voters and room_ranks, and which decides only whether the
   /// warm-up ends here.
@@ -238,6 +263,8 @@ class KeyState {
   // The parts of decide(): a plan's word; the room point; the per-node turns (false: too close,
   // compared once more); the path.
   Path decide_forced(Path forced, const Intervals& intervals);
+  Path decide_probe(const Vote& summed, const Intervals& intervals);
+  void begin_early_probe(const Intervals& intervals);
   void decide_room(const Vote& summed, const Intervals& intervals);
   bool decide_turns(const Vote& summed, double& early_ns);
   Path decide_path(const Vote& summed, double early_ns, const Intervals& intervals);
@@ -247,7 +274,6 @@ class KeyState {
   void rebase_turns(const Intervals& intervals);
   /// The turns of the call `j` calls into the current (early) segment, and whether it counts.
   std::pair<bool, bool> turn_plan(std::uint64_t j) const;
-  std::uint64_t early_probe_length() const;
 
   Policy policy_;
   /// The current segment: its path, its calls [start, end) of the key, whether it ends in a
@@ -280,7 +306,15 @@ class KeyState {
     std::uint64_t decisions = 0, switches = 0;
     std::uint64_t base_on_n = 0, base_on_ns = 0, base_off_n = 0, base_off_ns = 0;
   };
+  /// Probe points: whether the next decision point is one, what the last early probe cost
+  /// this rank (kept until taken), its loss share, and the probes deferred.
+  struct ProbeState {
+    bool point = false;
+    std::uint64_t excess_ns = 0, deferred = 0;
+    double loss_share = std::numeric_limits<double>::quiet_NaN();
+  };
   Segment segment_;
+  ProbeState probe_;
   Path chosen_ = Path::early;
   bool probing_ = true;
   bool forced_ = false;

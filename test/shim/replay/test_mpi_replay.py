@@ -197,7 +197,7 @@ def main():
         # within 60 calls (wide decisions would make the first run 64 calls).
         out = lines(mpirun(SWITCH, 4, preload="tnbc", args=[60], timeout=180,
                            env={"TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_ADAPT_WIDE": "0",
-                                "TNBC_ALGORITHMS_AFTER": "1", "TNBC_STATS": prefix}).stdout)
+                                "TNBC_ALGORITHMS_AFTER": "1", "TNBC_EXPLORE": "off", "TNBC_STATS": prefix}).stdout)
         diff = sorted(set(out) ^ set(switch_ref.get("out", [])))
         expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
         check_switches(prefix, 4)
@@ -355,9 +355,18 @@ def main():
                f"not one summary: {one_node}")
         expect(all(l.startswith("tnbc[0]: ") for l in one_node), f"not from rank 0 only: {one_node}")
         # The data is read at once: the warm-up's reads leave no room, so a blocking run of 32
-        # calls follows it before the early probe (calls 38 to 40, and 41, where its vote is
-        # posted), decided at call 42.
-        measured = said({"TNBC_ADAPT": "measure"}, 50)
+        # calls follows it before the early probe.  With the exploration budget (the default),
+        # the ranks vote at call 38 whether they afford the probe, and 50 calls of ~10 ms do not.
+        budgeted = said({"TNBC_ADAPT": "measure"}, 50)
+        expect(any(re.search(r"\(4 ranks\): blocking from call 39, early not tried yet: on \d of its ranks a probe "
+                             r"would take exploring past TNBC_EXPLORE's 1% of the time run so far", l)
+                   for l in budgeted), f"no deferral said: {budgeted}")
+        expect(any(re.match(r"tnbc\[0\]: summary: 0 of rank 0's 51 .*; exploring cost \d+ ms of the 1% \(\d+ ms\) "
+                            r"allowed, 1 probe of the early path deferred", l) for l in budgeted),
+               f"no exploration in the summary: {budgeted}")
+        # Without it (TNBC_EXPLORE=off), the early probe follows the run (calls 38 to 40, and 41,
+        # where its vote is posted), decided at call 42.
+        measured = said({"TNBC_ADAPT": "measure", "TNBC_EXPLORE": "off"}, 50)
         # Both paths ran: the summary says what the early calls saved or cost, as measured.
         expect(any(re.match(r"tnbc\[0\]: summary: \d+ of rank 0's 51 .*; by the mean intervals of the 1 key that ran "
                             r"both paths, the early calls (saved|cost) about \d+ ms", l) for l in measured),
@@ -411,12 +420,13 @@ def main():
     def vote_after_the_call():
         # A decision point's vote is measured at the call where the decision is due, posted after
         # it and decided at the key's next call (decide.hpp, PathChoice): the call between
-        # keeps the path of the segment that ends.  Learning off (no room point) and MPI's
-        # algorithms off: 6 blocking warm-up calls (0-5), an early probe (6-8), the decision due
-        # at call 9, which still returns early, decided at call 10.  Rank 3 comes to call 9
-        # 800 ms late: the others complete the vote without it until it comes.
+        # keeps the path of the segment that ends.  Learning off (no room point), MPI's
+        # algorithms off and no exploration budget (no probe point): 6 blocking warm-up calls
+        # (0-5), an early probe (6-8), the decision due at call 9, which still returns early,
+        # decided at call 10.  Rank 3 comes to call 9 800 ms late: the others complete the vote
+        # without it until it comes.
         env = {"TNBC_ADAPT": "measure", "TNBC_LEARN": "0", "TNBC_ALGORITHMS": "0", "TNBC_BLOCKING": "mpi",
-               "TNBC_MIN_BYTES": "4K", "TNBC_LOG": "debug"}
+               "TNBC_EXPLORE": "off", "TNBC_MIN_BYTES": "4K", "TNBC_LOG": "debug"}
         args = [14, 9, 3, 800]
         res = mpirun(LATE, 4, preload="tnbc", env=env, args=args, timeout=120)
         plain = mpirun(LATE, 4, args=args, timeout=120)
@@ -428,6 +438,44 @@ def main():
                    f"rank {r}: call 9 did not keep the early probe's path: {err}")
         expect(any(re.search(r"tnbc\[0\]: decided: alltoall of 256 KiB on communicator 0 \(4 ranks\): (returns early|"
                              r"blocking) from call 10: measured", l) for l in err), f"not decided at call 10: {err}")
+    def exploration_budget():
+        # The probe point (decide/policy.hpp, Policy::probe_points): after the 6 warm-up calls
+        # the ranks vote whether their exploration budgets afford an early probe (TNBC_EXPLORE),
+        # decided at call 7.  Learning off: no room point.  late_rank's key calls every ~40 ms.
+        # TNBC_EXPLORE=0 affords nothing: no call of the 14 returns early, on any rank, and the
+        # deferral is counted alike everywhere.  100 affords the probe (predicted 4 calls x a
+        # tenth of a ~40 ms interval, against the ~300 ms run): calls 7 to 9 return early.
+        base = {"TNBC_ADAPT": "measure", "TNBC_LEARN": "0", "TNBC_ALGORITHMS": "0", "TNBC_BLOCKING": "mpi",
+                "TNBC_MIN_BYTES": "4K", "TNBC_LOG": "debug"}
+        args = [14, 0, 0, 0]
+        want = lines(mpirun(LATE, 4, args=args, timeout=120).stdout)
+        for share, early_from in (("0", None), ("100", 7)):
+            prefix = os.path.join(tmp, f"explore{share}")
+            res = mpirun(LATE, 4, preload="tnbc", env=dict(base, TNBC_EXPLORE=share, TNBC_STATS=prefix),
+                         args=args, timeout=120)
+            got = lines(res.stdout)
+            expect(len(want) == 4 * 14 and got == want,
+                   f"TNBC_EXPLORE={share}: differs from plain MPI: {sorted(set(got) ^ set(want))[:6]}")
+            err = res.stderr.splitlines()
+            for r in range(4):
+                early = sorted(int(m.group(1)) for l in err
+                               for m in [re.match(rf"tnbc\[{r}\]: alltoall on communicator 0: call (\d+) returned early", l)]
+                               if m)
+                explore = read_json(f"{prefix}.{r}.json")["adapt"]["explore"]
+                if early_from is None:
+                    expect(early == [], f"rank {r}: TNBC_EXPLORE=0 returned early at calls {early}")
+                    expect(explore["bound"] == 0 and explore["probes_deferred"] == 1 and explore["spent_us"] == 0,
+                           f"rank {r}: TNBC_EXPLORE=0: {explore}")
+                else:
+                    expect(early[:3] == [early_from, early_from + 1, early_from + 2],
+                           f"rank {r}: TNBC_EXPLORE={share}: the early probe did not begin at call {early_from}: {early}")
+                    expect(explore["bound"] == 1 and explore["probes_deferred"] == 0, f"rank {r}: {explore}")
+            if early_from is None:
+                expect(any(re.match(r"tnbc\[0\]: summary: 0 of rank 0's 14 .*1 probe of the early path deferred", l)
+                           for l in err), f"TNBC_EXPLORE=0: no deferral in the summary: {err[-3:]}")
+    s.check("the exploration budget: TNBC_EXPLORE=0 defers the early probe on every rank alike, 100 affords it; "
+            "identical bytes", exploration_budget)
+
     s.check("a decision point's vote, posted after its call and decided at the next, with one rank late there: "
             "identical bytes", vote_after_the_call)
 
@@ -713,11 +761,12 @@ def main():
         return prefix
 
     def switch_cluster():
-        # The default on 2 nodes: nothing is on one node; every key runs its 6 warm-up calls
-        # blocking, probes early, and is decided by all its ranks together.  MPI's algorithms are
+        # The default on 2 nodes, without the exploration budget: nothing is on one node; every
+        # key runs its 6 warm-up calls blocking, probes early, and is decided by all its ranks
+        # together.  MPI's algorithms are
         # tried from each key's second blocking call (TNBC_ALGORITHMS_AFTER): a key makes fewer
         # than the default 16 here.
-        prefix = switch_on_cluster("switchc", {"TNBC_ALGORITHMS_AFTER": "1"})
+        prefix = switch_on_cluster("switchc", {"TNBC_ALGORITHMS_AFTER": "1", "TNBC_EXPLORE": "off"})
         for r in range(4):
             keys = read_json(f"{prefix}.{r}.json")["adapt"]["keys"]
             world = [k for k in keys if k["op"] == "alltoall" and k["comm_size"] == 4]

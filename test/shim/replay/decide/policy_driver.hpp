@@ -27,6 +27,9 @@ struct Sim {
   /// At a room point: how many ranks observed the warm-up, and how many of them found room.
   int room_voters = 0, room_ranks = 0;
   int room_points = 0;  // room points met
+  /// At a probe point (Policy::probe_points): how many ranks' budgets refuse the early probe.
+  int probe_refusals = 0;
+  int probe_points = 0;  // probe points met
   std::vector<Path> paths;
 
   Sim(Policy p, double early, double blocking) : policy(p), key(p), early_ns(early), blocking_ns(blocking) {}
@@ -42,6 +45,10 @@ struct Sim {
         ++room_points;
         sum.room_voters = room_voters;
         sum.room_ranks = room_ranks;
+      }
+      if (key.probe_point()) {
+        ++probe_points;
+        sum.probe_refusals = probe_refusals;
       }
       key.decide(sum, iv);
     }

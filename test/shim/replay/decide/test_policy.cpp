@@ -247,7 +247,7 @@ TEST_CASE("ranks that measured nothing abstain; nobody measured means blocking")
 }
 
 TEST_CASE("the vote travels as doubles and back") {
-  Vote v{1, 2.5, 3.5, 0, 1, 1, 4.5, 5.5};
+  Vote v{1, 2.5, 3.5, 0, 1, 1, 4.5, 5.5, 2, 1, 3};
   double a[Vote::kFields];
   v.to_array(a);
   Vote w = Vote::from_array(a);
@@ -259,6 +259,9 @@ TEST_CASE("the vote travels as doubles and back") {
   REQUIRE(w.turn_ranks == 1);
   REQUIRE(w.turns_on_ns == 4.5);
   REQUIRE(w.turns_off_ns == 5.5);
+  REQUIRE(w.room_voters == 2);
+  REQUIRE(w.room_ranks == 1);
+  REQUIRE(w.probe_refusals == 3);
 }
 
 TEST_CASE("with a plan the first call is a decision point; a forced path runs without probes") {

@@ -1,0 +1,81 @@
+// The exploration budget of one rank: what trying anything other than MPI's default blocking
+// call has cost the program so far, held to a share of the time the program has run
+// (TNBC_EXPLORE, 1% by default; docs/replay.md, "Deciding per call").  No MPI here: the ranks
+// agree through the path votes (policy.hpp, Vote::probe_refusals), each rank asking its own
+// budget.
+//
+// What is charged, each at what it cost beyond the call it replaced, as measured on this rank:
+//   early_probe   an early probe's calls: its mean interval less the blocking mean it was
+//                 compared with, times its calls (policy.hpp, KeyState::probe_excess_ns);
+//   engine_sample the engine's sample calls less MPI's (blocking.cpp);
+//   trial         a trial round's candidates less the choice (blocking.cpp).
+// Only the early probe asks the budget before it runs (the others have their own schedules by
+// call counts: trial.hpp, blocking.cpp); all three count against it, so the statistics show what
+// exploring cost against the bound.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace tnbc::shim::replay::decide {
+
+enum class Explore : std::uint8_t { early_probe, engine_sample, trial };
+inline constexpr std::size_t kExploreKinds = 3;
+
+class ExplorationBudget {
+ public:
+  /// `share`: the share of the time since `start_ns` that exploring may cost (0.01: 1%);
+  /// negative: no bound (every probe runs at its call).
+  void start(double share, std::uint64_t start_ns) {
+    share_ = share;
+    start_ns_ = start_ns;
+  }
+  bool bounded() const { return share_ >= 0; }
+  double share() const { return share_; }
+  /// What exploring may have cost by `now_ns` (ns; unbounded: the whole time).
+  std::uint64_t allowed_ns(std::uint64_t now_ns) const;
+  /// Whether a try predicted to cost `predicted_ns` stays within the bound at `now_ns`, with
+  /// what was charged so far.  Not charged here: the try is charged what it is measured to cost.
+  bool affords(std::uint64_t predicted_ns, std::uint64_t now_ns) const;
+  void charge(Explore kind, std::uint64_t ns) {
+    spent_[static_cast<std::size_t>(kind)].fetch_add(ns, std::memory_order_relaxed);
+  }
+  /// A probe of the early path deferred because some rank's budget could not afford it (the
+  /// same count on every rank of the key's communicator).
+  void deferred() { deferrals_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t spent_ns(Explore kind) const {
+    return spent_[static_cast<std::size_t>(kind)].load(std::memory_order_relaxed);
+  }
+  std::uint64_t spent_ns() const;
+  std::uint64_t deferrals() const { return deferrals_.load(std::memory_order_relaxed); }
+  /// The statistics' "explore" object (docs/config.md) at `now_ns`.
+  std::string json(std::uint64_t now_ns) const;
+  /// For the closing summary: "; exploring cost 12 ms of the 1% (48 ms) allowed" (empty where
+  /// nothing was charged and no probe deferred).
+  std::string summary(std::uint64_t now_ns) const;
+
+ private:
+  double share_ = -1;
+  std::uint64_t start_ns_ = 0;
+  std::array<std::atomic<std::uint64_t>, kExploreKinds> spent_{};
+  std::atomic<std::uint64_t> deferrals_{0};
+};
+
+/// This rank's budget (decide.cpp starts it).
+ExplorationBudget& exploration_budget();
+
+/// What an early probe of `calls` calls is predicted to cost beyond the blocking calls it
+/// replaces: `loss_share` (the share of a blocking interval an early call cost more, as last
+/// measured for the key; below 0: it cost less; NaN: never measured, kEarlyLossPrior) times `blocking_ns` (the key's mean blocking
+/// interval) per call.
+std::uint64_t predicted_probe_ns(std::uint64_t calls, double blocking_ns, double loss_share);
+
+/// The share of a blocking interval an early call is assumed to cost more before any was
+/// measured: NPB IS class A's early calls, where the program reads its data right after each
+/// call, each cost about a tenth of a call (4 calls, 158 ms of intervals of about 360 ms:
+/// docs/measurements/apps/structure-d8e01ab.md), the worst of the corpus.
+inline constexpr double kEarlyLossPrior = 0.10;
+
+}  // namespace tnbc::shim::replay::decide

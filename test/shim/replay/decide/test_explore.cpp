@@ -1,0 +1,159 @@
+// The exploration budget (shim/replay/decide/explore.hpp) and the probe points that ask it
+// (policy.hpp, Policy::probe_points), driven with made-up costs and clock values.
+#include <catch2/catch.hpp>
+
+#include <limits>
+
+#include "policy_driver.hpp"
+#include "shim/replay/decide/explore.hpp"
+
+using namespace tnbc::shim::replay::decide::test;
+using tnbc::shim::replay::decide::Explore;
+using tnbc::shim::replay::decide::ExplorationBudget;
+using tnbc::shim::replay::decide::kEarlyLossPrior;
+using tnbc::shim::replay::decide::predicted_probe_ns;
+
+namespace {
+
+Policy with_probe_points(Policy p = Policy{}) {
+  p.probe_points = true;
+  return p;
+}
+
+constexpr double kNever = std::numeric_limits<double>::quiet_NaN();
+
+}  // namespace
+
+TEST_CASE("the budget allows its share of the time run, less what was charged") {
+  ExplorationBudget b;
+  b.start(0.01, 1'000);
+  REQUIRE(b.bounded());
+  REQUIRE(b.allowed_ns(1'000) == 0);
+  REQUIRE(b.allowed_ns(1'001'000) == 10'000);  // 1% of 1 ms
+  REQUIRE(b.affords(10'000, 1'001'000));
+  REQUIRE_FALSE(b.affords(10'001, 1'001'000));
+  b.charge(Explore::early_probe, 6'000);
+  b.charge(Explore::trial, 3'000);
+  REQUIRE(b.spent_ns() == 9'000);
+  REQUIRE(b.spent_ns(Explore::early_probe) == 6'000);
+  REQUIRE(b.affords(1'000, 1'001'000));
+  REQUIRE_FALSE(b.affords(1'001, 1'001'000));
+  // Later the program has run longer, and the same try fits.
+  REQUIRE(b.affords(10'000, 2'001'000));
+  // A clock that has not moved past the start allows nothing (no wrap-around).
+  REQUIRE(b.allowed_ns(500) == 0);
+  REQUIRE_FALSE(b.affords(1, 500));
+  REQUIRE(b.json(1'001'000).find(R"("spent_us":9.000)") != std::string::npos);
+  REQUIRE(b.summary(1'001'000).find("exploring cost 0 ms of the 1% (0 ms) allowed") != std::string::npos);
+}
+
+TEST_CASE("no bound: everything is afforded, and zero allows nothing that costs") {
+  ExplorationBudget off;
+  off.start(-1, 0);
+  REQUIRE_FALSE(off.bounded());
+  REQUIRE(off.affords(1'000'000'000, 1));
+  REQUIRE(off.json(10).find(R"("bound":null)") != std::string::npos);
+  ExplorationBudget zero;
+  zero.start(0, 0);
+  REQUIRE(zero.affords(0, 1'000'000'000));
+  REQUIRE_FALSE(zero.affords(1, 1'000'000'000));
+}
+
+TEST_CASE("a probe is predicted from the key's last probe, or from the prior before any") {
+  REQUIRE(predicted_probe_ns(4, 1e6, kNever) == static_cast<std::uint64_t>(4 * kEarlyLossPrior * 1e6));
+  REQUIRE(predicted_probe_ns(4, 1e6, 0.25) == 1'000'000);
+  REQUIRE(predicted_probe_ns(4, 1e6, -0.3) == 0);  // early was cheaper: trying it costs nothing
+  REQUIRE(predicted_probe_ns(4, 0, 0.25) == 0);    // nothing measured: nothing to scale
+}
+
+TEST_CASE("without probe points the early probe follows the warm-up at once, as before") {
+  Sim s(Policy{}, 100, 200);
+  s.calls(9);
+  REQUIRE(s.probe_points == 0);
+  REQUIRE(s.count(Path::early, 6, 9) == 3);
+}
+
+TEST_CASE("a probe point the budgets afford: one more blocking call, then the early probe") {
+  Sim s(with_probe_points(), 100, 200);
+  s.calls(6);
+  REQUIRE(s.key.probe_point());
+  REQUIRE(s.key.decision_due());
+  s.calls(4);
+  REQUIRE(s.probe_points == 1);
+  // (The driver decides at the decision point's own call; decide.cpp at the call after it.)
+  REQUIRE(s.count(Path::blocking, 0, 6) == 6);
+  REQUIRE(s.count(Path::early, 6, 9) == 3);
+  REQUIRE(s.key.probes_deferred() == 0);
+  s.calls(1);
+  REQUIRE(s.key.decisions() == 1);
+  REQUIRE(s.key.chosen() == Path::early);
+  // Early saved half of each interval: the probe cost nothing, and its loss share says so.
+  REQUIRE(s.key.take_probe_excess_ns() == 0);
+  REQUIRE(s.key.early_loss_share() == Approx(-0.5));
+}
+
+TEST_CASE("a refused probe point keeps the key blocking, asking again after as many calls again") {
+  Sim s(with_probe_points(), 100, 200);
+  s.probe_refusals = 1;  // one rank of four cannot afford it
+  s.calls(6 + 6);
+  REQUIRE(s.probe_points == 1);
+  REQUIRE(s.key.probes_deferred() == 1);
+  REQUIRE(s.count(Path::early, 0, 12) == 0);
+  REQUIRE_FALSE(s.key.probing());  // a run, observed as runs are
+  // Refused again at call 12 (then a wait of 12 calls), allowed at call 24.
+  s.calls(12);
+  REQUIRE(s.probe_points == 2);
+  REQUIRE(s.key.probes_deferred() == 2);
+  REQUIRE(s.count(Path::early, 0, 24) == 0);
+  s.probe_refusals = 0;
+  s.calls(3);
+  REQUIRE(s.probe_points == 3);
+  REQUIRE(s.key.probes_deferred() == 2);
+  REQUIRE(s.count(Path::early, 24, 27) == 3);
+}
+
+TEST_CASE("an early probe that loses is charged its excess, and the next probe is asked again") {
+  Sim s(with_probe_points(narrow()), 260, 200);
+  s.calls(10);  // warm-up 0-5, probe point 6 (decided there by the driver), early 6-8, decision at 9
+  REQUIRE(s.key.decisions() == 1);
+  REQUIRE(s.key.chosen() == Path::blocking);
+  // This rank's early mean 260 against blocking 200: 60 per call, over the 3 calls of the
+  // probe and the call of its decision point.
+  REQUIRE(s.key.take_probe_excess_ns() == 4 * 60);
+  REQUIRE(s.key.take_probe_excess_ns() == 0);  // taken once
+  REQUIRE(s.key.early_loss_share() == Approx(0.3));
+  // The run of 32 blocking calls (9 to 40) ends in a probe point, not in the probe.
+  s.calls(31);
+  REQUIRE(s.key.probe_point());
+  REQUIRE(s.count(Path::early, 9, 41) == 0);
+  s.calls(1);
+  REQUIRE(s.probe_points == 2);
+}
+
+TEST_CASE("the room point is not asked: where the reads leave room, the probe follows it") {
+  Sim s(with_probe_points(), 100, 200);
+  s.room_voters = 4;
+  s.room_ranks = 4;
+  s.probe_refusals = 4;
+  s.calls(8);
+  REQUIRE(s.room_points == 1);
+  REQUIRE(s.probe_points == 0);
+  REQUIRE(s.count(Path::early, 4, 7) == 3);
+}
+
+TEST_CASE("a plan's word wins over a probe point") {
+  Policy p = with_probe_points();
+  KeyState k(p);
+  Intervals iv;
+  for (int i = 0; i < 6; ++i) {
+    iv.add_interval(Path::blocking, 200);
+    k.advance(iv);
+  }
+  REQUIRE(k.probe_point());
+  Vote forced;
+  forced.force_early = 1;
+  forced.probe_refusals = 4;
+  REQUIRE(k.decide(forced, iv) == Path::early);
+  REQUIRE(k.forced());
+  REQUIRE_FALSE(k.probe_point());
+}
