@@ -163,21 +163,7 @@ void Progress::run() {
     rounds_.fetch_add(1, std::memory_order_relaxed);
     for (auto& op : active)
       if (op->costs) op->costs->progress_cpu_ns.fetch_add(cpu / active.size(), std::memory_order_relaxed);
-    bool retired = false;
-    for (auto it = active.begin(); it != active.end();) {
-      if ((*it)->remaining == 0 && (*it)->caller_released.load(std::memory_order_acquire)) {
-        retire(**it, page_size_);
-        {
-          std::lock_guard lock(mutex_);
-          all_.erase(std::find(all_.begin(), all_.end(), it->get()));
-        }
-        g_in_flight.fetch_sub(1, std::memory_order_acq_rel);
-        it = active.erase(it);
-        retired = true;
-      } else {
-        ++it;
-      }
-    }
+    const bool retired = retire_finished(active);
     if (retired || moved) {
       std::lock_guard lock(mutex_);  // pairs with the predicate checks of the waiters
       done_cv_.notify_all();
@@ -194,6 +180,25 @@ void Progress::run() {
       nap = min_nap;
     }
   }
+}
+
+bool Progress::retire_finished(std::vector<std::shared_ptr<Op>>& active) {
+  bool retired = false;
+  for (auto it = active.begin(); it != active.end();) {
+    if ((*it)->remaining == 0 && (*it)->caller_released.load(std::memory_order_acquire)) {
+      retire(**it, page_size_);
+      {
+        std::lock_guard lock(mutex_);
+        all_.erase(std::find(all_.begin(), all_.end(), it->get()));
+      }
+      g_in_flight.fetch_sub(1, std::memory_order_acq_rel);
+      it = active.erase(it);
+      retired = true;
+    } else {
+      ++it;
+    }
+  }
+  return retired;
 }
 
 bool Progress::see_faults(const std::vector<std::shared_ptr<Op>>& active) {

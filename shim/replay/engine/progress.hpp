@@ -58,6 +58,8 @@ class Progress {
   /// the userfaultfd reports them, counted (with the time until their page is published) once
   /// it is.  Returns whether any is still waiting.
   bool see_faults(const std::vector<std::shared_ptr<Op>>& active);
+  /// Retires the ops that are complete and released by their caller; true if any was.
+  bool retire_finished(std::vector<std::shared_ptr<Op>>& active);
   /// Waits until no op for which which(op) holds is left, and charges the wait to the fence
   /// counter and to each of their keys.
   template <typename Which>
