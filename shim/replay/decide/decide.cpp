@@ -137,11 +137,34 @@ void room_vote(learn::KeyLearning& learning, double& voter, double& room) {
 /// This rank's vote at a probe point: whether its exploration budget affords the early probe,
 /// predicted from the key's blocking mean just measured and what its last probe cost
 /// (explore.hpp).
-void probe_vote(const Key& key, Vote& vote) {
+void probe_vote(Key& key, Vote& vote) {
   const KeyState& s = key.path.state;
-  const std::uint64_t predicted =
-      predicted_probe_ns(s.early_probe_length() + 1, s.last_blocking_ns(), s.early_loss_share());
-  vote.probe_refusals = exploration_budget().affords(predicted, util::now_ns()) ? 0 : 1;
+  ExplorationBudget& budget = exploration_budget();
+  // A key that never measured an early call is predicted by the rank's last probe of any key.
+  const double loss = std::isnan(s.early_loss_share()) ? budget.last_loss_share() : s.early_loss_share();
+  const std::uint64_t predicted = predicted_probe_ns(s.early_probe_length() + 1, s.last_blocking_ns(), loss);
+  vote.probe_refusals = 1;
+  if (key.path.reserving || !budget.affords(predicted, util::now_ns())) return;
+  vote.probe_refusals = 0;
+  budget.reserve(predicted);  // until the ranks decide (settle_vote)
+  key.path.reserving = true;
+  key.path.reserved_ns = predicted;
+}
+
+/// After a decision of the key: what its early probe measured is charged, and the budget it
+/// reserved is given back once no probe of it is under way.
+void settle_budget(Key& key) {
+  ExplorationBudget& budget = exploration_budget();
+  const KeyState& s = key.path.state;
+  if (const auto excess = key.path.state.take_probe_excess_ns()) {
+    budget.charge(Explore::early_probe, *excess);
+    budget.measured_loss(s.early_loss_share());
+  }
+  if (key.path.reserving && !(s.probing() && s.path() == Path::early)) {
+    budget.release(key.path.reserved_ns);
+    key.path.reserving = false;
+    key.path.reserved_ns = 0;
+  }
 }
 
 /// The plan's word on a call as a vote: "return blocking" or "return early" (Vote::force_*).
@@ -176,7 +199,7 @@ void settle_vote(Key& key, const Vote& summed, std::uint64_t bytes) {
   const bool probe_point = key.path.state.probe_point();
   const std::uint64_t deferred = key.path.state.probes_deferred();
   const Path p = key.path.state.decide(summed, key.path.intervals);
-  exploration_budget().charge(Explore::early_probe, key.path.state.take_probe_excess_ns());
+  settle_budget(key);
   if (probe_point) {
     say_probe_point(key, summed, bytes, key.path.state.probes_deferred() > deferred);
     return;

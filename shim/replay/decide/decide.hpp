@@ -66,6 +66,10 @@ struct PathChoice {
   Turns last_turns = Turns::none;  ///< what the previous call's interval compares
   bool told = false;               ///< the path was said at TNBC_LOG=info (one line per key and change)
   Path told_path = Path::blocking;
+  /// The exploration budget this key's early probe holds, from its probe point's vote to the
+  /// decision after the probe (explore.hpp, reserve); `reserving`: it holds one.
+  bool reserving = false;
+  std::uint64_t reserved_ns = 0;
 };
 
 /// The CPU of a key's blocking calls that MPI ran: how many, their time and this rank's CPU

@@ -21,7 +21,9 @@ std::uint64_t ExplorationBudget::spent_ns() const {
 }
 
 bool ExplorationBudget::affords(std::uint64_t predicted_ns, std::uint64_t now_ns) const {
-  return !bounded() || spent_ns() + predicted_ns <= allowed_ns(now_ns);
+  if (!bounded()) return true;
+  if (under_way_.load(std::memory_order_relaxed) > 0) return false;
+  return spent_ns() + reserved_ns_.load(std::memory_order_relaxed) + predicted_ns <= allowed_ns(now_ns);
 }
 
 std::string ExplorationBudget::json(std::uint64_t now_ns) const {

@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace tnbc::shim::replay::decide {
@@ -37,8 +38,25 @@ class ExplorationBudget {
   /// What exploring may have cost by `now_ns` (ns; unbounded: the whole time).
   std::uint64_t allowed_ns(std::uint64_t now_ns) const;
   /// Whether a try predicted to cost `predicted_ns` stays within the bound at `now_ns`, with
-  /// what was charged so far.  Not charged here: the try is charged what it is measured to cost.
+  /// what was charged so far and what tries under way reserved, and no other try under way (one
+  /// at a time: keys that try together measure each other's cost).  Not charged here: the try
+  /// is charged what it is measured to cost.
   bool affords(std::uint64_t predicted_ns, std::uint64_t now_ns) const;
+  /// A try under way (a key's early probe, from its probe point's vote to the decision after
+  /// it) holds its prediction until release(), when it is charged what it measured.
+  void reserve(std::uint64_t ns) {
+    reserved_ns_.fetch_add(ns, std::memory_order_relaxed);
+    under_way_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void release(std::uint64_t ns) {
+    reserved_ns_.fetch_sub(ns, std::memory_order_relaxed);
+    under_way_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  /// What an early call cost beyond a blocking one, as a share of the blocking interval, in the
+  /// last early probe this rank measured (any key); NaN before any.  A key that has not
+  /// measured its own is predicted by it.
+  void measured_loss(double share) { last_loss_share_.store(share, std::memory_order_relaxed); }
+  double last_loss_share() const { return last_loss_share_.load(std::memory_order_relaxed); }
   void charge(Explore kind, std::uint64_t ns) {
     spent_[static_cast<std::size_t>(kind)].fetch_add(ns, std::memory_order_relaxed);
   }
@@ -61,6 +79,8 @@ class ExplorationBudget {
   std::uint64_t start_ns_ = 0;
   std::array<std::atomic<std::uint64_t>, kExploreKinds> spent_{};
   std::atomic<std::uint64_t> deferrals_{0};
+  std::atomic<std::uint64_t> reserved_ns_{0}, under_way_{0};
+  std::atomic<double> last_loss_share_{std::numeric_limits<double>::quiet_NaN()};
 };
 
 /// This rank's budget (decide.cpp starts it).
@@ -73,9 +93,12 @@ ExplorationBudget& exploration_budget();
 std::uint64_t predicted_probe_ns(std::uint64_t calls, double blocking_ns, double loss_share);
 
 /// The share of a blocking interval an early call is assumed to cost more before any was
-/// measured: NPB IS class A's early calls, where the program reads its data right after each
-/// call, each cost about a tenth of a call (4 calls, 158 ms of intervals of about 360 ms:
-/// docs/measurements/apps/structure-d8e01ab.md), the worst of the corpus.
-inline constexpr double kEarlyLossPrior = 0.10;
+/// measured on the rank: a whole interval.  Where the program reads its data right after each
+/// call, NPB IS class A's early calls on 2 nodes at 200 Mbit/s each cost about a tenth of a call
+/// (docs/measurements/apps/structure-d8e01ab.md), heFFTe's on unshaped links 3 to 8 calls
+/// (docs/measurements/apps/explore-9e5a50e.md): a tenth let four keys probe at once there and
+/// cost 70 times the budget.  With a whole interval a key that has no room to show is first
+/// probed once the program has run 400 of its intervals.
+inline constexpr double kEarlyLossPrior = 1.0;
 
 }  // namespace tnbc::shim::replay::decide

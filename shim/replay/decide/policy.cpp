@@ -341,7 +341,7 @@ Path KeyState::decide_path(const Vote& summed, double early_ns, const Intervals&
     const double extra = base_.mean_early - base_.mean_blocking;
     probe_.loss_share = extra / base_.mean_blocking;
     const auto calls = static_cast<double>(segment_.end - segment_.start + 1);
-    probe_.excess_ns = extra > 0 ? static_cast<std::uint64_t>(extra * calls) : 0;
+    probe_.excess_ns = extra > 0 ? static_cast<std::uint64_t>(extra * calls) : std::uint64_t{0};
   }
   Path next = Path::blocking;  // nobody measured: the path that cannot lose
   bool wide = false;

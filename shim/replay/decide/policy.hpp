@@ -67,6 +67,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "shim/replay/engine/costs.hpp"
@@ -187,9 +188,9 @@ class KeyState {
   /// vote carries probe_refusals, and which decides only whether the early probe begins.
   bool probe_point() const { return probe_.point; }
   /// What this rank's last early probe cost beyond the blocking calls it was compared with (ns:
-  /// its mean early interval less its mean blocking one, times its calls, where positive),
-  /// returned once, after the decision that followed the probe; 0 otherwise.
-  std::uint64_t take_probe_excess_ns() { return std::exchange(probe_.excess_ns, 0); }
+  /// its mean early interval less its mean blocking one, times its calls; 0 where it cost
+  /// less), returned once, after the decision that followed the probe; nothing otherwise.
+  std::optional<std::uint64_t> take_probe_excess_ns() { return std::exchange(probe_.excess_ns, std::nullopt); }
   /// The share of a blocking interval by which this rank's last early probe's calls cost more
   /// (below 0: less); NaN before any probe was measured.
   double early_loss_share() const { return probe_.loss_share; }
@@ -310,7 +311,8 @@ class KeyState {
   /// this rank (kept until taken), its loss share, and the probes deferred.
   struct ProbeState {
     bool point = false;
-    std::uint64_t excess_ns = 0, deferred = 0;
+    std::optional<std::uint64_t> excess_ns;
+    std::uint64_t deferred = 0;
     double loss_share = std::numeric_limits<double>::quiet_NaN();
   };
   Segment segment_;

@@ -444,7 +444,7 @@ def main():
         # decided at call 7.  Learning off: no room point.  late_rank's key calls every ~40 ms.
         # TNBC_EXPLORE=0 affords nothing: no call of the 14 returns early, on any rank, and the
         # deferral is counted alike everywhere.  100 affords the probe (predicted 4 calls x a
-        # tenth of a ~40 ms interval, against the ~300 ms run): calls 7 to 9 return early.
+        # ~40 ms interval, against the ~280 ms run): calls 7 to 9 return early.
         base = {"TNBC_ADAPT": "measure", "TNBC_LEARN": "0", "TNBC_ALGORITHMS": "0", "TNBC_BLOCKING": "mpi",
                 "TNBC_MIN_BYTES": "4K", "TNBC_LOG": "debug"}
         args = [14, 0, 0, 0]

@@ -2,6 +2,7 @@
 // (policy.hpp, Policy::probe_points), driven with made-up costs and clock values.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <limits>
 
 #include "policy_driver.hpp"
@@ -45,6 +46,23 @@ TEST_CASE("the budget allows its share of the time run, less what was charged") 
   REQUIRE_FALSE(b.affords(1, 500));
   REQUIRE(b.json(1'001'000).find(R"("spent_us":9.000)") != std::string::npos);
   REQUIRE(b.summary(1'001'000).find("exploring cost 0 ms of the 1% (0 ms) allowed") != std::string::npos);
+}
+
+TEST_CASE("a try under way holds its prediction, and no other try begins until it is released") {
+  ExplorationBudget b;
+  b.start(0.01, 0);
+  const std::uint64_t now = 1'000'000'000;  // 10 ms allowed
+  REQUIRE(b.affords(4'000'000, now));
+  b.reserve(4'000'000);
+  REQUIRE_FALSE(b.affords(0, now));  // one at a time
+  b.release(4'000'000);
+  b.charge(Explore::early_probe, 9'000'000);  // it cost more than predicted
+  REQUIRE(b.affords(1'000'000, now));
+  REQUIRE_FALSE(b.affords(1'000'001, now));
+  // What it measured predicts the next key's probe.
+  REQUIRE(std::isnan(b.last_loss_share()));
+  b.measured_loss(2.5);
+  REQUIRE(b.last_loss_share() == 2.5);
 }
 
 TEST_CASE("no bound: everything is afforded, and zero allows nothing that costs") {
@@ -120,7 +138,7 @@ TEST_CASE("an early probe that loses is charged its excess, and the next probe i
   // This rank's early mean 260 against blocking 200: 60 per call, over the 3 calls of the
   // probe and the call of its decision point.
   REQUIRE(s.key.take_probe_excess_ns() == 4 * 60);
-  REQUIRE(s.key.take_probe_excess_ns() == 0);  // taken once
+  REQUIRE_FALSE(s.key.take_probe_excess_ns().has_value());  // taken once
   REQUIRE(s.key.early_loss_share() == Approx(0.3));
   // The run of 32 blocking calls (9 to 40) ends in a probe point, not in the probe.
   s.calls(31);
