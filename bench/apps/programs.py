@@ -1,8 +1,8 @@
 """The corpus: third-party MPI programs that run.py times (see README.md).
 
 Each entry names the executable relative to the bin/ folder of its build (BUILD/bin/EXE under
-the apps folder, /work/apps by default: npb/, heffte/, osu/, imb/ as the build-*.sh scripts
-make them), its arguments, the rank count, the collectives it calls, how its output is
+the apps folder, /work/apps by default: npb/, heffte/, 2decomp/, osu/, imb/ as the build-*.sh
+scripts make them), its arguments, the rank count, the collectives it calls, how its output is
 verified and which time it reports.
 
 Verification is one of
@@ -32,7 +32,7 @@ TUNABLE = ("alltoall", "alltoallv", "bcast")
 @dataclass(frozen=True)
 class Program:
     name: str
-    build: str                     # build folder under the apps folder: npb, heffte, osu, imb
+    build: str                     # folder under the apps folder: npb, heffte, 2decomp, osu, imb
     exe: str                       # relative to BUILD/bin
     args: tuple = ()
     ranks: int = 4
@@ -83,6 +83,32 @@ def heffte(name, n, runs, a2a, long=False, note=""):
         long=long, env={"OMP_NUM_THREADS": "1"}, note=note)
 
 
+# fft_c2c_x checks the result (forward then backward, normalised, against the input) and on
+# success prints "error / mesh point: E", "Avg time (sec): ..." and "fft_c2c_x completed"; a
+# too large error prints the error line and calls MPI_Abort (errorcode int(log10(E)), 0 for
+# 0.1 < E < 10: the exit code alone may not say).  The EVEN build prints
+# "Padded ALLTOALL optimisation on" at start; the default build must not (else the binaries
+# are swapped).
+D2D_OK = r"error / mesh point:\s+[0-9.eE+-]+\s+Avg time \(sec\):.*fft_c2c_x completed"
+
+
+def decomp2d(name, even, n, iters, long=False, note=""):
+    coll = "MPI_Alltoall" if even else "MPI_Alltoallv"
+    return Program(
+        name=name, build="2decomp", exe="fft_c2c_x_even" if even else "fft_c2c_x",
+        # p_row p_col nx ny nz ntest: a 2 x 2 pencil grid, every transpose on 2 ranks
+        args=("2", "2", str(n), str(n), str(n), str(iters)),
+        collectives=("alltoall" if even else "alltoallv", "allreduce", "cart_create", "cart_sub",
+                     "comm_free"),
+        calls=(f"{4 * (iters + 1)} {coll} ({n}^3 complex double: {n ** 3 * 16 / 8 / 2 ** 20:g} MB "
+               f"per rank pair; 4 transposes per forward+backward pair, {iters} timed pairs + 1 "
+               f"untimed) on 2 two-rank sub-communicators (row and column of the 2 x 2 grid)"),
+        verify="regex",
+        verify_regex=(r"(?s)Padded ALLTOALL optimisation on.*" if even
+                      else r"(?s)\A(?!.*Padded ALLTOALL optimisation on).*") + D2D_OK,
+        long=long, note=note)
+
+
 OSU_SIZE_LINE = r"(?m)^1048576\s+[0-9.]+"
 
 PROGRAMS = [
@@ -114,6 +140,12 @@ PROGRAMS = [
     heffte("heffte-a2av", 64, 50, False, note="as heffte-a2a with MPI_Alltoallv (heFFTe's default)"),
     heffte("heffte-a2a-128", 128, 50, True, long=True, note="minutes on 2 emulated nodes"),
     heffte("heffte-a2av-128", 128, 50, False, long=True, note="minutes on 2 emulated nodes"),
+    # 50 pairs, as heFFTe's -n50: start-up (FFTW_MEASURE planning) takes ~4-5 s of a run on
+    # one node, and 10 pairs only ~1 s.
+    decomp2d("2decomp-c2c", False, 128, 50,
+             note="2DECOMP&FFT's default transposes (MPI_Alltoallv)"),
+    decomp2d("2decomp-c2c-even", True, 128, 50,
+             note="as 2decomp-c2c, built with -DEVEN=ON (padded MPI_Alltoall)"),
     Program(name="osu-alltoall-1M", build="osu", exe="osu_alltoall",
             args=("-m", "1048576:1048576", "-i", "100", "-x", "10"),
             collectives=("alltoall", "barrier", "reduce"),

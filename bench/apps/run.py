@@ -632,7 +632,7 @@ def main():
         epilog="example: run.py --placement both --rounds 5 --plan --json out.json "
                "--out report.md --svg report.svg")
     ap.add_argument("--apps", default="/work/apps",
-                    help="folder of the builds (npb/, heffte/, osu/, imb/; default %(default)s)")
+                    help="folder of the builds (npb/, heffte/, 2decomp/, osu/, imb/; default %(default)s)")
     ap.add_argument("--only", help="programs to run, comma-separated names or globs (npb-*)")
     ap.add_argument("--long", action="store_true", help="include the programs marked long")
     ap.add_argument("--list", action="store_true", help="print the corpus and exit")
