@@ -113,9 +113,7 @@ for b in $BUILDS; do
     >"$OUT/mpi-found-$b.txt" || true
   grep -qi openmpi "$OUT/mpi-found-$b.txt" && die "CMake found Open MPI: $(cat "$OUT/mpi-found-$b.txt")"
 
-  log "building the library, $b (log: $OUT/build-$b.log)"
-  cmake --build "$bdir" --target decomp2d -j "$JOBS" >"$OUT/build-$b.log" 2>&1 ||
-    { tail -30 "$OUT/build-$b.log" >&2; die "building decomp2d ($b) failed (log: $OUT/build-$b.log)"; }
+  build_target "$bdir" decomp2d "$OUT/build-$b.log"
   # The transposes must call the collective this build is for, and not the other one.
   lib=$(find "$bdir" -name libdecomp2d.a | head -1)
   [ -n "$lib" ] || die "no libdecomp2d.a in $bdir"
@@ -124,13 +122,8 @@ for b in $BUILDS; do
     die "$b build: libdecomp2d.a should call $want and not $not"
 
   for t in $TARGETS; do
-    log "building $t, $b (log: $OUT/build-$b-$t.log)"
-    cmake --build "$bdir" --target "$t" -j "$JOBS" >"$OUT/build-$b-$t.log" 2>&1 ||
-      { tail -30 "$OUT/build-$b-$t.log" >&2; die "building $t ($b) failed (log: $OUT/build-$b-$t.log)"; }
-    [ -x "$bdir/bin/$t" ] || die "no $bdir/bin/$t after the build"
-    cp "$bdir/bin/$t" "$OUT/bin/$t$suffix"
-    ! ldd "$OUT/bin/$t$suffix" | grep -q 'libmpi\.so' ||
-      die "$t$suffix links Open MPI's libmpi: $(ldd "$OUT/bin/$t$suffix" | grep 'libmpi\.so')"
+    build_target "$bdir" "$t" "$OUT/build-$b-$t.log"
+    install_executable "$bdir/bin/$t" "$t$suffix"
   done
 done
 

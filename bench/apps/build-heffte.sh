@@ -52,14 +52,8 @@ CC=mpicc.mpich CXX=mpicxx.mpich cmake -S "$OUT/src" -B "$OUT/build" \
 grep -E '^MPI_CXX_(COMPILER|LIB_NAMES|INCLUDE_PATH)' "$OUT/build/CMakeCache.txt" >"$OUT/mpi-found.txt" || true
 grep -qi openmpi "$OUT/mpi-found.txt" && die "CMake found Open MPI: $(cat "$OUT/mpi-found.txt")"
 
-mkdir -p "$OUT/bin"
 for t in $TARGETS; do
-  log "building $t (log: $OUT/build-$t.log)"
-  cmake --build "$OUT/build" --target "$t" -j "$JOBS" >"$OUT/build-$t.log" 2>&1 ||
-    { tail -30 "$OUT/build-$t.log" >&2; die "building $t failed (log: $OUT/build-$t.log)"; }
-  [ -x "$OUT/build/benchmarks/$t" ] || die "no $OUT/build/benchmarks/$t after the build"
-  cp "$OUT/build/benchmarks/$t" "$OUT/bin/"
-  ! ldd "$OUT/bin/$t" | grep -q 'libmpi\.so' ||
-    die "$t links Open MPI's libmpi: $(ldd "$OUT/bin/$t" | grep 'libmpi\.so')"
+  build_target "$OUT/build" "$t" "$OUT/build-$t.log"
+  install_executable "$OUT/build/benchmarks/$t" "$t"
 done
 write_provenance

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # common.sh: shared by build-*.sh (sourced, not run).  Argument parsing, package checks,
-# MPICH compiler wrappers and unpacking the source at the documented commit.
+# MPICH compiler wrappers, unpacking the source at the documented commit, building a CMake
+# target and installing an executable built with MPICH.
 #
 # A script sets PROGRAM and DEFAULT_COMMIT (and TARGETS, its default, where it takes
 # --targets "LIST"), defines usage() (and optionally handle_option NAME VALUE for its own
@@ -37,6 +38,25 @@ parse_args() {
   case "$OUT/" in "$SRC"/*) die "--out must not be inside --src" ;; esac
   [ -n "$COMMIT" ] || COMMIT=$DEFAULT_COMMIT
   [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "--jobs must be a positive number"
+}
+
+# Builds CMake target $2 in the build folder $1, its output in the log $3 (its tail shown when
+# the build fails).
+build_target() {
+  local dir=$1 target=$2 logf=$3
+  log "building $target (log: $logf)"
+  cmake --build "$dir" --target "$target" -j "$JOBS" >"$logf" 2>&1 ||
+    { tail -30 "$logf" >&2; die "building $target failed (log: $logf)"; }
+}
+
+# Copies the executable $1 to $OUT/bin/$2, refusing one that links Open MPI's libmpi.
+install_executable() {
+  local exe=$1 name=$2
+  [ -x "$exe" ] || die "no $exe after the build"
+  mkdir -p "$OUT/bin"
+  cp "$exe" "$OUT/bin/$name"
+  ! ldd "$OUT/bin/$name" | grep -q 'libmpi\.so' ||
+    die "$name links Open MPI's libmpi: $(ldd "$OUT/bin/$name" | grep 'libmpi\.so')"
 }
 
 # Install the Debian packages in $@ that are missing (apt-get, needs root).
