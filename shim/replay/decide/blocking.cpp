@@ -157,9 +157,9 @@ void trial_agreed(Key& key) {
   // calls (explore.hpp; the barriers before them are not counted).
   const std::span<const double> mine = key.algorithm.agreement.mine();
   const std::size_t k = mine.size() / 2;
-  for (std::size_t i = 0; i < k && key.algorithm.before < k; ++i)
-    if (mine[i] > mine[key.algorithm.before] && mine[key.algorithm.before] > 0)
-      exploration_budget().charge(Explore::trial, static_cast<std::uint64_t>(mine[i] - mine[key.algorithm.before]));
+  const double choice = key.algorithm.before < k ? mine[key.algorithm.before] : 0.0;
+  for (std::size_t i = 0; i < k && choice > 0; ++i)
+    if (mine[i] > choice) exploration_budget().charge(Explore::trial, static_cast<std::uint64_t>(mine[i] - choice));
   choose_algorithm(trial, key.algorithm.agreement.sums(), key.comm_size);
   if (trial.chosen() == key.algorithm.told) return;
   key.algorithm.told = trial.chosen();

@@ -144,10 +144,9 @@ void probe_vote(Key& key, Vote& vote) {
   const double loss = std::isnan(s.early_loss_share()) ? budget.last_loss_share() : s.early_loss_share();
   const std::uint64_t predicted = predicted_probe_ns(s.early_probe_length() + 1, s.last_blocking_ns(), loss);
   vote.probe_refusals = 1;
-  if (key.path.reserving || !budget.affords(predicted, util::now_ns())) return;
+  if (key.path.reserved_ns || !budget.affords(predicted, util::now_ns())) return;
   vote.probe_refusals = 0;
   budget.reserve(predicted);  // until the ranks decide (settle_vote)
-  key.path.reserving = true;
   key.path.reserved_ns = predicted;
 }
 
@@ -160,10 +159,9 @@ void settle_budget(Key& key) {
     budget.charge(Explore::early_probe, *excess);
     budget.measured_loss(s.early_loss_share());
   }
-  if (key.path.reserving && !(s.probing() && s.path() == Path::early)) {
-    budget.release(key.path.reserved_ns);
-    key.path.reserving = false;
-    key.path.reserved_ns = 0;
+  if (key.path.reserved_ns && !(s.probing() && s.path() == Path::early)) {
+    budget.release(*key.path.reserved_ns);
+    key.path.reserved_ns.reset();
   }
 }
 
@@ -200,7 +198,8 @@ void settle_vote(Key& key, const Vote& summed, std::uint64_t bytes) {
   const std::uint64_t deferred = key.path.state.probes_deferred();
   const Path p = key.path.state.decide(summed, key.path.intervals);
   settle_budget(key);
-  if (probe_point) {
+  // A probe point decides the probe alone, unless a plan's word decided instead (said below).
+  if (probe_point && !key.path.state.forced()) {
     say_probe_point(key, summed, bytes, key.path.state.probes_deferred() > deferred);
     return;
   }

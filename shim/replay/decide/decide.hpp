@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,9 +68,8 @@ struct PathChoice {
   bool told = false;               ///< the path was said at TNBC_LOG=info (one line per key and change)
   Path told_path = Path::blocking;
   /// The exploration budget this key's early probe holds, from its probe point's vote to the
-  /// decision after the probe (explore.hpp, reserve); `reserving`: it holds one.
-  bool reserving = false;
-  std::uint64_t reserved_ns = 0;
+  /// decision after the probe (explore.hpp, reserve); none while it holds none.
+  std::optional<std::uint64_t> reserved_ns;
 };
 
 /// The CPU of a key's blocking calls that MPI ran: how many, their time and this rank's CPU
