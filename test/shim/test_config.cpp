@@ -47,6 +47,20 @@ TEST_CASE("a bad value keeps the default and says why, naming variable and value
   CHECK_FALSE(r.config.disable);
 }
 
+TEST_CASE("TNBC_EXPLORE: a percentage or off; anything else keeps 1 and says why", "[config]") {
+  CHECK(load_env({"TNBC_EXPLORE=0.5"}).config.explore == 0.5);
+  CHECK(load_env({"TNBC_EXPLORE=0"}).config.explore == 0.0);
+  CHECK(load_env({"TNBC_EXPLORE=100"}).config.explore == 100.0);
+  CHECK(load_env({"TNBC_EXPLORE=off"}).config.explore < 0);
+  for (const char* bad : {"TNBC_EXPLORE=abc", "TNBC_EXPLORE=101", "TNBC_EXPLORE=-1", "TNBC_EXPLORE=1%"}) {
+    auto r = load_env({bad});
+    REQUIRE(r.messages.size() == 1);
+    CHECK(r.messages[0] == std::string(bad) +
+                               ": expected off or a percentage from 0 to 100 (e.g. 1 or 0.5); using the default (1)");
+    CHECK(r.config.explore == 1.0);
+  }
+}
+
 TEST_CASE("a bad number of broadcast units keeps the default", "[config]") {
   auto r = load_env({"TNBC_TRACE_BCAST_UNITS=0"});
   REQUIRE(r.messages.size() == 1);
