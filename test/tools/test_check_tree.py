@@ -32,6 +32,30 @@ GOOD = {
     "shim/replay/decide/policy.hpp": '#pragma once\n#include "shim/replay/engine/engine.hpp"\n',
 }
 
+HEADER = ("Ran: 2026-11-28 · commit 629d11a · 2 emulated nodes x 2 ranks · 200 Mbit/s · whole segments"
+          " · unpinned · 3 rounds")
+OLD_HEADER = ("Ran: 2026-11-26..2026-11-27 · commits 38e5dc8, 95d4329 · one node x 4 ranks · no links"
+              " · no links · unpinned · rounds vary")
+INDEX = """# Reports
+
+| report | ran | superseded by |
+|---|---|---|
+| [old](old.md) | 2026-11-26 | [new](apps/new.md) |
+| [new](apps/new.md) | 2026-11-28 |  |
+| [untitled](untitled.md) | 2026-11-28 | |
+"""
+# Reports with their header lines (a titled one, one below a folder, one without a title), a
+# history page without one, the index marking old.md superseded, and pages linking current reports.
+REPORTS = dict(GOOD, **{
+    "docs/measurements/old.md": f"# Old\n\n{OLD_HEADER}\n\nsee [the rerun](apps/new.md)\n",
+    "docs/measurements/apps/new.md": f"# New\n\n{HEADER}\n\nreruns [old](../old.md)\n",
+    "docs/measurements/untitled.md": f"{HEADER}\n\ntext\n",
+    "docs/measurements/apps-history.md": "# History\n\nearlier sections, [old](old.md)\n",
+    "docs/measurements/README.md": INDEX,
+    "docs/guide.md": "see [new](measurements/apps/new.md) and [history](measurements/apps-history.md)\n",
+    "README.md": "[guide](docs/guide.md), [new](docs/measurements/apps/new.md#x)\n",
+})
+
 
 def main():
     s = Suite("check-tree")
@@ -71,12 +95,12 @@ def main():
         expect(out.returncode == 1 and "shim/long.cpp: 601 lines" in out.stdout, out.stdout)
 
     def a_long_reference_page():
-        bad = dict(GOOD)
+        bad = dict(REPORTS)
         bad["docs/replay.md"] = "line\n" * 251
-        bad["docs/measurements/notes.md"] = "line\n" * 900
+        bad["docs/measurements/untitled.md"] = f"{HEADER}\n" + "line\n" * 900
         out = run(tree(bad))
         expect(out.returncode == 1 and "docs/replay.md: 251 lines" in out.stdout, out.stdout)
-        expect("notes.md" not in out.stdout, f"a measurements page was held to the limit: {out.stdout}")
+        expect("untitled.md" not in out.stdout, f"a measurements page was held to the limit: {out.stdout}")
 
     def a_broken_link():
         bad = dict(GOOD)
@@ -86,6 +110,79 @@ def main():
         expect(out.returncode == 1 and "the link to measurements/c.md names no file" in out.stdout, out.stdout)
         expect("b.md names" not in out.stdout and "a.md names" not in out.stdout, out.stdout)
 
+    def good_reports():
+        out = run(tree(REPORTS))
+        expect(out.returncode == 0, out.stdout + out.stderr)
+        expect("reports headed and indexed" in out.stdout, out.stdout)
+
+    def a_report_without_its_header():
+        bad = dict(REPORTS)
+        bad["docs/measurements/apps/new.md"] = "# New\n\ntext\n"
+        bad["docs/measurements/untitled.md"] = "text\n"
+        out = run(tree(bad))
+        expect(out.returncode == 1, out.stdout)
+        expect("docs/measurements/apps/new.md:3: no header line" in out.stdout, out.stdout)
+        expect("docs/measurements/untitled.md:1: no header line" in out.stdout, out.stdout)
+        expect("old.md" not in out.stdout and "history" not in out.stdout, out.stdout)
+
+    def a_header_out_of_form():
+        for line in [HEADER.replace(" · 3 rounds", ""),                 # 6 fields
+                     HEADER.replace("commit 629d11a", "629d11a"),      # no "commit"
+                     HEADER.replace("2026-11-28", "yesterday"),        # no date
+                     HEADER.replace(" · unpinned", " ·  · unpinned"),  # an empty field
+                     HEADER.replace(" · ", " - ")]:
+            bad = dict(REPORTS)
+            bad["docs/measurements/apps/new.md"] = f"# New\n\n{line}\n"
+            out = run(tree(bad))
+            expect(out.returncode == 1, f"{line}: {out.stdout}")
+            expect("docs/measurements/apps/new.md:3: the header line does not read" in out.stdout,
+                   f"{line}: {out.stdout}")
+        bad = dict(REPORTS)
+        bad["docs/measurements/apps/new.md"] = f"# New\n{HEADER}\n"
+        out = run(tree(bad))
+        expect(out.returncode == 1, out.stdout)
+        expect("docs/measurements/apps/new.md:2: no blank line" in out.stdout, out.stdout)
+
+    def an_index_that_misses_a_report():
+        bad = dict(REPORTS)
+        bad["docs/measurements/README.md"] = INDEX.replace("| [untitled](untitled.md) | 2026-11-28 | |\n", "")
+        bad["docs/measurements/apps/newer.md"] = f"# Newer\n\n{HEADER}\n"
+        out = run(tree(bad))
+        expect(out.returncode == 1, out.stdout)
+        expect("docs/measurements/README.md: does not list the report docs/measurements/untitled.md"
+               in out.stdout, out.stdout)
+        expect("does not list the report docs/measurements/apps/newer.md" in out.stdout, out.stdout)
+        expect("apps-history.md" not in out.stdout, f"a history page was asked for: {out.stdout}")
+
+    def an_index_that_lists_what_is_not_there():
+        bad = dict(REPORTS)
+        bad["docs/measurements/README.md"] = INDEX + ("| [gone](apps/gone.md) | 2026-11-20 | |\n"
+                                                      "| [history](apps-history.md) | 2026-11-20 | |\n")
+        out = run(tree(bad))
+        expect(out.returncode == 1, out.stdout)
+        expect("lists docs/measurements/apps/gone.md, which does not exist" in out.stdout, out.stdout)
+        expect("lists docs/measurements/apps-history.md, which is not a report" in out.stdout, out.stdout)
+
+    def no_index():
+        bad = dict(REPORTS)
+        del bad["docs/measurements/README.md"]
+        out = run(tree(bad))
+        expect(out.returncode == 1 and "docs/measurements/README.md: missing" in out.stdout, out.stdout)
+
+    def a_link_to_a_superseded_report():
+        bad = dict(REPORTS)
+        bad["docs/guide.md"] = "see [old](measurements/old.md) and [again](measurements/old.md#x)\n"
+        bad["README.md"] = "[old](docs/measurements/old.md), [new](docs/measurements/apps/new.md)\n"
+        out = run(tree(bad))
+        expect(out.returncode == 1, out.stdout)
+        lines = out.stdout.splitlines()
+        expect(lines.count("docs/guide.md: links to docs/measurements/old.md, which "
+                           "docs/measurements/README.md marks superseded by docs/measurements/apps/new.md")
+               == 1, out.stdout)
+        expect(any(l.startswith("README.md: links to docs/measurements/old.md") for l in lines), out.stdout)
+        expect("new.md, which" not in out.stdout, f"a current report was refused: {out.stdout}")
+        expect(len(lines) == 3, f"reports and history pages may link it: {out.stdout}")
+
     s.check("the source tree keeps its layering and sizes", this_tree)
     s.check("a tree that keeps the layers passes", a_good_tree)
     s.check("the engine including the decision is refused", the_engine_reaching_up)
@@ -94,6 +191,14 @@ def main():
     s.check("a source file of 601 lines is refused", a_long_file)
     s.check("a reference page of 251 lines is refused, a measurements page is not", a_long_reference_page)
     s.check("a relative link to a missing page is refused", a_broken_link)
+    s.check("reports with header lines, indexed, linked where current, pass", good_reports)
+    s.check("a report without its header line is refused", a_report_without_its_header)
+    s.check("a header line out of form is refused", a_header_out_of_form)
+    s.check("an index that misses a report is refused", an_index_that_misses_a_report)
+    s.check("an index listing a missing file or a history page is refused",
+            an_index_that_lists_what_is_not_there)
+    s.check("reports without an index are refused", no_index)
+    s.check("README.md or docs/ linking a superseded report is refused", a_link_to_a_superseded_report)
     return s.finish()
 
 
