@@ -251,7 +251,8 @@ constexpr std::array kSettings = {
             "observed leave room to overlap (the predicted overlap of a rank's own observations, "
             "as `tnbc-order plan` predicts it from a trace, at least a quarter of the exchange): "
             "the ranks vote once, at the end of that call, on the calls before it, and the early "
-            "probe follows at once.  Elsewhere the "
+            "probe follows at once where every rank's TNBC_EXPLORE budget affords it (else the "
+            "warm-up goes on to its end, where the budgets are asked again).  Elsewhere the "
             "warm-up runs its TNBC_ADAPT_WARMUP calls.  0 (or TNBC_ADAPT_WARMUP or more): "
             "always the whole warm-up.",
             kInt<&Config::adapt_warmup_room, 0, 1000000>},
@@ -273,9 +274,10 @@ constexpr std::array kSettings = {
             "interval per call) and no other probe is under way on the rank, and else waits for "
             "as many calls again; early probes, the engine's sample calls and "
             "trials of MPI's algorithms are charged what they cost beyond the calls they "
-            "replaced (TNBC_STATS: `explore`; the summary line).  Not asked where the room point "
-            "found room to overlap or a plan says how to return.  0..100 (0: early is tried "
-            "only there); off: no bound, the probes at their calls (experiments, tests).",
+            "replaced (TNBC_STATS: `explore`; the summary line).  The room point asks too "
+            "(TNBC_ADAPT_WARMUP_ROOM); not asked where a plan says how to return.  0..100 (0: "
+            "early only where a plan says so); off: no bound, the probes at their calls (experiments, "
+            "tests).",
             kExplore},
     Setting{"TNBC_BLOCKING", "enum", "auto", Agree::value,
             "libtnbc.so: with TNBC_ADAPT on or measure, what runs the blocking calls of a "

@@ -134,17 +134,27 @@ void room_vote(learn::KeyLearning& learning, double& voter, double& room) {
   if (const auto r = learn::room(learning)) voter = 1, room = *r ? 1 : 0;
 }
 
-/// This rank's vote at a probe point: whether its exploration budget affords the early probe,
-/// predicted from the key's blocking mean just measured and what its last probe cost
-/// (explore.hpp).
+/// This rank's vote at a probe point (or a room point under probe points): whether its
+/// exploration budget affords the early probe, predicted from the key's blocking mean and what
+/// its last probe cost (explore.hpp).
 void probe_vote(Key& key, Vote& vote) {
   const KeyState& s = key.path.state;
   ExplorationBudget& budget = exploration_budget();
   // A key that never measured an early call is predicted by the rank's last probe of any key.
   const double loss = std::isnan(s.early_loss_share()) ? budget.last_loss_share() : s.early_loss_share();
-  const std::uint64_t predicted = predicted_probe_ns(s.early_probe_length() + 1, s.last_blocking_ns(), loss);
+  // At a probe point, the blocking run's mean just measured.  At the room point, voted right
+  // after the warm-up's fourth call, whose interval has not ended: every blocking interval so
+  // far, the first two (connections, first touches) included.
+  const Intervals& iv = key.path.intervals;
+  const std::uint64_t n = iv.blocking_intervals.load(std::memory_order_relaxed);
+  const double blocking = !s.room_point() ? s.last_blocking_ns()
+                          : n > 0 ? static_cast<double>(iv.blocking_interval_ns.load(std::memory_order_relaxed)) /
+                                        static_cast<double>(n)
+                                  : 0.0;
+  const std::uint64_t predicted = predicted_probe_ns(s.early_probe_length() + 1, blocking, loss);
   vote.probe_refusals = 1;
-  if (key.path.reserved_ns || !budget.affords(predicted, util::now_ns())) return;
+  // Nothing measured predicts nothing: no probe on it.
+  if (blocking <= 0 || key.path.reserved_ns || !budget.affords(predicted, util::now_ns())) return;
   vote.probe_refusals = 0;
   budget.reserve(predicted);  // until the ranks decide (settle_vote)
   key.path.reserved_ns = predicted;
@@ -171,8 +181,8 @@ void plan_word(Vote& vote, priority::Return ret) {
   if (ret == priority::Return::early) vote.force_early = 1;
 }
 
-/// What a probe point decided (KeyState::decide_probe): the early probe, or a deferral (the
-/// first of a key said at TNBC_LOG=info).
+/// What a probe point decided (KeyState::decide_probe), or a room point whose probe the budgets
+/// refused: the early probe, or a deferral (the first of a key said at TNBC_LOG=info).
 void say_probe_point(const Key& key, const Vote& summed, std::uint64_t bytes, bool deferred) {
   if (!deferred) {
     log::debug("{} on communicator {}: every rank's exploration budget affords an early probe from call {}", key.op,
@@ -182,10 +192,10 @@ void say_probe_point(const Key& key, const Vote& summed, std::uint64_t bytes, bo
   exploration_budget().deferred();
   const std::string text = fmt::format(
       "decided: {} on communicator {} ({} ranks): blocking from call {}, early not tried yet: on {:.0f} of its ranks "
-      "a probe would take exploring past TNBC_EXPLORE's {:g}% of the time run so far (asked again after as many "
-      "calls again)",
+      "a probe would take exploring past TNBC_EXPLORE's {:g}% of the time run so far (asked again {})",
       what(key, bytes), key.comm_id, key.comm_size, key.path.state.calls(), summed.probe_refusals,
-      100 * exploration_budget().share());
+      100 * exploration_budget().share(),
+      key.path.state.warming_up() ? "at the warm-up's end" : "after as many calls again");
   if (key.path.state.probes_deferred() == 1) log::info_rank0("{}", text);
   else log::debug("{}", text);
 }
@@ -203,6 +213,8 @@ void settle_vote(Key& key, const Vote& summed, std::uint64_t bytes) {
     say_probe_point(key, summed, bytes, key.path.state.probes_deferred() > deferred);
     return;
   }
+  // A room point that found room but whose probe the budgets refused (the warm-up goes on).
+  if (room_point && key.path.state.probes_deferred() > deferred) say_probe_point(key, summed, bytes, true);
   if (!room_point && (!key.path.told || p != key.path.told_path)) {
     key.path.told = true;
     key.path.told_path = p;
@@ -421,7 +433,7 @@ void settle_path(Key& key, MPI_Comm comm, std::uint64_t bytes, const priority::P
     plan_word(vote, p.plan_return);
     const bool room_point = p.state.room_point();
     if (room_point) room_vote(key.learning, vote.room_voters, vote.room_ranks);
-    if (p.state.probe_point()) probe_vote(key, vote);
+    if (p.state.asks_budget()) probe_vote(key, vote);
     take_vote(key, vote);
     // A decision point's vote does not hold the program up (PathChoice): posted after this
     // call, which stays on the path of the segment that ends here, and decided at the key's
@@ -503,6 +515,7 @@ void done(const Decision& d, MPI_Comm comm) {
     // carry is this call's.
     Vote vote;
     room_vote(key->learning, vote.room_voters, vote.room_ranks);
+    if (key->path.state.asks_budget()) probe_vote(*key, vote);
     plan_word(vote, key->path.plan_return);
     take_vote(*key, vote);
     post_vote(*key, comm);

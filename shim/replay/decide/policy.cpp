@@ -290,6 +290,12 @@ void KeyState::decide_room(const Vote& summed, const Intervals& iv) {
   // that observed its calls found room to overlap, the early probe follows at once.
   warmup_.room_at = 0;
   if (summed.room_voters > 0 && 2 * summed.room_ranks > summed.room_voters) {
+    // Room is a prediction: the budgets must afford the probe it begins (Policy::probe_points).
+    // Refused, the warm-up goes on to its end, a probe point.
+    if (policy_.probe_points && summed.probe_refusals > 0) {
+      ++probe_.deferred;
+      return;
+    }
     warmup_.short_end = true;
     begin_early_probe(iv);
   } else if (summed.room_voters > 0 && 2 * summed.room_ranks < summed.room_voters) {
@@ -309,7 +315,12 @@ bool KeyState::decide_turns(const Vote& summed, double& early_ns) {
   // The first comparison, in an early probe of one round: if it is not wide, the probe goes
   // on for another round and nothing is decided yet (the means then run over both rounds:
   // nothing is rebased).
-  if (!turns_decided() && after_probe && !wide && segment_.end - segment_.start < 1 + kCompare * kFirstCompareRounds) {
+  // Not where early, with the cheaper of the turns, loses widely to blocking: no choice of
+  // the turns can win that back, and every call of the round would cost the difference.
+  const double cheaper = std::min(summed.turns_on_ns, summed.turns_off_ns);
+  const bool hopeless = summed.ranks_measured > 0 && saving(summed.blocking_ns, cheaper) >= policy_.wide_gain;
+  if (!turns_decided() && after_probe && !wide && !hopeless &&
+      segment_.end - segment_.start < 1 + kCompare * kFirstCompareRounds) {
     segment_.end += kCompare;
     extended_ = true;
     return false;

@@ -21,7 +21,8 @@
 //      scenario b a fifth of a call each, the largest part of what deciding cost at 150 calls).
 //      So at call Wr (4) of the warm-up the ranks vote (a decision point that decides nothing
 //      else) on what the warm-up's observed calls show (learn.hpp, room()): where most ranks'
-//      reads leave room to overlap, the warm-up ends there and the early probe follows; where
+//      reads leave room to overlap (and, under probe points, every rank's exploration budget
+//      affords the probe: Policy::probe_points), the warm-up ends there and the early probe follows; where
 //      most leave none (the data read at once, as in the NAS-like kernels, where a probe after 3
 //      calls made runs of 4-10 calls 2-13% slower, and NPB IS A's 5 probes of 11 calls cost it
 //      4%), the warm-up runs its W calls and a blocking run of `first_run` calls follows before
@@ -142,8 +143,9 @@ struct Policy {
   /// the early path ends in a decision point instead, where the ranks vote whether their
   /// exploration budgets afford the probe (explore.hpp; Vote::probe_refusals).  Refused, the
   /// key runs blocking for as many calls again as it has made (at least probe_calls, at most
-  /// max_run) and asks again: the budget grows with the time the program runs.  Not at the room
-  /// point, where the observed reads predict a gain, nor where a plan decides.
+  /// max_run) and asks again: the budget grows with the time the program runs.  The room point
+  /// asks too: where most ranks found room but some budget refuses the probe, the warm-up runs
+  /// to its end and its probe point asks again.  A plan's word is not asked.
   bool probe_points = false;
 };
 
@@ -187,6 +189,10 @@ class KeyState {
   /// True when the next call is a probe point (Policy::probe_points): a decision point whose
   /// vote carries probe_refusals, and which decides only whether the early probe begins.
   bool probe_point() const { return probe_.point; }
+  /// True when the next call's vote carries probe_refusals: at a probe point, and at the room
+  /// point under probe points (room is a prediction from the reads; where it failed, NPB IS
+  /// class B's probe on unshaped links cost half its run: the budgets must afford it too).
+  bool asks_budget() const { return probe_.point || (policy_.probe_points && room_point()); }
   /// What this rank's last early probe cost beyond the blocking calls it was compared with (ns:
   /// its mean early interval less its mean blocking one, times its calls; 0 where it cost
   /// less), returned once, after the decision that followed the probe; nothing otherwise.
@@ -224,7 +230,8 @@ class KeyState {
   /// until turns are decided, and in every early probe, each call after the first of the
   /// segment alternates on, off, off, on (an early probe is lengthened to hold one round of four
   /// such calls; before the first decision of the turns, a comparison that is not wide adds a
-  /// second round: extended()), and the first goes with turns while undecided;
+  /// second round, extended(), unless early with the cheaper turns loses widely to blocking,
+  /// which no choice of turns wins back), and the first goes with turns while undecided;
   /// once decided, the last turn_trial_calls of a run do, in one run of every trial gap
   /// (Policy::max_trial_gap), and the rest use the decision, uncompared (only calls next to
   /// each other are compared, so that a phase change within a run does not count for one

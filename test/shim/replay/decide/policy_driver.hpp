@@ -46,10 +46,8 @@ struct Sim {
         sum.room_voters = room_voters;
         sum.room_ranks = room_ranks;
       }
-      if (key.probe_point()) {
-        ++probe_points;
-        sum.probe_refusals = probe_refusals;
-      }
+      if (key.probe_point()) ++probe_points;
+      if (key.asks_budget()) sum.probe_refusals = probe_refusals;
       key.decide(sum, iv);
     }
     const Path p = key.path();

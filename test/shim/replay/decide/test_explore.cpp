@@ -148,14 +148,44 @@ TEST_CASE("an early probe that loses is charged its excess, and the next probe i
   REQUIRE(s.probe_points == 2);
 }
 
-TEST_CASE("the room point is not asked: where the reads leave room, the probe follows it") {
+TEST_CASE("the room point asks the budgets: afforded, the probe follows it") {
   Sim s(with_probe_points(), 100, 200);
   s.room_voters = 4;
   s.room_ranks = 4;
-  s.probe_refusals = 4;
   s.calls(8);
   REQUIRE(s.room_points == 1);
   REQUIRE(s.probe_points == 0);
+  REQUIRE(s.key.short_warmup());
+  REQUIRE(s.count(Path::early, 4, 7) == 3);
+}
+
+TEST_CASE("the room point asks the budgets: refused, the warm-up runs on to its probe point") {
+  Sim s(with_probe_points(), 100, 200);
+  s.room_voters = 4;
+  s.room_ranks = 4;
+  s.probe_refusals = 1;
+  s.calls(6);
+  REQUIRE(s.room_points == 1);
+  REQUIRE(s.key.probes_deferred() == 1);
+  REQUIRE_FALSE(s.key.short_warmup());
+  REQUIRE_FALSE(s.key.no_room());
+  REQUIRE(s.count(Path::early, 0, 6) == 0);
+  // The warm-up's end asks again, as any probe point; afforded now, the probe follows.
+  REQUIRE(s.key.probe_point());
+  s.probe_refusals = 0;
+  s.calls(4);
+  REQUIRE(s.probe_points == 1);
+  REQUIRE(s.key.probes_deferred() == 1);
+  REQUIRE(s.count(Path::early, 6, 9) == 3);
+}
+
+TEST_CASE("without probe points the room point begins the probe whatever the budgets say") {
+  Sim s(Policy{}, 100, 200);
+  s.room_voters = 4;
+  s.room_ranks = 4;
+  s.probe_refusals = 4;  // not asked: the driver passes it only where the key asks
+  s.calls(8);
+  REQUIRE(s.key.probes_deferred() == 0);
   REQUIRE(s.count(Path::early, 4, 7) == 3);
 }
 

@@ -57,6 +57,11 @@ struct TurnSim {
   void calls(int n) {
     for (int i = 0; i < n; ++i) call();
   }
+  int count(Path path, std::size_t from, std::size_t to) const {
+    int n = 0;
+    for (std::size_t i = from; i < to && i < paths.size(); ++i) n += paths[i] == path;
+    return n;
+  }
   int count_turns(std::size_t from, std::size_t to) const {
     int n = 0;
     for (std::size_t i = from; i < to && i < turns.size(); ++i) n += turns[i];
@@ -303,4 +308,20 @@ TEST_CASE("turns: a run compares them in its last calls, not in the calls that r
   REQUIRE(s.key.turns_chosen());
   REQUIRE(s.key.turn_switches() == 0);
   REQUIRE(s.key.switches() == 0);
+}
+
+TEST_CASE("turns: a probe that loses widely with either turns is not extended for a second round") {
+  // Early costs twice blocking with turns or without, and the turns differ by 5% (narrow):
+  // a second round could not make early win, so the probe ends after one and blocking is kept.
+  TurnSim s(Policy{}, 400, 200, 380);
+  s.calls(12);
+  REQUIRE_FALSE(s.key.extended());
+  REQUIRE(s.key.decisions() == 1);
+  REQUIRE(s.key.chosen() == Path::blocking);
+  REQUIRE(s.count(Path::early, 0, 12) == 5);
+  // Where early loses by less than wide_gain with the cheaper turns, the second round is run.
+  TurnSim close(Policy{}, 220, 200, 209);
+  close.calls(12);
+  REQUIRE(close.key.extended());
+  REQUIRE(close.key.decisions() == 0);
 }
