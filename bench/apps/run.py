@@ -97,6 +97,8 @@ class Runner:
         exe = [self.exe(prog), *prog.args]
         if placement == "local":
             cmd = ["mpiexec.mpich", "-n", str(prog.ranks)]
+            if self.a.pin:  # hydra binds the ranks to cores round robin
+                cmd += ["-bind-to", "core"]
             for k, v in env.items():
                 cmd += ["-genv", k, v]
             if preload:
@@ -105,6 +107,8 @@ class Runner:
         ppn = prog.ranks // self.a.nodes
         cmd = self.cluster_base() + ["run", "--ppn", str(ppn), "--timeout",
                                      str(self.a.timeout + hung_job.CLUSTER_LIMIT_MARGIN_S)]
+        if self.a.pin:
+            cmd += ["--pin"]
         for lib in preload:
             cmd += ["--preload", lib]
         for k, v in env.items():
@@ -252,7 +256,7 @@ def fingerprint(prog, a):
 def tune(runner, prog, placement, cache, records):
     """The fastest algorithm setting, one collective at a time; None if plain MPICH fails."""
     a = runner.a
-    key = f"{prog.name}|{placement}"
+    key = f"{prog.name}|{placement}" + ("|pin" if a.pin else "")
     fp = fingerprint(prog, a)
     hit = cache.get(key)
     if hit and not a.retune and hit.get("fingerprint") == fp:
@@ -397,12 +401,41 @@ def sha(path):
         return None
 
 
+def repo_commit():
+    """This repository's HEAD, short, with '+' where the tree has uncommitted changes; None
+    outside git."""
+    root = os.path.dirname(os.path.dirname(HERE))
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def header_line(meta):
+    """The report's one-line header (docs/measurements/README.md): date, commit, placement,
+    links, segments, pinning, rounds."""
+    places = meta.get("placements", [])
+    cluster = f"{meta['nodes']} emulated nodes x {4 // meta['nodes']} ranks"
+    placement = " and ".join(["one node x 4 ranks"] * ("local" in places) + [cluster] * ("cluster" in places))
+    rate = meta.get("rate") or "200mbit"
+    links = ("no links" if "cluster" not in places else "unshaped" if rate == "none"
+             else rate.replace("mbit", " Mbit/s").replace("gbit", " Gbit/s"))
+    segments = "whole segments" if "cluster" in places else "no links"
+    return (f"Ran: {meta['date'][:10]} · commit {meta.get('lib_commit') or 'unknown'} · {placement or 'unknown'} · "
+            f"{links} · {segments} · {'pinned' if meta.get('pin') else 'unpinned'} · {meta['rounds']} rounds")
+
+
 def write_report(data, md_path, svg_path):
     meta = data["meta"]
     configs = meta["configs"]
     summ = summarize(data["runs"], configs)
     L = []
     L.append("# tnbc application corpus: timings\n")
+    L.append(header_line(meta) + "\n")
     L.append(f"- date: {meta['date']} (finished {meta.get('finished', 'not finished')})")
     L.append(f"- command: `{meta['command']}`")
     m = meta["machine"]
@@ -414,6 +447,8 @@ def write_report(data, md_path, svg_path):
     L.append(f"- local: `mpiexec.mpich -n 4` on this machine; cluster: {meta['nodes']} emulated "
              f"nodes x {4 // meta['nodes']} ranks (`tnbc-cluster --prefix {meta['prefix']} "
              f"--subnet {meta['subnet']}`{', --rate ' + meta['rate'] if meta.get('rate') else ''})")
+    L.append("- pinning: " + ("pinned (cluster: `tnbc-cluster run --pin`, a core per node; one node: "
+                              "`mpiexec -bind-to core`)" if meta.get("pin") else "unpinned"))
     for name, info in meta["libs"].items():
         L.append(f"- {name}: `{info['path']}` (sha256 {info['sha256']})")
     L.append("")
@@ -655,6 +690,12 @@ def main():
     ap.add_argument("--subnet", default="10.217.0", help="cluster subnet (default %(default)s)")
     ap.add_argument("--nodes", type=int, default=2, help="emulated nodes (default 2)")
     ap.add_argument("--rate", help="link rate when this run brings the cluster up (tnbc-cluster --rate)")
+    ap.add_argument("--lib-commit", help="the commit --lib was built from, for the report's header "
+                    "(default: this repository's HEAD, with '+' where its tree has changes)")
+    ap.add_argument("--pin", action="store_true",
+                    help="pin the ranks: on the cluster each node's ranks on cores of their own "
+                         "(tnbc-cluster run --pin), on one node each rank to a core, round robin "
+                         "(mpiexec -bind-to core)")
     ap.add_argument("--timeout", type=int, default=600, help="seconds per run (default %(default)s)")
     ap.add_argument("--tune-cache", default=None,
                     help="JSON file of tuning results, read and updated "
@@ -760,7 +801,7 @@ def main():
         date=datetime.datetime.now().isoformat(timespec="seconds"),
         command=shlex.join([sys.executable] + sys.argv), machine=machine_info(),
         rounds=a.rounds, configs=configs, placements=placements, nodes=a.nodes,
-        prefix=a.prefix, subnet=a.subnet, rate=a.rate, timeout=a.timeout, tune_reps=a.tune_reps,
+        prefix=a.prefix, subnet=a.subnet, rate=a.rate, pin=a.pin, lib_commit=a.lib_commit or repo_commit(), timeout=a.timeout, tune_reps=a.tune_reps,
         workdir=a.workdir, tune_cache=cache_path, programs=[p.name for p in selected],
         extra_configs=extras,
         libs={n: dict(path=p, sha256=sha(p)) for n, p in libs.items()}),
