@@ -102,6 +102,22 @@ def main():
         expect(out.returncode == 1 and "docs/replay.md: 251 lines" in out.stdout, out.stdout)
         expect("untitled.md" not in out.stdout, f"a measurements page was held to the limit: {out.stdout}")
 
+    def wordy_pages():
+        words = "word " * 4001 + "\n"
+        out = run(tree({**GOOD, "docs/guide.md": words, "docs/config.md": words,
+                        "docs/measurements/apps-history.md": words}))
+        expect(out.returncode == 1 and "docs/guide.md: 4001 words, more than 4000" in out.stdout, out.stdout)
+        expect("config.md" not in out.stdout and "apps-history" not in out.stdout, out.stdout)
+        status = "# Status\n\n" + "a " * 50 + "x\n| " + "b " * 60 + "|\n" + ("word " * 10 + "\n") * 70
+        out = run(tree({**GOOD, "docs/status.md": status}))
+        expect(out.returncode == 1, out.stdout)
+        expect("docs/status.md:3: 101 characters, more than 100" in out.stdout, out.stdout)
+        expect("docs/status.md:4:" not in out.stdout, f"a table row of 123 characters refused: {out.stdout}")
+        expect(" words, more than 800" in out.stdout, out.stdout)
+        short = "# Status\n\n" + "a " * 40 + "\n| " + "b " * 90 + "|\n"
+        out = run(tree({**GOOD, "docs/status.md": short}))
+        expect(out.returncode == 0, out.stdout)
+
     def a_broken_link():
         bad = dict(GOOD)
         bad["docs/a.md"] = "see [b](b.md) and [c](measurements/c.md#x)\n"
@@ -191,6 +207,8 @@ def main():
     s.check("a source file of 601 lines is refused", a_long_file)
     s.check("a reference page of 251 lines is refused, a measurements page is not", a_long_reference_page)
     s.check("a relative link to a missing page is refused", a_broken_link)
+    s.check("a reference page over 4000 words, status.md over 800 or with long lines, are refused; "
+            "config.md and measurements are not held to it", wordy_pages)
     s.check("reports with header lines, indexed, linked where current, pass", good_reports)
     s.check("a report without its header line is refused", a_report_without_its_header)
     s.check("a header line out of form is refused", a_header_out_of_form)
