@@ -46,6 +46,7 @@ import programs as corpus  # noqa: E402
 sys.path.insert(0, os.path.dirname(HERE))
 import link_model  # noqa: E402  (bench/link_model.py: the links' tbf counters)
 import hung_job  # noqa: E402  (bench/hung_job.py: a run's processes, hydra's ranks included)
+import results_doc  # noqa: E402  (bench/results_doc.py: the report's header line)
 
 # Candidate algorithms per collective, by the names Debian's MPICH 4.0.2 accepts (an unknown
 # name aborts MPI_Init: "Invalid MPIR_CVAR_..._INTRA_ALGORITHM value").  Left out: nb (the
@@ -401,32 +402,15 @@ def sha(path):
         return None
 
 
-def repo_commit():
-    """This repository's HEAD, short, with '+' where the tree has uncommitted changes; None
-    outside git."""
-    root = os.path.dirname(os.path.dirname(HERE))
-    try:
-        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True).stdout.strip()
-        return head + ("+" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return None
-
-
 def header_line(meta):
-    """The report's one-line header (docs/measurements/README.md): date, commit, placement,
-    links, segments, pinning, rounds."""
+    """The report's one-line header (docs/measurements/README.md)."""
     places = meta.get("placements", [])
     cluster = f"{meta['nodes']} emulated nodes x {4 // meta['nodes']} ranks"
     placement = " and ".join(["one node x 4 ranks"] * ("local" in places) + [cluster] * ("cluster" in places))
-    rate = meta.get("rate") or "200mbit"
-    links = ("no links" if "cluster" not in places else "unshaped" if rate == "none"
-             else rate.replace("mbit", " Mbit/s").replace("gbit", " Gbit/s"))
-    segments = "whole segments" if "cluster" in places else "no links"
-    return (f"Ran: {meta['date'][:10]} · commit {meta.get('lib_commit') or 'unknown'} · {placement or 'unknown'} · "
-            f"{links} · {segments} · {'pinned' if meta.get('pin') else 'unpinned'} · {meta['rounds']} rounds")
+    links = results_doc.rate_words(meta.get("rate")) if "cluster" in places else "no links"
+    return results_doc.ran_line(meta["date"][:10], meta.get("lib_commit"), placement or "unknown", links,
+                                "whole segments" if "cluster" in places else "no links", meta.get("pin"),
+                                meta["rounds"])
 
 
 def write_report(data, md_path, svg_path):
@@ -801,7 +785,8 @@ def main():
         date=datetime.datetime.now().isoformat(timespec="seconds"),
         command=shlex.join([sys.executable] + sys.argv), machine=machine_info(),
         rounds=a.rounds, configs=configs, placements=placements, nodes=a.nodes,
-        prefix=a.prefix, subnet=a.subnet, rate=a.rate, pin=a.pin, lib_commit=a.lib_commit or repo_commit(), timeout=a.timeout, tune_reps=a.tune_reps,
+        prefix=a.prefix, subnet=a.subnet, rate=a.rate, pin=a.pin,
+        lib_commit=a.lib_commit or results_doc.repo_commit(), timeout=a.timeout, tune_reps=a.tune_reps,
         workdir=a.workdir, tune_cache=cache_path, programs=[p.name for p in selected],
         extra_configs=extras,
         libs={n: dict(path=p, sha256=sha(p)) for n, p in libs.items()}),

@@ -113,6 +113,10 @@ def main():
         with open(os.path.join(out, "results.md"), encoding="utf-8") as f:
             report = f.read()
         expect("## 4 ranks on one node" in report, f"no one-node section: {report[:400]}")
+        # Under its title, the header line every report opens with (docs/measurements/README.md).
+        head = report.splitlines()[:3]
+        expect(len(head) == 3 and re.match(r"Ran: \d{4}-\d\d-\d\d · commit \S+ · one node x 4 ranks · no links · "
+                                           r"no links · unpinned · \d+ rounds$", head[2]), f"header: {head}")
         rows = [l for l in report.splitlines() if l.startswith("| ft | S |")]
         expect(len(rows) == 2 and all(l.rstrip().endswith("| same |") for l in rows), f"rows: {rows}")
     if MPI == "mpich":
