@@ -145,12 +145,7 @@ void probe_vote(Key& key, Vote& vote) {
   // At a probe point, the blocking run's mean just measured.  At the room point, voted right
   // after the warm-up's fourth call, whose interval has not ended: every blocking interval so
   // far, the first two (connections, first touches) included.
-  const Intervals& iv = key.path.intervals;
-  const std::uint64_t n = iv.blocking_intervals.load(std::memory_order_relaxed);
-  const double blocking = !s.room_point() ? s.last_blocking_ns()
-                          : n > 0 ? static_cast<double>(iv.blocking_interval_ns.load(std::memory_order_relaxed)) /
-                                        static_cast<double>(n)
-                                  : 0.0;
+  const double blocking = s.room_point() ? key.path.intervals.mean_ns(Path::blocking) : s.last_blocking_ns();
   const std::uint64_t predicted = predicted_probe_ns(s.early_probe_length() + 1, blocking, loss);
   vote.probe_refusals = 1;
   // Nothing measured predicts nothing: no probe on it.

@@ -100,6 +100,12 @@ struct Intervals {
     (turns == Turns::on ? turns_on_ns : turns_off_ns).fetch_add(ns, std::memory_order_relaxed);
     (turns == Turns::on ? turns_on_intervals : turns_off_intervals).fetch_add(1, std::memory_order_relaxed);
   }
+  /// The mean of every interval after a call on `p` so far (ns; 0 before any).
+  double mean_ns(Path p) const {
+    const std::uint64_t n = (p == Path::early ? early_intervals : blocking_intervals).load(std::memory_order_relaxed);
+    const std::uint64_t ns = (p == Path::early ? early_interval_ns : blocking_interval_ns).load(std::memory_order_relaxed);
+    return n ? static_cast<double>(ns) / static_cast<double>(n) : 0.0;
+  }
 };
 
 /// What a key's calls cost, by path (the engine fills in the early side).

@@ -83,8 +83,7 @@ std::string key_json(const Key& k, const char* path, const std::function<SiteNam
       R"("sites":[{}],"learning":{},"turns":{},"algorithm":{}}})",
       k.comm_id, k.comm_size, k.op, k.total_class, k.one_node ? "true" : "false", path, k.path.state.decisions(),
       k.path.state.switches(), k.path.state.short_warmup() ? "true" : "false", all.fields(),
-      mean_us(iv.early_interval_ns.load(), iv.early_intervals.load()),
-      mean_us(iv.blocking_interval_ns.load(), iv.blocking_intervals.load()), sites, learn::json(k.learning),
+      iv.mean_ns(Path::early) / 1000.0, iv.mean_ns(Path::blocking) / 1000.0, sites, learn::json(k.learning),
       turns_json(k), algorithm_json(k));
 }
 
