@@ -457,12 +457,14 @@ def main():
     finally:
         subprocess.run([CLUSTER, "down"], check=False)
 
+    # The header line every report opens with (docs/measurements/README.md), in either page.
+    ran = results_doc.ran_line(datetime.date.today(), results_doc.repo_commit(), f"{NODES} emulated nodes x {PPN} ranks",
+                               results_doc.rate_words(args.rate),
+                               "cut segments" if args.tso == "off" else "whole segments", args.pin, args.repeat)
     lines = [
         "# Replay mode: overlap on the paper's five scenarios",
         "",
-        results_doc.ran_line(datetime.date.today(), results_doc.repo_commit(),
-                             f"{NODES} emulated nodes x {PPN} ranks", results_doc.rate_words(args.rate),
-                             "cut segments" if args.tso == "off" else "whole segments", args.pin, args.repeat),
+        ran,
         "",
         f"Measured {datetime.date.today()} by `bench/overlap.py` on the emulated cluster: {NODES} nodes x "
         f"{PPN} ranks, {args.rate} per node and direction, MPI_Alltoall of {args.block // 1024} KiB blocks, "
@@ -546,9 +548,7 @@ def main():
         lines = [
             "# Replay mode: learning the read order and the per-node turns in one run",
             "",
-            results_doc.ran_line(datetime.date.today(), results_doc.repo_commit(),
-                                 f"{NODES} emulated nodes x {PPN} ranks", results_doc.rate_words(args.rate),
-                                 "cut segments" if args.tso == "off" else "whole segments", args.pin, args.repeat),
+            ran,
             "",
             f"Measured {datetime.date.today()} by `bench/overlap.py --learn-only` on the emulated cluster: "
             f"{NODES} nodes x {PPN} ranks, {args.rate} per node and direction, MPI_Alltoall of "
