@@ -210,6 +210,7 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
   if (run.written) algorithm_restore(key->op_kind);
   if (trial.sampling() && cpu_ns != kCpuUnmeasured) {
     key->algorithm.engine.cost[d.engine ? 1 : 0] += static_cast<double>(wall_ns) + key->algorithm.engine.weight * static_cast<double>(cpu_ns);
+    key->algorithm.engine.wall_ns[d.engine ? 1 : 0] += static_cast<double>(wall_ns);
     ++key->algorithm.engine.calls[d.engine ? 1 : 0];
   }
   trial.record(blocking_cost(*key, d.engine, wall_ns, cpu_ns));

@@ -135,18 +135,21 @@ void room_vote(learn::KeyLearning& learning, double& voter, double& room) {
 }
 
 /// This rank's vote at a probe point (or a room point under probe points): whether its
-/// exploration budget affords the early probe, predicted from the key's blocking mean and what
-/// its last probe cost (explore.hpp).
+/// exploration budget affords the early probe, predicted from the key's blocking mean, what its
+/// last probe cost, and what its samples measured of the engine's exchange (explore.hpp).
 void probe_vote(Key& key, Vote& vote) {
   const KeyState& s = key.path.state;
   ExplorationBudget& budget = exploration_budget();
-  // A key that never measured an early call is predicted by the rank's last probe of any key.
-  const double loss = std::isnan(s.early_loss_share()) ? budget.last_loss_share() : s.early_loss_share();
+  // A key that never measured an early call is predicted by the rank's last probe of any key,
+  // and at least by what the engine's exchange took beyond MPI's in its samples.
+  const bool own = !std::isnan(s.early_loss_share());
+  const double loss = own ? s.early_loss_share() : budget.last_loss_share();
+  const double floor_ns = own ? 0 : key.algorithm.engine.engine_excess_ns();
   // At a probe point, the blocking run's mean just measured.  At the room point, voted right
   // after the warm-up's fourth call, whose interval has not ended: every blocking interval so
   // far, the first two (connections, first touches) included.
   const double blocking = s.room_point() ? key.path.intervals.mean_ns(Path::blocking) : s.last_blocking_ns();
-  const std::uint64_t predicted = predicted_probe_ns(s.early_probe_length() + 1, blocking, loss);
+  const std::uint64_t predicted = predicted_probe_ns(s.early_probe_length() + 1, blocking, loss, floor_ns);
   vote.probe_refusals = 1;
   // Nothing measured predicts nothing: no probe on it.
   if (blocking <= 0 || key.path.reserved_ns || !budget.affords(predicted, util::now_ns())) return;

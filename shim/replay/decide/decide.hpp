@@ -19,6 +19,7 @@
 
 #include "agreement.hpp"
 #include "algorithm.hpp"
+#include "explore.hpp"
 #include "policy.hpp"
 #include "trial.hpp"
 #include "shim/config.hpp"
@@ -84,15 +85,18 @@ struct PolledCpu {
 enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, decided };
 
 /// The engine's sample calls of a key (blocking.cpp): their stage, the CPU weight agreed, their
-/// cost (time plus CPU by the weight) summed and how many ([0] MPI's, [1] the engine's), and
-/// whether they made the engine the first choice.
+/// cost (time plus CPU by the weight) and their time summed and how many ([0] MPI's, [1] the
+/// engine's), and whether they made the engine the first choice.
 struct EngineSamples {
   EngineStage stage = EngineStage::ask;
   double weight = 0;
   bool weighed = false;
   double cost[2] = {0, 0};
+  double wall_ns[2] = {0, 0};
   int calls[2] = {0, 0};
   bool preferred = false;
+  /// What a call of the engine's exchange took beyond MPI's, by this rank's samples (explore.hpp).
+  double engine_excess_ns() const { return decide::engine_excess_ns(wall_ns, calls); }
 };
 
 /// The algorithm of a key's blocking calls (blocking.cpp): MPI's own algorithms and the engine's

@@ -52,10 +52,17 @@ ExplorationBudget& exploration_budget() {
   return budget;
 }
 
-std::uint64_t predicted_probe_ns(std::uint64_t calls, double blocking_ns, double loss_share) {
+double engine_excess_ns(const double (&wall_ns)[2], const int (&calls)[2]) {
+  if (calls[0] <= 0 || calls[1] <= 0) return 0;
+  return std::max(0.0, wall_ns[1] / calls[1] - wall_ns[0] / calls[0]);
+}
+
+std::uint64_t predicted_probe_ns(std::uint64_t calls, double blocking_ns, double loss_share, double floor_ns) {
   const double share = std::isnan(loss_share) ? kEarlyLossPrior : loss_share;
-  if (share <= 0 || blocking_ns <= 0) return 0;
-  return static_cast<std::uint64_t>(static_cast<double>(calls) * share * blocking_ns);
+  if (blocking_ns <= 0) return 0;
+  const double per_call = std::max(share * blocking_ns, floor_ns);
+  if (per_call <= 0) return 0;
+  return static_cast<std::uint64_t>(static_cast<double>(calls) * per_call);
 }
 
 }  // namespace tnbc::shim::replay::decide

@@ -88,9 +88,18 @@ ExplorationBudget& exploration_budget();
 
 /// What an early probe of `calls` calls is predicted to cost beyond the blocking calls it
 /// replaces: `loss_share` (the share of a blocking interval an early call cost more, as last
-/// measured for the key; below 0: it cost less; NaN: never measured, kEarlyLossPrior) times `blocking_ns` (the key's mean blocking
-/// interval) per call.
-std::uint64_t predicted_probe_ns(std::uint64_t calls, double blocking_ns, double loss_share);
+/// measured for the key; below 0: it cost less; NaN: never measured, kEarlyLossPrior) times
+/// `blocking_ns` (the key's mean blocking interval) per call, and at least `floor_ns` per call
+/// where the key has not measured its own early calls: what its samples measured the engine's
+/// exchange, which moves an early call's data, to take beyond MPI's blocking call (0: unmeasured).
+/// Under Open MPI, blocking calls of 0.4 ms predicted a probe of 2 ms where each early call took
+/// 13 ms.
+std::uint64_t predicted_probe_ns(std::uint64_t calls, double blocking_ns, double loss_share, double floor_ns = 0);
+
+/// What a call of the engine's exchange took beyond MPI's blocking call in a key's samples:
+/// `wall_ns` and `calls` summed, [0] MPI's, [1] the engine's.  0 before both ran, or where the
+/// engine's was the faster.
+double engine_excess_ns(const double (&wall_ns)[2], const int (&calls)[2]);
 
 /// The share of a blocking interval an early call is assumed to cost more before any was
 /// measured on the rank: a whole interval.  Where the program reads its data right after each

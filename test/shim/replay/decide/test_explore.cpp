@@ -84,6 +84,29 @@ TEST_CASE("a probe is predicted from the key's last probe, or from the prior bef
   REQUIRE(predicted_probe_ns(4, 0, 0.25) == 0);    // nothing measured: nothing to scale
 }
 
+TEST_CASE("a probe is predicted at least at what the engine's samples took beyond MPI's") {
+  // Blocking calls of 0.4 ms, the engine's exchange 13 ms a call in the samples (Open MPI).
+  REQUIRE(predicted_probe_ns(4, 0.4e6, kNever, 12.6e6) == static_cast<std::uint64_t>(4 * 12.6e6));
+  REQUIRE(predicted_probe_ns(4, 0.4e6, 0.25, 12.6e6) == static_cast<std::uint64_t>(4 * 12.6e6));
+  // Where the prior's loss is the larger, the samples change nothing.
+  REQUIRE(predicted_probe_ns(4, 100e6, kNever, 12.6e6) == predicted_probe_ns(4, 100e6, kNever));
+  REQUIRE(predicted_probe_ns(4, 1e6, -0.3, 0) == 0);
+  REQUIRE(predicted_probe_ns(4, 0, kNever, 12.6e6) == 0);  // no blocking interval measured: no probe at all
+}
+
+TEST_CASE("the engine's excess per call is its sample mean less MPI's, never below 0") {
+  using tnbc::shim::replay::decide::engine_excess_ns;
+  double wall[2] = {0, 0};
+  int calls[2] = {0, 0};
+  REQUIRE(engine_excess_ns(wall, calls) == 0);
+  wall[0] = 2 * 0.4e6, calls[0] = 2;
+  REQUIRE(engine_excess_ns(wall, calls) == 0);  // the engine's not sampled yet
+  wall[1] = 2 * 13e6, calls[1] = 2;
+  REQUIRE(engine_excess_ns(wall, calls) == Approx(12.6e6));
+  wall[1] = 2 * 0.2e6;
+  REQUIRE(engine_excess_ns(wall, calls) == 0);
+}
+
 TEST_CASE("without probe points the early probe follows the warm-up at once, as before") {
   Sim s(Policy{}, 100, 200);
   s.calls(9);
