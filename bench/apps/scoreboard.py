@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The scoreboard: one table of the whole corpus, generated from the runner's results.
 
-    scoreboard.py build RUN.json [RUN.json ...] --report docs/measurements/apps/REPORT.md
+    scoreboard.py build RUN.json [RUN.json ...] --report docs/measurements/apps/REPORT.md [--report ...]
         reads run.py's --json files (one per placement and pinning, or one run of both
-        placements), writes the table's data to docs/measurements/apps/scoreboard.json and the
+        placements), each with its report (in the same order), writes the table's data to docs/measurements/apps/scoreboard.json and the
         table itself between the scoreboard markers of README.md and docs/apps.md
     scoreboard.py check
         exit 1 where README.md or docs/apps.md does not hold the table the data gives
@@ -86,15 +86,17 @@ def rows_of(data):
 
 
 def build(args):
+    if len(args.report) != len(args.json):
+        raise SystemExit(f"scoreboard: {len(args.json)} runs and {len(args.report)} reports; give one --report per run")
     runs, rows = [], []
-    for path in args.json:
+    for path, report in zip(args.json, args.report):
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         meta = data["meta"]
-        runs.append(dict(ran=run.header_line(meta), started=meta["date"], finished=meta.get("finished"),
-                         command=meta["command"]))
+        runs.append(dict(ran=run.header_line(meta), report=report, started=meta["date"],
+                         finished=meta.get("finished"), command=meta["command"]))
         rows += rows_of(data)
-    board = dict(report=args.report, runs=runs, rows=rows)
+    board = dict(runs=runs, rows=rows)
     with open(os.path.join(args.root, DATA), "w", encoding="utf-8") as f:
         json.dump(board, f, indent=1)
         f.write("\n")
@@ -125,13 +127,12 @@ def verdict(row):
 
 def render(board, page):
     """The block between the markers, for `page` (links relative to it)."""
-    report = os.path.relpath(board["report"], os.path.dirname(page) or ".")
     L = [BEGIN, ""]
-    for run in board["runs"]:
-        L.append(run["ran"] + "  ")
+    for r in board["runs"]:
+        L.append(f"{r['ran']} ([report]({os.path.relpath(r['report'], os.path.dirname(page) or '.')}))  ")
     L += ["", textwrap.fill(
-        f"Whole runs, each verified; ratios to plain MPICH in the same round, median (range) over the "
-        f"rounds ([report]({report})).  `best`: MPICH with its fastest algorithm for the program (found "
+        "Whole runs, each verified; ratios to plain MPICH in the same round, median (range) over the "
+        "rounds.  `best`: MPICH with its fastest algorithm for the program (found "
         "by the runner); `tnbc`: libtnbc.so with its defaults; nothing changed: libtnbc.so with every "
         "choice off (`TNBC_BLOCKING=mpi TNBC_ALGORITHMS=0 TNBC_LEARN=0`); goal: tnbc at most "
         f"{GOAL_PLAIN}x plain and {GOAL_BEST}x best.", width=100, break_long_words=False,
@@ -179,8 +180,9 @@ def problems(root):
     except ValueError as e:
         return [f"{DATA}: not JSON ({e})"]
     out = []
-    if not os.path.isfile(os.path.join(root, board.get("report", ""))):
-        out.append(f"{DATA}: its report {board.get('report')} does not exist")
+    for r in board.get("runs", []):
+        if not os.path.isfile(os.path.join(root, r.get("report", ""))):
+            out.append(f"{DATA}: the report {r.get('report')} does not exist")
     for page in PAGES:
         if not os.path.isfile(os.path.join(root, page)):
             out.append(f"{page}: missing; it shows the scoreboard")
@@ -202,7 +204,8 @@ def main(argv=None):
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="write the data and the tables from run.py --json files")
     b.add_argument("json", nargs="+", help="run.py --json files")
-    b.add_argument("--report", required=True, help="the report of these runs, a path from the repository's root")
+    b.add_argument("--report", action="append", required=True,
+                   help="the report of each run, in the runs' order, a path from the repository's root")
     sub.add_parser("check", help="exit 1 where a page's table is not what the data gives")
     args = ap.parse_args(argv)
     if args.cmd == "build":

@@ -219,7 +219,7 @@ def main():
             text = f.read()
         expect("| prog | one node | 11.00 | 1.000 (1.00-1.00) | **1.050** (1.05-1.05) | 1.050 (1.05-1.05) | "
                "1.005 (1.00-1.01) | missed: > 1.02 plain, > 1.03 best |" in text, text)
-        expect("[report](docs/measurements/apps/new.md)" in text and text.endswith("\n\nafter\n"), text)
+        expect("· 2 rounds ([report](docs/measurements/apps/new.md))" in text and text.endswith("\n\nafter\n"), text)
         out = run(root)
         expect(out.returncode == 0, out.stdout)
         with open(os.path.join(root, "docs/apps.md"), "w") as f:
