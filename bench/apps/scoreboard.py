@@ -53,31 +53,25 @@ def placement_words(placement, meta):
 
 
 def rows_of(data):
-    """The scoreboard's rows of one run.py --json file."""
-    meta, runs = data["meta"], [r for r in data["runs"] if r.get("round") is not None]
+    """The scoreboard's rows of one run.py --json file: its summaries (run.summarize), and tnbc
+    against best in the same round."""
+    meta = data["meta"]
+    summary = run.summarize(data["runs"], ("plain",) + CONFIGS)
     out = []
-    seen = []
-    for r in runs:
-        if (r["program"], r["placement"]) not in seen:
-            seen.append((r["program"], r["placement"]))
-    for prog, placement in seen:
-        wall = {}  # config -> {round: wall seconds} of the runs that verified
-        failed = {}
-        for r in runs:
-            if (r["program"], r["placement"]) != (prog, placement):
-                continue
-            if r["ok"]:
-                wall.setdefault(r["config"], {})[r["round"]] = r["wall_s"]
-            else:
-                failed[r["config"]] = failed.get(r["config"], 0) + 1
-        plain = wall.get("plain", {})
+    for (prog, placement), per in summary.items():
+        def walls(config):  # {round: wall seconds} of the config's verified runs
+            return {r["round"]: r["wall_s"] for r in data["runs"] if r.get("round") is not None and r["ok"]
+                    and (r["program"], r["placement"], r["config"]) == (prog, placement, config)}
+        plain = per.get("plain", {})
         row = dict(program=prog, placement=placement_words(placement, meta), rounds=meta["rounds"],
-                   plain_s=round(statistics.median(plain.values()), 2) if plain else None,
-                   failed=failed)
+                   plain_s=round(plain["wall_med"], 2) if plain.get("wall_med") is not None else None,
+                   failed={c: s["n"] - s["n_ok"] for c, s in per.items() if s["n"] > s["n_ok"]})
         for c in CONFIGS:
-            row[c] = spread([w / plain[k] for k, w in wall.get(c, {}).items() if k in plain])
-        best = wall.get("best", {})
-        row["tnbc_best"] = spread([w / best[k] for k, w in wall.get("tnbc", {}).items() if k in best])
+            s = per.get(c)
+            row[c] = None if not s or s["ratio_med"] is None else dict(
+                med=round(s["ratio_med"], 6), min=round(s["ratio_min"], 6), max=round(s["ratio_max"], 6), n=s["n_ok"])
+        best = walls("best")
+        row["tnbc_best"] = spread([w / best[k] for k, w in walls("tnbc").items() if k in best])
         tuned = data.get("tuning", {}).get(f"{prog}|{placement}" + ("|pin" if meta.get("pin") else ""), {})
         row["best_settings"] = {k.replace("MPIR_CVAR_", "").replace("_INTRA_ALGORITHM", "").lower(): v
                                 for k, v in (tuned.get("settings") or {}).items()}
