@@ -3,8 +3,9 @@
 
     scoreboard.py build RUN.json [RUN.json ...] --report docs/measurements/apps/REPORT.md [--report ...]
         reads run.py's --json files (one per placement and pinning, or one run of both
-        placements), each with its report (in the same order), writes the table's data to docs/measurements/apps/scoreboard.json and the
-        table itself between the scoreboard markers of README.md and docs/apps.md
+        placements), each with its report (in the same order), writes the table's data to
+        docs/measurements/apps/scoreboard.json and the table itself between the scoreboard
+        markers of README.md and docs/apps.md
     scoreboard.py check
         exit 1 where README.md or docs/apps.md does not hold the table the data gives
         (tools/check-tree runs it)
