@@ -273,10 +273,11 @@ constexpr std::array kSettings = {
             "cost (the key's last probe, else the rank's last of any key, else a whole blocking "
             "interval per call, and then at least what the key's samples measured the engine's "
             "exchange to take beyond MPI's call) and no other probe is under way on the rank, and "
-            "else waits for as many calls again; early probes, the engine's sample calls and "
-            "trials of MPI's algorithms are charged what they cost beyond the calls they "
-            "replaced (TNBC_STATS: `explore`; the summary line).  The room point asks too "
-            "(TNBC_ADAPT_WARMUP_ROOM); not asked where a plan says how to return.  0..100 (0: "
+            "else waits for as many calls again; early probes, the engine's sample and check "
+            "calls and trials of MPI's algorithms are charged what they cost beyond the calls "
+            "they replaced (TNBC_STATS: `explore`; the summary line).  The room point "
+            "(TNBC_ADAPT_WARMUP_ROOM) and the engine's check (docs/algorithms.md) ask too; not "
+            "asked where a plan says how to return.  0..100 (0: "
             "early only where a plan says so); off: no bound, the probes at their calls (experiments, "
             "tests).",
             kExplore},

@@ -3,6 +3,7 @@
 #include "blocking.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "algorithm.hpp"
 #include "explore.hpp"
 #include "shim/log.hpp"
+#include "util/clock.hpp"
 
 namespace tnbc::shim::replay::decide {
 namespace {
@@ -20,8 +22,12 @@ namespace {
 /// at least kEngineFirstWeight on average (below it MPI's polling costs the node less than the
 /// engine's exchange adds), and (2) sample calls then run, kEngineSamples of each, the choice's
 /// and the engine's alternately, without a barrier, and cost less on the engine: their time plus
-/// their CPU by that weight, summed over the calls and the ranks.  Both agreements are
-/// nonblocking (AlgorithmChoice::agreement).  The engine's communicator is started before the
+/// their CPU by that weight, summed over the calls and the ranks.  (3) A check follows
+/// (EngineCheck): the next blocking calls run MPI's choice and the engine's in blocks, and where
+/// the program's own intervals do not show the engine's gain beyond their spread, MPI's choice
+/// runs the key's calls again (the samples measure inside the call; what the engine's exchange
+/// costs the program after it, they do not see).  The agreements are nonblocking
+/// (AlgorithmChoice::agreement).  The engine's communicator is started before the
 /// samples, and they end before the trial's first round may begin (TrialPolicy::skip): a
 /// program of few calls never pays for trying.  The measurements behind the constants:
 /// docs/measurements/decision-notes.md.
@@ -90,15 +96,31 @@ void ask_engine_weight(Key& key, MPI_Comm comm) {
     key.algorithm.engine.stage = EngineStage::weighing;
 }
 
-/// After the last sample call: the ranks start to agree on the samples' costs (2 doubles).
+/// Releases the budget the key's check holds, if any.
+void release_check(EngineCheck& c) {
+  if (c.reserved_ns) exploration_budget().release(*c.reserved_ns);
+  c.reserved_ns.reset();
+}
+
+/// After the last sample call: the ranks start to agree on the samples' costs and on whether
+/// every rank's exploration budget affords the check that would follow (3 doubles).
 void ask_engine_verdict(Key& key, MPI_Comm comm) {
-  key.algorithm.engine.stage = EngineStage::decided;
+  EngineSamples& e = key.algorithm.engine;
+  e.stage = EngineStage::decided;
   // What the engine's samples cost this rank beyond MPI's (explore.hpp).
-  const double extra = key.algorithm.engine.cost[1] - key.algorithm.engine.cost[0];
+  const double extra = e.cost[1] - e.cost[0];
   if (extra > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(extra));
-  key.algorithm.agreement.set(key.algorithm.engine.cost);
-  if (key.algorithm.agreement.post(comm))
-    key.algorithm.engine.stage = EngineStage::judging;
+  // The check runs kCalls / 2 calls of MPI's choice: predicted at what each MPI sample cost
+  // beyond the engine's.  Held from now to the verdict (one try at a time on a rank).
+  const double per_call = e.calls[0] > 0 && e.calls[1] > 0 ? e.cost[0] / e.calls[0] - e.cost[1] / e.calls[1] : 0.0;
+  const auto predicted = static_cast<std::uint64_t>(std::max(per_call, 0.0) * EngineCheck::kCalls / 2);
+  release_check(e.check);
+  const bool affords = exploration_budget().affords(predicted, util::now_ns());
+  if (affords) exploration_budget().reserve(predicted), e.check.reserved_ns = predicted;
+  const double mine[3] = {e.cost[0], e.cost[1], affords ? 1.0 : 0.0};
+  key.algorithm.agreement.set(mine);
+  if (key.algorithm.agreement.post(comm)) e.stage = EngineStage::judging;
+  else release_check(e.check);
 }
 
 /// The agreed weight: from kEngineFirstWeight the key's next 2 x kEngineSamples blocking calls
@@ -122,13 +144,90 @@ void weight_agreed(Key& key, MPI_Comm comm) {
   if (g_engine_prepare != nullptr) g_engine_prepare(comm);
 }
 
+/// The engine's check (EngineCheck), scheduled right after the samples chose it: its calls are
+/// sample calls of the trial (outside the rounds; none where a round would begin among them).
+void start_check(Key& key, std::size_t mpi) {
+  EngineCheck& c = key.algorithm.engine.check;
+  c.mpi_choice = mpi;
+  const std::size_t engine = key.algorithm.engine_index();
+  std::vector<std::size_t> order;
+  for (std::size_t block : {mpi, engine, engine, mpi}) order.insert(order.end(), EngineCheck::kBlockCalls, block);
+  if (key.algorithm.trial.sample(order)) key.algorithm.engine.stage = EngineStage::checking;
+  else release_check(c);
+}
+
+/// After each blocking call of the check: the interval that ended at this call's entry is the
+/// previous check call's block's; after the interval of the last one, the ranks start to agree on
+/// the blocks' sums (4 doubles).  `check_call`: this call is one of the check's.  A key whose calls
+/// left the blocking path during the check (an early call between two of them) keeps its choice.
+void count_check(Key& key, bool check_call, MPI_Comm comm) {
+  EngineCheck& c = key.algorithm.engine.check;
+  if (c.calls > 0) {
+    if (key.calls_made != c.last_call + 1) {
+      log::debug("{} on communicator {}: the engine's check left off (a call between its calls was not blocking)",
+                 key.op, key.comm_id);
+      key.algorithm.engine.stage = EngineStage::decided;
+      release_check(c);
+      return;
+    }
+    c.block_ns[(c.calls - 1) / EngineCheck::kBlockCalls] += static_cast<double>(key.path.last_interval_ns);
+  }
+  if (check_call) {
+    c.last_call = key.calls_made;
+    ++c.calls;
+    return;
+  }
+  if (c.calls < EngineCheck::kCalls) return;
+  key.algorithm.engine.stage = EngineStage::decided;
+  key.algorithm.agreement.set(c.block_ns);
+  if (key.algorithm.agreement.post(comm)) key.algorithm.engine.stage = EngineStage::rechecking;
+  else release_check(c);
+}
+
+/// The agreed check: the engine's exchange stays the choice only where the program's intervals
+/// under it were shorter beyond their spread (engine_check_keeps); else MPI's choice runs again.
+void check_agreed(Key& key) {
+  key.algorithm.engine.stage = EngineStage::decided;
+  EngineCheck& c = key.algorithm.engine.check;
+  const std::span<const double> b = key.algorithm.agreement.sums(), mine = key.algorithm.agreement.mine();
+  c.mpi_ns = b[0] + b[3];
+  c.engine_ns = b[1] + b[2];
+  c.spread_ns = std::abs(b[0] - b[3]) + std::abs(b[1] - b[2]);
+  c.judged = true;
+  c.kept = engine_check_keeps(b[0], b[1], b[2], b[3]);
+  release_check(c);
+  // What the check's calls of the losing candidate cost this rank beyond the winner's (explore.hpp).
+  const double loss = c.kept ? (mine[0] + mine[3]) - (mine[1] + mine[2]) : (mine[1] + mine[2]) - (mine[0] + mine[3]);
+  if (loss > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(loss));
+  const double n = std::max(key.comm_size, 1) * EngineCheck::kCalls / 2.0;
+  if (c.kept) {
+    log::debug("{} on communicator {}: the engine's check keeps it: the program's intervals {:.1f} ms under it "
+               "against {:.1f} ms under MPI's (means of {} calls on each rank; spread {:.1f} ms)",
+               key.op, key.comm_id, c.engine_ns / n / 1e6, c.mpi_ns / n / 1e6, EngineCheck::kCalls / 2,
+               c.spread_ns / n / 1e6);
+    return;
+  }
+  key.algorithm.trial.prefer(c.mpi_choice);
+  key.algorithm.told = c.mpi_choice;
+  log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm again from "
+                  "blocking call {}: the program's intervals took {:.1f} ms under the engine's exchange against "
+                  "{:.1f} ms under MPI's (means of {} calls on each rank), not shorter beyond their spread of "
+                  "{:.1f} ms",
+                  what(key, key.first_bytes), key.comm_id, key.comm_size, key.algorithm.candidates[c.mpi_choice],
+                  key.algorithm.trial.calls(), c.engine_ns / n / 1e6, c.mpi_ns / n / 1e6, EngineCheck::kCalls / 2,
+                  c.spread_ns / n / 1e6);
+}
+
 /// The agreed costs of the samples: the engine's exchange is the first choice where its calls
-/// cost less.
+/// cost less, and is checked (start_check).
 void verdict_agreed(Key& key) {
   key.algorithm.engine.stage = EngineStage::decided;
   const double w = key.algorithm.engine.weight, mpi = key.algorithm.agreement.sums()[0],
                engine = key.algorithm.agreement.sums()[1];
   const double n = std::max(key.comm_size, 1) * kEngineSamples;
+  // Every rank's budget affords the check (ask_engine_verdict); else none runs.
+  const bool check = key.algorithm.agreement.sums()[2] >= std::max(key.comm_size, 1);
+  if (engine >= mpi || !check) release_check(key.algorithm.engine.check);
   if (engine >= mpi) {
     log::debug("{} on communicator {}: CPU weight {:.2f}, but the engine's sample calls cost {:.1f} ms against MPI's "
                "{:.1f} ms (time plus CPU by the weight, means of {} calls on each rank): "
@@ -136,17 +235,23 @@ void verdict_agreed(Key& key) {
                key.op, key.comm_id, w, engine / n / 1e6, mpi / n / 1e6, kEngineSamples);
     return;
   }
-  const std::size_t index = key.algorithm.engine_index();
+  const std::size_t index = key.algorithm.engine_index(), before = key.algorithm.trial.chosen();
   key.algorithm.trial.prefer(index);
   key.algorithm.told = index;
   key.algorithm.engine.preferred = true;
+  if (check) start_check(key, before);
   log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run the engine's exchange from blocking "
                   "call {}: MPI's polling takes CPU the node's other processes want (weight {:.2f}; its sample calls "
                   "cost {:.1f} ms against MPI's {:.1f} ms, time plus CPU by the weight, means of "
-                  "{} calls on each rank; docs/algorithms.md); MPI's algorithms are tried against it from blocking "
-                  "call {}",
+                  "{} calls on each rank; docs/algorithms.md){}; MPI's algorithms are tried against it from "
+                  "blocking call {}",
                   what(key, key.first_bytes), key.comm_id, key.comm_size, key.algorithm.trial.calls(), w, engine / n / 1e6,
-                  mpi / n / 1e6, kEngineSamples, key.algorithm.trial.round_start());
+                  mpi / n / 1e6, kEngineSamples,
+                  key.algorithm.engine.stage == EngineStage::checking
+                      ? fmt::format(", checked against MPI's by the program's time over the next {} calls",
+                                    EngineCheck::kCalls)
+                      : std::string(", not checked (a rank's exploration budget did not afford it)"),
+                  key.algorithm.trial.round_start());
 }
 
 /// The agreed trial round: the choice, said where it changes.
@@ -183,6 +288,7 @@ void complete_agreement(Key& key, MPI_Comm comm) {
   if (key.algorithm.round_agreeing) trial_agreed(key);
   else if (key.algorithm.engine.stage == EngineStage::weighing) weight_agreed(key, comm);
   else if (key.algorithm.engine.stage == EngineStage::judging) verdict_agreed(key);
+  else if (key.algorithm.engine.stage == EngineStage::rechecking) check_agreed(key);
 }
 
 void agreement_at_end(Key& key) {
@@ -208,7 +314,8 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
   ++key->algorithm.blocking_runs;
   if (!trial.active()) return;
   if (run.written) algorithm_restore(key->op_kind);
-  if (trial.sampling() && cpu_ns != kCpuUnmeasured) {
+  if (key->algorithm.engine.stage == EngineStage::checking) count_check(*key, trial.sampling(), comm);
+  if (key->algorithm.engine.stage == EngineStage::sampling && trial.sampling() && cpu_ns != kCpuUnmeasured) {
     key->algorithm.engine.cost[d.engine ? 1 : 0] += static_cast<double>(wall_ns) + key->algorithm.engine.weight * static_cast<double>(cpu_ns);
     key->algorithm.engine.wall_ns[d.engine ? 1 : 0] += static_cast<double>(wall_ns);
     ++key->algorithm.engine.calls[d.engine ? 1 : 0];
@@ -241,13 +348,16 @@ std::string algorithm_json(const Key& k) {
     mean += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithm.candidates[i], i < means.size() ? means[i] / 1e3 : 0.0);
     best += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithm.candidates[i], i < bests.size() ? bests[i] / 1e3 : 0.0);
   }
+  const EngineCheck& c = k.algorithm.engine.check;
   auto sample_us = [&](int i) { return k.algorithm.engine.calls[i] > 0 ? k.algorithm.engine.cost[i] / k.algorithm.engine.calls[i] / 1e3 : 0.0; };
   return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}},"cpu_weight":{:.3f},)"
                      R"("engine_sample":{{"asked":{},"weight":{:.3f},"mpi_calls":{},"engine_calls":{},"mpi_us":{:.3f},)"
-                     R"("engine_us":{:.3f},"engine_first":{}}}}})",
+                     R"("engine_us":{:.3f},"engine_first":{},"check":{{"judged":{},"kept":{},"mpi_ms":{:.3f},)"
+                     R"("engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
                      k.algorithm.candidates.empty() ? "auto" : k.algorithm.candidates[t.chosen()], t.rounds(), t.switches(), mean, best,
                      cpu_weight(k), k.algorithm.engine.weighed, k.algorithm.engine.weight, k.algorithm.engine.calls[0], k.algorithm.engine.calls[1], sample_us(0),
-                     sample_us(1), k.algorithm.engine.preferred);
+                     sample_us(1), k.algorithm.engine.preferred, c.judged, c.kept, c.mpi_ns / 1e6, c.engine_ns / 1e6,
+                     c.spread_ns / 1e6);
 }
 
 }  // namespace tnbc::shim::replay::decide

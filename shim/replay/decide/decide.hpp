@@ -81,8 +81,29 @@ struct PolledCpu {
 
 /// Where the engine's exchange stands as a key's first choice for its blocking calls
 /// (blocking.cpp): not asked yet; the CPU weight being agreed; its sample calls running; their
-/// costs being agreed; decided.
-enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, decided };
+/// costs being agreed; its check calls running (after the samples chose it); the check's
+/// intervals being agreed; decided.
+enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, checking, rechecking, decided };
+
+/// The check of the engine's exchange after its samples made it a key's choice (blocking.cpp):
+/// kBlocks blocks of kBlockCalls blocking calls, MPI's choice, the engine's, the engine's, MPI's,
+/// each block's intervals (from a call's entry to the key's next entry: what the program paid
+/// while that call's algorithm ran) summed on this rank.
+struct EngineCheck {
+  static constexpr int kBlocks = 4, kBlockCalls = 2;
+  static constexpr int kCalls = kBlocks * kBlockCalls;
+  std::size_t mpi_choice = 0;      ///< MPI's candidate the samples compared the engine with
+  double block_ns[kBlocks] = {0, 0, 0, 0};
+  int calls = 0;                   ///< check calls made so far
+  std::uint64_t last_call = 0;     ///< Key::calls_made at the latest check call
+  /// The exploration budget the check holds (explore.hpp), from the samples' vote to its verdict:
+  /// what its calls of MPI's choice are predicted to cost beyond the engine's, by the samples.
+  std::optional<std::uint64_t> reserved_ns;
+  /// The agreed sums over the ranks: MPI's blocks, the engine's, and the spread (the difference
+  /// between the two blocks of each); whether the check ran to its verdict and kept the engine.
+  double mpi_ns = 0, engine_ns = 0, spread_ns = 0;
+  bool judged = false, kept = false;
+};
 
 /// The engine's sample calls of a key (blocking.cpp): their stage, the CPU weight agreed, their
 /// cost (time plus CPU by the weight) and their time summed and how many ([0] MPI's, [1] the
@@ -95,6 +116,7 @@ struct EngineSamples {
   double wall_ns[2] = {0, 0};
   int calls[2] = {0, 0};
   bool preferred = false;
+  EngineCheck check;
   /// What a call of the engine's exchange took beyond MPI's, by this rank's samples (explore.hpp).
   double engine_excess_ns() const { return decide::engine_excess_ns(wall_ns, calls); }
 };

@@ -7,11 +7,12 @@
 // What is charged, each at what it cost beyond the call it replaced, as measured on this rank:
 //   early_probe   an early probe's calls: its mean interval less the blocking mean it was
 //                 compared with, times its calls (policy.hpp, KeyState::probe_excess_ns);
-//   engine_sample the engine's sample calls less MPI's (blocking.cpp);
+//   engine_sample the engine's sample calls less MPI's, and its check's calls of the loser less
+//                 the winner's (blocking.cpp);
 //   trial         a trial round's candidates less the choice (blocking.cpp).
-// Only the early probe asks the budget before it runs (the others have their own schedules by
-// call counts: trial.hpp, blocking.cpp); all three count against it, so the statistics show what
-// exploring cost against the bound.
+// The early probe and the engine's check ask the budget before they run (the others have their
+// own schedules by call counts: trial.hpp, blocking.cpp); all count against it, so the statistics
+// show what exploring cost against the bound.
 #pragma once
 
 #include <array>

@@ -78,7 +78,7 @@ std::string key_json(const Key& k, const char* path, const std::function<SiteNam
                          util::json_escape(name.module), one.fields(), fmt::join(s.plan_order, ","));
   }
   return fmt::format(
-      R"({{"comm":{},"comm_size":{},"op":"{}","size_class":{},"one_node":{},"path":"{}",)"
+      R"({{"comm":{},"comm_size":{},"op":"{}","total_class":{},"one_node":{},"path":"{}",)"
       R"("decisions":{},"switches":{},"short_warmup":{},{},"early_interval_us":{:.3f},"blocking_interval_us":{:.3f},)"
       R"("sites":[{}],"learning":{},"turns":{},"algorithm":{}}})",
       k.comm_id, k.comm_size, k.op, k.total_class, k.one_node ? "true" : "false", path, k.path.state.decisions(),

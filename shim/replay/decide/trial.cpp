@@ -15,6 +15,11 @@ double cpu_weight(std::uint64_t calls, std::uint64_t wall_ns, std::uint64_t cpu_
   return std::clamp(busy, 0.0, 1.0) * std::clamp(1.0 - inside, 0.0, 1.0);
 }
 
+bool engine_check_keeps(double mpi_first, double engine_first, double engine_second, double mpi_second) {
+  const double spread = std::abs(mpi_first - mpi_second) + std::abs(engine_first - engine_second);
+  return engine_first + engine_second < mpi_first + mpi_second - spread;
+}
+
 AlgorithmTrial::AlgorithmTrial(std::size_t candidates, const TrialPolicy& policy)
     : policy_(policy), last_(candidates, {0, 0}), counts_(candidates, 0) {
   round_start_ = std::max<std::uint64_t>(policy_.skip, budget_start(0));

@@ -165,7 +165,7 @@ def main():
                 # adapt_switch's communicators: the world and its dup (4 ranks), and the halves
                 # of the split by rank % 2 (2 ranks each).
                 members = "all" if k["comm_size"] == ranks else f"rank%2={r % 2}"
-                chosen.setdefault((k["comm"], members, k["op"], k["size_class"]), set()).add(
+                chosen.setdefault((k["comm"], members, k["op"], k["total_class"]), set()).add(
                     (a["chosen"], a["rounds"], a["switches"]))
         for key, seen in chosen.items():
             expect(len(seen) == 1, f"{key}: ranks chose differently: {seen}")
@@ -209,14 +209,16 @@ def main():
         ranks' costs of its samples is the lower.  Every rank of a communicator must see the same:
         a rank that ran the engine's exchange against MPI's blocking call would hang.  Returns how
         many keys sampled the engine."""
-        groups = {}
+        groups, choices = {}, {}
         for r in range(ranks):
             for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
                 if "engine" not in k["algorithm"]["mean_us"]:
                     continue
                 members = "all" if k["comm_size"] == ranks else f"rank%2={r % 2}"
-                groups.setdefault((k["comm"], members, k["op"], k["size_class"]), []).append(
+                groups.setdefault((k["comm"], members, k["op"], k["total_class"]), []).append(
                     (r, k["algorithm"]["engine_sample"]))
+                choices.setdefault((k["comm"], members, k["op"], k["total_class"]), []).append(
+                    k["algorithm"]["chosen"])
         sampled = 0
         for key, seen in groups.items():
             agreed = {(e["asked"], e["weight"], e["engine_first"]) for _, e in seen}
@@ -234,6 +236,24 @@ def main():
             expect(first == cheaper, f"{key}: engine first {first}, but its samples cost "
                                      f"{sum(e['engine_us'] for _, e in seen):.0f} us against MPI's "
                                      f"{sum(e['mpi_us'] for _, e in seen):.0f}: {seen}")
+            # The check after the samples chose the engine (blocking calls 16-23, agreed at 25;
+            # where every rank's exploration budget affords it): the same verdict on every rank,
+            # from the same sums, and the choice it says.
+            checks = {(e["check"]["judged"], e["check"]["kept"], e["check"]["mpi_ms"], e["check"]["engine_ms"],
+                       e["check"]["spread_ms"]) for _, e in seen}
+            expect(len(checks) == 1, f"{key}: the ranks disagree on the engine's check: {seen}")
+            judged, kept, mpi_ms, engine_ms, spread_ms = checks.pop()
+            expect(first or not judged, f"{key}: the check judged {judged} without the engine first: {seen}")
+            if first and not judged:
+                expect(set(choices[key]) == {"engine"}, f"{key}: engine first, not checked, but the key's "
+                                                         f"blocking calls run {set(choices[key])}")
+            if judged:
+                expect(kept == (engine_ms < mpi_ms - spread_ms) and mpi_ms > 0 and engine_ms > 0,
+                       f"{key}: the check kept {kept} on intervals {engine_ms} ms against {mpi_ms} ms "
+                       f"(spread {spread_ms}): {seen}")
+                chosen = set(choices[key])  # no trial round within 60 calls
+                expect(len(chosen) == 1 and (chosen == {"engine"}) == kept,
+                       f"{key}: the check kept {kept}, but the key's blocking calls run {chosen}")
         return sampled
 
     def engine_first_local():
