@@ -69,14 +69,16 @@ def npb(kernel, cls, collectives, calls, tune, long=False, note=""):
 HEFFTE_TIME = r"Time per run:\s+([0-9.eE+-]+)"
 
 
-def heffte(name, n, runs, a2a, long=False, note=""):
-    args = ("fftw", "double", str(n), str(n), str(n)) + (("-a2a",) if a2a else ()) + (f"-n{runs}",)
+def heffte(name, n, runs, a2a, long=False, note="", extra=(), calls=None):
+    """speed3d_c2c; `extra`: more of its options (-slabs, -pencils, -subcomm N ...), whose
+    exchanges `calls` describes (default: heFFTe's default reshapes on 4 ranks)."""
+    args = ("fftw", "double", str(n), str(n), str(n)) + (("-a2a",) if a2a else ()) + tuple(extra) + (f"-n{runs}",)
     coll = ("alltoall" if a2a else "alltoallv", "barrier", "reduce", "allreduce", "comm_split")
     return Program(
         name=name, build="heffte", exe="speed3d_c2c", args=args, collectives=coll,
-        calls=(f"{6 * (runs + 1)} {'MPI_Alltoall' if a2a else 'MPI_Alltoallv'} (3 reshapes per "
-               f"transform, forward+backward, {runs} timed pairs + 1 warm-up pair) on 6 "
-               "sub-communicators (4 of 2 ranks, 2 of 4 ranks)"),
+        calls=calls or (f"{6 * (runs + 1)} {'MPI_Alltoall' if a2a else 'MPI_Alltoallv'} (3 reshapes per "
+                        f"transform, forward+backward, {runs} timed pairs + 1 warm-up pair) on 6 "
+                        "sub-communicators (4 of 2 ranks, 2 of 4 ranks)"),
         verify="heffte",
         # "Time per run" is one transform (forward or backward): the timed loop ran 2*runs.
         reported_regex=HEFFTE_TIME, reported_scale=2.0 * runs,
