@@ -140,6 +140,14 @@ PROGRAMS = [
     heffte("heffte-a2a", 64, 50, True,
            note="64^3, not 128^3: 128^3 -n50 takes ~3 min on 2 emulated nodes (heffte-a2a-128)"),
     heffte("heffte-a2av", 64, 50, False, note="as heffte-a2a with MPI_Alltoallv (heFFTe's default)"),
+    # Slab reshapes: 4 communicators of all 4 ranks, one reshape each per transform.
+    heffte("heffte-a2a-slabs", 64, 50, True, extra=("-slabs",),
+           calls="204 MPI_Alltoall of 1 MB (4 reshapes per transform, forward+backward, 50 timed pairs "
+                 "+ 1 warm-up pair) on 4 communicators of 4 ranks",
+           note="slab decomposition (-slabs), added 2026-11-29: first contact in docs/apps.md"),
+    heffte("heffte-a2av-slabs", 64, 50, False, extra=("-slabs",),
+           calls="204 MPI_Alltoallv (as heffte-a2a-slabs)",
+           note="as heffte-a2a-slabs with MPI_Alltoallv"),
     heffte("heffte-a2a-128", 128, 50, True, long=True, note="minutes on 2 emulated nodes"),
     heffte("heffte-a2av-128", 128, 50, False, long=True, note="minutes on 2 emulated nodes"),
     # 50 pairs, as heFFTe's -n50: start-up (FFTW_MEASURE planning) takes ~4-5 s of a run on
