@@ -58,7 +58,10 @@ BlockingRun before_blocking(const Decision& d, MPI_Comm comm) {
   run.candidate = trial.next();
   const bool measured_apart = trial.trying() || trial.sampling();
   run.wants_cpu = key->algorithm.weighs_cpu && (trial.calls() < kEngineAskAt || measured_apart);
-  key->algorithm.last_trial = measured_apart && run.candidate != trial.chosen();
+  // A call of the engine's check (EngineCheck) runs one of the key's two blocking candidates: its
+  // interval is the blocking path's, which the path's decision may be measuring at the time.
+  key->algorithm.last_trial = measured_apart && run.candidate != trial.chosen() &&
+                              key->algorithm.engine.stage != EngineStage::checking;
   // A trial call starts on every rank together (trial.hpp): its time is the algorithm's, not
   // the wait for ranks that arrive later.  Every rank makes the same trial calls.  (Not a
   // sample call of the engine's: kEngineAskAt says why.)
@@ -96,12 +99,6 @@ void ask_engine_weight(Key& key, MPI_Comm comm) {
     key.algorithm.engine.stage = EngineStage::weighing;
 }
 
-/// Releases the budget the key's check holds, if any.
-void release_check(EngineCheck& c) {
-  if (c.reserved_ns) exploration_budget().release(*c.reserved_ns);
-  c.reserved_ns.reset();
-}
-
 /// After the last sample call: the ranks start to agree on the samples' costs and on whether
 /// every rank's exploration budget affords the check that would follow (3 doubles).
 void ask_engine_verdict(Key& key, MPI_Comm comm) {
@@ -111,16 +108,15 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
   const double extra = e.cost[1] - e.cost[0];
   if (extra > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(extra));
   // The check runs kCalls / 2 calls of MPI's choice: predicted at what each MPI sample cost
-  // beyond the engine's.  Held from now to the verdict (one try at a time on a rank).
+  // beyond the engine's.  Nothing is reserved: a reservation would hold every other try of the
+  // rank (explore.hpp, affords) until the check's verdict, which a key that makes no more calls
+  // never reaches; the check is charged what it measured.
   const double per_call = e.calls[0] > 0 && e.calls[1] > 0 ? e.cost[0] / e.calls[0] - e.cost[1] / e.calls[1] : 0.0;
   const auto predicted = static_cast<std::uint64_t>(std::max(per_call, 0.0) * EngineCheck::kCalls / 2);
-  release_check(e.check);
   const bool affords = exploration_budget().affords(predicted, util::now_ns());
-  if (affords) exploration_budget().reserve(predicted), e.check.reserved_ns = predicted;
   const double mine[3] = {e.cost[0], e.cost[1], affords ? 1.0 : 0.0};
   key.algorithm.agreement.set(mine);
   if (key.algorithm.agreement.post(comm)) e.stage = EngineStage::judging;
-  else release_check(e.check);
 }
 
 /// The agreed weight: from kEngineFirstWeight the key's next 2 x kEngineSamples blocking calls
@@ -153,7 +149,6 @@ void start_check(Key& key, std::size_t mpi) {
   std::vector<std::size_t> order;
   for (std::size_t block : {mpi, engine, engine, mpi}) order.insert(order.end(), EngineCheck::kBlockCalls, block);
   if (key.algorithm.trial.sample(order)) key.algorithm.engine.stage = EngineStage::checking;
-  else release_check(c);
 }
 
 /// After each blocking call of the check: the interval that ended at this call's entry is the
@@ -167,7 +162,6 @@ void count_check(Key& key, bool check_call, MPI_Comm comm) {
       log::debug("{} on communicator {}: the engine's check left off (a call between its calls was not blocking)",
                  key.op, key.comm_id);
       key.algorithm.engine.stage = EngineStage::decided;
-      release_check(c);
       return;
     }
     c.block_ns[(c.calls - 1) / EngineCheck::kBlockCalls] += static_cast<double>(key.path.last_interval_ns);
@@ -181,7 +175,6 @@ void count_check(Key& key, bool check_call, MPI_Comm comm) {
   key.algorithm.engine.stage = EngineStage::decided;
   key.algorithm.agreement.set(c.block_ns);
   if (key.algorithm.agreement.post(comm)) key.algorithm.engine.stage = EngineStage::rechecking;
-  else release_check(c);
 }
 
 /// The agreed check: the engine's exchange stays the choice only where the program's intervals
@@ -195,7 +188,6 @@ void check_agreed(Key& key) {
   c.spread_ns = std::abs(b[0] - b[3]) + std::abs(b[1] - b[2]);
   c.judged = true;
   c.kept = engine_check_keeps(b[0], b[1], b[2], b[3]);
-  release_check(c);
   // What the check's calls of the losing candidate cost this rank beyond the winner's (explore.hpp).
   const double loss = c.kept ? (mine[0] + mine[3]) - (mine[1] + mine[2]) : (mine[1] + mine[2]) - (mine[0] + mine[3]);
   if (loss > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(loss));
@@ -227,7 +219,6 @@ void verdict_agreed(Key& key) {
   const double n = std::max(key.comm_size, 1) * kEngineSamples;
   // Every rank's budget affords the check (ask_engine_verdict); else none runs.
   const bool check = key.algorithm.agreement.sums()[2] >= std::max(key.comm_size, 1);
-  if (engine >= mpi || !check) release_check(key.algorithm.engine.check);
   if (engine >= mpi) {
     log::debug("{} on communicator {}: CPU weight {:.2f}, but the engine's sample calls cost {:.1f} ms against MPI's "
                "{:.1f} ms (time plus CPU by the weight, means of {} calls on each rank): "
@@ -250,7 +241,8 @@ void verdict_agreed(Key& key) {
                   key.algorithm.engine.stage == EngineStage::checking
                       ? fmt::format(", checked against MPI's by the program's time over the next {} calls",
                                     EngineCheck::kCalls)
-                      : std::string(", not checked (a rank's exploration budget did not afford it)"),
+                      : std::string(", not checked (a rank's exploration budget did not afford it, or a trial "
+                                    "round begins before it would end)"),
                   key.algorithm.trial.round_start());
 }
 

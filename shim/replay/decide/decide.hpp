@@ -96,9 +96,6 @@ struct EngineCheck {
   double block_ns[kBlocks] = {0, 0, 0, 0};
   int calls = 0;                   ///< check calls made so far
   std::uint64_t last_call = 0;     ///< Key::calls_made at the latest check call
-  /// The exploration budget the check holds (explore.hpp), from the samples' vote to its verdict:
-  /// what its calls of MPI's choice are predicted to cost beyond the engine's, by the samples.
-  std::optional<std::uint64_t> reserved_ns;
   /// The agreed sums over the ranks: MPI's blocks, the engine's, and the spread (the difference
   /// between the two blocks of each); whether the check ran to its verdict and kept the engine.
   double mpi_ns = 0, engine_ns = 0, spread_ns = 0;
