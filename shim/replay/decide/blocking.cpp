@@ -3,7 +3,6 @@
 #include "blocking.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <span>
 #include <vector>
 
@@ -178,25 +177,23 @@ void count_check(Key& key, bool check_call, MPI_Comm comm) {
 }
 
 /// The agreed check: the engine's exchange stays the choice only where the program's intervals
-/// under it were shorter beyond their spread (engine_check_keeps); else MPI's choice runs again.
+/// under it were shorter beyond their spread (CheckSums::engine_wins); else MPI's choice runs again.
 void check_agreed(Key& key) {
   key.algorithm.engine.stage = EngineStage::decided;
   EngineCheck& c = key.algorithm.engine.check;
-  const std::span<const double> b = key.algorithm.agreement.sums(), mine = key.algorithm.agreement.mine();
-  c.mpi_ns = b[0] + b[3];
-  c.engine_ns = b[1] + b[2];
-  c.spread_ns = std::abs(b[0] - b[3]) + std::abs(b[1] - b[2]);
+  const std::span<const double> b = key.algorithm.agreement.sums(), m = key.algorithm.agreement.mine();
   c.judged = true;
-  c.kept = engine_check_keeps(b[0], b[1], b[2], b[3]);
+  c.agreed = engine_check_sums(b[0], b[1], b[2], b[3]);
   // What the check's calls of the losing candidate cost this rank beyond the winner's (explore.hpp).
-  const double loss = c.kept ? (mine[0] + mine[3]) - (mine[1] + mine[2]) : (mine[1] + mine[2]) - (mine[0] + mine[3]);
+  const CheckSums mine = engine_check_sums(m[0], m[1], m[2], m[3]);
+  const double loss = c.kept() ? mine.mpi - mine.engine : mine.engine - mine.mpi;
   if (loss > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(loss));
   const double n = std::max(key.comm_size, 1) * EngineCheck::kCalls / 2.0;
-  if (c.kept) {
+  if (c.kept()) {
     log::debug("{} on communicator {}: the engine's check keeps it: the program's intervals {:.1f} ms under it "
                "against {:.1f} ms under MPI's (means of {} calls on each rank; spread {:.1f} ms)",
-               key.op, key.comm_id, c.engine_ns / n / 1e6, c.mpi_ns / n / 1e6, EngineCheck::kCalls / 2,
-               c.spread_ns / n / 1e6);
+               key.op, key.comm_id, c.agreed.engine / n / 1e6, c.agreed.mpi / n / 1e6, EngineCheck::kCalls / 2,
+               c.agreed.spread / n / 1e6);
     return;
   }
   key.algorithm.trial.prefer(c.mpi_choice);
@@ -206,8 +203,8 @@ void check_agreed(Key& key) {
                   "{:.1f} ms under MPI's (means of {} calls on each rank), not shorter beyond their spread of "
                   "{:.1f} ms",
                   what(key, key.first_bytes), key.comm_id, key.comm_size, key.algorithm.candidates[c.mpi_choice],
-                  key.algorithm.trial.calls(), c.engine_ns / n / 1e6, c.mpi_ns / n / 1e6, EngineCheck::kCalls / 2,
-                  c.spread_ns / n / 1e6);
+                  key.algorithm.trial.calls(), c.agreed.engine / n / 1e6, c.agreed.mpi / n / 1e6, EngineCheck::kCalls / 2,
+                  c.agreed.spread / n / 1e6);
 }
 
 /// The agreed costs of the samples: the engine's exchange is the first choice where its calls
@@ -348,8 +345,8 @@ std::string algorithm_json(const Key& k) {
                      R"("engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
                      k.algorithm.candidates.empty() ? "auto" : k.algorithm.candidates[t.chosen()], t.rounds(), t.switches(), mean, best,
                      cpu_weight(k), k.algorithm.engine.weighed, k.algorithm.engine.weight, k.algorithm.engine.calls[0], k.algorithm.engine.calls[1], sample_us(0),
-                     sample_us(1), k.algorithm.engine.preferred, c.judged, c.kept, c.mpi_ns / 1e6, c.engine_ns / 1e6,
-                     c.spread_ns / 1e6);
+                     sample_us(1), k.algorithm.engine.preferred, c.judged, c.kept(), c.agreed.mpi / 1e6,
+                     c.agreed.engine / 1e6, c.agreed.spread / 1e6);
 }
 
 }  // namespace tnbc::shim::replay::decide

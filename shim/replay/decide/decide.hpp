@@ -96,10 +96,10 @@ struct EngineCheck {
   double block_ns[kBlocks] = {0, 0, 0, 0};
   int calls = 0;                   ///< check calls made so far
   std::uint64_t last_call = 0;     ///< Key::calls_made at the latest check call
-  /// The agreed sums over the ranks: MPI's blocks, the engine's, and the spread (the difference
-  /// between the two blocks of each); whether the check ran to its verdict and kept the engine.
-  double mpi_ns = 0, engine_ns = 0, spread_ns = 0;
-  bool judged = false, kept = false;
+  /// Whether the check ran to its verdict, and its blocks summed over the ranks (trial.hpp).
+  bool judged = false;
+  CheckSums agreed;
+  bool kept() const { return judged && agreed.engine_wins(); }
 };
 
 /// The engine's sample calls of a key (blocking.cpp): their stage, the CPU weight agreed, their

@@ -15,9 +15,9 @@ double cpu_weight(std::uint64_t calls, std::uint64_t wall_ns, std::uint64_t cpu_
   return std::clamp(busy, 0.0, 1.0) * std::clamp(1.0 - inside, 0.0, 1.0);
 }
 
-bool engine_check_keeps(double mpi_first, double engine_first, double engine_second, double mpi_second) {
-  const double spread = std::abs(mpi_first - mpi_second) + std::abs(engine_first - engine_second);
-  return engine_first + engine_second < mpi_first + mpi_second - spread;
+CheckSums engine_check_sums(double mpi_first, double engine_first, double engine_second, double mpi_second) {
+  return {mpi_first + mpi_second, engine_first + engine_second,
+          std::abs(mpi_first - mpi_second) + std::abs(engine_first - engine_second)};
 }
 
 AlgorithmTrial::AlgorithmTrial(std::size_t candidates, const TrialPolicy& policy)

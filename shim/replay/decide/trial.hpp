@@ -72,13 +72,17 @@ struct TrialPolicy {
 double cpu_weight(std::uint64_t calls, std::uint64_t wall_ns, std::uint64_t cpu_ns, std::uint64_t intervals,
                   std::uint64_t interval_ns);
 
-/// The verdict of the engine's check (blocking.cpp, EngineCheck): `blocks` are the intervals of
-/// its four blocks summed over the ranks, MPI's, the engine's, the engine's, MPI's.  The engine's
-/// exchange stays the choice only where its two blocks took less than MPI's two by more than the
-/// spread, the difference between the two blocks of each (noise; a steady drift of the program
-/// cancels in the difference, not in the spread): until the program's own time says otherwise,
-/// MPI runs its calls.
-bool engine_check_keeps(double mpi_first, double engine_first, double engine_second, double mpi_second);
+/// What the engine's check measured (blocking.cpp, EngineCheck), from the intervals of its four
+/// blocks in their order, MPI's, the engine's, the engine's, MPI's: each candidate's two blocks,
+/// and the spread, the difference between the two blocks of each (noise; a steady drift of the
+/// program cancels in the difference of the sums, not in the spread).
+struct CheckSums {
+  double mpi = 0, engine = 0, spread = 0;
+  /// The engine's exchange stays the choice only where its blocks took less than MPI's by more
+  /// than the spread: until the program's own time says otherwise, MPI runs its calls.
+  bool engine_wins() const { return engine < mpi - spread; }
+};
+CheckSums engine_check_sums(double mpi_first, double engine_first, double engine_second, double mpi_second);
 
 class AlgorithmTrial {
  public:

@@ -9,7 +9,7 @@
 using tnbc::shim::replay::decide::AlgorithmTrial;
 using tnbc::shim::replay::decide::TrialPolicy;
 using tnbc::shim::replay::decide::cpu_weight;
-using tnbc::shim::replay::decide::engine_check_keeps;
+using tnbc::shim::replay::decide::engine_check_sums;
 
 namespace {
 
@@ -234,18 +234,25 @@ TEST_CASE("the CPU weight: a busy core, and time outside the call, make a blocki
 }
 
 TEST_CASE("the engine's check keeps it only where the program's intervals show its gain beyond their spread") {
+  auto keeps = [](double m1, double e1, double e2, double m2) {
+    return engine_check_sums(m1, e1, e2, m2).engine_wins();
+  };
+  const auto sums = engine_check_sums(97, 92, 98, 103);
+  REQUIRE(sums.mpi == 200);
+  REQUIRE(sums.engine == 190);
+  REQUIRE(sums.spread == 12);
   // Blocks in the check's order: MPI's, the engine's, the engine's, MPI's (sums over the ranks).
   // A clear gain: 80 against 100 per block, the blocks of each within 2.
-  REQUIRE(engine_check_keeps(100, 80, 82, 101));
+  REQUIRE(keeps(100, 80, 82, 101));
   // No gain, or a loss: MPI's choice runs again (2DECOMP&FFT's 2-rank transposes on one node:
   // the samples inside the call favoured the engine, the program's time did not).
-  REQUIRE_FALSE(engine_check_keeps(100, 100, 100, 100));
-  REQUIRE_FALSE(engine_check_keeps(100, 110, 108, 99));
+  REQUIRE_FALSE(keeps(100, 100, 100, 100));
+  REQUIRE_FALSE(keeps(100, 110, 108, 99));
   // A gain smaller than the spread: 10 less in all, but the blocks of each differ by 6 and 6.
-  REQUIRE_FALSE(engine_check_keeps(97, 92, 98, 103));
+  REQUIRE_FALSE(keeps(97, 92, 98, 103));
   // A steady drift of 5 per block cancels in the difference (MPI 100, 115; engine 85, 90: 40
   // less) and widens the spread to 20: kept.
-  REQUIRE(engine_check_keeps(100, 85, 90, 115));
+  REQUIRE(keeps(100, 85, 90, 115));
   // Nothing measured: MPI's choice.
-  REQUIRE_FALSE(engine_check_keeps(0, 0, 0, 0));
+  REQUIRE_FALSE(keeps(0, 0, 0, 0));
 }
