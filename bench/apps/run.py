@@ -4,10 +4,11 @@
 For each selected program and placement (local: one node, mpiexec.mpich -n 4; cluster: 2
 emulated nodes x 2 ranks through tnbc-cluster), the configurations run side by side: round r
 runs every configuration once, rounds 2j and 2j + 1 in an order rotated by j, the second
-reversed, so that drift of the machine, and what a run leaves to the next, spread over all.  Every run is verified (a failed verification is an error, reported, never
-timed) and measured by its wall time, the CPU time of all its processes (user + sys of the
-waited-for descendants: RUSAGE_CHILDREN, which covers the ranks on the emulated nodes too) and
-the program's own time where it prints one.
+reversed, so that drift of the machine, and what a run leaves to the next, spread over all.
+Every run is verified (a failed verification is an error, reported, never timed) and measured
+by its wall time, the CPU time of all its processes (user + sys of the waited-for descendants:
+RUSAGE_CHILDREN, which covers the ranks on the emulated nodes too) and the program's own time
+where it prints one.
 
 Configurations:
   plain      MPICH as it is
@@ -60,16 +61,17 @@ CANDIDATES = {
 }
 
 
-
 def round_order(configs, r):
     """The order of round r: rounds 2j and 2j + 1 rotate the configurations by j, the second of
     them reversed, so that each position is taken evenly and a configuration follows a different
-    one in alternate rounds.  (Rotation alone puts every configuration after the same one in every
-    round: on this machine heFFTe under libtnbc.so, run right after plain MPICH, took 10% longer than
-    under a build that behaved the same run after it, medians of 10 rounds; swapped, 2%.)"""
+    one in alternate rounds.  (Rotation alone puts every configuration after the same one in
+    every round: on this machine heFFTe under libtnbc.so, run right after plain MPICH, took 10%
+    longer than under a build that behaved the same run after it, medians of 10 rounds; swapped,
+    2%.)"""
     k = (r // 2) % len(configs)
     rotated = configs[k:] + configs[:k]
     return rotated[::-1] if r % 2 else rotated
+
 
 def cvar(coll):
     return f"MPIR_CVAR_{coll.upper()}_INTRA_ALGORITHM"
@@ -438,7 +440,8 @@ def write_report(data, md_path, svg_path):
              f"load average (1, 5, 15 min) at the start {m.get('loadavg_start')}, at the end "
              f"{m.get('loadavg_end')}")
     L.append(f"- rounds: {meta['rounds']} (each round runs every configuration once, the order "
-             "rotated by one every second round, reversed in odd rounds); configurations: " + ", ".join(f"`{c}`" for c in configs))
+             "rotated by one every second round, reversed in odd rounds); configurations: "
+             + ", ".join(f"`{c}`" for c in configs))
     L.append(f"- local: `mpiexec.mpich -n 4` on this machine; cluster: {meta['nodes']} emulated "
              f"nodes x {4 // meta['nodes']} ranks (`tnbc-cluster --prefix {meta['prefix']} "
              f"--subnet {meta['subnet']}`{', --rate ' + meta['rate'] if meta.get('rate') else ''})")
