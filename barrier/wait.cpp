@@ -35,12 +35,17 @@ void futex_wake_all(std::atomic<std::uint32_t>* word) {
           nullptr, 0);
 }
 
+long monotonic_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
 template <typename Done>
 void wait_until(Line& line, WaitPolicy& policy, Done done) {
   for (int i = 0; i < policy.spins; ++i) {
     if (done(line.value.load(std::memory_order_acquire))) {
-      // Spinning paid off: allow a longer spin next time.
-      policy.spins = std::min(policy.max_spins, policy.spins + policy.spins / 8 + 1);
+      policy.spins = next_spins(policy, WaitEnd::spun, 0);
       return;
     }
     cpu_relax();
@@ -49,7 +54,7 @@ void wait_until(Line& line, WaitPolicy& policy, Done done) {
     if (done(line.value.load(std::memory_order_acquire))) return;
     sched_yield();
   }
-  bool slept = false;
+  const long slept_from = monotonic_ns();
   const timespec nap{policy.progress_nap_us / 1000000, policy.progress_nap_us % 1000000 * 1000L};
   for (;;) {
     std::uint32_t v = line.value.load(std::memory_order_seq_cst);
@@ -59,15 +64,30 @@ void wait_until(Line& line, WaitPolicy& policy, Done done) {
     // load above either changed value (no sleep) or sees sleepers > 0 (wakes us).
     futex_wait(&line.value, v, policy.progress != nullptr ? &nap : nullptr);
     line.sleepers.fetch_sub(1, std::memory_order_relaxed);
-    slept = true;
     // A nap that did not end the wait: let the caller's MPI act before the next one.
     if (policy.progress != nullptr && !done(line.value.load(std::memory_order_acquire))) policy.progress();
   }
-  // Spinning was wasted (the core was probably needed elsewhere): start again from the least.
-  if (slept) policy.spins = policy.min_spins;
+  policy.spins = next_spins(policy, WaitEnd::slept, monotonic_ns() - slept_from);
 }
 
 }  // namespace
+
+int next_spins(const WaitPolicy& policy, WaitEnd end, long slept_ns) {
+  switch (end) {
+    case WaitEnd::spun:  // spinning paid off: allow a longer spin next time
+      return std::min(policy.max_spins, policy.spins + policy.spins / 8 + 1);
+    case WaitEnd::yielded:
+      return policy.spins;
+    case WaitEnd::slept:
+      // Woken soon: the peer was running and a longer spin would have met it without the
+      // futex's round trip (resetting here can keep 2 ranks with a core each sleeping at every
+      // barrier: docs/measurements/barrier.md).  Woken late: spinning was wasted (the core was
+      // probably needed elsewhere): start again from the least.
+      if (slept_ns < policy.quick_wake_ns) return std::min(policy.max_spins, std::max(policy.min_spins, 2 * policy.spins));
+      return policy.min_spins;
+  }
+  return policy.spins;
+}
 
 void wake(Line& line) {
   if (line.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake_all(&line.value);

@@ -38,8 +38,11 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 /// few hundred iterations and 2-20 us when they sleep at once; with more runnable processes
 /// than cores (other jobs, or 4 ranks on 2 cores) spins of 2000+ made it 10-100x slower,
 /// because the spinner holds the core the rank it waits for needs.  So the spin budget adapts
-/// between min_spins and max_spins: a wait satisfied while spinning grows it slowly, a wait
-/// that had to sleep resets it to min_spins.  kOversubscribed fixes it at the minimum.
+/// between min_spins and max_spins (next_spins): a wait satisfied while spinning grows it
+/// slowly; a wait that slept grows it fast when the sleep was short (under `quick_wake_ns`: the
+/// peer came soon, so a longer spin would have met it without the futex's round trip), and
+/// resets it to min_spins when the sleep was long (spinning would have been wasted).
+/// kOversubscribed fixes it at the minimum.
 ///
 /// `progress`, when set, is called after every nap (of at most `progress_nap_us`) that did not
 /// end the wait: the shim drives MPI's progress with it, so that a peer whose MPI call
@@ -52,7 +55,17 @@ struct WaitPolicy {
   int max_spins = 256;    ///< ~10 us of pause on current x86 cores
   void (*progress)() = nullptr;
   int progress_nap_us = 1000;
+  long quick_wake_ns = 30000;  ///< a sleep shorter than this grows the spin budget
 };
+/// How a wait ended, for the next spin budget.
+enum class WaitEnd {
+  spun,    ///< satisfied while spinning
+  yielded, ///< satisfied while yielding
+  slept,   ///< satisfied after sleeping on the futex
+};
+/// The spin budget after a wait that ended as `end`, having slept `slept_ns` (slept only).
+int next_spins(const WaitPolicy& policy, WaitEnd end, long slept_ns);
+
 /// For nodes with more ranks than cores: spin briefly, yield, sleep.
 inline constexpr WaitPolicy kOversubscribed{16, 2, 16, 16};
 

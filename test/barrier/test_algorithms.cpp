@@ -120,3 +120,25 @@ TEST_CASE("episode counters are wrap-safe", "[barrier]") {
   CHECK(reached(2, 0xFFFFFFFEu));  // wrapped past 2^32
   CHECK_FALSE(reached(0xFFFFFFFEu, 2));
 }
+
+TEST_CASE("the spin budget grows after short sleeps and resets after long ones", "[barrier]") {
+  WaitPolicy p;  // spins 64 within 16..256, quick wake 30 us
+  p.spins = p.min_spins;
+  // Two ranks with a core each: every wait sleeps briefly until spinning covers the wait.
+  for (int i = 0; i < 4; ++i) p.spins = next_spins(p, WaitEnd::slept, 4000);
+  CHECK(p.spins == p.max_spins);
+  p.spins = next_spins(p, WaitEnd::slept, 4000);
+  CHECK(p.spins == p.max_spins);  // capped
+  p.spins = next_spins(p, WaitEnd::slept, 2 * p.quick_wake_ns);
+  CHECK(p.spins == p.min_spins);  // a long sleep: spinning was wasted
+  p.spins = next_spins(p, WaitEnd::spun, 0);
+  CHECK(p.spins == p.min_spins + p.min_spins / 8 + 1);
+  CHECK(next_spins(p, WaitEnd::yielded, 0) == p.spins);
+  // A fixed budget stays fixed, whatever the waits did.
+  WaitPolicy fixed = kOversubscribed;
+  CHECK(next_spins(fixed, WaitEnd::slept, 1000) == 16);
+  CHECK(next_spins(fixed, WaitEnd::spun, 0) == 16);
+  CHECK(next_spins(fixed, WaitEnd::slept, 1000000) == 16);
+  WaitPolicy none{0, 0, 0, 0};
+  CHECK(next_spins(none, WaitEnd::slept, 1000) == 0);
+}
