@@ -161,6 +161,7 @@ void count_check(Key& key, bool check_call, MPI_Comm comm) {
       log::debug("{} on communicator {}: the engine's check left off (a call between its calls was not blocking)",
                  key.op, key.comm_id);
       key.algorithm.engine.stage = EngineStage::decided;
+      key.algorithm.trial.cancel_sample();  // its remaining calls would run MPI's choice for nothing
       return;
     }
     c.block_ns[(c.calls - 1) / EngineCheck::kBlockCalls] += static_cast<double>(key.path.last_interval_ns);
@@ -341,11 +342,11 @@ std::string algorithm_json(const Key& k) {
   auto sample_us = [&](int i) { return k.algorithm.engine.calls[i] > 0 ? k.algorithm.engine.cost[i] / k.algorithm.engine.calls[i] / 1e3 : 0.0; };
   return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}},"cpu_weight":{:.3f},)"
                      R"("engine_sample":{{"asked":{},"weight":{:.3f},"mpi_calls":{},"engine_calls":{},"mpi_us":{:.3f},)"
-                     R"("engine_us":{:.3f},"engine_first":{},"check":{{"judged":{},"kept":{},"mpi_ms":{:.3f},)"
+                     R"("engine_us":{:.3f},"engine_first":{},"check":{{"calls":{},"judged":{},"kept":{},"mpi_ms":{:.3f},)"
                      R"("engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
                      k.algorithm.candidates.empty() ? "auto" : k.algorithm.candidates[t.chosen()], t.rounds(), t.switches(), mean, best,
                      cpu_weight(k), k.algorithm.engine.weighed, k.algorithm.engine.weight, k.algorithm.engine.calls[0], k.algorithm.engine.calls[1], sample_us(0),
-                     sample_us(1), k.algorithm.engine.preferred, c.judged, c.kept(), c.agreed.mpi / 1e6,
+                     sample_us(1), k.algorithm.engine.preferred, c.calls, c.judged, c.kept(), c.agreed.mpi / 1e6,
                      c.agreed.engine / 1e6, c.agreed.spread / 1e6);
 }
 

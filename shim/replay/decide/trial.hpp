@@ -126,6 +126,11 @@ class AlgorithmTrial {
     sample_from_ = calls_;
     return true;
   }
+  /// The sample calls not run yet are not run: the next call runs the choice.
+  void cancel_sample() {
+    sample_.clear();
+    sample_from_ = ~std::uint64_t{0};
+  }
   /// Whether the next call is one of the sample calls.
   bool sampling() const { return calls_ >= sample_from_ && calls_ - sample_from_ < sample_.size(); }
   /// The next blocking call may not begin a round (it is a probe of the blocking path, whose

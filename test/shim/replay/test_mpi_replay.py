@@ -240,9 +240,10 @@ def main():
             # where every rank's exploration budget affords it): the same verdict on every rank,
             # from the same sums, and the choice it says.
             checks = {(e["check"]["judged"], e["check"]["kept"], e["check"]["mpi_ms"], e["check"]["engine_ms"],
-                       e["check"]["spread_ms"]) for _, e in seen}
+                       e["check"]["spread_ms"], e["check"]["calls"]) for _, e in seen}
             expect(len(checks) == 1, f"{key}: the ranks disagree on the engine's check: {seen}")
-            judged, kept, mpi_ms, engine_ms, spread_ms = checks.pop()
+            judged, kept, mpi_ms, engine_ms, spread_ms, check_calls = checks.pop()
+            expect(not judged or check_calls == 8, f"{key}: the check judged after {check_calls} calls: {seen}")
             expect(first or not judged, f"{key}: the check judged {judged} without the engine first: {seen}")
             if first and not judged:
                 expect(set(choices[key]) == {"engine"}, f"{key}: engine first, not checked, but the key's "

@@ -215,6 +215,14 @@ TEST_CASE("sample calls run their candidates outside the rounds, unrecorded, and
   REQUIRE_FALSE(u.sampling());
   REQUIRE(u.next() == 0);
   REQUIRE_FALSE(AlgorithmTrial(3, p).sample({0, 3}));  // no such candidate
+  // Cancelled after two of its calls: the choice runs again at once.
+  AlgorithmTrial c(3, p);
+  c.prefer(1);
+  REQUIRE(c.sample({0, 2, 0, 2}));
+  REQUIRE(run(c, {100, 300, 200}, 2) == std::vector<std::size_t>{0, 2});
+  c.cancel_sample();
+  REQUIRE_FALSE(c.sampling());
+  REQUIRE(c.next() == 1);
 }
 
 TEST_CASE("the CPU weight: a busy core, and time outside the call, make a blocking call's CPU cost") {
