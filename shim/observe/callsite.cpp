@@ -1,5 +1,6 @@
 #include "callsite.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 #include <dlfcn.h>
@@ -161,22 +162,30 @@ std::uint32_t CallSiteTable::intern_chain(const void* const* addresses, int coun
 }
 
 void CallSiteTable::name_local_frames(const std::vector<std::uintptr_t>& key,
-                                      std::vector<Frame>& frames) {
+                                      std::vector<Frame>& frames) const {
   // dladdr only knows the dynamic symbol table, so a program's own functions (main, static
   // functions) stay nameless.  The stack is still live here: walk it with a libunwind cursor,
   // which also reads .symtab, and name the frames dladdr could not.  Done once per call site.
+  const std::size_t named = std::min(key.size(), static_cast<std::size_t>(std::max(named_frames_, 0)));
+  auto unnamed = [&] {
+    for (std::size_t i = 0; i < named; ++i)
+      if (frames[i].symbol.empty()) return true;
+    return false;
+  };
+  if (!unnamed()) return;
   unw_context_t context;
   unw_cursor_t cursor;
   if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0) return;
   for (int depth = 0; depth < 2 * kMaxFrames + 16 && unw_step(&cursor) > 0; ++depth) {
     unw_word_t ip = 0;
     if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0) break;
-    for (std::size_t i = 0; i < key.size(); ++i) {
+    for (std::size_t i = 0; i < named; ++i) {
       if (key[i] != ip || !frames[i].symbol.empty()) continue;
       char name[256];
       unw_word_t offset = 0;
       if (unw_get_proc_name(&cursor, name, sizeof name, &offset) == 0) frames[i].symbol = name;
     }
+    if (!unnamed()) break;
   }
 }
 

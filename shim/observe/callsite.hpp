@@ -35,6 +35,12 @@ class CallSiteTable {
  public:
   static constexpr int kMaxFrames = 32;
 
+  /// `named_frames`: how many frames of a new call site, innermost first, are named where dladdr
+  /// cannot name them (a walk of the live stack that opens and reads each frame's object file:
+  /// about a millisecond a frame on this machine).  Trace files keep every frame's name;
+  /// replay mode shows only the innermost's.
+  explicit CallSiteTable(int named_frames = kMaxFrames) : named_frames_(named_frames) {}
+
   /// Captures the caller's stack and returns the index of its call site in sites().
   /// Frames inside the object that contains this code (the tnbc library) are skipped.
   std::uint32_t capture();
@@ -57,7 +63,9 @@ class CallSiteTable {
 
  private:
   std::uint32_t intern_chain(const void* const* addresses, int count, bool live_stack);
-  static void name_local_frames(const std::vector<std::uintptr_t>& key, std::vector<Frame>& frames);
+  void name_local_frames(const std::vector<std::uintptr_t>& key, std::vector<Frame>& frames) const;
+
+  int named_frames_;
 
   struct KeyHash {
     std::size_t operator()(const std::vector<std::uintptr_t>& k) const;

@@ -21,7 +21,7 @@ bool g_running = false;
 // The plan (TNBC_PLAN) and the call sites seen, to look plan entries up by call site and to
 // break the statistics down by call site (TNBC_STATS).
 std::optional<priority::Plan> g_plan;
-observe::CallSiteTable g_sites;
+observe::CallSiteTable g_sites{1};  // the statistics show the innermost frame's function only
 bool g_site_stats = false;  // TNBC_STATS is set: capture every call's site
 
 }  // namespace

@@ -68,3 +68,24 @@ TEST_CASE("CallSiteTable: capture() returns a non-empty chain", "[callsite]") {
   CHECK(site_one(table) == a);
   CHECK(table.sites().size() == sites.size());
 }
+
+TEST_CASE("CallSiteTable: only the innermost named_frames frames are named from the live stack",
+          "[callsite]") {
+  // Same chain in three tables (this file's frames are skipped: the tables live in this object).
+  // A frame dladdr cannot name (no dynamic symbol: the executable's _start) is named from the
+  // stack walk only where the table names that deep.
+  CallSiteTable all, one(1), none(0);
+  const std::uint32_t ia = site_one(all), io = site_one(one), in = site_one(none);
+  const CallSite a = all.sites().at(ia), o = one.sites().at(io), n = none.sites().at(in);
+  REQUIRE(a.frames.size() == n.frames.size());
+  REQUIRE(o.frames.size() == n.frames.size());
+  REQUIRE(a.id == n.id);  // names never change the site's identity
+  int named_by_walk = 0;
+  for (std::size_t i = 0; i < n.frames.size(); ++i) {
+    CAPTURE(i, a.frames[i].module, a.frames[i].symbol, n.frames[i].symbol);
+    if (!n.frames[i].symbol.empty()) CHECK(a.frames[i].symbol == n.frames[i].symbol);
+    named_by_walk += n.frames[i].symbol.empty() && !a.frames[i].symbol.empty();
+    CHECK(o.frames[i].symbol == (i == 0 ? a.frames[i].symbol : n.frames[i].symbol));
+  }
+  CHECK(named_by_walk > 0);
+}
