@@ -56,9 +56,11 @@ void wait_until(Line& line, WaitPolicy& policy, Done done) {
   }
   const long slept_from = monotonic_ns();
   const timespec nap{policy.progress_nap_us / 1000000, policy.progress_nap_us % 1000000 * 1000L};
+  bool slept = false;
   for (;;) {
     std::uint32_t v = line.value.load(std::memory_order_seq_cst);
     if (done(v)) break;
+    slept = true;
     line.sleepers.fetch_add(1, std::memory_order_seq_cst);
     // The kernel sleeps only if value still equals v, so a publish() that came after the
     // load above either changed value (no sleep) or sees sleepers > 0 (wakes us).
@@ -67,7 +69,9 @@ void wait_until(Line& line, WaitPolicy& policy, Done done) {
     // A nap that did not end the wait: let the caller's MPI act before the next one.
     if (policy.progress != nullptr && !done(line.value.load(std::memory_order_acquire))) policy.progress();
   }
-  policy.spins = next_spins(policy, WaitEnd::slept, monotonic_ns() - slept_from);
+  // Satisfied right after the yields, before any futex call: as a wait that ended yielding.
+  policy.spins = slept ? next_spins(policy, WaitEnd::slept, monotonic_ns() - slept_from)
+                       : next_spins(policy, WaitEnd::yielded, 0);
 }
 
 }  // namespace
@@ -83,7 +87,10 @@ int next_spins(const WaitPolicy& policy, WaitEnd end, long slept_ns) {
       // futex's round trip (resetting here can keep 2 ranks with a core each sleeping at every
       // barrier: docs/measurements/barrier.md).  Woken late: spinning was wasted (the core was
       // probably needed elsewhere): start again from the least.
-      if (slept_ns < policy.quick_wake_ns) return std::min(policy.max_spins, std::max(policy.min_spins, 2 * policy.spins));
+      if (slept_ns < policy.quick_wake_ns) {
+        const int doubled = policy.spins > policy.max_spins / 2 ? policy.max_spins : 2 * policy.spins;
+        return std::min(policy.max_spins, std::max(policy.min_spins, doubled));
+      }
       return policy.min_spins;
   }
   return policy.spins;
