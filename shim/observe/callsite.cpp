@@ -167,12 +167,13 @@ void CallSiteTable::name_local_frames(const std::vector<std::uintptr_t>& key,
   // functions) stay nameless.  The stack is still live here: walk it with a libunwind cursor,
   // which also reads .symtab, and name the frames dladdr could not.  Done once per call site.
   const std::size_t named = std::min(key.size(), static_cast<std::size_t>(std::max(named_frames_, 0)));
-  auto unnamed = [&] {
-    for (std::size_t i = 0; i < named; ++i)
-      if (frames[i].symbol.empty()) return true;
-    return false;
-  };
-  if (!unnamed()) return;
+  // The frames still to look for: those dladdr could not name.  The walk ends once each was
+  // reached (named or not: an object without symbols stays nameless).
+  std::vector<bool> wanted(named);
+  std::size_t left = 0;
+  for (std::size_t i = 0; i < named; ++i)
+    if (frames[i].symbol.empty()) wanted[i] = true, ++left;
+  if (left == 0) return;
   unw_context_t context;
   unw_cursor_t cursor;
   if (unw_getcontext(&context) != 0 || unw_init_local(&cursor, &context) != 0) return;
@@ -180,12 +181,14 @@ void CallSiteTable::name_local_frames(const std::vector<std::uintptr_t>& key,
     unw_word_t ip = 0;
     if (unw_get_reg(&cursor, UNW_REG_IP, &ip) != 0) break;
     for (std::size_t i = 0; i < named; ++i) {
-      if (key[i] != ip || !frames[i].symbol.empty()) continue;
+      if (key[i] != ip || !wanted[i]) continue;
+      wanted[i] = false;
+      --left;
       char name[256];
       unw_word_t offset = 0;
       if (unw_get_proc_name(&cursor, name, sizeof name, &offset) == 0) frames[i].symbol = name;
     }
-    if (!unnamed()) break;
+    if (left == 0) break;
   }
 }
 

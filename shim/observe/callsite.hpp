@@ -3,10 +3,11 @@
 //
 // capture() takes the return addresses above the MPI call (libunwind's unw_backtrace), drops the
 // frames inside our own library, and keys the remaining chain.  The first time a chain is seen
-// each address is resolved once to module + offset (dladdr) and symbol (dladdr, else a libunwind
-// walk of the still-live stack, which also reads .symtab); the id is a hash of
-// (module basename, offset) of every frame, so two ranks running the same binaries get the same id
-// for the same call site, and two call sites of one operation get different ids.
+// each address is resolved once to module + offset (dladdr) and symbol (dladdr, else, for the
+// innermost `named_frames`, a libunwind walk of the still-live stack, which also reads .symtab);
+// the id is a hash of (module basename, offset) of every frame, so two ranks running the same
+// binaries get the same id for the same call site, and two call sites of one operation get
+// different ids.
 #pragma once
 
 #include <cstddef>
