@@ -6,21 +6,28 @@
  *
  *   curc calibrate MS                     prints "loops_per_ms=N" (run it as 1 rank, alone)
  *   curc BLOCK_BYTES ITERS MODE LOOPS     MODE: blocking (MPI_Alltoall; plain MPICH, or
- *                                         libtnbc.so when preloaded) or mpi3 (MPI_Ialltoall,
- *                                         the work, MPI_Wait, then the reads)
+ *                                         libtnbc.so when preloaded), mpi3 (MPI_Ialltoall,
+ *                                         the work, MPI_Wait, then the reads) or mpi3test (the
+ *                                         same, with MPI_Test between slices of the work until
+ *                                         the exchange completes: progress by hand, no thread)
  *
  * LOOPS = 0 reads the data at once after each call (back-to-back exchanges, as osu_alltoall
  * does).  Prints (rank 0): "result mode=… block=… ranks=… iters=… loops=… total_ms=…
- * per_iter_us=… cpu_per_iter_ms=… helper_cpu_per_iter_ms=… checksum=…": total the slowest rank's
- * time for all iterations after one warm-up; cpu_per_iter_ms the CPU time (user + system, every
- * thread: the program's, MPI's and a library's progress threads) of all ranks together over the
- * same iterations, divided by ITERS; helper_cpu_per_iter_ms the part of it on threads other than
- * the program's own (a library's or MPI's progress thread, from /proc/self/task/TID/schedstat);
- * checksum a hash of every byte every rank received (the same under every library).  The work is
- * fixed, so CPU beyond plain MPICH's is what a library or progress thread added.
+ * per_iter_us=… cpu_per_iter_ms=… helper_cpu_per_iter_ms=… tests=… checksum=…": total the
+ * slowest rank's time for all iterations after one warm-up; cpu_per_iter_ms the CPU time (user +
+ * system, every thread: the program's, MPI's and a library's progress threads) of all ranks
+ * together over the same iterations, divided by ITERS; helper_cpu_per_iter_ms the part of it on
+ * threads other than the program's own (a library's or MPI's progress thread, from
+ * /proc/self/task/TID/schedstat); tests the MPI_Test calls of mpi3test, warm-up included, summed
+ * over the ranks (0 in the other modes); checksum a hash of every byte every rank received (the
+ * same under every library).  The work is fixed, so CPU beyond plain MPICH's is what a library or
+ * progress thread added.
  *
  * CURC_WAIT_MS=T: after the computation each rank waits T ms without using a core, as a program
  * waits for its I/O or an accelerator, before it reads the data (tools/demo uses it).
+ *
+ * CURC_TEST_LOOPS=N (mpi3test): loops of work between two MPI_Test calls (default LOOPS / 20;
+ * bench/never_slower.py gives a millisecond's worth).
  *
  * CURC_SKEW_MS=T: every rank but 0 sleeps T ms before each call, so rank 0's call is in flight
  * with nothing to move for about T ms each time (what a progress thread costs while it waits;
@@ -45,6 +52,19 @@ static void work(long loops) {
     y = y * 0.999998 + 1e-7;
   }
   sink = x + y;
+}
+
+/* The same work in slices of `slice` loops with MPI_Test on `req` between them, as a program that
+ * drives MPI's progress by hand does, until the request completes (then the rest at once). */
+static long tests; /* MPI_Test calls made (all iterations) */
+static void work_testing(long loops, long slice, MPI_Request *req) {
+  int done = 0;
+  while (loops > 0) {
+    long n = !done && slice < loops ? slice : loops;
+    work(n);
+    loops -= n;
+    if (!done) MPI_Test(req, &done, MPI_STATUS_IGNORE), tests++;
+  }
 }
 
 static double now(void) {
@@ -91,13 +111,24 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc != 5) {
     if (rank == 0)
-      fprintf(stderr, "usage: curc BLOCK_BYTES ITERS blocking|mpi3 LOOPS | curc calibrate MS\n");
+      fprintf(stderr, "usage: curc BLOCK_BYTES ITERS blocking|mpi3|mpi3test LOOPS | curc calibrate MS\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   size_t block = strtoul(argv[1], NULL, 10);
   int iters = atoi(argv[2]);
-  int mpi3 = strcmp(argv[3], "mpi3") == 0;
+  const char *mode = argv[3];
+  int testing = strcmp(mode, "mpi3test") == 0, mpi3 = testing || strcmp(mode, "mpi3") == 0;
   long loops = atol(argv[4]);
+  const char *test_env = getenv("CURC_TEST_LOOPS");
+  long slice = test_env ? atol(test_env) : loops / 20 > 0 ? loops / 20 : 1;
+  const char *bad = !mpi3 && strcmp(mode, "blocking") != 0 ? "MODE must be blocking, mpi3 or mpi3test"
+                    : slice < 1                            ? "CURC_TEST_LOOPS must be 1 or more"
+                                                           : NULL;
+  if (bad != NULL) {
+    if (rank == 0) fprintf(stderr, "curc: %s (MODE '%s')\n", bad, mode);
+    MPI_Barrier(MPI_COMM_WORLD); /* every rank sees the same: rank 0's line out before the abort */
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
   const char *skew_env = getenv("CURC_SKEW_MS");
   double skew_ms = skew_env ? atof(skew_env) : 0;
   const char *wait_env = getenv("CURC_WAIT_MS");
@@ -120,7 +151,8 @@ int main(int argc, char **argv) {
     MPI_Request req;
     if (mpi3) MPI_Ialltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD, &req);
     else MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);
-    work(loops);
+    if (testing) work_testing(loops, slice, &req);
+    else work(loops);
     if (wait_ms > 0) {
       struct timespec ts = {(time_t)(wait_ms / 1000), (long)(wait_ms * 1e6) % 1000000000L};
       nanosleep(&ts, NULL);
@@ -132,14 +164,16 @@ int main(int argc, char **argv) {
   MPI_Reduce(&mine, &total, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&cpu, &cpu_all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
   MPI_Reduce(&helper, &helper_all, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  long tests_all = 0;
+  MPI_Reduce(&tests, &tests_all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
   uint64_t *all = rank == 0 ? malloc(sizeof(uint64_t) * size) : NULL;
   MPI_Gather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
   if (rank == 0) {
     uint64_t c = 0;
     for (int i = 0; i < size; i++) c = (c ^ all[i]) * 0x100000001b3ull;
-    printf("result mode=%s block=%zu ranks=%d iters=%d loops=%ld total_ms=%.1f per_iter_us=%.0f cpu_per_iter_ms=%.1f helper_cpu_per_iter_ms=%.1f checksum=%016llx\n",
-           mpi3 ? "mpi3" : "blocking", block, size, iters, loops, total * 1e3, total * 1e6 / iters, cpu_all * 1e3 / iters, helper_all * 1e3 / iters,
-           (unsigned long long)c);
+    printf("result mode=%s block=%zu ranks=%d iters=%d loops=%ld total_ms=%.1f per_iter_us=%.0f cpu_per_iter_ms=%.1f helper_cpu_per_iter_ms=%.1f tests=%ld checksum=%016llx\n",
+           mode, block, size, iters, loops, total * 1e3, total * 1e6 / iters, cpu_all * 1e3 / iters, helper_all * 1e3 / iters,
+           tests_all, (unsigned long long)c);
     free(all);
   }
   free(s);

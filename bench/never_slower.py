@@ -13,6 +13,7 @@ received byte read) in every configuration side by side, round after round:
   engine  libtnbc.so returning early wherever it can (TNBC_ADAPT=off: the library before the
           per-call decision)
   mpi3    the hand-written MPI-3 version (MPI_Ialltoall, the work, MPI_Wait), no progress thread
+  mpi3t   the same with MPI_Test every millisecond of the work (progress by hand, no thread)
   mpi3a   the same with MPICH's asynchronous progress thread (MPIR_CVAR_ASYNC_PROGRESS=1)
 
 Cases: on one node (4 ranks on this machine's cores) and on the emulated cluster (2 nodes x 2
@@ -42,10 +43,10 @@ import hung_job
 import lib_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = ["plain", "scat", "tnbc", "plan", "engine", "mpi3", "mpi3a"]
+CONFIGS = ["plain", "scat", "tnbc", "plan", "engine", "mpi3", "mpi3t", "mpi3a"]
 LABELS = {"plain": "plain MPICH", "scat": "plain MPICH, scattered", "tnbc": "libtnbc.so (default)",
           "plan": "libtnbc.so + plan", "engine": "libtnbc.so, TNBC_ADAPT=off", "mpi3": "MPI-3",
-          "mpi3a": "MPI-3 + async progress"}
+          "mpi3t": "MPI-3 + MPI_Test", "mpi3a": "MPI-3 + async progress"}
 LIBRARY = ("tnbc", "plan", "engine")  # the configurations that preload libtnbc.so
 # Iterations of the traced run a case's plan comes from (its calls, read as the timed runs read).
 TRACE_ITERS = 8
@@ -130,6 +131,7 @@ class Bench:
         self.cluster = os.path.join(self.build, "tools", "tnbc-cluster")
         self.work = tempfile.mkdtemp(prefix="tnbc_never_")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("TNBC_", "MPIR_CVAR"))}
+        self.loops_per_ms = None  # measure() calibrates it
 
     def calibrate(self):
         out = run([self.prog, "calibrate", "200"], 60, self.env)
@@ -170,7 +172,7 @@ class Bench:
         return path
 
     def one(self, where, config, block, iters, loops, tag, plan=None):
-        mode = "mpi3" if config.startswith("mpi3") else "blocking"
+        mode = "mpi3test" if config == "mpi3t" else "mpi3" if config.startswith("mpi3") else "blocking"
         prefix = os.path.join(self.work, tag)
         env = {}
         if config in LIBRARY:
@@ -181,6 +183,8 @@ class Bench:
             env["TNBC_ADAPT"] = "off"
         if config == "scat":
             env["MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM"] = "scattered"
+        if config == "mpi3t":
+            env["CURC_TEST_LOOPS"] = str(max(1, int(self.loops_per_ms)))
         if config == "mpi3a":
             env["MPIR_CVAR_ASYNC_PROGRESS"] = "1"
         args = [self.prog, str(block), str(iters), mode, str(loops)]
@@ -197,7 +201,7 @@ class Bench:
 
     def measure(self):
         a = self.a
-        loops_per_ms = self.calibrate()
+        loops_per_ms = self.loops_per_ms = self.calibrate()
         print(f"calibrated: {loops_per_ms:.0f} loops per ms of work", flush=True)
         cases = [c for c in CASES if a.only in (None, c[1])]
         results = {}
@@ -366,7 +370,8 @@ class Bench:
                      "the emulated nodes' TCP, veth pairs, bridge and shaped links do on the same cores "
                      "as the ranks, and which the process CPU times do not all count.  The work after each call is the same in "
                      "every configuration; plain MPICH and MPI-3 without a progress thread poll inside the "
-                     "blocking call or `MPI_Wait`, MPICH's progress thread polls throughout.\n")
+                     "blocking call or `MPI_Wait` (MPI-3 + MPI_Test also once a millisecond of the work), "
+                     "MPICH's progress thread polls throughout.\n")
         lines.append("| cluster | case | " + " | ".join(LABELS[c] for c in CONFIGS) + " |")
         lines.append("|---|---|" + "---|" * len(CONFIGS))
         lines += cpu_rows

@@ -62,6 +62,25 @@ def main():
             expect(r["checksum"] == ref.get("checksum"), f"checksum {r['checksum']} != plain {ref.get('checksum')}")
         s.check(f"{name}: MPI-3 version, stride order: same checksum", mpi3)
 
+    def curc_modes():
+        # bench/curc: the blocking call, MPI-3 with MPI_Wait and MPI-3 with MPI_Test between
+        # slices of the work receive the same bytes; only mpi3test tests (4 ranks x 4 calls at
+        # least, one per call before its exchange completes); a bad mode is refused.
+        prog = os.path.join(BUILD, "bench", "curc")
+        got = {}
+        for mode in ("blocking", "mpi3", "mpi3test"):
+            env = {"CURC_TEST_LOOPS": "1000"} if mode == "mpi3test" else {}
+            got[mode] = result(mpirun(prog, 4, env=env, args=["65536", "3", mode, "200000"], timeout=60).stdout)
+            expect(got[mode]["mode"] == mode, f"{mode}: {got[mode]}")
+        expect(len({r["checksum"] for r in got.values()}) == 1, f"checksums differ: {got}")
+        expect(int(got["mpi3test"]["tests"]) >= 16 and got["mpi3"]["tests"] == got["blocking"]["tests"] == "0",
+               f"MPI_Test calls: {got}")
+        bad = mpirun(prog, 4, args=["65536", "3", "mpi4", "0"], timeout=60, check=False)
+        expect(bad.returncode != 0 and "MODE must be" in bad.stderr, f"a bad mode accepted: {bad}")
+        bad = mpirun(prog, 4, env={"CURC_TEST_LOOPS": "x"}, args=["65536", "3", "mpi3test", "0"], timeout=60, check=False)
+        expect(bad.returncode != 0 and "CURC_TEST_LOOPS" in bad.stderr, f"a bad CURC_TEST_LOOPS accepted: {bad}")
+    s.check("curc: blocking, MPI-3 and MPI-3 with MPI_Test receive the same bytes; only mpi3test tests", curc_modes)
+
     def overlap_warmup():
         # bench/overlap.py --warmup: the program makes OVERLAP_WARMUP calls more, and its result
         # line's total is the slowest rank's median of the counted calls only.
