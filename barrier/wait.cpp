@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include "util/clock.hpp"
 #include "util/raw.hpp"
 
 namespace tnbc::barrier {
@@ -35,12 +36,6 @@ void futex_wake_all(std::atomic<std::uint32_t>* word) {
           nullptr, 0);
 }
 
-long monotonic_ns() {
-  timespec t{};
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1000000000L + t.tv_nsec;
-}
-
 template <typename Done>
 void wait_until(Line& line, WaitPolicy& policy, Done done) {
   for (int i = 0; i < policy.spins; ++i) {
@@ -54,13 +49,12 @@ void wait_until(Line& line, WaitPolicy& policy, Done done) {
     if (done(line.value.load(std::memory_order_acquire))) return;
     sched_yield();
   }
-  const long slept_from = monotonic_ns();
   const timespec nap{policy.progress_nap_us / 1000000, policy.progress_nap_us % 1000000 * 1000L};
-  bool slept = false;
+  std::uint64_t slept_from = 0;  // when the first futex wait began (0: none)
   for (;;) {
     std::uint32_t v = line.value.load(std::memory_order_seq_cst);
     if (done(v)) break;
-    slept = true;
+    if (slept_from == 0) slept_from = util::now_ns();
     line.sleepers.fetch_add(1, std::memory_order_seq_cst);
     // The kernel sleeps only if value still equals v, so a publish() that came after the
     // load above either changed value (no sleep) or sees sleepers > 0 (wakes us).
@@ -70,8 +64,8 @@ void wait_until(Line& line, WaitPolicy& policy, Done done) {
     if (policy.progress != nullptr && !done(line.value.load(std::memory_order_acquire))) policy.progress();
   }
   // Satisfied right after the yields, before any futex call: as a wait that ended yielding.
-  policy.spins = slept ? next_spins(policy, WaitEnd::slept, monotonic_ns() - slept_from)
-                       : next_spins(policy, WaitEnd::yielded, 0);
+  policy.spins = slept_from != 0 ? next_spins(policy, WaitEnd::slept, static_cast<long>(util::now_ns() - slept_from))
+                                 : next_spins(policy, WaitEnd::yielded, 0);
 }
 
 }  // namespace

@@ -37,9 +37,9 @@ class CallSiteTable {
   static constexpr int kMaxFrames = 32;
 
   /// `named_frames`: how many frames of a new call site, innermost first, are named where dladdr
-  /// cannot name them (a walk of the live stack that opens and reads each frame's object file:
-  /// about a millisecond a frame on this machine).  Trace files keep every frame's name;
-  /// replay mode shows only the innermost's.
+  /// cannot name them (a walk of the live stack whose unw_get_proc_name opens and maps the
+  /// frame's object file each time: docs/measurements/nothing-changed.md).  Trace files keep
+  /// every frame's name; replay mode shows only the innermost's.
   explicit CallSiteTable(int named_frames = kMaxFrames) : named_frames_(named_frames) {}
 
   /// Captures the caller's stack and returns the index of its call site in sites().
