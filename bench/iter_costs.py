@@ -9,7 +9,7 @@ against the mean of the --plan files' calls from --steady-from on (the plan's ea
   the mean of the calls that are not measuring calls (--measuring), and
   the price of the measuring calls: the sum of their excess over the plan's mean.
 
-The default --measuring is what the per-call decision (shim/replay/decide/policy.hpp, default Policy) spends
+The default --measuring is what the per-call decision (shim/replay/adapt/policy.hpp, default Policy) spends
 measuring in up to 1000 calls of overlap scenario b, where its decisions are wide (early saves
 more than 10%: Policy::wide_gain), as TNBC_LOG=debug shows it: the 3 blocking warm-up calls
 (its reads leave room to overlap: the warm-up ends at its room point) and the first early

@@ -23,7 +23,7 @@ enum class LogLevel {
 /// TNBC_ADAPT: how libtnbc.so decides between returning early and the blocking call.
 enum class Adapt {
   off,      ///< return early wherever the engine can (experiments, comparisons)
-  on,       ///< blocking on one node; elsewhere measured per key (shim/replay/decide/policy.hpp)
+  on,       ///< blocking on one node; elsewhere measured per key (shim/replay/adapt/policy.hpp)
   measure,  ///< measured per key everywhere, one node included
 };
 

@@ -57,9 +57,9 @@ class AlltoallvCall : public Collective {
   std::uint64_t plan_bytes() const override { return size() > 0 ? total_ / static_cast<std::size_t>(size()) : 0; }
   /// The key has no size (class 0, the same everywhere); the plan entry only votes.
   std::uint64_t key_bytes() const override { return 0; }
-  void count_received(const decide::Decision& d) override {
+  void count_received(const adapt::Decision& d) override {
     for (int i = 0; i < size(); ++i)
-      decide::count_received(d, rank(), i,
+      adapt::count_received(d, rank(), i,
                              static_cast<std::uint64_t>(recvcounts_[i]) * static_cast<std::uint64_t>(tsize_));
   }
   int blocking() override {
@@ -71,7 +71,7 @@ class AlltoallvCall : public Collective {
   /// (the key holds every size of the communicator's Alltoallv calls, so the agreed order serves
   /// all of them).  Returns MPI_SUCCESS, or the first error of packing or unpacking.
   int exchange(const CallStart& s, bool early) override {
-    const decide::Decision& d = s.d;
+    const adapt::Decision& d = s.d;
     const CallOrder o = early ? call_order(s) : CallOrder{};
     Bytes b;
     bool allow_early = early && early_allowed_;
@@ -90,8 +90,8 @@ class AlltoallvCall : public Collective {
         engine::Engine::instance().alltoallv(b.sptr, b.sb, b.sd, b.rptr, b.rb, b.rd, comm(), o.order, o.per_node,
                                              allow_early, d.engine ? nullptr : d.costs, o.window);
     if (r.why != nullptr) why_direct = r.why;
-    decide::say_early_path_call(d, r.early, why_direct, util::now_ns() - t0);
-    decide::done(d, comm());
+    adapt::say_early_path_call(d, r.early, why_direct, util::now_ns() - t0);
+    adapt::done(d, comm());
     keep_first_error(rc, unpack(b));
     if (r.early) stats().count_early_return();
     else stats().count_fallback(why_direct ? why_direct : "no_full_page");
@@ -105,7 +105,7 @@ class AlltoallvCall : public Collective {
   /// The receive side of `b`, first: its pages may still be guarded by an earlier collective,
   /// whose mirror must be published before this one can guard them again.  Clears `allow_early`
   /// where this rank must receive in place; returns why it does not return early (nullptr: it may).
-  const char* receive_side(Bytes& b, const decide::Decision& d, bool& allow_early) const {
+  const char* receive_side(Bytes& b, const adapt::Decision& d, bool& allow_early) const {
     const auto n = static_cast<std::size_t>(size());
     const TypeInfo rti = datatype::info(recvtype_);
     b.rb.resize(n), b.rd.resize(n);
@@ -231,8 +231,8 @@ class AlltoallCall final : public AlltoallvCall {
   }
   std::uint64_t plan_bytes() const override { return block_; }
   std::uint64_t key_bytes() const override { return block_ * static_cast<std::size_t>(size()); }
-  void count_received(const decide::Decision& d) override {
-    for (int i = 0; i < size(); ++i) decide::count_received(d, rank(), i, block_);
+  void count_received(const adapt::Decision& d) override {
+    for (int i = 0; i < size(); ++i) adapt::count_received(d, rank(), i, block_);
   }
   int blocking() override {
     return PMPI_Alltoall(sendbuf_, sendcount_, sendtype_, recvbuf_, recvcount_, recvtype_, comm());

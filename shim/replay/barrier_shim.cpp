@@ -106,7 +106,7 @@ void node_communicator(MPI_Comm comm, MPI_Comm* out) {
 /// The node's barrier root: MinNumaDist over the NUMA nodes of the node's ranks, unless fixed.
 /// On a machine of one NUMA node every rank is on node 0 and MinNumaDist picks rank 0: no
 /// allgather (the same answer on every rank of the node, which share the machine and the
-/// agreed settings).  `numa`: room for node_size entries.
+/// agreed settings).  `numa`: space for node_size entries.
 int node_root(MPI_Comm node, int node_size, std::vector<int>& numa) {
   const bool fixed_root = g_state.root != config::kBarrierRootAuto && g_state.root < node_size;
   if (fixed_root) return g_state.root;
@@ -145,7 +145,7 @@ std::string map_segment(CommBarrier* cb, int node_rank, int node_size, int root,
 /// Whether every node of `comm` mapped its segment.  With several nodes one allgather over the
 /// communicator makes the outcome common and names each node's root in `leaders`; the roots
 /// alone then make their communicator (an MPI_Comm_split of the whole communicator cost about
-/// 25 ms more at 2 emulated nodes x 2 ranks).  `all`: room for 2 x size entries.
+/// 25 ms more at 2 emulated nodes x 2 ranks).  `all`: space for 2 x size entries.
 bool agree_setup(CommBarrier* cb, MPI_Comm comm, int size, int node_ok, bool is_root, std::vector<int>& all,
                  std::vector<int>& leaders) {
   if (!cb->multi_node) return node_ok != 0;

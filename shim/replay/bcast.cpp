@@ -63,12 +63,12 @@ class BcastCall final : public Collective {
   std::uint64_t plan_bytes() const override { return bytes_; }
   std::uint64_t key_bytes() const override { return bytes_; }
   /// Whatever the tree, the data comes from the root: counted by where the root is.
-  void count_received(const decide::Decision& d) override { decide::count_received(d, rank(), root_, bytes_); }
+  void count_received(const adapt::Decision& d) override { adapt::count_received(d, rank(), root_, bytes_); }
   int blocking() override { return PMPI_Bcast(buffer_, count_, datatype_, root_, comm()); }
   /// A blocking call the engine runs (Decision::engine) receives in place, under the decision's
   /// reason; on the early path only a non-root rank whose buffer allows it returns early.
   int exchange(const CallStart& s, bool /*early: Decision::engine says it*/) override {
-    const decide::Decision& d = s.d;
+    const adapt::Decision& d = s.d;
     const BcastShape shape = shape_of_call(s);
     const std::vector<int> order = call_order(s, shape.segments).order;
     auto [lo, len] = span_of(buffer_, 0, static_cast<std::size_t>(count_), ti_);
@@ -94,8 +94,8 @@ class BcastCall final : public Collective {
       if (rank() != root_)
         rc = PMPI_Unpack(stage.data(), static_cast<int>(bytes_), &pos, buffer_, count_, datatype_, comm());
     }
-    decide::done(d, comm());
-    decide::say_early_path_call(d, early, why_direct, util::now_ns() - t0);
+    adapt::done(d, comm());
+    adapt::say_early_path_call(d, early, why_direct, util::now_ns() - t0);
     if (early) stats().count_early_return();
     else stats().count_fallback(why_direct);
     return rc;
@@ -103,7 +103,7 @@ class BcastCall final : public Collective {
   /// MPI's blocking call observed: the root sends its buffer, only the others have something to
   /// read.  (A blocking call the engine runs is not observed.)
   void observe(const CallStart& s, std::uint64_t ns) override {
-    const decide::Decision& d = s.d;
+    const adapt::Decision& d = s.d;
     if (d.engine || !d.observe || s.ls == nullptr) return;
     shape_of_call(s);
     if (rank() == root_ || !ti_.contiguous) return;

@@ -32,7 +32,7 @@ const priority::Plan* plan() { return g_plan ? &*g_plan : nullptr; }
 void set_site_statistics(bool on) { g_site_stats = on; }
 std::string site_key(std::int64_t site) { return g_sites.key(static_cast<std::uint32_t>(site)); }
 
-decide::SiteName site_name(std::int64_t site) {
+adapt::SiteName site_name(std::int64_t site) {
   const observe::Frame f = g_sites.innermost(static_cast<std::uint32_t>(site));
   return {site_key(site), f.symbol, f.module};
 }
@@ -49,7 +49,7 @@ void release_guarded(const void* p, std::size_t elements, MPI_Datatype type, boo
 
 /// A designated blocking call of `ls` returned: watch the blocks of its receive buffer
 /// (contiguous receive types only, as trace mode watches them).
-void observe_blocks(const decide::Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
+void observe_blocks(const adapt::Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
                     const int displs[], int size, MPI_Datatype recvtype, std::uint64_t tcomm_ns) {
   if (!d.observe || ls == nullptr) return;
   const datatype::TypeInfo ti = datatype::info(recvtype);
@@ -104,15 +104,15 @@ namespace {
 /// default, and a communicator within one node, whose calls all run blocking, learns nothing).
 /// Must be called on the application's call chain, from the collective's handler.
 std::int64_t call_site(MPI_Comm comm) {
-  const bool wanted = g_plan || g_site_stats || (learn::wants_sites() && decide::measured(comm));
+  const bool wanted = g_plan || g_site_stats || (learn::wants_sites() && adapt::measured(comm));
   return wanted ? static_cast<std::int64_t>(g_sites.capture()) : -1;
 }
 
 /// The learning of this call's site (learn.hpp), or nullptr: for an early call (which may use
 /// a learned order) and for a blocking call designated for observation.  A site is only known to
 /// learning once one of these reaches it (a communicator within one node never learns).
-learn::SiteLearning* learning_site(const decide::Decision& d, std::int64_t site) {
-  if (site < 0 || !learn::enabled() || (d.path == decide::Path::blocking && !d.observe)) return nullptr;
+learn::SiteLearning* learning_site(const adapt::Decision& d, std::int64_t site) {
+  if (site < 0 || !learn::enabled() || (d.path == adapt::Path::blocking && !d.observe)) return nullptr;
   return learn::site_of(d.key->learning, site, g_sites.key(static_cast<std::uint32_t>(site)));
 }
 
@@ -146,44 +146,44 @@ CallStart begin(OpStats& st, MPI_Comm comm, priority::Op op, std::uint64_t plan_
   c.site = call_site(comm);
   c.entry = plan_entry(op, comm, plan_bytes, c.site);
   if (c.entry) st.count_planned();
-  c.d = decide::for_call(comm, op, key_bytes, c.entry, c.site);
+  c.d = adapt::for_call(comm, op, key_bytes, c.entry, c.site);
   c.ls = learning_site(c.d, c.site);
   return c;
 }
 
 /// MPI's blocking call on the path a decision chose, with the MPI algorithm its key chose
-/// (decide/algorithm.hpp); its time (after the drain, which is charged to the early calls it
+/// (adapt/algorithm.hpp); its time (after the drain, which is charged to the early calls it
 /// waited for) is the blocking cost of the key.
-int mpi_blocking(Collective& c, const decide::Decision& d) {
+int mpi_blocking(Collective& c, const adapt::Decision& d) {
   const int rc = plain(c.stats(), d.why, [&] {
-    const decide::BlockingRun run = decide::before_blocking(d, c.comm());
+    const adapt::BlockingRun run = adapt::before_blocking(d, c.comm());
     // The thread's CPU clock is a system call (about a microsecond here): read only where the
     // trial uses it.
     const bool cpu = run.wants_cpu;
     const std::uint64_t t0 = util::now_ns(), c0 = cpu ? util::thread_cpu_ns() : 0;
     const int r = c.blocking();
     const std::uint64_t ns = util::now_ns() - t0;
-    decide::after_blocking(d, run, ns, cpu ? util::thread_cpu_ns() - c0 : decide::kCpuUnmeasured, c.comm());
+    adapt::after_blocking(d, run, ns, cpu ? util::thread_cpu_ns() - c0 : adapt::kCpuUnmeasured, c.comm());
     d.costs->blocking_ns.fetch_add(ns, std::memory_order_relaxed);
     return r;
   });
   d.costs->blocking_calls.fetch_add(1, std::memory_order_relaxed);
-  decide::done(d, c.comm());
+  adapt::done(d, c.comm());
   return rc;
 }
 
 /// A blocking call that the engine's exchange runs (Decision::engine), measured as a blocking
 /// call of the key by its time and the CPU of the calling and the progress thread
-/// (decide/trial.hpp; another op in flight shares the progress thread's).
+/// (adapt/trial.hpp; another op in flight shares the progress thread's).
 int engine_blocking(Collective& c, const CallStart& s) {
-  const decide::Decision& d = s.d;
-  const decide::BlockingRun run = decide::before_blocking(d, c.comm());
+  const adapt::Decision& d = s.d;
+  const adapt::BlockingRun run = adapt::before_blocking(d, c.comm());
   engine::Engine& e = engine::Engine::instance();
   const bool cpu = run.wants_cpu;
   const std::uint64_t t0 = util::now_ns(), c0 = cpu ? util::thread_cpu_ns() : 0, p0 = e.progress_cpu_ns();
   const int rc = c.exchange(s, false);
   const std::uint64_t ns = util::now_ns() - t0;
-  decide::after_blocking(d, run, ns, cpu ? util::thread_cpu_ns() - c0 + (e.progress_cpu_ns() - p0) : decide::kCpuUnmeasured,
+  adapt::after_blocking(d, run, ns, cpu ? util::thread_cpu_ns() - c0 + (e.progress_cpu_ns() - p0) : adapt::kCpuUnmeasured,
                          c.comm());
   d.costs->blocking_calls.fetch_add(1, std::memory_order_relaxed);
   d.costs->blocking_ns.fetch_add(ns, std::memory_order_relaxed);
@@ -202,7 +202,7 @@ int run_call(Collective& c) {
   if (const char* why = c.exclusion()) return plain(st, why, blocking);
   const CallStart s = begin(st, c.comm(), c.op(), c.plan_bytes(), c.key_bytes());
   c.count_received(s.d);
-  if (s.d.path == decide::Path::early) return c.exchange(s, true);
+  if (s.d.path == adapt::Path::early) return c.exchange(s, true);
   const std::uint64_t t0 = util::now_ns();
   const int rc = s.d.engine ? engine_blocking(c, s) : mpi_blocking(c, s.d);
   if (rc == MPI_SUCCESS) c.observe(s, util::now_ns() - t0);
@@ -218,7 +218,7 @@ namespace {
 /// own entry, or else the one learned for its site, only says when this rank posts its
 /// messages: safe whatever the others do.
 CallOrder exchange_order(const CallStart& s) {
-  const decide::Decision& d = s.d;
+  const adapt::Decision& d = s.d;
   const bool planned_turns = d.shape != nullptr && d.shape->per_node;
   const priority::PlanEntry* ordered = planned_turns ? d.shape
                                        : d.turns     ? d.turn_order
@@ -240,7 +240,7 @@ CallOrder exchange_order(const CallStart& s) {
 /// learned for the site, or for the key when nobody else calls from this rank's site (a Bcast
 /// root whose call the compiler gave a copy of its own); the same on every rank.
 CallOrder segment_order(const CallStart& s, int segments) {
-  const decide::Decision& d = s.d;
+  const adapt::Decision& d = s.d;
   auto orders_all = [&](const priority::PlanEntry* e) {
     return e != nullptr && e->order.size() == static_cast<std::size_t>(segments);
   };

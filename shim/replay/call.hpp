@@ -4,7 +4,7 @@
 // what differs; run_call takes every call through the same steps, in this order:
 //   1. release_guarded: what learning still guards of the call's buffers is opened;
 //   2. the exclusions every rank shares (shared_exclusion), then the collective's own (sizes);
-//   3. begin(): the call site, the plan entry, the agreed decision (decide/), the site's learning;
+//   3. begin(): the call site, the plan entry, the agreed decision (adapt/), the site's learning;
 //   4. the blocking path (MPI's call, or the engine's exchange run to completion; then
 //      observe() for learning) or the early path (the engine's exchange in call_order's order).
 // Internal to shim/replay/.
@@ -20,7 +20,7 @@
 
 #include "priority/plan.hpp"
 #include "shim/fence.hpp"
-#include "shim/replay/decide/decide.hpp"
+#include "shim/replay/adapt/decide.hpp"
 #include "shim/replay/engine/engine.hpp"
 #include "shim/replay/learn/learn.hpp"
 #include "shim/stats.hpp"
@@ -41,14 +41,14 @@ void set_site_statistics(bool on);
 /// The key of a call site (an index of the call-site table) as plans spell it.
 std::string site_key(std::int64_t site);
 /// The statistics' name of a call site: its key, and its innermost frame's function and module.
-decide::SiteName site_name(std::int64_t site);
+adapt::SiteName site_name(std::int64_t site);
 
 /// One call's start, after its exclusions: where it was called from, what the plan says of it,
 /// the path every rank agreed on, and what learning keeps of its site.
 struct CallStart {
   std::int64_t site = -1;
   const priority::PlanEntry* entry = nullptr;
-  decide::Decision d;
+  adapt::Decision d;
   learn::SiteLearning* ls = nullptr;
 };
 
@@ -76,13 +76,13 @@ class Collective {
   /// Alltoallv).  Asked after exclusion().
   virtual std::uint64_t plan_bytes() const = 0;
   virtual std::uint64_t key_bytes() const = 0;
-  /// Counts what the call receives from each rank (decide::count_received).
-  virtual void count_received(const decide::Decision& d) = 0;
+  /// Counts what the call receives from each rank (adapt::count_received).
+  virtual void count_received(const adapt::Decision& d) = 0;
   /// MPI's blocking call.
   virtual int blocking() = 0;
   /// The engine's exchange: on the early path (`early`: it may return before the data is in),
   /// or a blocking call the engine runs (Decision::engine: complete before returning).  It counts
-  /// the call on the decision's key (decide::done) and in the statistics.
+  /// the call on the decision's key (adapt::done) and in the statistics.
   virtual int exchange(const CallStart& s, bool early) = 0;
   /// A blocking call returned MPI_SUCCESS after `ns`: where the decision designated it, learning
   /// watches its received data.
@@ -109,7 +109,7 @@ int run_call(Collective& c);
 void release_guarded(const void* p, std::size_t elements, MPI_Datatype type, bool touch);
 /// A designated blocking call of `ls` returned: watch the blocks of its receive buffer
 /// (contiguous receive types only, as trace mode watches them).
-void observe_blocks(const decide::Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
+void observe_blocks(const adapt::Decision& d, learn::SiteLearning* ls, void* recvbuf, const int counts[],
                     const int displs[], int size, MPI_Datatype recvtype, std::uint64_t tcomm_ns);
 /// Why this rank must receive [p, p + n) in place rather than return early, or nullptr.
 const char* receive_in_place(const void* p, std::size_t n);

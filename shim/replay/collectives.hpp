@@ -4,7 +4,7 @@
 //
 // Consistency rule: whether a call goes to the engine at all must be decided from facts that are
 // the same on every rank (in-place, inter-communicator, the message size of Alltoall and Bcast,
-// and the per-call decision of decide/policy.hpp, agreed at points every rank reaches), because the
+// and the per-call decision of adapt/policy.hpp, agreed at points every rank reaches), because the
 // engine's messages only match the engine's messages.  Facts that differ between
 // ranks (buffer alignment, local datatypes, Alltoallv's local sizes) only decide whether this
 // rank returns early or completes the engine's exchange before returning.

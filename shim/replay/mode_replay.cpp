@@ -29,8 +29,8 @@
 #include "shim/mpi_own.hpp"
 #include "shim/node.hpp"
 #include "shim/replay/call.hpp"
-#include "shim/replay/decide/algorithm.hpp"
-#include "shim/replay/decide/decide.hpp"
+#include "shim/replay/adapt/algorithm.hpp"
+#include "shim/replay/adapt/decide.hpp"
 #include "shim/replay/engine/replay_guard.hpp"
 #include "shim/requests.hpp"
 #include "shim/io_interpose.hpp"
@@ -43,7 +43,7 @@ namespace {
 std::size_t auto_memory_bound() {
   const auto ranks_here = static_cast<std::uint64_t>(node::world_ranks_here());
   const auto page = static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
-  std::uint64_t room = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * page / ranks_here;
+  std::uint64_t free_bytes = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * page / ranks_here;
   std::uint64_t mapped = 0;  // this process's virtual size now (first field of statm, in pages)
   if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
     unsigned long long pages = 0;
@@ -53,9 +53,9 @@ std::size_t auto_memory_bound() {
   for (int which : {RLIMIT_AS, RLIMIT_DATA}) {
     struct rlimit rl;
     if (getrlimit(which, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-      room = std::min<std::uint64_t>(room, rl.rlim_cur > mapped ? rl.rlim_cur - mapped : 0);
+      free_bytes = std::min<std::uint64_t>(free_bytes, rl.rlim_cur > mapped ? rl.rlim_cur - mapped : 0);
   }
-  return static_cast<std::size_t>(std::max<std::uint64_t>(room / 4, page));
+  return static_cast<std::size_t>(std::max<std::uint64_t>(free_bytes / 4, page));
 }
 
 
@@ -75,8 +75,8 @@ bool start_engine(Runtime& rt) {
   o.progress_max_sleep_us = static_cast<unsigned>(rt.config().progress_max_sleep_us);
   load_plan(rt.config().plan);
   set_site_statistics(!rt.config().stats_prefix.empty());
-  decide::AlgorithmAgreement algorithms;
-  if (!decide::start_decisions(rt.config(), plan() != nullptr, algorithms) && !err)
+  adapt::AlgorithmValues algorithms;
+  if (!adapt::start_decisions(rt.config(), plan() != nullptr, algorithms) && !err)
     err = "cannot create a communicator attribute";
   o.chunk_bytes = rt.config().chunk_bytes;
   o.chunk_window = rt.config().chunk_window;
@@ -95,11 +95,11 @@ bool start_engine(Runtime& rt) {
   PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   // {started here, rank 0 started}: the minimum says whether all started and whether rank 0 did.
   // The algorithms' values ride along (one collective for both).
-  std::array<int, 2 + decide::AlgorithmAgreement::kValues> status{started ? 1 : 0, world_rank != 0 || started ? 1 : 0};
+  std::array<int, 2 + adapt::AlgorithmValues::kValues> status{started ? 1 : 0, world_rank != 0 || started ? 1 : 0};
   std::copy(algorithms.values.begin(), algorithms.values.end(), status.begin() + 2);
   PMPI_Allreduce(MPI_IN_PLACE, status.data(), static_cast<int>(status.size()), MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   std::copy(status.begin() + 2, status.end(), algorithms.values.begin());
-  decide::agreed_decisions(algorithms);
+  adapt::agreed_decisions(algorithms);
   if (!status[0]) {
     if (started) engine::Engine::instance().stop();
     // One message: rank 0's reason, or, when rank 0 could start, the reason of each rank that
@@ -110,7 +110,7 @@ bool start_engine(Runtime& rt) {
   }
   set_running(true);
   requests::set_recording(true);
-  decide::set_engine_prepare([](MPI_Comm comm) { engine::Engine::instance().prepare(comm); });
+  adapt::set_engine_prepare([](MPI_Comm comm) { engine::Engine::instance().prepare(comm); });
   learn::start(rt.config());
   // Per-node priority needs a node communicator and a shared-memory window per communicator:
   // collective and slow (tens of ms).  For MPI_COMM_WORLD set them up here, not inside the
@@ -122,8 +122,8 @@ bool start_engine(Runtime& rt) {
 }
 
 void stop_engine(Runtime& rt) {
-  decide::finish_agreements();
-  decide::stop_algorithms();  // MPI's defaults back, before anything else may call a collective
+  adapt::finish_tallies();
+  adapt::stop_algorithms();  // MPI's defaults back, before anything else may call a collective
   if (!running()) return;
   learn::stop();
   engine::Engine::instance().stop();
@@ -142,7 +142,7 @@ void stop_engine(Runtime& rt) {
   rt.stats().progress_user_ns = engine::Engine::instance().progress_user_ns();
   rt.stats().progress_system_ns = engine::Engine::instance().progress_system_ns();
   rt.stats().fence_wait_ns = engine::Engine::instance().fence_wait_ns();
-  rt.stats().adapt_json = decide::keys_json(site_name);
+  rt.stats().adapt_json = adapt::keys_json(site_name);
   // What the run did, in one line (TNBC_STATS and tnbc-stats say where and why).
   const Stats& st = rt.stats();
   const std::uint64_t calls = st.alltoall.calls() + st.alltoallv.calls() + st.bcast.calls();
@@ -153,7 +153,7 @@ void stop_engine(Runtime& rt) {
                            st.alltoall.planned() + st.alltoallv.planned() + st.bcast.planned() == 0;
   if (calls > 0)
     log::info_rank0("summary: {} of rank 0's {} Alltoall, Alltoallv and Bcast calls returned early{}{}{}{}", early,
-                    calls, decide::measured_saving(), decide::exploration_summary(),
+                    calls, adapt::measured_saving(), adapt::exploration_summary(),
                     plan_unused ? "; none matched an entry of TNBC_PLAN (call sites are module + offset: a "
                                   "rebuilt program needs a new trace and plan)"
                                 : "",
@@ -215,7 +215,7 @@ class ReplayMode final : public Mode {
   void start(Runtime& rt) override {
     if (start_engine(rt)) set_drain_hook(drain_engine);
     barrier_start(rt);
-    decide::set_trial_barrier(replay::barrier);
+    adapt::set_trial_barrier(replay::barrier);
   }
   void stop(Runtime& rt) override {
     barrier_stop(rt);

@@ -1,4 +1,4 @@
-/* Many calls of the same collectives, so that libtnbc.so's per-call decision (shim/replay/decide/policy.hpp)
+/* Many calls of the same collectives, so that libtnbc.so's per-call decision (shim/replay/adapt/policy.hpp)
  * switches between returning early and the blocking call mid-run, and back: every probe of a
  * path is a switch.  Prints one line per call with a checksum of what the rank received; the
  * test compares the lines with plain MPICH's.

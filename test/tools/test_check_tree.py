@@ -31,7 +31,7 @@ GOOD = {
     "shim/log.hpp": "#pragma once\n",
     "shim/replay/engine/engine.hpp": '#pragma once\n#include "shim/log.hpp"\n',
     "shim/replay/engine/op.hpp": '#pragma once\n#include "engine.hpp"\n',
-    "shim/replay/decide/policy.hpp": '#pragma once\n#include "shim/replay/engine/engine.hpp"\n',
+    "shim/replay/adapt/policy.hpp": '#pragma once\n#include "shim/replay/engine/engine.hpp"\n',
 }
 
 HEADER = ("Ran: 2026-11-28 · commit 629d11a · 2 emulated nodes x 2 ranks · 200 Mbit/s · whole segments"
@@ -73,7 +73,7 @@ def main():
 
     def the_engine_reaching_up():
         bad = dict(GOOD)
-        bad["shim/replay/engine/op.hpp"] = '#pragma once\n#include "shim/replay/decide/policy.hpp"\n'
+        bad["shim/replay/engine/op.hpp"] = '#pragma once\n#include "shim/replay/adapt/policy.hpp"\n'
         out = run(tree(bad))
         expect(out.returncode == 1, out.stdout)
         expect("shim/replay/engine/op.hpp:2" in out.stdout and "may include only" in out.stdout, out.stdout)

@@ -46,7 +46,7 @@ BufferPool::Buffer BufferPool::acquire(std::size_t bytes) {
     kept_.erase(kept_.begin() + static_cast<std::ptrdiff_t>(best));
     return b;
   }
-  // Room for a new one: kept buffers go first, largest first.
+  // Space for a new one: kept buffers go first, largest first.
   while (bound_ != 0 && mapped_ + want > bound_ && !kept_.empty())
     unmap_kept_locked(static_cast<std::size_t>(std::max_element(kept_.begin(), kept_.end(), smaller) - kept_.begin()));
   if (bound_ != 0 && mapped_ + want > bound_) return {};

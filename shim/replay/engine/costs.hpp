@@ -1,5 +1,5 @@
 // What an early call costs, part by part, per key: written by the engine (engine.hpp) and the
-// replay handlers, read by the decision (shim/replay/decide/policy.hpp) and the statistics.
+// replay handlers, read by the decision (shim/replay/adapt/policy.hpp) and the statistics.
 #pragma once
 
 #include <atomic>

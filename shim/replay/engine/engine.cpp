@@ -130,7 +130,7 @@ Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool all
   progress_->submit(op);  // `op` keeps it alive here: the progress thread drops its reference at retire
   if (sendbuf != nullptr) engine::fill_send_side(ref, sendbuf);
   const std::uint64_t t2 = util::now_ns();
-  // What the call cost before returning, by stage (statistics, decide/policy.hpp).
+  // What the call cost before returning, by stage (statistics, adapt/policy.hpp).
   auto charge = [&](std::uint64_t end) {
     if (!costs) return;
     costs->init_ns.fetch_add(end - t0, std::memory_order_relaxed);

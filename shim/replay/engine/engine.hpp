@@ -110,7 +110,7 @@ class Engine {
 
   /// Starts the engine's own communicator of `comm` now (collective over `comm`, nonblocking: an
   /// MPI_Comm_idup, completed by its first collective on `comm`), rather than in that collective,
-  /// whose time then is the exchange's alone (decide/blocking.cpp's sample of the engine: 25 ms of a first
+  /// whose time then is the exchange's alone (adapt/blocking.cpp's sample of the engine: 25 ms of a first
   /// 27 ms call of heFFTe's on one node was a blocking dup).
   void prepare(MPI_Comm comm);
   /// Sets up per-node priority for `comm` now (collective over `comm`) instead of at the first

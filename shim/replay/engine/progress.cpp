@@ -156,7 +156,7 @@ void Progress::run() {
       }
     }
     const bool held = page_move::available() && see_faults(active);
-    // This round's CPU time, shared by the ops it served (decide/policy.hpp counts it as their cost).
+    // This round's CPU time, shared by the ops it served (adapt/policy.hpp counts it as their cost).
     const std::uint64_t cpu_now = util::thread_cpu_ns(), cpu = cpu_now - cpu_mark;
     cpu_mark = cpu_now;
     cpu_ns_.fetch_add(cpu, std::memory_order_relaxed);

@@ -82,7 +82,7 @@ priority::CallRecord to_record(const Pending& p, double ticks_per_us) {
   return rec;
 }
 
-/// Opens every guarded page and moves every observed call into its site's samples.
+/// Opens every guarded page and moves every observed call into its site's records.
 void settle() {
   std::lock_guard lock(g_mutex);
   if (!g_guard) return;
@@ -91,9 +91,9 @@ void settle() {
   const double tpu = g_clock.ticks_per_us();
   for (const Pending& p : g_pending) {
     SiteLearning& s = *p.site;
-    s.samples.push_back(to_record(p, tpu));
+    s.records.push_back(to_record(p, tpu));
     ++s.observed;
-    while (s.samples.size() > kWindow) s.samples.pop_front();
+    while (s.records.size() > kWindow) s.records.pop_front();
   }
   g_pending.clear();
   g_guard->reset();
@@ -142,10 +142,10 @@ void write_plan_out() {
     std::lock_guard lock(g_mutex);
     for (const KeyLearning* k : g_keys)
       for (const SiteLearning& s : k->sites) {
-        if (s.current == nullptr || s.key.empty()) continue;
-        priority::PlanEntry e = *s.current;
+        if (s.order.current == nullptr || s.key.empty()) continue;
+        priority::PlanEntry e = *s.order.current;
         e.site = s.key;
-        e.per_node = k->turns_chosen && s.current == k->turns;
+        e.per_node = k->turns_chosen && s.order.current == k->turns;
         if (e.per_node && k->op != priority::Op::bcast) e.window = k->turn_window;
         e.agreement = s.agreement;
         // Alltoall keys hold one size class; Alltoallv's sizes differ by rank: any class.
@@ -263,11 +263,11 @@ std::vector<std::uint32_t> segments_of(const priority::PlanEntry* e, int segment
 }  // namespace
 
 std::vector<std::uint32_t> learned_segments(const SiteLearning* s, int segments) {
-  return segments_of(s != nullptr ? s->current : nullptr, segments);
+  return segments_of(s != nullptr ? s->order.current : nullptr, segments);
 }
 
 std::vector<std::uint32_t> learned_segments(const KeyLearning& k, const SiteLearning* s, int segments) {
-  return segments_of(s != nullptr && s->current != nullptr ? s->current : k.majority, segments);
+  return segments_of(s != nullptr && s->order.current != nullptr ? s->order.current : k.majority, segments);
 }
 
 void release(const void* p, std::size_t n, bool touch) {
@@ -292,7 +292,7 @@ priority::CallSite own_site(const KeyLearning& k, const SiteLearning& s, std::si
   site.messages = messages;
   site.comm_size = k.comm_size;
   site.message_bytes = s.message_bytes;
-  site.ranks.push_back({0, std::vector<priority::CallRecord>(s.samples.begin(), s.samples.end())});
+  site.ranks.push_back({0, std::vector<priority::CallRecord>(s.records.begin(), s.records.end())});
   return site;
 }
 
@@ -304,7 +304,7 @@ std::optional<bool> room(KeyLearning& k) {
   settle();
   const SiteLearning* most = nullptr;
   for (const SiteLearning& s : k.sites)
-    if (!s.samples.empty() && s.messages > 0 && (most == nullptr || s.samples.size() > most->samples.size())) most = &s;
+    if (!s.records.empty() && s.messages > 0 && (most == nullptr || s.records.size() > most->records.size())) most = &s;
   std::optional<bool> out;
   if (most != nullptr)
     if (const auto share = priority::overlap_share(priority::plan_site(own_site(k, *most, most->messages))))
@@ -315,7 +315,7 @@ std::optional<bool> room(KeyLearning& k) {
 
 namespace {
 
-/// The sites of a learn point: (hash, sub-messages) of each rank's sites with samples, gathered
+/// The sites of a learn point: (hash, sub-messages) of each rank's sites with records, gathered
 /// from every rank of `comm`; the union by hash (the most sub-messages any rank saw), at most
 /// kMaxSites.  Adds the gather's time to `gathered`.
 std::map<std::uint64_t, std::size_t> gather_sites(const KeyLearning& k, MPI_Comm comm, std::size_t ranks,
@@ -324,7 +324,7 @@ std::map<std::uint64_t, std::size_t> gather_sites(const KeyLearning& k, MPI_Comm
   std::uint64_t mine[kSlots] = {};
   std::size_t used = 0;
   for (const SiteLearning& s : k.sites)
-    if (!s.samples.empty() && used < kSlots) mine[used++] = s.hash, mine[used++] = s.messages;
+    if (!s.records.empty() && used < kSlots) mine[used++] = s.hash, mine[used++] = s.messages;
   std::vector<std::uint64_t> all(kSlots * ranks);
   const std::uint64_t g0 = util::now_ns();
   PMPI_Allgather(mine, static_cast<int>(kSlots), MPI_UINT64_T, all.data(), static_cast<int>(kSlots), MPI_UINT64_T, comm);
@@ -349,7 +349,7 @@ std::vector<double> gather_summaries(KeyLearning& k, const std::map<std::uint64_
   std::size_t at = 0;
   for (const auto& [h, n] : sites) {
     const SiteLearning* s = find_site(k, h);
-    if (s != nullptr && !s->samples.empty()) {
+    if (s != nullptr && !s->records.empty()) {
       const priority::CallSite site = own_site(k, *s, n);
       const priority::RankSummary sum = priority::summarise_rank(site.ranks[0].calls, n);
       std::copy(sum.delay.begin(), sum.delay.end(), send.begin() + static_cast<std::ptrdiff_t>(at));
@@ -397,16 +397,16 @@ void agree_site(KeyLearning& k, std::uint64_t h, std::size_t n, std::size_t rank
     s->hash = h;
   }
   s->messages = n;
-  update(k, *s, c, call);
-  if (s->current == nullptr) return;
-  const std::vector<std::size_t> current(s->current->order.begin(), s->current->order.end());
+  update(k, s->order, c, call);
+  if (s->order.current == nullptr) return;
+  const std::vector<std::size_t> current(s->order.current->order.begin(), s->order.current->order.end());
   double agree = 0;
   for (const priority::RankSummary& r : ranks_seen) {
     const priority::Consensus own = priority::consensus(std::span(&r, 1), n);
-    agree += priority::concordance(own.order, n - own.ordered, current, n - s->current_ordered);
+    agree += priority::concordance(own.order, n - own.ordered, current, n - s->order.current_ordered);
   }
   s->agreement = ranks_seen.empty() ? 1.0 : agree / static_cast<double>(ranks_seen.size());
-  if (ranks_seen.size() > turns.seen) turns = {s->current, ranks_seen.size(), 2 * crc_ranks > crc_voters};
+  if (ranks_seen.size() > turns.seen) turns = {s->order.current, ranks_seen.size(), 2 * crc_ranks > crc_voters};
 }
 
 }  // namespace
@@ -437,7 +437,7 @@ void learn_point(KeyLearning& k, MPI_Comm comm, std::uint64_t call) {
     }
     // The next learn point hears only what is observed from now on: a phase change shows at the
     // first point after it, and the hysteresis asks for a second one before the order changes.
-    for (SiteLearning& s : k.sites) s.samples.clear();
+    for (SiteLearning& s : k.sites) s.records.clear();
     ++k.points;
   }
   k.gather_ns += gathered;
@@ -448,12 +448,12 @@ std::string json(const KeyLearning& k) {
   std::string sites;
   for (const SiteLearning& s : k.sites) {
     std::string order;
-    if (s.current != nullptr && s.current->order.size() <= 64)
-      order = fmt::format("{}", fmt::join(s.current->order, ","));
+    if (s.order.current != nullptr && s.order.current->order.size() <= 64)
+      order = fmt::format("{}", fmt::join(s.order.current->order, ","));
     sites += fmt::format(
         R"({}{{"site":"{}","learned":{},"at_call":{},"changes":{},"agreement":{:.3f},"observed":{},"order":[{}]}})",
-        sites.empty() ? "" : ",", util::json_escape(s.key), s.current ? "true" : "false", s.learned_at_call,
-        s.changes, s.agreement, s.observed, order);
+        sites.empty() ? "" : ",", util::json_escape(s.key), s.order.current ? "true" : "false", s.order.learned_at_call,
+        s.order.changes, s.agreement, s.observed, order);
   }
   return fmt::format(
       R"({{"points":{},"designated":{},"observed":{},"applied":{},"protect_us":{:.3f},"learn_us":{:.3f},"gather_us":{:.3f},)"

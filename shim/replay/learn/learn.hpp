@@ -23,7 +23,7 @@
 //   turns:    at each learn point, the order of the site that most ranks observed (the same
 //             choice everywhere, from the same numbers) becomes the key's turn order: the order
 //             its early calls take per-node turns in when the key spans nodes and the per-call
-//             decision measured turns cheaper than none (decide/policy.hpp, KeyState::allow_turns).
+//             decision measured turns cheaper than none (adapt/policy.hpp, KeyState::allow_turns).
 //             One order per key, not per site: every member of a node must take turns in the
 //             same order, and ranks may call one collective from different sites.
 //   hysteresis: the first order is adopted at once; a later one replaces it only when two
@@ -82,7 +82,7 @@ bool designate(KeyLearning& k, std::uint64_t call, bool probing);
 bool guarded();
 
 /// The learned entry for this call from `s`, or nullptr.
-inline const priority::PlanEntry* learned(const SiteLearning* s) { return s ? s->current : nullptr; }
+inline const priority::PlanEntry* learned(const SiteLearning* s) { return s ? s->order.current : nullptr; }
 
 /// A Bcast's learned order of its units (observe::bcast_units) as an order of `segments`
 /// segments, the rule `tnbc-order plan` applies (priority::segment_order); empty when nothing
@@ -111,12 +111,12 @@ void drain();
 /// and 13-16% (IS's Alltoallv), data read at once under 1%.
 inline constexpr double kRoomShare = 0.25;
 
-/// The room point of the per-call decision (decide/policy.hpp): whether this rank's observed calls of
+/// The room point of the per-call decision (adapt/policy.hpp): whether this rank's observed calls of
 /// the key leave room to overlap -- the predicted overlap of its own observations of the site
 /// it observed most (priority::overlap_share, the rule `tnbc-order plan` applies to a trace)
 /// is at least kRoomShare of the exchange.  nullopt when it observed nothing there, or nothing
 /// read (it does not vote).  Rank-local; settles the observations in flight, as a learn point
-/// does (the samples stay for the learn point).
+/// does (the records stay for the learn point).
 std::optional<bool> room(KeyLearning& k);
 
 /// The key enters the early path: collective over `comm` when calls were designated since the

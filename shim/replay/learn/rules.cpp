@@ -7,7 +7,7 @@ namespace {
 std::vector<std::uint32_t> as_u32(const std::vector<std::size_t>& order) { return {order.begin(), order.end()}; }
 
 /// Adopts `order` as the site's current order (a new entry: the old one stays valid).
-void adopt(const KeyLearning& k, SiteLearning& s, const priority::Consensus& c, std::uint64_t call) {
+void adopt(const KeyLearning& k, LearnedOrder& s, const priority::Consensus& c, std::uint64_t call) {
   priority::PlanEntry& e = s.entries.emplace_back();
   e.op = k.op;
   e.comm_size = k.comm_size;
@@ -20,7 +20,7 @@ void adopt(const KeyLearning& k, SiteLearning& s, const priority::Consensus& c, 
 
 }  // namespace
 
-void update(const KeyLearning& k, SiteLearning& s, const priority::Consensus& c, std::uint64_t call) {
+void update(const KeyLearning& k, LearnedOrder& s, const priority::Consensus& c, std::uint64_t call) {
   const std::size_t n = c.order.size();
   if (s.current == nullptr) return adopt(k, s, c, call);
   std::vector<std::size_t> current(s.current->order.begin(), s.current->order.end());

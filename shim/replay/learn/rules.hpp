@@ -32,6 +32,18 @@ inline constexpr double kKeepConcordance = 0.9;      ///< an order this close to
 inline constexpr std::size_t kSampledPages = 2;
 
 /// What one call site of one key learned (and this rank's own observations of it).
+/// The orders a site has adopted, and the hysteresis's candidate (update).
+struct LearnedOrder {
+  /// Every order adopted, oldest first: never freed, calls in flight may point at one.
+  std::deque<priority::PlanEntry> entries;
+  const priority::PlanEntry* current = nullptr;
+  std::size_t current_ordered = 0;     ///< length of current's evidence-ordered head
+  std::vector<std::size_t> candidate;  ///< an order seen once that differs from current
+  std::size_t candidate_ordered = 0;
+  std::uint64_t learned_at_call = 0;   ///< key call at which current was adopted
+  std::uint64_t changes = 0;           ///< orders replaced after the first
+};
+
 struct SiteLearning {
   std::uint64_t hash = 0;    ///< of the site's plan key: the same on every rank
   std::int64_t site = -1;    ///< this rank's index in the call-site table (-1: seen only in a gather)
@@ -42,17 +54,10 @@ struct SiteLearning {
   /// Bcast: the segments and tree (0 = binomial, else chains) its calls are cut into; a learned
   /// order of units becomes an order of these segments (priority::segment_order).
   int bcast_segments = 0, bcast_chains = 0;
-  std::deque<priority::CallRecord> samples;  ///< this rank's calls observed since the last learn point
-  /// Every order adopted, oldest first: never freed, calls in flight may point at one.
-  std::deque<priority::PlanEntry> entries;
-  const priority::PlanEntry* current = nullptr;
-  std::size_t current_ordered = 0;     ///< length of current's evidence-ordered head
-  std::vector<std::size_t> candidate;  ///< an order seen once that differs from current
-  std::size_t candidate_ordered = 0;
-  std::uint64_t learned_at_call = 0;   ///< key call at which current was adopted
+  std::deque<priority::CallRecord> records;  ///< this rank's calls observed since the last learn point
+  LearnedOrder order;
   std::uint64_t observed = 0;          ///< this rank's calls observed here, in all
-  std::uint64_t changes = 0;           ///< orders replaced after the first
-  double agreement = 1.0;              ///< mean concordance of the ranks with current
+  double agreement = 1.0;              ///< mean concordance of the ranks with order.current
 };
 
 /// The learning of one key (decide.hpp's Key holds one).
@@ -96,6 +101,6 @@ bool designated(std::uint64_t call, bool probing);
 /// candidate, and replaces the current (one more change) when the next learn point's order
 /// agrees with it as closely.  An adopted order is a new entry: the old one stays valid for
 /// calls in flight.
-void update(const KeyLearning& k, SiteLearning& s, const priority::Consensus& c, std::uint64_t call);
+void update(const KeyLearning& k, LearnedOrder& s, const priority::Consensus& c, std::uint64_t call);
 
 }  // namespace tnbc::shim::replay::learn

@@ -302,11 +302,11 @@ def main():
             expect(windows == [(0, 0)] * P, f"send windows {windows} without turns")
 
     def room_on_cluster(pause_us, room, explore="off"):
-        # The warm-up's room point (shim/replay/decide/policy.hpp): reads 10 ms apart leave room to overlap an
+        # The warm-up's room point (shim/replay/adapt/policy.hpp): reads 10 ms apart leave room to overlap an
         # exchange of about 10 ms, reads at once do not.  Every rank must come to the same
         # verdict (the ranks vote), with identical bytes either way.  With an exploration budget
         # (TNBC_EXPLORE not off) room begins the early probe only where every rank's budget
-        # affords it: 4 calls into a run, none does (decide/explore.hpp: a whole interval per call
+        # affords it: 4 calls into a run, none does (adapt/explore.hpp: a whole interval per call
         # predicted before any early call was measured), and the warm-up goes on everywhere.
         prefix = os.path.join(tmp, f"room{pause_us}-{explore}")
         short = room and explore == "off"

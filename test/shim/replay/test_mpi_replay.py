@@ -140,7 +140,7 @@ def main():
         check_algorithms(prefix, ranks)
 
     def check_algorithms(prefix, ranks, rounds=True):
-        # MPI's algorithms (decide/algorithm.hpp): every Alltoall and Bcast key tried its
+        # MPI's algorithms (adapt/algorithm.hpp): every Alltoall and Bcast key tried its
         # candidates (each a switch of algorithm between consecutive calls), and every rank of a
         # communicator chose the same one at the same calls: ranks that wrote different values for
         # one call would have run different algorithms against each other.  rounds=False: the
@@ -462,7 +462,7 @@ def main():
         expect(any(re.search(r"tnbc\[0\]: decided: alltoall of 256 KiB on communicator 0 \(4 ranks\): (returns early|"
                              r"blocking) from call 10: measured", l) for l in err), f"not decided at call 10: {err}")
     def exploration_budget():
-        # The probe point (decide/policy.hpp, Policy::probe_points): after the 6 warm-up calls
+        # The probe point (adapt/policy.hpp, Policy::probe_points): after the 6 warm-up calls
         # the ranks vote whether their exploration budgets afford an early probe (TNBC_EXPLORE),
         # decided at call 7.  Learning off: no room point.  late_rank's key calls every ~40 ms.
         # TNBC_EXPLORE=0 affords nothing: no call of the 14 returns early, on any rank, and the

@@ -13,7 +13,7 @@
 #include "shim/log.hpp"
 #include "util/clock.hpp"
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 namespace {
 
 /// The engine's exchange becomes a key's first choice for its blocking calls (before any trial
@@ -25,8 +25,8 @@ namespace {
 /// (EngineCheck): the next blocking calls run MPI's choice and the engine's in blocks, and where
 /// the program's own intervals do not show the engine's gain beyond their spread, MPI's choice
 /// runs the key's calls again (the samples measure inside the call; what the engine's exchange
-/// costs the program after it, they do not see).  The agreements are nonblocking
-/// (AlgorithmChoice::agreement).  The engine's communicator is started before the
+/// costs the program after it, they do not see).  The tallies are nonblocking
+/// (AlgorithmChoice::tally).  The engine's communicator is started before the
 /// samples, and they end before the trial's first round may begin (TrialPolicy::skip): a
 /// program of few calls never pays for trying.  The measurements behind the constants:
 /// docs/measurements/decision-notes.md.
@@ -73,7 +73,7 @@ namespace {
 
 /// What a unit of the key's blocking calls' CPU costs the program on this rank (trial.hpp).
 double cpu_weight(const Key& key) {
-  return decide::cpu_weight(key.algorithm.polled.calls, key.algorithm.polled.wall_ns, key.algorithm.polled.cpu_ns,
+  return adapt::cpu_weight(key.algorithm.polled.calls, key.algorithm.polled.wall_ns, key.algorithm.polled.cpu_ns,
                             key.path.intervals.blocking_intervals.load(std::memory_order_relaxed),
                             key.path.intervals.blocking_interval_ns.load(std::memory_order_relaxed));
 }
@@ -88,13 +88,13 @@ std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::u
 
 /// After the key's kEngineAskAt-th blocking call, before any trial round: the ranks start to
 /// agree on the key's CPU weight (an MPI_Iallreduce of 2 doubles, completed at its next call:
-/// complete_agreement).
+/// complete_tally).
 void ask_engine_weight(Key& key, MPI_Comm comm) {
   key.algorithm.engine.stage = EngineStage::decided;
   if (key.algorithm.engine_index() == key.algorithm.candidates.size()) return;
   const double mine[2] = {cpu_weight(key), 1.0};
-  key.algorithm.agreement.set(mine);
-  if (key.algorithm.agreement.post(comm))
+  key.algorithm.tally.set(mine);
+  if (key.algorithm.tally.post(comm))
     key.algorithm.engine.stage = EngineStage::weighing;
 }
 
@@ -114,8 +114,8 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
   const auto predicted = static_cast<std::uint64_t>(std::max(per_call, 0.0) * EngineCheck::kCalls / 2);
   const bool affords = exploration_budget().affords(predicted, util::now_ns());
   const double mine[3] = {e.cost[0], e.cost[1], affords ? 1.0 : 0.0};
-  key.algorithm.agreement.set(mine);
-  if (key.algorithm.agreement.post(comm)) e.stage = EngineStage::judging;
+  key.algorithm.tally.set(mine);
+  if (key.algorithm.tally.post(comm)) e.stage = EngineStage::judging;
 }
 
 /// The agreed weight: from kEngineFirstWeight the key's next 2 x kEngineSamples blocking calls
@@ -124,7 +124,7 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
 void weight_agreed(Key& key, MPI_Comm comm) {
   key.algorithm.engine.stage = EngineStage::decided;
   key.algorithm.engine.weighed = true;
-  const std::span<const double> sum = key.algorithm.agreement.sums();
+  const std::span<const double> sum = key.algorithm.tally.sums();
   key.algorithm.engine.weight = sum[0] / std::max(sum[1], 1.0);
   if (key.algorithm.engine.weight < kEngineFirstWeight) {
     log::debug("{} on communicator {}: CPU weight {:.2f} (mean of {:.0f} ranks): MPI's algorithm stays the first choice",
@@ -173,8 +173,8 @@ void count_check(Key& key, bool check_call, MPI_Comm comm) {
   }
   if (c.calls < EngineCheck::kCalls) return;
   key.algorithm.engine.stage = EngineStage::decided;
-  key.algorithm.agreement.set(c.block_ns);
-  if (key.algorithm.agreement.post(comm)) key.algorithm.engine.stage = EngineStage::rechecking;
+  key.algorithm.tally.set(c.block_ns);
+  if (key.algorithm.tally.post(comm)) key.algorithm.engine.stage = EngineStage::rechecking;
 }
 
 /// The agreed check: the engine's exchange stays the choice only where the program's intervals
@@ -182,7 +182,7 @@ void count_check(Key& key, bool check_call, MPI_Comm comm) {
 void check_agreed(Key& key) {
   key.algorithm.engine.stage = EngineStage::decided;
   EngineCheck& c = key.algorithm.engine.check;
-  const std::span<const double> b = key.algorithm.agreement.sums(), m = key.algorithm.agreement.mine();
+  const std::span<const double> b = key.algorithm.tally.sums(), m = key.algorithm.tally.mine();
   c.judged = true;
   c.agreed = engine_check_sums(b[0], b[1], b[2], b[3]);
   // What the check's calls of the losing candidate cost this rank beyond the winner's (explore.hpp).
@@ -212,11 +212,11 @@ void check_agreed(Key& key) {
 /// cost less, and is checked (start_check).
 void verdict_agreed(Key& key) {
   key.algorithm.engine.stage = EngineStage::decided;
-  const double w = key.algorithm.engine.weight, mpi = key.algorithm.agreement.sums()[0],
-               engine = key.algorithm.agreement.sums()[1];
+  const double w = key.algorithm.engine.weight, mpi = key.algorithm.tally.sums()[0],
+               engine = key.algorithm.tally.sums()[1];
   const double n = std::max(key.comm_size, 1) * kEngineSamples;
   // Every rank's budget affords the check (ask_engine_verdict); else none runs.
-  const bool check = key.algorithm.agreement.sums()[2] >= std::max(key.comm_size, 1);
+  const bool check = key.algorithm.tally.sums()[2] >= std::max(key.comm_size, 1);
   if (engine >= mpi) {
     log::debug("{} on communicator {}: CPU weight {:.2f}, but the engine's sample calls cost {:.1f} ms against MPI's "
                "{:.1f} ms (time plus CPU by the weight, means of {} calls on each rank): "
@@ -246,16 +246,16 @@ void verdict_agreed(Key& key) {
 
 /// The agreed trial round: the choice, said where it changes.
 void trial_agreed(Key& key) {
-  key.algorithm.round_agreeing = false;
+  key.algorithm.round_pending = false;
   AlgorithmTrial& trial = key.algorithm.trial;
   // What the round's candidates cost this rank beyond the choice before it, by their best
   // calls (explore.hpp; the barriers before them are not counted).
-  const std::span<const double> mine = key.algorithm.agreement.mine();
+  const std::span<const double> mine = key.algorithm.tally.mine();
   const std::size_t k = mine.size() / 2;
   const double choice = key.algorithm.before < k ? mine[key.algorithm.before] : 0.0;
   for (std::size_t i = 0; i < k && choice > 0; ++i)
     if (mine[i] > choice) exploration_budget().charge(Explore::trial, static_cast<std::uint64_t>(mine[i] - choice));
-  choose_algorithm(trial, key.algorithm.agreement.sums(), key.comm_size);
+  choose_algorithm(trial, key.algorithm.tally.sums(), key.comm_size);
   if (trial.chosen() == key.algorithm.told) return;
   key.algorithm.told = trial.chosen();
   auto name = [&](std::size_t i) {
@@ -266,25 +266,25 @@ void trial_agreed(Key& key) {
                   "(this rank's best call {:.1f} ms, against {:.1f} ms with {}; time and the CPU taken from "
                   "the node)",
                   what(key, key.first_bytes), key.comm_id, key.comm_size, name(trial.chosen()), trial.calls(),
-                  key.algorithm.agreement.mine()[trial.chosen()] / 1e6, key.algorithm.agreement.mine()[key.algorithm.before] / 1e6,
+                  key.algorithm.tally.mine()[trial.chosen()] / 1e6, key.algorithm.tally.mine()[key.algorithm.before] / 1e6,
                   name(key.algorithm.before));
 }
 
 }  // namespace
 
-void complete_agreement(Key& key, MPI_Comm comm) {
-  if (!key.algorithm.agreement.pending()) return;
-  key.algorithm.agreement.complete();
-  if (key.algorithm.round_agreeing) trial_agreed(key);
+void complete_tally(Key& key, MPI_Comm comm) {
+  if (!key.algorithm.tally.pending()) return;
+  key.algorithm.tally.complete();
+  if (key.algorithm.round_pending) trial_agreed(key);
   else if (key.algorithm.engine.stage == EngineStage::weighing) weight_agreed(key, comm);
   else if (key.algorithm.engine.stage == EngineStage::judging) verdict_agreed(key);
   else if (key.algorithm.engine.stage == EngineStage::rechecking) check_agreed(key);
 }
 
-void agreement_at_end(Key& key) {
-  if (!key.algorithm.agreement.pending()) return;
-  key.algorithm.agreement.complete();
-  if (key.algorithm.round_agreeing) trial_agreed(key);  // the statistics show the round (no MPI call follows)
+void tally_at_end(Key& key) {
+  if (!key.algorithm.tally.pending()) return;
+  key.algorithm.tally.complete();
+  if (key.algorithm.round_pending) trial_agreed(key);  // the statistics show the round (no MPI call follows)
 }
 
 void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wall_ns, std::uint64_t cpu_ns,
@@ -317,13 +317,13 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
   else if (key->algorithm.engine.stage == EngineStage::sampling && !trial.sampling())
     ask_engine_verdict(*key, comm);
   // The round's last call: the ranks start to agree now, after its data is complete (done() says
-  // why), and the choice is made at the key's next call, as the engine's (AlgorithmChoice::agreement).
+  // why), and the choice is made at the key's next call, as the engine's (AlgorithmChoice::tally).
   if (!trial.choice_due()) return;
-  complete_agreement(*key, comm);  // one agreement in flight at a time
-  key->algorithm.agreement.set(algorithm_votes(trial));
+  complete_tally(*key, comm);  // one tally in flight at a time
+  key->algorithm.tally.set(algorithm_votes(trial));
   key->algorithm.before = trial.chosen();
-  if (key->algorithm.agreement.post(comm))
-    key->algorithm.round_agreeing = true;
+  if (key->algorithm.tally.post(comm))
+    key->algorithm.round_pending = true;
   else
     trial.choose({});  // ends the round, nothing chosen
 }
@@ -350,4 +350,4 @@ std::string algorithm_json(const Key& k) {
                      c.agreed.engine / 1e6, c.agreed.spread / 1e6);
 }
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

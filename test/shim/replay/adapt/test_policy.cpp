@@ -1,4 +1,4 @@
-// The per-call decision's policy (shim/replay/decide/policy.hpp), driven with made-up costs: which path each
+// The per-call decision's policy (shim/replay/adapt/policy.hpp), driven with made-up costs: which path each
 // call takes, when decisions fall, hysteresis, and the growing runs between probes.
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 
 #include "policy_driver.hpp"
 
-using namespace tnbc::shim::replay::decide::test;
+using namespace tnbc::shim::replay::adapt::test;
 
 TEST_CASE("a key probes blocking, then early, then decides at the same call on every rank") {
   Sim s(small(), 100, 200);

@@ -1,7 +1,7 @@
 // The per-call decision of replay mode: one key per (communicator, operation, size class of the
 // call's bytes) with its three parts, each a struct of its own (the path choice: policy.hpp
 // applied per key; the algorithm of its blocking calls: blocking.cpp; its learning: learn.hpp),
-// what its calls cost, the agreements that settle its choices (agreement.hpp), and the rule that
+// what its calls cost, the tallies that settle its choices (tally.hpp), and the rule that
 // a communicator within one node runs blocking.  call.cpp asks for_call() before each call and
 // done() after it.
 #pragma once
@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agreement.hpp"
+#include "tally.hpp"
 #include "algorithm.hpp"
 #include "explore.hpp"
 #include "policy.hpp"
@@ -26,7 +26,7 @@
 #include "shim/replay/learn/learn.hpp"
 #include "priority/plan.hpp"
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 
 /// What the calls of one key made from one call site cost (the statistics' breakdown).
 struct SiteCosts {
@@ -55,7 +55,7 @@ struct PathChoice {
   KeyState state;
   Intervals intervals;
   VoteStage vote_stage = VoteStage::none;
-  Agreement vote;  ///< Vote::kFields doubles
+  Tally vote;  ///< Vote::kFields doubles
   /// The plan's word on the key's latest call (its entry's "return"; measure: none), a vote.
   priority::Return plan_return = priority::Return::measure;
   std::uint64_t last_entry_ns = 0;     ///< entry of the key's previous call (0: none yet)
@@ -115,21 +115,21 @@ struct EngineSamples {
   bool preferred = false;
   EngineCheck check;
   /// What a call of the engine's exchange took beyond MPI's, by this rank's samples (explore.hpp).
-  double engine_excess_ns() const { return decide::engine_excess_ns(wall_ns, calls); }
+  double engine_excess_ns() const { return adapt::engine_excess_ns(wall_ns, calls); }
 };
 
 /// The algorithm of a key's blocking calls (blocking.cpp): MPI's own algorithms and the engine's
-/// exchange as candidates, their trial, the engine's samples, and the agreement in flight.
+/// exchange as candidates, their trial, the engine's samples, and the tally in flight.
 struct AlgorithmChoice {
   /// MPI's own algorithms (algorithm.hpp; MPI's default first), and kEngineCandidate.
   std::vector<std::string> candidates;
   AlgorithmTrial trial;
   PolledCpu polled;
   EngineSamples engine;
-  /// The CPU weight's, the samples' or a trial round's agreement (which: engine.stage and
-  /// round_agreeing), and the choice before a round.
-  Agreement agreement;
-  bool round_agreeing = false;
+  /// The CPU weight's, the samples' or a trial round's tally (which: engine.stage and
+  /// round_pending), and the choice before a round.
+  Tally tally;
+  bool round_pending = false;
   std::size_t before = 0;
   bool weighs_cpu = false;    ///< its candidates include the engine's exchange: their CPU counts
   bool last_trial = false;    ///< the previous call tried a candidate other than the choice
@@ -196,7 +196,7 @@ struct Decision {
   /// place), rather than MPI's blocking call (TNBC_BLOCKING).  The same on every rank.
   bool engine = false;
   /// An early call that takes per-node turns in `turn_order` (learned for the key and decided
-  /// by measurement, the same on every rank: decide/policy.hpp, KeyState::allow_turns).
+  /// by measurement, the same on every rank: adapt/policy.hpp, KeyState::allow_turns).
   bool turns = false;
   const priority::PlanEntry* turn_order = nullptr;
 };
@@ -207,8 +207,8 @@ struct Decision {
 /// rank calls it, then agreed_decisions with the minimum of every rank's `mine` over
 /// MPI_COMM_WORLD.  plan_loaded: the first call of each key asks every rank's plan.  False if
 /// MPI cannot create the attribute.
-bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgreement& mine);
-void agreed_decisions(const AlgorithmAgreement& agreed);
+bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmValues& mine);
+void agreed_decisions(const AlgorithmValues& agreed);
 /// The barrier that starts a trial call on every rank together (trial.hpp): replay mode's own
 /// MPI_Barrier (a fraction of a millisecond on a full node, where MPICH's takes 4-16 ms: 4
 /// ranks on 2 cores); PMPI_Barrier until set.
@@ -291,9 +291,9 @@ std::string measured_saving();
 /// was explored.
 std::string exploration_summary();
 
-/// Completes the agreements still in flight (a key whose next call never came;
+/// Completes the tallies still in flight (a key whose next call never came;
 /// every rank posted them after the same call).  At MPI_Finalize, before the statistics.
-void finish_agreements();
+void finish_tallies();
 
 /// How the statistics name a call site: its plan key, and its innermost frame's function and
 /// module path (for tnbc-stats, which resolves file and line from them).
@@ -304,4 +304,4 @@ struct SiteName {
 /// call site by its index.
 std::string keys_json(const std::function<SiteName(std::int64_t)>& site_name);
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

@@ -11,7 +11,7 @@
 #include "shim/log.hpp"
 #include "shim/mpi_own.hpp"
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 namespace {
 
 /// A control variable that selects the algorithm of one operation.
@@ -36,13 +36,13 @@ bool g_mpi_t = false;
 std::string g_status = "MPI's algorithms: not chosen (TNBC_ALGORITHMS=0)";
 bool g_unexpected = false;  // variables found but not usable: worth a message at TNBC_LOG=info
 
-/// What probe_algorithms found on this rank, for settle_algorithms.
-struct Probe {
+/// What find_algorithms found on this rank, for settle_algorithms.
+struct Lookup {
   bool enabled = false;
   int usable[2] = {0, 0};
   std::string why;
 };
-Probe g_probe;
+Lookup g_lookup;
 
 Var* var_of(priority::Op op) {
   for (Var& v : g_vars)
@@ -137,9 +137,9 @@ std::vector<std::string> algorithm_candidates(priority::Op op, std::uint64_t byt
   return candidates_for(op, bytes);
 }
 
-AlgorithmAgreement probe_algorithms(bool enabled) {
-  g_probe = Probe{};
-  g_probe.enabled = enabled;
+AlgorithmValues find_algorithms(bool enabled) {
+  g_lookup = Lookup{};
+  g_lookup.enabled = enabled;
   int initial[2] = {0, 0};
   if (enabled) {
     // MPI_T at the thread level MPI runs at: Open MPI's MPI_T_init_thread sets the level MPI
@@ -148,35 +148,35 @@ AlgorithmAgreement probe_algorithms(bool enabled) {
     int level = MPI_THREAD_SINGLE, provided = 0;
     mpi_own::Query_thread(&level);
     g_mpi_t = PMPI_T_init_thread(level, &provided) == MPI_SUCCESS;
-    if (!g_mpi_t) g_probe.why = "MPI_T cannot be initialized", g_unexpected = true;
+    if (!g_mpi_t) g_lookup.why = "MPI_T cannot be initialized", g_unexpected = true;
     for (std::size_t i = 0; g_mpi_t && i < g_vars.size(); ++i) {
       const std::string err = open_var(g_vars[i], all_candidates(g_vars[i].op));
-      if (!err.empty() && g_probe.why.empty()) g_probe.why = err;
+      if (!err.empty() && g_lookup.why.empty()) g_lookup.why = err;
       // A variable MPI does not have (Open MPI) is expected; one it has but that reads
       // otherwise (another MPICH version) is not.
       if (!err.empty() && err.find(" not found") == std::string::npos) g_unexpected = true;
-      g_probe.usable[i] = err.empty() ? 1 : 0;
+      g_lookup.usable[i] = err.empty() ? 1 : 0;
       initial[i] = g_vars[i].initial;
     }
   }
   // Every rank uses a variable or none does, and only where nobody chose an algorithm already
   // (MPIR_CVAR_..._ALGORITHM set in the environment: the user's choice stands): the minimum of
   // each usable flag, and the minimum and maximum of each initial value (0 is MPI's default).
-  return {{g_probe.usable[0], g_probe.usable[1], initial[0], initial[1], -initial[0], -initial[1]}};
+  return {{g_lookup.usable[0], g_lookup.usable[1], initial[0], initial[1], -initial[0], -initial[1]}};
 }
 
-void settle_algorithms(const AlgorithmAgreement& agreed) {
+void settle_algorithms(const AlgorithmValues& agreed) {
   const int* a = agreed.values.data();
-  std::string used, why = g_probe.why;
+  std::string used, why = g_lookup.why;
   for (std::size_t i = 0; i < g_vars.size(); ++i) {
     const bool user_set = a[2 + i] != 0 || a[4 + i] != 0;
     g_vars[i].usable = a[i] == 1 && !user_set;
     if (g_vars[i].usable) used += fmt::format("{}{}", used.empty() ? "" : ", ", priority::to_string(g_vars[i].op));
-    else if (g_probe.enabled && user_set && why.empty()) why = fmt::format("{} is set by the user", g_vars[i].name);
-    else if (g_probe.enabled && a[i] != 1 && g_probe.usable[i] == 1 && why.empty())
+    else if (g_lookup.enabled && user_set && why.empty()) why = fmt::format("{} is set by the user", g_vars[i].name);
+    else if (g_lookup.enabled && a[i] != 1 && g_lookup.usable[i] == 1 && why.empty())
       why = "not every rank can write them", g_unexpected = true;
   }
-  if (!g_probe.enabled) return;
+  if (!g_lookup.enabled) return;
   g_status = used.empty() ? fmt::format("MPI's algorithms: not chosen per call ({}); MPI's default runs", why)
              : why.empty() ? fmt::format("MPI's algorithms: chosen per call for {}", used)
                            : fmt::format("MPI's algorithms: chosen per call for {} ({})", used, why);
@@ -225,4 +225,4 @@ bool choose_algorithm(AlgorithmTrial& trial, std::span<const double> summed, int
   return trial.choose(agreed);
 }
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

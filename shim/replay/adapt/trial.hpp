@@ -40,7 +40,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 
 struct TrialPolicy {
   std::uint32_t skip = 16;       ///< blocking calls before the first round, at least
@@ -165,4 +165,4 @@ class AlgorithmTrial {
   std::uint64_t sample_from_ = ~std::uint64_t{0};  ///< the first sample call (none)
 };
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 
 std::uint64_t ExplorationBudget::allowed_ns(std::uint64_t now_ns) const {
   const std::uint64_t ran = now_ns > start_ns_ ? now_ns - start_ns_ : 0;
@@ -65,4 +65,4 @@ std::uint64_t predicted_probe_ns(std::uint64_t calls, double blocking_ns, double
   return static_cast<std::uint64_t>(static_cast<double>(calls) * per_call);
 }
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

@@ -25,20 +25,20 @@
 #include "priority/plan.hpp"
 #include "trial.hpp"
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 
 /// What every rank must agree on before it uses a variable: the minimum over MPI_COMM_WORLD of
 /// each rank's values (replay::start folds them into its own start-up agreement).
-struct AlgorithmAgreement {
+struct AlgorithmValues {
   static constexpr std::size_t kValues = 6;
   std::array<int, kValues> values{};
 };
 /// Looks the control variables up and checks that each candidate value can be written and read
 /// back, on this rank (no message); returns this rank's values to agree on.  `enabled` false
 /// (TNBC_ALGORITHMS=0, or TNBC_ADAPT=off): nothing is looked up.
-AlgorithmAgreement probe_algorithms(bool enabled);
+AlgorithmValues find_algorithms(bool enabled);
 /// With the minimum of every rank's values: every rank uses the same candidates or none.
-void settle_algorithms(const AlgorithmAgreement& agreed);
+void settle_algorithms(const AlgorithmValues& agreed);
 /// Sets every variable written back to MPI's default and releases MPI_T.
 void stop_algorithms();
 
@@ -68,4 +68,4 @@ bool algorithms_unexpected();
 std::vector<double> algorithm_votes(const AlgorithmTrial& trial);
 bool choose_algorithm(AlgorithmTrial& trial, std::span<const double> summed, int ranks);
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

@@ -5,16 +5,16 @@
 #include <optional>
 #include <vector>
 
-#include "shim/replay/decide/policy.hpp"
+#include "shim/replay/adapt/policy.hpp"
 
-namespace tnbc::shim::replay::decide::test {
+namespace tnbc::shim::replay::adapt::test {
 
-using tnbc::shim::replay::decide::Intervals;
-using tnbc::shim::replay::decide::KeyState;
-using tnbc::shim::replay::decide::Path;
-using tnbc::shim::replay::decide::Policy;
-using tnbc::shim::replay::decide::Turns;
-using tnbc::shim::replay::decide::Vote;
+using tnbc::shim::replay::adapt::Intervals;
+using tnbc::shim::replay::adapt::KeyState;
+using tnbc::shim::replay::adapt::Path;
+using tnbc::shim::replay::adapt::Policy;
+using tnbc::shim::replay::adapt::Turns;
+using tnbc::shim::replay::adapt::Vote;
 
 /// One rank running calls of one key whose early calls cost `early_ns` and blocking calls
 /// `blocking_ns`; every decision sums the votes of `ranks` identical ranks.
@@ -92,4 +92,4 @@ inline Policy small() {
   return narrow(p);
 }
 
-}  // namespace tnbc::shim::replay::decide::test
+}  // namespace tnbc::shim::replay::adapt::test

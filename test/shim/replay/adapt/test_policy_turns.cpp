@@ -1,4 +1,4 @@
-// The per-call decision's per-node turns (shim/replay/decide/policy.hpp, KeyState::allow_turns),
+// The per-call decision's per-node turns (shim/replay/adapt/policy.hpp, KeyState::allow_turns),
 // driven with made-up costs: which turns each early call takes, and when they are compared.
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 
 #include "policy_driver.hpp"
 
-using namespace tnbc::shim::replay::decide::test;
+using namespace tnbc::shim::replay::adapt::test;
 
 namespace {
 

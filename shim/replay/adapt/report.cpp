@@ -8,7 +8,7 @@
 #include "blocking.hpp"
 #include "util/json.hpp"
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 namespace {
 
 /// The costs of a key's calls from one site, or summed over its sites.
@@ -87,4 +87,4 @@ std::string key_json(const Key& k, const char* path, const std::function<SiteNam
       turns_json(k), algorithm_json(k));
 }
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

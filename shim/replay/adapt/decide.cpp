@@ -22,7 +22,7 @@
 #include "util/hash.hpp"
 #include "util/clock.hpp"
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 namespace {
 
 /// A byte count as a person reads it: "1 MiB", "64 KiB", "100 B".
@@ -96,7 +96,7 @@ CommState& comm_state(MPI_Comm comm) {
 
 }  // namespace
 
-bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgreement& mine) {
+bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmValues& mine) {
   g_adapt = cfg.adapt != config::Adapt::off;
   g_policy.warmup_calls = static_cast<std::uint32_t>(cfg.adapt_warmup);
   // The room point asks what the warm-up observed: only where learning observes (the same
@@ -114,13 +114,13 @@ bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmAgree
   }
   g_plan_loaded = plan_loaded;
   g_algorithms = cfg.algorithms && g_adapt;
-  mine = probe_algorithms(g_algorithms);
+  mine = find_algorithms(g_algorithms);
   return PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_comm_state, &g_comm_keyval, nullptr) == MPI_SUCCESS;
 }
 
 const TrialPolicy& trial_policy() { return g_trial; }
 
-void agreed_decisions(const AlgorithmAgreement& agreed) {
+void agreed_decisions(const AlgorithmValues& agreed) {
   settle_algorithms(agreed);
   if (g_algorithms && algorithms_unexpected()) log::warn_rank0("{}", algorithms_status());
   else if (g_algorithms && log::rank() <= 0) log::debug("{}", algorithms_status());
@@ -490,7 +490,7 @@ Decision for_call(MPI_Comm comm, priority::Op op, std::uint64_t bytes, const pri
     }
     return d;
   }
-  complete_agreement(key, comm);  // before this call's path and algorithm: it may change them
+  complete_tally(key, comm);  // before this call's path and algorithm: it may change them
   end_interval(key.path, key.algorithm.last_trial);
   if (one_node_rule(key.one_node)) return one_node_call(key, d, entry, bytes);
   settle_path(key, comm, bytes, entry);
@@ -562,10 +562,10 @@ std::string measured_saving() {
 
 std::string exploration_summary() { return g_adapt ? exploration_budget().summary(util::now_ns()) : std::string(); }
 
-void finish_agreements() {
+void finish_tallies() {
   std::lock_guard lock(g_keys_mutex);
   for (Key& k : g_keys) {
-    agreement_at_end(k);
+    tally_at_end(k);
     // A vote whose next call never came: completed, not decided (no call follows).
     if (k.path.vote_stage == VoteStage::posted) k.path.vote.complete();
     k.path.vote_stage = VoteStage::none;
@@ -587,4 +587,4 @@ std::string keys_json(const std::function<SiteName(std::int64_t)>& site_name) {
   return out + "]}";
 }
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

@@ -1,5 +1,5 @@
-// One sum over a communicator's ranks that a key posts after one of its calls and completes at
-// its next call (decide.cpp: the path votes; blocking.cpp: the CPU weight, the engine's samples
+// A tally: one sum over a communicator's ranks that a key posts after one of its calls and completes
+// at its next call (decide.cpp: the path votes; blocking.cpp: the CPU weight, the engine's samples
 // and the trial's rounds).  Posted after a call, when that call's data is complete, and
 // completed at the next call, when every rank has long posted it: the program waits for no rank
 // it would not have waited for (docs/replay.md, "Deciding per call").
@@ -11,9 +11,9 @@
 #include <span>
 #include <vector>
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 
-class Agreement {
+class Tally {
  public:
   /// This rank's part: `mine` is copied (set before post or sum, never while one is pending).
   void set(std::span<const double> mine) {
@@ -48,4 +48,4 @@ class Agreement {
   std::vector<double> mine_, sums_;
 };
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

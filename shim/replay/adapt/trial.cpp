@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 
 double cpu_weight(std::uint64_t calls, std::uint64_t wall_ns, std::uint64_t cpu_ns, std::uint64_t intervals,
                   std::uint64_t interval_ns) {
@@ -97,4 +97,4 @@ void AlgorithmTrial::record(std::uint64_t ns) {
   ++calls_;
 }
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

@@ -21,7 +21,7 @@
 #include <limits>
 #include <string>
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 
 enum class Explore : std::uint8_t { early_probe, engine_sample, trial };
 inline constexpr std::size_t kExploreKinds = 3;
@@ -111,4 +111,4 @@ double engine_excess_ns(const double (&wall_ns)[2], const int (&calls)[2]);
 /// probed once the program has run 400 of its intervals.
 inline constexpr double kEarlyLossPrior = 1.0;
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

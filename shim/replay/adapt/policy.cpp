@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 namespace {
 
 std::uint64_t load(const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); }
@@ -137,7 +137,7 @@ Turns KeyState::turns_sample() const {
 
 void KeyState::begin_warmup(const Intervals* iv) {
   // Blocking first, for warmup_calls: a program that makes a key's call only a few times never
-  // pays for a probe of the engine (decide/policy.hpp).
+  // pays for a probe of the early path (adapt/policy.hpp).
   const std::uint64_t length = std::max(policy_.warmup_calls, policy_.probe_calls);
   begin_segment(Path::blocking, length, false, iv);
   probing_ = true;
@@ -383,4 +383,4 @@ Path KeyState::decide_path(const Vote& summed, double early_ns, const Intervals&
 }
 
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

@@ -1,15 +1,15 @@
-// The trial of MPI's own algorithms (shim/replay/decide/trial.hpp), driven with made-up call
+// The trial of MPI's own algorithms (shim/replay/adapt/trial.hpp), driven with made-up call
 // times: which candidate each blocking call runs, when the ranks agree, and the hysteresis.
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-#include "shim/replay/decide/trial.hpp"
+#include "shim/replay/adapt/trial.hpp"
 
-using tnbc::shim::replay::decide::AlgorithmTrial;
-using tnbc::shim::replay::decide::TrialPolicy;
-using tnbc::shim::replay::decide::cpu_weight;
-using tnbc::shim::replay::decide::engine_check_sums;
+using tnbc::shim::replay::adapt::AlgorithmTrial;
+using tnbc::shim::replay::adapt::TrialPolicy;
+using tnbc::shim::replay::adapt::cpu_weight;
+using tnbc::shim::replay::adapt::engine_check_sums;
 
 namespace {
 

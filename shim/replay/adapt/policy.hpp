@@ -1,4 +1,5 @@
-// Per-call decision of libtnbc.so: return early (the engine) or run the plain blocking call.
+// Per-call decision of libtnbc.so: the early path (return at once, the engine finishing the
+// exchange) or the blocking call.
 //
 // Returning early costs something (the send copy, mirror pages, protection, chunked messages,
 // a progress thread that takes CPU) and gains only where the program leaves room: computation
@@ -73,7 +74,7 @@
 
 #include "shim/replay/engine/costs.hpp"
 
-namespace tnbc::shim::replay::decide {
+namespace tnbc::shim::replay::adapt {
 
 enum class Path : std::uint8_t { blocking, early };
 
@@ -342,4 +343,4 @@ class KeyState {
   TurnState turns_;
 };
 
-}  // namespace tnbc::shim::replay::decide
+}  // namespace tnbc::shim::replay::adapt

@@ -1,4 +1,4 @@
-// The exploration budget (shim/replay/decide/explore.hpp) and the probe points that ask it
+// The exploration budget (shim/replay/adapt/explore.hpp) and the probe points that ask it
 // (policy.hpp, Policy::probe_points), driven with made-up costs and clock values.
 #include <catch2/catch.hpp>
 
@@ -6,13 +6,13 @@
 #include <limits>
 
 #include "policy_driver.hpp"
-#include "shim/replay/decide/explore.hpp"
+#include "shim/replay/adapt/explore.hpp"
 
-using namespace tnbc::shim::replay::decide::test;
-using tnbc::shim::replay::decide::Explore;
-using tnbc::shim::replay::decide::ExplorationBudget;
-using tnbc::shim::replay::decide::kEarlyLossPrior;
-using tnbc::shim::replay::decide::predicted_probe_ns;
+using namespace tnbc::shim::replay::adapt::test;
+using tnbc::shim::replay::adapt::Explore;
+using tnbc::shim::replay::adapt::ExplorationBudget;
+using tnbc::shim::replay::adapt::kEarlyLossPrior;
+using tnbc::shim::replay::adapt::predicted_probe_ns;
 
 namespace {
 
@@ -95,7 +95,7 @@ TEST_CASE("a probe is predicted at least at what the engine's samples took beyon
 }
 
 TEST_CASE("the engine's excess per call is its sample mean less MPI's, never below 0") {
-  using tnbc::shim::replay::decide::engine_excess_ns;
+  using tnbc::shim::replay::adapt::engine_excess_ns;
   double wall[2] = {0, 0};
   int calls[2] = {0, 0};
   REQUIRE(engine_excess_ns(wall, calls) == 0);
