@@ -111,8 +111,7 @@ std::vector<std::string> candidates_for(priority::Op op, std::uint64_t bytes) {
       // Not the scatter + allgather algorithms: the root receives into its own buffer in the
       // allgather, so a root buffer in read-only memory (a const table) fails them, in plain
       // MPICH 4.0.2 too ("process_vm_readv ... Bad address"), where MPICH's default and binomial
-      // run; and they lost every measurement here (OSU's 1 MiB Bcast: 4.6-5.6 s against 1.3 s
-      // on one node, 6.8-6.9 s against 6.0 s on 2 emulated nodes; docs/apps.md).
+      // run; and they lost every measurement here (docs/measurements/adapt-history.md).
       return {"auto", "binomial"};
     default:
       // MPI_Alltoallv: MPICH's default is already its scattered algorithm; the other one

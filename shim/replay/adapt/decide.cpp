@@ -467,7 +467,7 @@ void take_path(Key& key, Decision& d, MPI_Comm comm) {
     d.engine = key.algorithm.engine_next();
     d.why = d.engine ? "engine" : p.state.forced() ? "plan" : p.state.probing() ? "adapt_probe" : "adapt";
     // Where the room point found no room, nothing observed before the early probe would be
-    // used: observing costs a fault per page (NPB FT A: 0.2 s per observed call of 32 MiB).
+    // used, and observing costs a fault per page (docs/measurements/adapt-history.md).
     const bool waits = p.state.no_room() && p.state.decisions() <= 1;
     d.observe = !waits && learn::designate(key.learning, p.state.calls(), p.state.probing());
   }

@@ -210,8 +210,8 @@ struct Decision {
 bool start_decisions(const config::Config& cfg, bool plan_loaded, AlgorithmValues& mine);
 void agreed_decisions(const AlgorithmValues& agreed);
 /// The barrier that starts a trial call on every rank together (trial.hpp): replay mode's own
-/// MPI_Barrier (a fraction of a millisecond on a full node, where MPICH's takes 4-16 ms: 4
-/// ranks on 2 cores); PMPI_Barrier until set.
+/// MPI_Barrier, far cheaper than MPICH's on a full node (docs/measurements/adapt-history.md);
+/// PMPI_Barrier until set.
 void set_trial_barrier(int (*barrier)(MPI_Comm));
 /// What makes the engine ready for `comm` before a sample of its exchange (collective over
 /// `comm`; engine.hpp, Engine::prepare); nothing until set.

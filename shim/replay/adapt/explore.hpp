@@ -6,7 +6,7 @@
 //
 // What is charged, each at what it cost beyond the call it replaced, as measured on this rank:
 //   early_probe   an early probe's calls: its mean interval less the blocking mean it was
-//                 compared with, times its calls (policy.hpp, KeyState::probe_excess_ns);
+//                 compared with, times its calls (policy.hpp, KeyState::take_probe_excess_ns);
 //   engine_sample the engine's sample calls less MPI's, and its check's calls of the loser less
 //                 the winner's (blocking.cpp);
 //   trial         a trial round's candidates less the choice (blocking.cpp).
@@ -92,9 +92,8 @@ ExplorationBudget& exploration_budget();
 /// measured for the key; below 0: it cost less; NaN: never measured, kEarlyLossPrior) times
 /// `blocking_ns` (the key's mean blocking interval) per call, and at least `floor_ns` per call
 /// where the key has not measured its own early calls: what its samples measured the engine's
-/// exchange, which moves an early call's data, to take beyond MPI's blocking call (0: unmeasured).
-/// Under Open MPI, blocking calls of 0.4 ms predicted a probe of 2 ms where each early call took
-/// 13 ms.
+/// exchange, which moves an early call's data, to take beyond MPI's blocking call (0: unmeasured):
+/// a share of a short blocking call can predict far too little (docs/measurements/adapt-history.md).
 std::uint64_t predicted_probe_ns(std::uint64_t calls, double blocking_ns, double loss_share, double floor_ns = 0);
 
 /// What a call of the engine's exchange took beyond MPI's blocking call in a key's samples:
@@ -104,11 +103,10 @@ double engine_excess_ns(const double (&wall_ns)[2], const int (&calls)[2]);
 
 /// The share of a blocking interval an early call is assumed to cost more before any was
 /// measured on the rank: a whole interval.  Where the program reads its data right after each
-/// call, NPB IS class A's early calls on 2 nodes at 200 Mbit/s each cost about a tenth of a call
-/// (docs/measurements/apps/structure-d8e01ab.md), heFFTe's on unshaped links 3 to 8 calls
-/// (docs/measurements/apps/explore-9e5a50e.md): a tenth let four keys probe at once there and
-/// cost 70 times the budget.  With a whole interval a key that has no room to show is first
-/// probed once the program has run 400 of its intervals.
+/// call, an early call costs from a tenth of a call to several calls, and a smaller prior lets
+/// keys probe at once far past the budget (docs/measurements/adapt-history.md).  With a whole
+/// interval a key that has no room to show is first probed once the program has run 400 of its
+/// intervals.
 inline constexpr double kEarlyLossPrior = 1.0;
 
 }  // namespace tnbc::shim::replay::adapt

@@ -76,12 +76,11 @@ namespace {
 constexpr std::uint64_t kCompare = 4;
 bool compare_on(std::uint64_t i) { return i % kCompare == 0 || i % kCompare == kCompare - 1; }
 /// Rounds of kCompare calls before the first decision of the turns, when the first round's
-/// comparison is not wide (Policy::wide_gain): one round (2 calls with turns and 2 without per
-/// rank) told turns on from off wrongly in one of four runs at 200 Mbit/s where they differ by
-/// 10% (docs/measurements/learn-overlap.md); later comparisons take one round.
+/// comparison is not wide (Policy::wide_gain): one round alone too often tells turns on from off
+/// wrongly (docs/measurements/adapt-history.md); later comparisons take one round.
 constexpr std::uint64_t kFirstCompareRounds = 2;
 /// The first calls of a key's warm-up, not measured: they pay for connections and first
-/// touches (in overlap scenarios b and c the first two took 3-14% more than the next four).
+/// touches (docs/measurements/adapt-history.md).
 constexpr std::uint64_t kWarmupUnmeasured = 2;
 
 /// The share of the loser's cost that the cheaper of two means saves (0 when one is missing).
@@ -117,10 +116,9 @@ std::pair<bool, bool> KeyState::turn_plan(std::uint64_t j) const {
   if (j == 0) return {turns_decided() ? turns_.chosen : true, false};
   if (!turns_decided() || segment_.decide_at_end) return {compare_on(j - 1), true};  // undecided, or a probe
   // A run: its last turn_trial_calls compare, in a trial run long enough to hold them, next to
-  // the probe that follows, as the paths are judged by a run's last calls.  Not its first
-  // calls: right after a decision point the calls run behind for a few calls (measured in
-  // overlap scenario b: +35 ms for the first call with turns), and a trial there once turned
-  // turns off for 130 calls where they saved 15% (docs/measurements/learn-overlap.md, "Congestion control").
+  // the probe that follows, as the paths are judged by a run's last calls.  Not its first calls:
+  // right after a decision point the calls run behind for a few calls, and a trial there can turn
+  // the turns off wrongly for a whole run (docs/measurements/adapt-history.md).
   const std::uint64_t trial = policy_.turn_trial_calls, length = segment_.end - segment_.start;
   if (turns_.trial_run && length > trial + 1 && j >= length - trial) return {compare_on(j - (length - trial)), true};
   // Only calls next to each other are compared: a run's other calls may see another phase.
@@ -181,8 +179,7 @@ void KeyState::advance(const Intervals& iv) {
   if (calls_ != segment_.end || segment_.decide_at_end) return;
   if (warmup_.on && warmup_.no_room) {
     // Most ranks' observed reads leave nothing to overlap: an early probe would cost what it
-    // cannot win back in a short program (NPB IS class A: 5 of its 11 calls probed, each ~10%
-    // slower).  Blocking is decided for a run; the probe follows it, as after any run.
+    // cannot win back in a short program.  Blocking is decided for a run; the probe follows it.
     ++decisions_;
     chosen_ = Path::blocking;
     probing_ = false;

@@ -6,29 +6,23 @@
 // after the call that does not read the data.  Where nothing can overlap, or where shared memory
 // moves the data faster than the machinery pays back, the blocking call is faster.  So each
 // *key* -- (communicator, operation, size class), the same on every rank for the same call --
-// measures both paths and keeps the cheaper one:
+// measures both paths and keeps the cheaper one (docs/replay.md, "Deciding per call"):
 //
 //   calls of a key:  [blocking W, or Wr] [early probe 1+P] D [chosen path R] [other path P] D ...
 //
-//   W: the warm-up.  The first W calls of a key run blocking; its first 2 calls are not
-//      measured (they pay for connections and first touches: 3-14% more than the next ones in
-//      overlap scenarios b and c), of the others the last 2P are (at least one call).
-//      A probe of the early path costs at worst about 6% of a call (measured: a kernel that
-//      reads 8 MiB at once after the call, on two emulated nodes; before the buffer pool it was
-//      half a call, and the warm-up was 32 calls), so the probes come after 6 calls: a program
-//      that makes a collective fewer than about 10 times runs it as plain MPICH would, and a
-//      plan (`return early`) makes it return early from the first call.
-//   Wr: the room point.  Where early pays, every warm-up call costs what early saves (in overlap
-//      scenario b a fifth of a call each, the largest part of what deciding cost at 150 calls).
-//      So at call Wr (4) of the warm-up the ranks vote (a decision point that decides nothing
-//      else) on what the warm-up's observed calls show (learn.hpp, room()): where most ranks'
-//      reads leave room to overlap (and, under probe points, every rank's exploration budget
-//      affords the probe: Policy::probe_points), the warm-up ends there and the early probe follows; where
-//      most leave none (the data read at once, as in the NAS-like kernels, where a probe after 3
-//      calls made runs of 4-10 calls 2-13% slower, and NPB IS A's 5 probes of 11 calls cost it
-//      4%), the warm-up runs its W calls and a blocking run of `first_run` calls follows before
-//      the first early probe: a short program never pays for a probe its reads say it cannot
-//      win back.  Where the vote is split, or nobody observed, the probe follows the warm-up.
+//   W: the warm-up: the first W calls of a key run blocking; its first 2 are not measured (they
+//      pay for connections and first touches), of the others the last 2P are (at least one).  A
+//      probe of the early path costs up to ~6% of a call, so the probes come after 6 calls: a
+//      program that makes a key's call only a few times never pays for one, and a plan (`return
+//      early`) makes it return early from the first call.
+//   Wr: the room point (call 4), a decision point that decides only whether the warm-up ends:
+//      the ranks vote on what the warm-up's observed calls show (learn.hpp, room()).  Where most
+//      ranks' reads leave room to overlap (and, under probe points, every budget affords the
+//      probe: Policy::probe_points), the early probe follows at once, since each warm-up call
+//      costs what early saves.  Where most leave none (the data read at once), the warm-up runs its
+//      W calls and a blocking run of `first_run` calls follows before the first probe: a short
+//      program never pays for a probe its reads say it cannot win back.  Where the vote is
+//      split, or nobody observed, the probe follows the warm-up.
 //   An early probe is 1 + P calls, measured from its second call: the first pays for the change
 //      of path (the engine's buffers, a learn point, turn counters set up the first time), a
 //      cost of probing, not of the path.
@@ -37,20 +31,16 @@
 //   is now.
 //
 //   D: a decision point.  Every rank reaches it at the same call of the key (collectives on a
-//      communicator are called in the same order everywhere), reduces its local measurements
-//      over the communicator (Vote, summed) and applies the same rule to the same sums, so all
-//      ranks take the same path until the next decision point: the engine's messages only
-//      match the engine's messages.  decide.cpp sums the votes without holding the program
-//      up: measured at the decision point, posted after its call, decided at the key's next
-//      call (decide.hpp, Key::vote_stage), so the segment that ends there runs one call more,
-//      unmeasured.
-//   cost of a call: the time from its entry to the entry of the next call of the same key,
-//      on the rank's clock.  A program that calls a collective over and over does the same work
-//      between the calls whichever path they take, so what differs is what the path costs the
-//      program as it runs: time inside the call, waits for guarded pages and fences, the CPU
-//      the progress thread and the network stack take from the program's computation (on a
-//      full node, where no core is spare), cache and TLB effects.  The parts the library can
-//      see (time inside, waits, progress-thread CPU) are kept beside it for the statistics.
+//      communicator are called in the same order everywhere), sums its measurements over the
+//      communicator (Vote) and applies the same rule to the same sums, so all ranks take the
+//      same path: the engine's messages only match the engine's.  The sum does not hold the
+//      program up: posted after the call, decided at the key's next call (decide.hpp,
+//      PathChoice), so the segment that ends there runs one call more, unmeasured.
+//   cost of a call: the time from its entry to the entry of the key's next call, on the rank's
+//      clock.  The program's work between calls is the same on either path, so the interval
+//      holds what the path costs it: time inside, waits for guarded pages and fences, CPU the
+//      progress thread and the network stack take from its computation on a full node, cache
+//      and TLB effects.  The parts the library sees are kept beside it for the statistics.
 //
 // Early is chosen when it saves at least `enter_gain` of the blocking time (summed over the
 // ranks) and kept while it saves more than `keep_gain`: hysteresis, so noise does not flip the
@@ -63,7 +53,8 @@
 // has an agreed turn order (learned: learn.hpp) and spans nodes: its early calls compare turns
 // on and off and keep the cheaper (see KeyState::allow_turns).
 //
-// This file holds the policy only (no MPI): decide.cpp owns the keys and the reduction.
+// The measurements behind these figures: docs/measurements/adapt-history.md.  This file holds
+// the policy only (no MPI): decide.cpp owns the keys and the reduction.
 #pragma once
 
 #include <atomic>
@@ -120,31 +111,27 @@ struct Policy {
   /// the fourth call (decide.cpp, done()), on the reads of the three before it.
   std::uint32_t room_calls = 4;
   std::uint32_t probe_calls = 2;    ///< calls per probe of a path
-  /// Calls on the chosen path before the first re-probe: a probe of the other path every 32
-  /// calls costs at worst 2 x 6% of a call in 34 (early probed) or 2 x what early saves
-  /// (blocking probed), well under 3%.
+  /// Calls on the chosen path before the first re-probe: probing the other path after runs of
+  /// 32 costs well under 3% of the calls (docs/measurements/adapt-history.md).
   std::uint32_t first_run = 32;
   std::uint32_t max_run = 1024;     ///< longest run between probes
   double enter_gain = 0.05;         ///< early must save this share of the blocking time to win
   double keep_gain = 0.0;           ///< early keeps winning while it saves more than this share
   /// A decision is *wide* when its winner saves at least this share of the loser's cost (the
-  /// mean intervals summed over the ranks).  A wide decision counts as two: the first decision
-  /// of a key starts with a run of 2 x first_run, a wide confirmation quadruples the run (a
-  /// narrow one doubles it), a wide confirmation of the turns quadruples the runs between
-  /// their comparisons, and a wide first decision of the turns makes that gap 2 runs, not 1.  The first comparison of the turns takes one round of four calls when
-  /// it is wide, two when it is not.  Where the paths differ by this much, noise does not flip the
-  /// choice (enter_gain is half as much), and every call of a probe of the losing path costs
-  /// that difference: probing it less often is where the saving is.  A switch still starts
-  /// again from first_run.
+  /// mean intervals summed over the ranks), and counts as two: a key's first decision starts a
+  /// run of 2 x first_run, a wide confirmation quadruples the run (a narrow one doubles it); for
+  /// the turns it quadruples the runs between comparisons, makes a first decision's gap 2 runs,
+  /// and settles their first comparison in one round of four calls, not two.  Noise does not flip
+  /// a difference this wide (enter_gain is half as much), and each call of a probe of the loser
+  /// costs it.  A switch still starts again from first_run.
   double wide_gain = 0.10;
   /// Early calls at the end of a run that compare per-node turns on and off once they are
   /// decided (on, off, off, on: a drift over the four cancels out), next to the probe that
   /// follows; every early call compares them before.  The same enter_gain and keep_gain decide
   /// turns against no turns.
   std::uint32_t turn_trial_calls = 4;
-  /// Runs between two that compare turns, at most: 1 after a change of the turns (2 after a
-  /// wide first decision of them), doubled by each decision that confirms them (the losing choice costs ever fewer calls, as the probes
-  /// of the paths do).
+  /// Runs between two that compare turns, at most: 1 after a change of the turns (2 after a wide
+  /// first decision), doubled by each confirmation, so the losing choice costs ever fewer calls.
   std::uint32_t max_trial_gap = 8;
   /// Probe points (TNBC_EXPLORE not off): a blocking run that would be followed by a probe of
   /// the early path ends in a decision point instead, where the ranks vote whether their
@@ -197,8 +184,8 @@ class KeyState {
   /// vote carries probe_refusals, and which decides only whether the early probe begins.
   bool probe_point() const { return probe_.point; }
   /// True when the next call's vote carries probe_refusals: at a probe point, and at the room
-  /// point under probe points (room is a prediction from the reads; where it failed, NPB IS
-  /// class B's probe on unshaped links cost half its run: the budgets must afford it too).
+  /// point under probe points (room is only a prediction from the reads, and a wrong one can cost
+  /// a short program much: the budgets must afford the probe too; docs/measurements/adapt-history.md).
   bool asks_budget() const { return probe_.point || (policy_.probe_points && room_point()); }
   /// What this rank's last early probe cost beyond the blocking calls it was compared with (ns:
   /// its mean early interval less its mean blocking one, times its calls; 0 where it cost

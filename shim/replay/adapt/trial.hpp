@@ -3,36 +3,31 @@
 //
 // MPICH runs a blocking MPI_Alltoall with one of several algorithms (pairwise, scattered,
 // brucks, ...) and picks one by message size; on links slower than its tuning assumed, another
-// one can be a third faster (NPB FT class A on 2 emulated nodes: 2.1 s per call with MPICH's
-// default, 1.4 s with scattered).  So each key starts with a first choice (candidate 0,
-// algorithm.cpp's prior) and later tries all candidates, interleaved, and keeps the fastest:
+// one can be a third faster.  So each key starts with a first choice (candidate 0, algorithm.cpp's
+// prior) and later tries all candidates, interleaved, and keeps the fastest:
 //
 //   blocking calls of a key:  c c ... c [t0 t1 .. tk-1] C C ... C [t t .. t] C C ...  (C: the choice)
 //
 //   The first calls (`skip`, or more where the budget below asks) run the first choice,
 //   unmeasured: a program that makes few calls never pays for trying an algorithm that loses (a
-//   trial call of a losing algorithm cost NPB FT A a third of a call).  Then a round tries every
-//   candidate once, in an order rotated by one each round (a drift over the round does not always
-//   favour the same one).  Each trial call starts after a barrier on the communicator
-//   (decide.cpp).  After a round's last call, the ranks sum each candidate's best time
-//   (algorithm.cpp: one MPI_Allreduce; a rank's best is the faster of its last two samples) and
-//   every rank applies choose() to the same sums.  The rounds come ever rarer: the gap after round
-//   r is first_gap x 4^r calls, at most max_gap, and no round begins before the key's calls so far
-//   pay for it (TrialPolicy::budget: the rounds cost at most 3% of the key's blocking calls; a
-//   program of a few hundred calls never pays for a round, where a 40-call run of 4 MiB Alltoalls
-//   on one node lost a sixth of its time to round 0 at call 16).  A candidate replaces the current
-//   choice only when its agreed time is below the current one's by switch_gain in two rounds in a
-//   row: a trial's samples are noisy, and a switch on noise costs (heFFTe's 2-rank transposes on a
-//   full node: one sample of an algorithm 0.1 ms, the next 8 ms, a time slice of the rank it waits
-//   for; each key chose anew on every run when one round decided).
+//   trial call of a losing one can cost a third of a call).  Then a round tries every candidate
+//   once, in an order rotated by one each round (a drift over the round does not always favour
+//   the same one).  Each trial call starts after a barrier on the communicator (blocking.cpp).
+//   After a round's last call, the ranks sum each candidate's best time (algorithm.cpp: one
+//   MPI_Iallreduce; a rank's best is the faster of its last two samples) and every rank applies
+//   choose() to the same sums.  The rounds come ever rarer: the gap after round r is first_gap x
+//   4^r calls, at most max_gap, and no round begins before the key's calls so far pay for it
+//   (TrialPolicy::budget: a program of a few hundred calls never pays for a round).  A candidate
+//   replaces the current choice only when its agreed time is below the current one's by
+//   switch_gain in two rounds in a row: a trial's samples are noisy, and a switch on noise costs.
 //
 // The time of a blocking call is its time inside the call on this rank: what follows a blocking
 // call is the same whichever algorithm ran it, since the data is complete when it returns.  But
 // a rank that arrives early also waits inside for the others, and a rank that arrives last may
-// find its data there already: neither says anything about the algorithm.  In heFFTe's
-// transposes on one node, one rank's samples of one algorithm differed 20-fold, and both the sum
-// and the minimum over the ranks chose algorithms twice as slow as the first choice on that
-// noise.  Hence the barrier before a trial call: all ranks start it together.
+// find its data there already: neither says anything about the algorithm, and on that noise
+// neither the sum nor the minimum over the ranks picks the faster one.  Hence the barrier before a
+// trial call: all ranks start it together.  The measurements behind these rules:
+// docs/measurements/adapt-history.md.
 #pragma once
 
 #include <array>
@@ -54,8 +49,7 @@ struct TrialPolicy {
   /// key's calls.  With 4 candidates: rounds at calls 400, 800, 1200, 1684, ...
   double budget = 0.03;
   /// What a trial call costs beyond a call of the choice, in calls of the choice: its barrier and
-  /// a losing algorithm.  Measured on a full node (4 ranks, 2 cores, 1 MiB blocks): rounds of 3 and
-  /// 4 candidates took 5-8 and about 11 calls' time more than the calls they replaced.
+  /// a losing algorithm (measured on a full node: docs/measurements/adapt-history.md).
   double trial_call_cost = 3.0;
 };
 
@@ -66,9 +60,8 @@ struct TrialPolicy {
 /// share of those calls' time in which the rank's core ran something else (`busy`, 1 -
 /// cpu/wall: other processes wanted the CPU the call's polling took), times the share of the
 /// intervals spent outside the call (they want it for work only while they are not inside a
-/// collective themselves: the ranks of a program that spends nine tenths of its time in its
-/// exchanges, NPB IS, take CPU from each other's polling).  0 on a core of its own, where the
-/// program does little but exchange data, and before anything is measured.
+/// collective themselves, as where a program spends most of its time in its exchanges).  0 on a
+/// core of its own, where the program does little but exchange data, and before anything is measured.
 double cpu_weight(std::uint64_t calls, std::uint64_t wall_ns, std::uint64_t cpu_ns, std::uint64_t intervals,
                   std::uint64_t interval_ns);
 
