@@ -231,14 +231,14 @@ constexpr std::array kSettings = {
     Setting{"TNBC_ADAPT", "enum", "on", Agree::value,
             "libtnbc.so: decide per call, from measurements, whether returning early pays.  "
             "on: collectives on a communicator whose ranks all share one node run blocking, "
-            "and each (communicator, operation, size class) tries both paths and keeps the "
+            "and each (communicator, operation, call size) tries both paths and keeps the "
             "cheaper one, agreed by all its ranks (docs/replay.md, \"Deciding per call\"); "
             "measure: the same, one node included; off: return early wherever possible (for "
             "experiments and comparisons).  1/0, yes/no, true/false mean on/off.",
             kAdapt},
     Setting{"TNBC_ADAPT_WARMUP", "int", "6", Agree::value,
             "libtnbc.so: with TNBC_ADAPT=on or measure, the calls of each (communicator, "
-            "operation, size class) that run blocking before returning early is first tried "
+            "operation, call size) that run blocking before returning early is first tried "
             "(0..1000000; at least 2 are made; the first 2 are not measured, the first only when "
             "there are 2, and of the others the last 4 are).  A probe of the early path costs up "
             "to 6% of a call when the program has nothing to overlap (measured on 2 emulated "
@@ -283,7 +283,7 @@ constexpr std::array kSettings = {
             kExplore},
     Setting{"TNBC_BLOCKING", "enum", "auto", Agree::value,
             "libtnbc.so: with TNBC_ADAPT on or measure, what runs the blocking calls of a "
-            "(communicator, operation, size class).  engine: the library's own "
+            "(communicator, operation, call size).  engine: the library's own "
             "exchange, completed before the call returns (received in place: no guard, no "
             "mirror; the caller sleeps while the progress thread moves the data, where MPI's "
             "blocking call polls, which leaves CPU to the other ranks of a full node); mpi: "
@@ -293,7 +293,7 @@ constexpr std::array kSettings = {
             kBlocking},
     Setting{"TNBC_ALGORITHMS", "bool", "1", Agree::value,
             "libtnbc.so: blocking calls run the fastest of MPI's own algorithms for each "
-            "(communicator, operation, size class), measured while the program runs: MPICH's "
+            "(communicator, operation, call size), measured while the program runs: MPICH's "
             "default and the candidates of docs/algorithms.md, tried in "
             "turn among the key's blocking calls and chosen by every rank alike, then selected "
             "per call through MPI_T.  Needs TNBC_ADAPT on or measure.  Under an MPI without "

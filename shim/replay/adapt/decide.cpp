@@ -59,7 +59,7 @@ struct CommState {
   std::uint64_t id = 0;
   bool one_node = false;
   std::vector<char> peer_on_node;  // per rank of the communicator: shares this rank's node
-  std::map<std::uint32_t, Key*> keys;  // (operation << 8 | size class) -> key
+  std::map<std::uint32_t, Key*> keys;  // (operation << 8 | total class) -> key
 };
 int g_comm_keyval = MPI_KEYVAL_INVALID;
 std::uint64_t g_next_comm_id = 0;

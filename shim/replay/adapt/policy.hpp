@@ -5,7 +5,7 @@
 // a progress thread that takes CPU) and gains only where the program leaves room: computation
 // after the call that does not read the data.  Where nothing can overlap, or where shared memory
 // moves the data faster than the machinery pays back, the blocking call is faster.  So each
-// *key* -- (communicator, operation, size class), the same on every rank for the same call --
+// *key* -- (communicator, operation, total class), the same on every rank for the same call --
 // measures both paths and keeps the cheaper one (docs/replay.md, "Deciding per call"):
 //
 //   calls of a key:  [blocking W, or Wr] [early probe 1+P] D [chosen path R] [other path P] D ...
