@@ -458,7 +458,7 @@ void take_path(Key& key, Decision& d, MPI_Comm comm) {
   if (d.path == Path::early && p.state.turns_allowed()) {
     d.turns = p.state.turns_on();
     d.turn_order = key.learning.turns;
-    p.last_turns = p.state.turns_sample();
+    p.last_turns = p.state.turns_compared();
   }
   if (d.path == Path::blocking) {
     // A probe of the blocking path measures the path with the algorithm chosen: no trial round

@@ -1,5 +1,5 @@
-// The per-call decision of replay mode: one key per (communicator, operation, size class of the
-// call's bytes) with its three parts, each a struct of its own (the path choice: policy.hpp
+// The per-call decision of replay mode: one key per (communicator, operation, total class: floor(log2)
+// of the call's bytes) with its three parts, each a struct of its own (the path choice: policy.hpp
 // applied per key; the algorithm of its blocking calls: blocking.cpp; its learning: learn.hpp),
 // what its calls cost, the tallies that settle its choices (tally.hpp), and the rule that
 // a communicator within one node runs blocking.  call.cpp asks for_call() before each call and

@@ -127,7 +127,7 @@ std::pair<bool, bool> KeyState::turn_plan(std::uint64_t j) const {
 
 bool KeyState::turns_on() const { return turn_plan(calls_ - segment_.start).first; }
 
-Turns KeyState::turns_sample() const {
+Turns KeyState::turns_compared() const {
   const auto [on, counted] = turn_plan(calls_ - segment_.start);
   if (!counted) return Turns::none;
   return on ? Turns::on : Turns::off;

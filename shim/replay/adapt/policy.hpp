@@ -123,7 +123,8 @@ struct Policy {
   /// the turns it quadruples the runs between comparisons, makes a first decision's gap 2 runs,
   /// and settles their first comparison in one round of four calls, not two.  Noise does not flip
   /// a difference this wide (enter_gain is half as much), and each call of a probe of the loser
-  /// costs it.  A switch still starts again from first_run.
+  /// costs that difference: probing it less often is where the saving is.  A switch still
+  /// starts again from first_run.
   double wide_gain = 0.10;
   /// Early calls at the end of a run that compare per-node turns on and off once they are
   /// decided (on, off, off, on: a drift over the four cancels out), next to the probe that
@@ -144,7 +145,7 @@ struct Policy {
 };
 
 /// One rank's contribution to a decision, summed over the communicator.  Plain doubles so that
-/// the sum is one MPI_Allreduce of kFields doubles.
+/// the sum is one MPI_Iallreduce of kFields doubles (a Tally).
 struct Vote {
   static constexpr int kFields = 11;
   double ranks_measured = 0;  ///< 1 if this rank measured both paths
@@ -239,7 +240,7 @@ class KeyState {
   /// Whether the next call (on the early path) takes per-node turns, and what its interval
   /// measures (Turns::none: not compared).
   bool turns_on() const;
-  Turns turns_sample() const;
+  Turns turns_compared() const;
   bool turns_decided() const { return turns_.decisions > 0; }
   bool turns_chosen() const { return turns_.chosen; }
   std::uint64_t turn_decisions() const { return turns_.decisions; }

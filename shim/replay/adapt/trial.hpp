@@ -13,13 +13,14 @@
 //   trial call of a losing one can cost a third of a call).  Then a round tries every candidate
 //   once, in an order rotated by one each round (a drift over the round does not always favour
 //   the same one).  Each trial call starts after a barrier on the communicator (blocking.cpp).
-//   After a round's last call, the ranks sum each candidate's best time (algorithm.cpp: one
-//   MPI_Iallreduce; a rank's best is the faster of its last two samples) and every rank applies
-//   choose() to the same sums.  The rounds come ever rarer: the gap after round r is first_gap x
-//   4^r calls, at most max_gap, and no round begins before the key's calls so far pay for it
-//   (TrialPolicy::budget: a program of a few hundred calls never pays for a round).  A candidate
+//   After a round's last call, the ranks sum each candidate's best time (algorithm.cpp builds the
+//   values, blocking.cpp sums them in a Tally; a rank's best is the faster of its last two trial
+//   times) and every rank applies choose() to the same sums.  The rounds come ever rarer: the gap
+//   after round r is first_gap x 4^r calls, at most max_gap, and no round begins before the
+//   key's calls so far pay for it (TrialPolicy::budget: a program of a few hundred calls never
+//   pays for a round).  A candidate
 //   replaces the current choice only when its agreed time is below the current one's by
-//   switch_gain in two rounds in a row: a trial's samples are noisy, and a switch on noise costs.
+//   switch_gain in two rounds in a row: a trial's times are noisy, and a switch on noise costs.
 //
 // The time of a blocking call is its time inside the call on this rank: what follows a blocking
 // call is the same whichever algorithm ran it, since the data is complete when it returns.  But
@@ -60,7 +61,8 @@ struct TrialPolicy {
 /// share of those calls' time in which the rank's core ran something else (`busy`, 1 -
 /// cpu/wall: other processes wanted the CPU the call's polling took), times the share of the
 /// intervals spent outside the call (they want it for work only while they are not inside a
-/// collective themselves, as where a program spends most of its time in its exchanges).  0 on a
+/// collective themselves: where a program spends most of its time in its exchanges, the ranks mostly
+/// take CPU from each other's polling, which this factor discounts).  0 on a
 /// core of its own, where the program does little but exchange data, and before anything is measured.
 double cpu_weight(std::uint64_t calls, std::uint64_t wall_ns, std::uint64_t cpu_ns, std::uint64_t intervals,
                   std::uint64_t interval_ns);
@@ -94,7 +96,7 @@ class AlgorithmTrial {
   /// This rank's mean time per call of each candidate over its last two rounds (ns; 0: none):
   /// a phase change of the program is followed within two rounds.
   std::vector<double> means() const;
-  /// This rank's faster of the last two samples of each candidate (ns; 0: none).
+  /// This rank's faster of the last two trial times of each candidate (ns; 0: none).
   std::vector<double> bests() const;
   /// Applies the agreed times (sums over the ranks, the same on every rank; 0: a candidate not
   /// every rank measured): keeps the current choice unless the same candidate is faster by
@@ -143,7 +145,7 @@ class AlgorithmTrial {
 
  private:
   TrialPolicy policy_;
-  /// Per candidate: its last two samples ([0] the latest) and how many it has (at most 2).
+  /// Per candidate: its last two trial times ([0] the latest) and how many it has (at most 2).
   std::vector<std::array<std::uint64_t, 2>> last_;
   std::vector<std::uint64_t> counts_;
   std::size_t chosen_ = 0;

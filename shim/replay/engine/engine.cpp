@@ -81,7 +81,7 @@ std::uint64_t Engine::fence_wait_ns() const { return progress_->fence_wait_ns();
 
 bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {
   // The pool maps at most max_memory_bytes; what is in flight gives its buffers back when it
-  // completes, so a call that finds no room drains and tries once more.
+  // completes, so a call that finds no free memory drains and tries once more.
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (attempt == 1) drain();
     if (receives && !engine::reserve_mirror(op, page_size_)) continue;

@@ -45,7 +45,7 @@ void unhold() {
   if (g_holding.exchange(false, std::memory_order_acq_rel)) g_in_flight.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-/// One observed call, until the next learn point turns it into a sample.
+/// One observed call, until the next learn point turns it into a record.
 struct Pending {
   SiteLearning* site;
   const observe::GuardedCall* call;

@@ -31,7 +31,6 @@ inline constexpr double kKeepConcordance = 0.9;      ///< an order this close to
 /// touch (bench/trace_cost and docs/measurements/trace-cost.md measure both ways).
 inline constexpr std::size_t kSampledPages = 2;
 
-/// What one call site of one key learned (and this rank's own observations of it).
 /// The orders a site has adopted, and the hysteresis's candidate (update).
 struct LearnedOrder {
   /// Every order adopted, oldest first: never freed, calls in flight may point at one.
@@ -44,6 +43,7 @@ struct LearnedOrder {
   std::uint64_t changes = 0;           ///< orders replaced after the first
 };
 
+/// What one call site of one key learned (and this rank's own observations of it).
 struct SiteLearning {
   std::uint64_t hash = 0;    ///< of the site's plan key: the same on every rank
   std::int64_t site = -1;    ///< this rank's index in the call-site table (-1: seen only in a gather)

@@ -197,7 +197,7 @@ def main():
             "learned, identical bytes", bcast_split)
 
     def phase_change():
-        # Long enough that the new order of site_phase wins over its window of old samples.
+        # Long enough that the new order of site_phase wins over its window of old records.
         iters = 400
         a = lines(mpirun(PROG, P, args=[iters, 40], timeout=180).stdout)
         prefix = os.path.join(tmp, "phase")

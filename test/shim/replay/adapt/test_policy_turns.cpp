@@ -50,7 +50,7 @@ struct TurnSim {
     const bool on = p == Path::early && key.turns_on();
     paths.push_back(p);
     turns.push_back(on);
-    pending = {p, p == Path::early ? key.turns_sample() : Turns::none};
+    pending = {p, p == Path::early ? key.turns_compared() : Turns::none};
     pending_ns = (p == Path::blocking ? blocking_ns : on ? on_ns : early_ns) + (since_decision == 1 ? settle_ns : 0);
     key.advance(iv);
   }

@@ -240,7 +240,7 @@ TEST_CASE("receive mirror: a reused mirror shows no byte of the call before", "[
   engine::retire(f.op, kPage);
 }
 
-TEST_CASE("buffer pool: reuse, the bound, kept buffers unmapped to make room", "[buffer_pool]") {
+TEST_CASE("buffer pool: reuse, the bound, kept buffers unmapped to free memory", "[buffer_pool]") {
   BufferPool& pool = BufferPool::instance();
   pool.trim();
   const std::size_t base = pool.mapped();
@@ -264,7 +264,7 @@ TEST_CASE("buffer pool: reuse, the bound, kept buffers unmapped to make room", "
   CHECK(pool.mapped() == base + 8 * kPage);
   pool.release(b);
   pool.release(d);
-  // Both kept; 8 pages for a new buffer of 8 pages: the kept ones are unmapped to make room.
+  // Both kept; 8 pages for a new buffer of 8 pages: the kept ones are unmapped to free memory.
   CHECK(pool.kept() == 2);
   auto e = pool.acquire(8 * kPage);
   REQUIRE(e.p != nullptr);
