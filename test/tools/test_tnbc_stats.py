@@ -37,12 +37,14 @@ def key(sites, path="early", decisions=3, comm=0, op="alltoall", with_sites=True
     return k
 
 
-def write(prefix, rank, keys, explore=None):
+def write(prefix, rank, keys, explore=None, sums=None):
     doc = {"rank": rank, "library": "tnbc", "version": "x", "faults": 3, "fault_wait_us": 1000.0,
            "fence_wait_us": 500.0, "progress": {"cpu_us": 8000.0, "rounds": 10, "user_us": 6000.0, "system_us": 2000.0},
            "adapt": {"enabled": True, "keys": keys}}
     if explore is not None:
         doc["adapt"]["explore"] = explore
+    if sums is not None:
+        doc["adapt"]["sums"] = sums
     with open(f"{prefix}.{rank}.json", "w", encoding="utf-8") as f:
         json.dump(doc, f)
 
@@ -260,6 +262,22 @@ def main():
         d = json.loads(run("--json", ex).stdout)
         expect([e["spent_us"] for e in d["explore"]] == [2000.0, 1000.0], d["explore"])
     s.check("exploring: the most a rank spent against the bound, the probes deferred", exploring)
+
+    def sums():
+        # The decision's sums (adapt.sums): posted and complete before the next call, over the
+        # ranks; no line where none was posted or the files predate them.
+        sm = os.path.join(tmp, "sums")
+        write(sm, 0, [key(bcast, path="blocking", op="bcast")], sums={"posted": 6, "ready": 5})
+        write(sm, 1, [key(bcast, path="blocking", op="bcast")], sums={"posted": 6, "ready": 4})
+        r = run(sm)
+        expect(r.returncode == 0, r.stderr)
+        expect("decision sums: 12 posted over 2 rank(s), 9 complete before the next call (75%; the others "
+               "finished there)" in r.stdout, r.stdout)
+        expect("decision sums" not in run(prefix).stdout, "a sums line for files without them")
+        write(sm, 0, [key(bcast, path="blocking", op="bcast")], sums={"posted": 0, "ready": 0})
+        write(sm, 1, [key(bcast, path="blocking", op="bcast")], sums={"posted": 0, "ready": 0})
+        expect("decision sums" not in run(sm).stdout, "a sums line where none was posted")
+    s.check("decision sums: posted, and complete before the next call, over the ranks", sums)
     s.finish()
 
 

@@ -574,8 +574,9 @@ void finish_tallies() {
 
 std::string keys_json(const std::function<SiteName(std::int64_t)>& site_name) {
   std::lock_guard lock(g_keys_mutex);
-  std::string out = fmt::format(R"({{"enabled":{},"explore":{},"keys":[)", g_adapt ? "true" : "false",
-                                exploration_budget().json(util::now_ns()));
+  std::string out = fmt::format(R"({{"enabled":{},"explore":{},"sums":{{"posted":{},"ready":{}}},"keys":[)",
+                                g_adapt ? "true" : "false", exploration_budget().json(util::now_ns()),
+                                Tally::posted(), Tally::ready());
   bool first = true;
   for (const Key& k : g_keys) {
     const char* path = g_adapt && one_node_rule(k.one_node) ? "blocking"

@@ -60,6 +60,22 @@ void Engine::stop() {
 
 void Engine::drain() { progress_->drain(); }
 
+void BackgroundRequest::start(MPI_Request request) {
+  request_ = request;
+  started_ = true;
+  adopted_ = Engine::instance().progress_->adopt(*this);
+}
+
+bool BackgroundRequest::wait() {
+  if (!started_) return false;
+  started_ = false;
+  if (adopted_) Engine::instance().progress_->take_back(*this);
+  adopted_ = false;
+  if (request_ == MPI_REQUEST_NULL) return true;
+  PMPI_Wait(&request_, MPI_STATUS_IGNORE);  // an error shows in the sums' use, as before
+  return false;
+}
+
 void Engine::prepare(MPI_Comm comm) { engine::shadow_start(comm); }
 
 void Engine::prepare_node(MPI_Comm comm) { engine::prepare_node(*engine::shadow(comm)); }

@@ -27,6 +27,7 @@
 //   receive_mirror.*    the mirror, guarded and edge pages, publishing
 //   op.hpp              one collective in flight, built from the parts above
 //   progress.*          the progress thread, and callers' and fences' waits for it
+//   background.hpp      requests the progress thread completes between calls (the decision's sums)
 //   waker.*             the progress thread's nap and wake-up (futex)
 #pragma once
 
@@ -48,6 +49,7 @@ namespace tnbc::shim::replay::engine {
 
 struct Op;
 class Progress;
+class BackgroundRequest;
 
 struct EngineOptions {
   /// The progress thread's nap after a round that moved nothing starts at progress_sleep_us
@@ -156,6 +158,7 @@ class Engine {
   std::atomic<std::uint64_t> init_ns_{0};
   std::string publishing_;
   std::unique_ptr<engine::Progress> progress_;
+  friend class BackgroundRequest;  // hands requests to progress_
 };
 
 }  // namespace tnbc::shim::replay::engine

@@ -79,6 +79,35 @@ void Progress::wait_done(Op& op) {
 
 void Progress::drain() { fence([](const Op&) { return true; }); }
 
+bool Progress::adopt(BackgroundRequest& r) {
+  {
+    std::lock_guard lock(mutex_);  // pairs with the idle wait's predicate
+    if (stopping_ || !thread_.joinable()) return false;
+    std::lock_guard bg(background_mutex_);
+    background_.push_back(&r);
+    has_background_.store(true, std::memory_order_release);
+  }
+  work_cv_.notify_one();
+  return true;
+}
+
+void Progress::take_back(BackgroundRequest& r) {
+  std::lock_guard bg(background_mutex_);
+  std::erase(background_, &r);
+  has_background_.store(!background_.empty(), std::memory_order_release);
+}
+
+bool Progress::test_background() {
+  std::lock_guard bg(background_mutex_);
+  std::erase_if(background_, [](BackgroundRequest* r) {
+    int flag = 0;
+    // An error leaves the request to its owner's MPI_Wait, which reports it.
+    return PMPI_Test(&r->request_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0;
+  });
+  has_background_.store(!background_.empty(), std::memory_order_release);
+  return !background_.empty();
+}
+
 void Progress::complete_overlapping(std::uintptr_t p, std::size_t n) {
   fence([&](const Op& op) { return op.recv.overlaps(p, n); });
 }
@@ -124,16 +153,33 @@ void Progress::run() {
   const unsigned waited_nap = std::min(max_nap, std::max(10 * min_nap, 1u));
   unsigned nap = min_nap;
   std::uint64_t cpu_mark = util::thread_cpu_ns();
+  auto has_background = [this] { return has_background_.load(std::memory_order_acquire); };
   while (true) {
     const std::uint32_t seen = g_waker.word();
     {
       std::unique_lock lock(mutex_);
-      // Idle: kept engine buffers that no call has taken for a while go back to the system, so
-      // a program that stopped calling collectives does not keep their memory.
-      while (active.empty() && !stopping_ && incoming_.empty())
+      // Idle: adopted requests are tested after naps that grow as for ops; kept engine buffers
+      // that no call has taken for a while go back to the system, so a program that stopped
+      // calling collectives does not keep their memory.
+      unsigned background_nap = min_nap;
+      while (active.empty() && !stopping_ && incoming_.empty()) {
+        if (has_background()) {
+          lock.unlock();
+          // Counted in the thread's CPU (cpu_ns), though no op is served.
+          const std::uint64_t c0 = util::thread_cpu_ns();
+          const bool left = test_background();
+          cpu_ns_.fetch_add(util::thread_cpu_ns() - c0, std::memory_order_relaxed);
+          lock.lock();
+          if (left)
+            work_cv_.wait_for(lock, std::chrono::microseconds(background_nap),
+                              [&] { return stopping_ || !incoming_.empty(); });
+          background_nap = std::min(max_nap, std::max(background_nap, 1u) * 2);
+          continue;
+        }
         if (!work_cv_.wait_for(lock, std::chrono::milliseconds(kIdleTrimMs / 2),
-                               [&] { return stopping_ || !incoming_.empty(); }))
+                               [&] { return stopping_ || !incoming_.empty() || has_background(); }))
           BufferPool::instance().trim_idle(kIdleTrimMs * 1000000ull);
+      }
       if (stopping_ && active.empty() && incoming_.empty()) {
         record_rusage();
         return;
@@ -145,6 +191,7 @@ void Progress::run() {
         incoming_.pop_front();
       }
     }
+    if (has_background()) test_background();
     bool moved = false;
     const std::uint64_t round_ns = util::now_ns();
     for (auto& op : active) {

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "background.hpp"
 #include "engine.hpp"
 #include "op.hpp"
 
@@ -36,6 +37,13 @@ class Progress {
   void drain();
   /// Completes every operation whose receive span overlaps [p, p + n).
   void complete_overlapping(std::uintptr_t p, std::size_t n);
+  /// Tests `r` between the thread's rounds and naps until it completes or take_back(r) (the
+  /// owner waits for it).  False where the thread is not running (stopping, or never started):
+  /// the owner keeps it.
+  bool adopt(BackgroundRequest& r);
+  /// Ends the testing of `r`: afterwards only the caller uses it (its request is
+  /// MPI_REQUEST_NULL where the thread completed it).
+  void take_back(BackgroundRequest& r);
 
   std::uint64_t cpu_ns() const { return cpu_ns_.load(); }
   std::uint64_t rounds() const { return rounds_.load(); }
@@ -58,6 +66,8 @@ class Progress {
   /// the userfaultfd reports them, counted (with the time until their page is published) once
   /// it is.  Returns whether any is still waiting.
   bool see_faults(const std::vector<std::shared_ptr<Op>>& active);
+  /// Tests every adopted request once and lets go of the completed ones; true while any is left.
+  bool test_background();
   /// Retires the ops that are complete and released by their caller; true if any was.
   bool retire_finished(std::vector<std::shared_ptr<Op>>& active);
   /// Waits until no op for which which(op) holds is left, and charges the wait to the fence
@@ -79,6 +89,11 @@ class Progress {
   std::vector<HeldFault> held_;  // progress thread only
   bool stopping_ = false;
   std::thread thread_;
+  // Adopted requests (adopt): background_mutex_ is held while the thread tests them, so
+  // take_back never returns while one is being tested.
+  std::mutex background_mutex_;
+  std::vector<BackgroundRequest*> background_;
+  std::atomic<bool> has_background_{false};
 };
 
 }  // namespace tnbc::shim::replay::engine

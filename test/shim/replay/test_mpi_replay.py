@@ -23,6 +23,7 @@ MIXED_F = os.path.join(BUILD, "test", "mpi", "mixed_f")
 SWITCH = os.path.join(BUILD, "test", "mpi", "adapt_switch")
 LARGE = os.path.join(BUILD, "test", "mpi", "large_block")
 LATE = os.path.join(BUILD, "test", "mpi", "late_rank")
+SUMS_IDLE = os.path.join(BUILD, "test", "mpi", "sums_idle")
 FAIL_SHM = os.path.join(BUILD, "test", "mpi", "fail_shm_open.so")
 
 
@@ -274,6 +275,23 @@ def main():
             "Alltoallv, Bcast; call sites differ by rank): identical bytes", switch_local)
     s.check("the defaults on a full node: the engine's exchange sampled against MPI's blocking calls, "
             "its first choice agreed by the samples' costs, identical bytes", engine_first_local)
+
+    def sums_in_background():
+        # The decision's sums (adapt/tally.hpp), posted after a call, are completed by the
+        # progress thread while the ranks sleep 50 ms (engine/background.hpp): the key's next
+        # call finds every one complete, so nothing of them is exchanged right before it.  Left to
+        # MPI, each would move only when that call waits for it (ready 0).
+        ref = lines(mpirun(SUMS_IDLE, 4, args=[16, 50], timeout=60).stdout)
+        prefix = os.path.join(tmp, "sums")
+        out = lines(mpirun(SUMS_IDLE, 4, args=[16, 50], preload="tnbc", timeout=60,
+                           env={"TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_STATS": prefix}).stdout)
+        expect(len(ref) == 4 * 16 and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        for r in range(4):
+            sums = read_json(f"{prefix}.{r}.json")["adapt"]["sums"]
+            expect(sums["posted"] >= 2 and sums["ready"] == sums["posted"],
+                   f"rank {r}: sums not complete before the next call: {sums}")
+    s.check("the decision's sums complete in the background between calls (ranks asleep): identical bytes",
+            sums_in_background)
 
     def orders_program():
         # trace_order: stack buffers sharing pages with live data, write(), threads, buffers

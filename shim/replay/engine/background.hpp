@@ -1,0 +1,39 @@
+// A request that the progress thread completes in the background: a small collective the
+// library posts after one call and needs at the next (adapt/tally.hpp, the decision's sums).
+// Left to MPI, it would move only when the program's next collective waits for it, right
+// before that collective: on NPB FT class A (2 emulated nodes, 8 calls of 32 MiB) one such sum
+// before the key's seventh call cost 0.8-0.9 s of an 11.3 s run, the whole of what the library
+// cost there when it changed nothing (docs/measurements/background-tally.md).  Tested between
+// the progress thread's naps, it completes while the program computes.
+#pragma once
+
+#include <mpi.h>
+
+namespace tnbc::shim::replay::engine {
+
+/// One MPI request that its owner hands to the progress thread and later waits for.  Only one
+/// thread uses the request at a time: the progress thread tests it while it holds it, and
+/// wait() takes it back first (Progress::take_back).  Where no progress thread runs, wait()
+/// completes it as MPI_Wait would.
+class BackgroundRequest {
+ public:
+  BackgroundRequest() = default;
+  BackgroundRequest(const BackgroundRequest&) = delete;
+  BackgroundRequest& operator=(const BackgroundRequest&) = delete;
+
+  /// Hands `request`, just posted, to the progress thread.
+  void start(MPI_Request request);
+  /// Started and not yet waited for.
+  bool pending() const { return started_; }
+  /// Completes it: nothing left to do where the progress thread did (returns true), else
+  /// MPI_Wait (false).  Nothing where it was not started (false).
+  bool wait();
+
+ private:
+  friend class Progress;
+  MPI_Request request_ = MPI_REQUEST_NULL;  // MPI_REQUEST_NULL once complete
+  bool started_ = false;                    // the owner's: between start() and wait()
+  bool adopted_ = false;                    // the owner's: the progress thread took it
+};
+
+}  // namespace tnbc::shim::replay::engine
