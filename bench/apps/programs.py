@@ -1,7 +1,7 @@
 """The corpus: third-party MPI programs that run.py times (see README.md).
 
 Each entry names the executable relative to the bin/ folder of its build (BUILD/bin/EXE under
-the apps folder, /work/apps by default: npb/, heffte/, 2decomp/, osu/, imb/ as the build-*.sh
+the apps folder, /work/apps by default: npb/, heffte/, 2decomp/, minivite/, osu/, imb/ as the build-*.sh
 scripts make them), its arguments, the rank count, the collectives it calls, how its output is
 verified and which time it reports.
 
@@ -32,7 +32,7 @@ TUNABLE = ("alltoall", "alltoallv", "bcast")
 @dataclass(frozen=True)
 class Program:
     name: str
-    build: str                     # folder under the apps folder: npb, heffte, 2decomp, osu, imb
+    build: str                     # folder under the apps folder: npb, heffte, 2decomp, minivite, osu, imb
     exe: str                       # relative to BUILD/bin
     args: tuple = ()
     ranks: int = 4
@@ -111,6 +111,12 @@ def decomp2d(name, even, n, iters, long=False, note=""):
         long=long, note=note)
 
 
+# miniVite (-l: the graph from its LCG, the same every run; no -p, whose extra edges are seeded
+# from the clock) prints the final modularity and the Louvain iterations, the same for every
+# run of the same graph on 4 ranks, and the Louvain phase's time.
+MINIVITE_OK = r"Modularity, #Iterations: 0\.759529, 18\b"
+MINIVITE_TIME = r"Average total time \(in s\), #Processes:\s+([0-9.eE+-]+)"
+
 OSU_SIZE_LINE = r"(?m)^1048576\s+[0-9.]+"
 
 PROGRAMS = [
@@ -156,6 +162,17 @@ PROGRAMS = [
              note="2DECOMP&FFT's default transposes (MPI_Alltoallv)"),
     decomp2d("2decomp-c2c-even", True, 128, 50,
              note="as 2decomp-c2c, built with -DEVEN=ON (padded MPI_Alltoall)"),
+    # Louvain on a random geometric graph of 65536 vertices cut in 4 strips: a rank exchanges
+    # ghost vertices' communities with its neighbour strips only.  Added 2026-11-29: first
+    # contact in docs/apps.md.
+    Program(name="minivite", build="minivite", exe="miniVite", args=("-l", "-n", "65536"),
+            collectives=("alltoall", "alltoallv", "allreduce", "barrier", "reduce"),
+            calls="37 MPI_Alltoall of counts (8 B a rank pair) and 55 MPI_Alltoallv with uneven counts (1-4 KiB "
+                  "received a call, none from strips that do not touch): 3 of each per Louvain iteration "
+                  "(18), the rest at set-up; MPI_Allreduce",
+            verify="regex", verify_regex=MINIVITE_OK, reported_regex=MINIVITE_TIME,
+            env={"OMP_NUM_THREADS": "1"},
+            note="short run of small uneven MPI_Alltoallv, each right after a small MPI_Alltoall"),
     Program(name="osu-alltoall-1M", build="osu", exe="osu_alltoall",
             args=("-m", "1048576:1048576", "-i", "100", "-x", "10"),
             collectives=("alltoall", "barrier", "reduce"),
