@@ -87,8 +87,8 @@ std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::u
 }
 
 /// After the key's kEngineAskAt-th blocking call, before any trial round: the ranks start to
-/// agree on the key's CPU weight (an MPI_Iallreduce of 2 doubles, completed at its next call:
-/// complete_tally).
+/// agree on the key's CPU weight (an MPI_Iallreduce of 2 doubles, a Tally, taken at its next
+/// call: complete_tally).
 void ask_engine_weight(Key& key, MPI_Comm comm) {
   key.algorithm.engine.stage = EngineStage::decided;
   if (key.algorithm.engine_index() == key.algorithm.candidates.size()) return;

@@ -267,8 +267,8 @@ void sum_vote(Key& key, MPI_Comm comm) {
   key.path.vote_stage = VoteStage::summed;
 }
 
-/// Posts the key's vote over `comm`, completed at the key's next call; where MPI refuses, sums
-/// it at once.
+/// Posts the key's vote over `comm` (a Tally: complete by the key's next call); where MPI
+/// refuses, sums it at once.
 void post_vote(Key& key, MPI_Comm comm) {
   if (key.path.vote.post(comm)) key.path.vote_stage = VoteStage::posted;
   else sum_vote(key, comm);

@@ -225,8 +225,9 @@ bool measured(MPI_Comm comm);
 
 /// Decides the path of this call.  Called by every rank of `comm` for the same collective,
 /// after the checks every rank shares and before anything rank-local: at a decision point it
-/// is collective over `comm` (an MPI_Iallreduce of Vote::kFields doubles, posted after the call
-/// and completed at the key's next call, which decides: PathChoice; blocking at a key's
+/// is collective over `comm` (an MPI_Iallreduce of Vote::kFields doubles, posted after the call,
+/// completed by the progress thread or at the latest at the key's next call, which decides:
+/// PathChoice; blocking at a key's
 /// first call with a plan); so is a call that enters the
 /// early path after blocking calls were observed (the learn point of learn.hpp).  `bytes` must be the same
 /// on every rank (0 for Alltoallv, whose sizes differ).  `entry`: this rank's plan entry for

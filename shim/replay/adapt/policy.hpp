@@ -34,8 +34,9 @@
 //      communicator are called in the same order everywhere), sums its measurements over the
 //      communicator (Vote) and applies the same rule to the same sums, so all ranks take the
 //      same path: the engine's messages only match the engine's.  The sum does not hold the
-//      program up: posted after the call, decided at the key's next call (decide.hpp,
-//      PathChoice), so the segment that ends there runs one call more, unmeasured.
+//      program up: posted after the call, completed in between by the progress thread (tally.hpp),
+//      decided at the key's next call (decide.hpp, PathChoice), so the segment that ends there
+//      runs one call more, unmeasured.
 //   cost of a call: the time from its entry to the entry of the key's next call, on the rank's
 //      clock.  The program's work between calls is the same on either path, so the interval
 //      holds what the path costs it: time inside, waits for guarded pages and fences, CPU the

@@ -1,10 +1,10 @@
-// A tally: one sum over a communicator's ranks that a key posts after one of its calls and completes
+// A tally: one sum over a communicator's ranks that a key posts after one of its calls and needs
 // at its next call (decide.cpp: the path votes; blocking.cpp: the CPU weight, the engine's samples
-// and the trial's rounds).  Posted after a call, when that call's data is complete, and
-// completed at the next call, when every rank has long posted it: the program waits for no rank
-// it would not have waited for (docs/replay.md, "Deciding per call").  Between the two the
-// progress thread completes it (engine/background.hpp), so that nothing of it is exchanged
-// right before the next call.
+// and the trial's rounds).  Posted after a call, when that call's data is complete, and needed at
+// the next call, when every rank has long posted it: the program waits for no rank it would not
+// have waited for (docs/replay.md, "Deciding per call").  In between the progress thread
+// completes it (engine/background.hpp), so that nothing of it is exchanged right before the next
+// call; the next call completes what is left.
 #pragma once
 
 #include <mpi.h>
@@ -45,7 +45,8 @@ class Tally {
   /// Whether a posted sum is still in flight.
   bool pending() const { return request_.pending(); }
   /// Waits for the posted sum (done already where the progress thread completed it); nothing
-  /// where none is in flight.
+  /// where none is in flight.  Counted `ready` where the progress thread had completed it: at
+  /// the key's next call, or at MPI_Finalize for a sum no call followed.
   void complete() {
     if (request_.wait()) ready_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -58,8 +59,9 @@ class Tally {
 
  private:
   inline static std::atomic<std::uint64_t> posted_{0}, ready_{0};
-  engine::BackgroundRequest request_;
   std::vector<double> mine_, sums_;
+  // After the buffers MPI writes: destroyed first, it leaves the progress thread before they go.
+  engine::BackgroundRequest request_;
 };
 
 }  // namespace tnbc::shim::replay::adapt

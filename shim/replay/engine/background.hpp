@@ -1,10 +1,11 @@
 // A request that the progress thread completes in the background: a small collective the
 // library posts after one call and needs at the next (adapt/tally.hpp, the decision's sums).
 // Left to MPI, it would move only when the program's next collective waits for it, right
-// before that collective: on NPB FT class A (2 emulated nodes, 8 calls of 32 MiB) one such sum
-// before the key's seventh call cost 0.8-0.9 s of an 11.3 s run, the whole of what the library
-// cost there when it changed nothing (docs/measurements/background-tally.md).  Tested between
-// the progress thread's naps, it completes while the program computes.
+// before that collective: on NPB FT class A (2 emulated nodes, 8 calls of 32 MiB) the sum posted
+// after the key's seventh call and waited for at its eighth cost 0.8-1.1 s of an 11.2 s run, the
+// whole of what the library cost there when it changed nothing
+// (docs/measurements/background-tally.md).  Tested between the progress thread's naps, it
+// completes while the program computes.
 #pragma once
 
 #include <mpi.h>
@@ -18,6 +19,9 @@ namespace tnbc::shim::replay::engine {
 class BackgroundRequest {
  public:
   BackgroundRequest() = default;
+  /// Leaves the progress thread (a program that exits without MPI_Finalize destroys its keys
+  /// while the thread runs); the request itself is left to MPI.
+  ~BackgroundRequest();
   BackgroundRequest(const BackgroundRequest&) = delete;
   BackgroundRequest& operator=(const BackgroundRequest&) = delete;
 

@@ -66,6 +66,10 @@ void BackgroundRequest::start(MPI_Request request) {
   adopted_ = Engine::instance().progress_->adopt(*this);
 }
 
+BackgroundRequest::~BackgroundRequest() {
+  if (adopted_) Engine::instance().progress_->take_back(*this);
+}
+
 bool BackgroundRequest::wait() {
   if (!started_) return false;
   started_ = false;

@@ -2,6 +2,7 @@
 #include "progress.hpp"
 
 #include <pthread.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 namespace tnbc::shim::replay::engine {
 
 void Progress::start(const EngineOptions& options, std::size_t page_size) {
+  pid_ = getpid();
   sleep_us_ = options.progress_sleep_us;
   max_sleep_us_ = options.progress_max_sleep_us;
   watchdog_s_ = options.watchdog_s;
@@ -80,6 +82,8 @@ void Progress::wait_done(Op& op) {
 void Progress::drain() { fence([](const Op&) { return true; }); }
 
 bool Progress::adopt(BackgroundRequest& r) {
+  // A fork()ed child holds the object, not the thread (nor, perhaps, the locks it held).
+  if (getpid() != pid_) return false;
   {
     std::lock_guard lock(mutex_);  // pairs with the idle wait's predicate
     if (stopping_ || !thread_.joinable()) return false;
@@ -101,7 +105,7 @@ bool Progress::test_background() {
   std::lock_guard bg(background_mutex_);
   std::erase_if(background_, [](BackgroundRequest* r) {
     int flag = 0;
-    // An error leaves the request to its owner's MPI_Wait, which reports it.
+    // An error is MPI's to report (its error handler, fatal by default); the request is let go.
     return PMPI_Test(&r->request_, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag != 0;
   });
   has_background_.store(!background_.empty(), std::memory_order_release);
@@ -170,9 +174,12 @@ void Progress::run() {
           const bool left = test_background();
           cpu_ns_.fetch_add(util::thread_cpu_ns() - c0, std::memory_order_relaxed);
           lock.lock();
-          if (left)
-            work_cv_.wait_for(lock, std::chrono::microseconds(background_nap),
-                              [&] { return stopping_ || !incoming_.empty(); });
+          if (!left) {
+            background_nap = min_nap;  // the next adopted request starts from the shortest nap
+            continue;
+          }
+          work_cv_.wait_for(lock, std::chrono::microseconds(background_nap),
+                            [&] { return stopping_ || !incoming_.empty(); });
           background_nap = std::min(max_nap, std::max(background_nap, 1u) * 2);
           continue;
         }
@@ -191,7 +198,6 @@ void Progress::run() {
         incoming_.pop_front();
       }
     }
-    if (has_background()) test_background();
     bool moved = false;
     const std::uint64_t round_ns = util::now_ns();
     for (auto& op : active) {
@@ -210,6 +216,13 @@ void Progress::run() {
     rounds_.fetch_add(1, std::memory_order_relaxed);
     for (auto& op : active)
       if (op->costs) op->costs->progress_cpu_ns.fetch_add(cpu / active.size(), std::memory_order_relaxed);
+    if (has_background()) {
+      // Adopted requests: the thread's CPU (cpu_ns), not the ops' (their keys compare it).
+      test_background();
+      const std::uint64_t after = util::thread_cpu_ns();
+      cpu_ns_.fetch_add(after - cpu_mark, std::memory_order_relaxed);
+      cpu_mark = after;
+    }
     const bool retired = retire_finished(active);
     if (retired || moved) {
       std::lock_guard lock(mutex_);  // pairs with the predicate checks of the waiters

@@ -94,6 +94,7 @@ class Progress {
   std::mutex background_mutex_;
   std::vector<BackgroundRequest*> background_;
   std::atomic<bool> has_background_{false};
+  int pid_ = -1;  // the process that started the thread
 };
 
 }  // namespace tnbc::shim::replay::engine

@@ -278,12 +278,13 @@ def main():
 
     def sums_in_background():
         # The decision's sums (adapt/tally.hpp), posted after a call, are completed by the
-        # progress thread while the ranks sleep 50 ms (engine/background.hpp): the key's next
-        # call finds every one complete, so nothing of them is exchanged right before it.  Left to
-        # MPI, each would move only when that call waits for it (ready 0).
-        ref = lines(mpirun(SUMS_IDLE, 4, args=[16, 50], timeout=60).stdout)
+        # progress thread while the ranks sleep 200 ms (engine/background.hpp; a wide margin for
+        # a loaded machine, where the thread waits for a core): the key's next call finds every
+        # one complete, so nothing of them is exchanged right before it.  Left to MPI, each would
+        # move only when that call waits for it (ready 0).
+        ref = lines(mpirun(SUMS_IDLE, 4, args=[16, 200], timeout=60).stdout)
         prefix = os.path.join(tmp, "sums")
-        out = lines(mpirun(SUMS_IDLE, 4, args=[16, 50], preload="tnbc", timeout=60,
+        out = lines(mpirun(SUMS_IDLE, 4, args=[16, 200], preload="tnbc", timeout=60,
                            env={"TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_STATS": prefix}).stdout)
         expect(len(ref) == 4 * 16 and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
         for r in range(4):
