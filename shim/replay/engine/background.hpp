@@ -35,6 +35,8 @@ class BackgroundRequest {
 
  private:
   friend class Progress;
+  /// Leaves the progress thread, if it holds the request.
+  void take_back();
   MPI_Request request_ = MPI_REQUEST_NULL;  // MPI_REQUEST_NULL once complete
   bool started_ = false;                    // the owner's: between start() and wait()
   bool adopted_ = false;                    // the owner's: the progress thread took it

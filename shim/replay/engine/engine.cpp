@@ -66,15 +66,17 @@ void BackgroundRequest::start(MPI_Request request) {
   adopted_ = Engine::instance().progress_->adopt(*this);
 }
 
-BackgroundRequest::~BackgroundRequest() {
+void BackgroundRequest::take_back() {
   if (adopted_) Engine::instance().progress_->take_back(*this);
+  adopted_ = false;
 }
+
+BackgroundRequest::~BackgroundRequest() { take_back(); }
 
 bool BackgroundRequest::wait() {
   if (!started_) return false;
   started_ = false;
-  if (adopted_) Engine::instance().progress_->take_back(*this);
-  adopted_ = false;
+  take_back();
   if (request_ == MPI_REQUEST_NULL) return true;
   PMPI_Wait(&request_, MPI_STATUS_IGNORE);  // an error shows in the sums' use, as before
   return false;

@@ -158,6 +158,15 @@ void Progress::run() {
   unsigned nap = min_nap;
   std::uint64_t cpu_mark = util::thread_cpu_ns();
   auto has_background = [this] { return has_background_.load(std::memory_order_acquire); };
+  // Tests the adopted requests; their CPU counts as the thread's (cpu_ns), never an op's (the
+  // ops' keys compare theirs).  True while any is left.
+  auto test_adopted = [&] {
+    const bool left = test_background();
+    const std::uint64_t now = util::thread_cpu_ns();
+    cpu_ns_.fetch_add(now - cpu_mark, std::memory_order_relaxed);
+    cpu_mark = now;
+    return left;
+  };
   while (true) {
     const std::uint32_t seen = g_waker.word();
     {
@@ -169,18 +178,16 @@ void Progress::run() {
       while (active.empty() && !stopping_ && incoming_.empty()) {
         if (has_background()) {
           lock.unlock();
-          // Counted in the thread's CPU (cpu_ns), though no op is served.
-          const std::uint64_t c0 = util::thread_cpu_ns();
-          const bool left = test_background();
-          cpu_ns_.fetch_add(util::thread_cpu_ns() - c0, std::memory_order_relaxed);
+          cpu_mark = util::thread_cpu_ns();  // the idle time before is nobody's
+          const bool left = test_adopted();
           lock.lock();
-          if (!left) {
+          if (left) {
+            work_cv_.wait_for(lock, std::chrono::microseconds(background_nap),
+                              [&] { return stopping_ || !incoming_.empty(); });
+            background_nap = std::min(max_nap, std::max(background_nap, 1u) * 2);
+          } else {
             background_nap = min_nap;  // the next adopted request starts from the shortest nap
-            continue;
           }
-          work_cv_.wait_for(lock, std::chrono::microseconds(background_nap),
-                            [&] { return stopping_ || !incoming_.empty(); });
-          background_nap = std::min(max_nap, std::max(background_nap, 1u) * 2);
           continue;
         }
         if (!work_cv_.wait_for(lock, std::chrono::milliseconds(kIdleTrimMs / 2),
@@ -216,13 +223,7 @@ void Progress::run() {
     rounds_.fetch_add(1, std::memory_order_relaxed);
     for (auto& op : active)
       if (op->costs) op->costs->progress_cpu_ns.fetch_add(cpu / active.size(), std::memory_order_relaxed);
-    if (has_background()) {
-      // Adopted requests: the thread's CPU (cpu_ns), not the ops' (their keys compare it).
-      test_background();
-      const std::uint64_t after = util::thread_cpu_ns();
-      cpu_ns_.fetch_add(after - cpu_mark, std::memory_order_relaxed);
-      cpu_mark = after;
-    }
+    if (has_background()) test_adopted();
     const bool retired = retire_finished(active);
     if (retired || moved) {
       std::lock_guard lock(mutex_);  // pairs with the predicate checks of the waiters
