@@ -6,18 +6,21 @@
  *   overlap BLOCK_BYTES ITERS MODE CURC_US CRC_US [PARTS]
  *     MODE blocking  MPI_Alltoall (plain MPICH, or libtnbc.so when preloaded)
  *          mpi3      MPI_Ialltoall, MPI_Wait just before the first read (hand-written MPI-3)
+ *          mpi3test  the same, with MPI_Test every OVERLAP_TEST_US (default 1000) microseconds
+ *                    of the CURC work until the exchange completes (progress by hand, no thread)
  *     PARTS          CRC granularity: each block is read in PARTS equal parts, each part's
  *                    pages read before its share of work (default 1: whole blocks)
  *
  * Prints (rank 0): "result mode=… tcomm_us=… tinit_us=… total_us=… mean_us=… curc_us=… crc_us=…
- * helper_us=… late_us=…" where total is the median per-iteration time of alltoall + CURC + CRC, mean the
+ * helper_us=… late_us=… tests=…" where total is the median per-iteration time of alltoall + CURC + CRC, mean the
  * mean of the same (every call counts, a warm-up too), tinit the median time spent inside the
  * MPI_Alltoall call (blocking mode) or MPI_Ialltoall (mpi3 mode); each the slowest rank's;
  * helper the CPU time per iteration, mean over ranks, of threads other than the program's own
  * (libtnbc.so's progress thread, MPICH's asynchronous progress thread) over the timed loop,
  * late the largest over ranks of a rank's median lateness: how long after its deadline the last
  * share of work ended (a spinning rank that is off its core when the deadline passes sees it
- * only when it runs again; every configuration pays this on a full node, data or not).
+ * only when it runs again; every configuration pays this on a full node, data or not), tests
+ * the MPI_Test calls of mpi3test over the counted calls, summed over the ranks.
  *
  * Environment: OVERLAP_SLEEP=1 makes the work sleep (nanosleep) instead of spinning, which
  * leaves the cores to the progress threads (bench/overlap.py --free-cores).
@@ -81,6 +84,17 @@ static void spin_until(double end) {
   }
 }
 
+/* mpi3test: the CURC work in slices of `every` seconds with MPI_Test on `req` between them
+ * until it completes, as a program that drives MPI's progress by hand does; MPI_Test calls
+ * made go to *tests. */
+static void spin_testing(double end, double every, MPI_Request *req, long *tests) {
+  int done = 0;
+  for (double now = MPI_Wtime(); now < end; now = MPI_Wtime()) {
+    spin_until(now + every < end ? now + every : end);
+    if (!done) MPI_Test(req, &done, MPI_STATUS_IGNORE), ++*tests;
+  }
+}
+
 /* A read that took longer than this waited for its data (a guarded page); shorter ones did
  * not, whatever the scheduler did meanwhile. */
 #define WAITED_S 200e-6
@@ -117,12 +131,25 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc < 6) {
-    if (rank == 0) fprintf(stderr, "usage: overlap BLOCK_BYTES ITERS blocking|mpi3 CURC_US CRC_US [PARTS]\n");
+    if (rank == 0) fprintf(stderr, "usage: overlap BLOCK_BYTES ITERS blocking|mpi3|mpi3test CURC_US CRC_US [PARTS]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   size_t block = strtoul(argv[1], NULL, 10);
   int iters = atoi(argv[2]);
-  int mpi3 = strcmp(argv[3], "mpi3") == 0;
+  const int testing = strcmp(argv[3], "mpi3test") == 0, mpi3 = testing || strcmp(argv[3], "mpi3") == 0;
+  if (!mpi3 && strcmp(argv[3], "blocking") != 0) {
+    if (rank == 0) fprintf(stderr, "overlap: MODE must be blocking, mpi3 or mpi3test, not %s\n", argv[3]);
+    MPI_Barrier(MPI_COMM_WORLD); /* rank 0's line out before any rank aborts */
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  const char *te = getenv("OVERLAP_TEST_US");
+  const double test_every = (te != NULL && *te ? atof(te) : 1000.0) * 1e-6;
+  if (testing && !(test_every > 0)) {
+    if (rank == 0) fprintf(stderr, "overlap: OVERLAP_TEST_US must be a positive number of microseconds\n");
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  long tests = 0;
   double t_curc = atof(argv[4]) * 1e-6, t_crc = atof(argv[5]) * 1e-6;
   int parts = argc > 6 ? atoi(argv[6]) : 1;
   if (parts < 1) parts = 1;
@@ -199,7 +226,10 @@ int main(int argc, char **argv) {
     double deadline = MPI_Wtime();
     const double in_call = deadline - t0;
     deadline += t_curc;
-    spin_until(deadline);
+    long tests_before = tests;
+    if (testing) spin_testing(deadline, test_every, &req, &tests);
+    else spin_until(deadline);
+    if (i < 0) tests = tests_before; /* the warm-up's tests are not counted */
     if (mpi3) {
       MPI_Wait(&req, MPI_STATUS_IGNORE);
       double now = MPI_Wtime();
@@ -245,10 +275,12 @@ int main(int argc, char **argv) {
   MPI_Reduce(&mean, &mean_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&tot, &tot_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   MPI_Reduce(&tin, &tin_max, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  long tests_all = 0;
+  MPI_Reduce(&tests, &tests_all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rank == 0)
-    printf("result mode=%s block=%zu ranks=%d tcomm_us=%.0f tinit_us=%.0f total_us=%.0f mean_us=%.0f curc_us=%.0f crc_us=%.0f helper_us=%.0f late_us=%.0f\n",
-           mpi3 ? "mpi3" : "blocking", block, size, tcomm_max * 1e6, tin_max * 1e6, tot_max * 1e6, mean_max * 1e6,
-           t_curc * 1e6, t_crc * 1e6, helper_sum * 1e6 / size, late_max * 1e6);
+    printf("result mode=%s block=%zu ranks=%d tcomm_us=%.0f tinit_us=%.0f total_us=%.0f mean_us=%.0f curc_us=%.0f crc_us=%.0f helper_us=%.0f late_us=%.0f tests=%ld\n",
+           testing ? "mpi3test" : mpi3 ? "mpi3" : "blocking", block, size, tcomm_max * 1e6, tin_max * 1e6, tot_max * 1e6,
+           mean_max * 1e6, t_curc * 1e6, t_crc * 1e6, helper_sum * 1e6 / size, late_max * 1e6, tests_all);
   free(s); free(r); free(t); free(total); free(init); free(lateness);
   free(blocks); free(scount); free(sdispl); free(rcount); free(rdispl);
   MPI_Finalize();

@@ -2,17 +2,18 @@
 """Replay mode's overlap benchmark: the paper's five CURC/CRC scenarios (Table 1) and the case
 with nothing to overlap, on the emulated cluster (2 nodes x 2 ranks), 1 MiB Alltoall blocks.
 
-For every scenario seven configurations run side by side in one session: plain MPICH
+For every scenario eight configurations run side by side in one session: plain MPICH
 (MPI_Alltoall), libtnbc.so without a plan (its defaults: the per-call decision), libtnbc.so's
 engine alone (TNBC_ADAPT=off: every call returns early), libtnbc.so with a plan (the benchmark
 reads blocks 0..p-1; the plan, keyed by the call sites of a traced run, says so, turns per-node
 priority on and says `return early`; where the data is read right after the call, `window 8`, as
 tnbc-order plan --per-node writes there), and the hand-written MPI-3 version (MPI_Ialltoall,
 MPI_Wait before the first read), without and with MPICH's asynchronous progress thread
-(MPIR_CVAR_ASYNC_PROGRESS=1; not under Open MPI), and plain MPICH once more with its scattered
+(MPIR_CVAR_ASYNC_PROGRESS=1; not under Open MPI) and with MPI_Test every millisecond of the work
+before the reads (progress by hand, no thread), and plain MPICH once more with its scattered
 algorithm (MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM=scattered, every exchange posted at once: the
 setting that gains most on the real programs, docs/apps.md; not under Open MPI); the plan is
-also set against the best of the four that need no library.  Work after the collective is given in
+also set against the best of the five that need no library.  Work after the collective is given in
 absolute microseconds derived from a plain run's Tcomm, so every configuration does the same
 work; the timed runs skip the program's own Tcomm loop (OVERLAP_SKIP_TCOMM), so the library sees
 one call site, the timed one.  Overlap measured = total(plain) - total(config); the bound is formula (3) of the paper,
@@ -141,8 +142,9 @@ def async_ratio(res, total):
 
 # What a user gets without the library: plain MPI, its scattered algorithm, MPI-3 with and
 # without MPICH's progress thread (those measured).
-BASELINES = ("plain", "scat", "mpi3", "mpi3a")
-SHORT = {"plain": "plain", "scat": "scattered", "mpi3": "MPI-3", "mpi3a": "MPI-3 async"}
+BASELINES = ("plain", "scat", "mpi3", "mpi3t", "mpi3a")
+SHORT = {"plain": "plain", "scat": "scattered", "mpi3": "MPI-3", "mpi3t": "MPI-3 + MPI_Test",
+         "mpi3a": "MPI-3 async"}
 
 
 def best_cell(totals, total):
@@ -374,7 +376,10 @@ def main():
         tables = []
         CONFIGS = (("plain", "blocking", False, None, None), ("tnbc", "blocking", True, None, None),
                    ("engine", "blocking", True, None, {"TNBC_ADAPT": "off"}),
-                   ("plan", "blocking", True, plan, None), ("mpi3", "mpi3", False, None, None))
+                   ("plan", "blocking", True, plan, None), ("mpi3", "mpi3", False, None, None),
+                   # The MPI-3 version driving MPI's progress by hand: MPI_Test every millisecond
+                   # of its work (no thread), as a program written for overlap would.
+                   ("mpi3t", "mpi3test", False, None, None))
         if MPI == "mpich":
             # The MPI-3 version once more with MPICH's own progress thread, which moves the data
             # while the program computes (Open MPI's ob1 has none).
@@ -501,14 +506,18 @@ def main():
          "*tnbc, no plan* is libtnbc.so with its defaults: each run makes "
          f"{calls} calls, the first 6 blocking (the per-call decision's warm-up, docs/replay.md, "
          "\"Deciding per call\"; 3 where the reads observed in them leave room to overlap), "
-         "then an early probe of 3-5 calls (the first not measured), then the cheaper path.  ") +
-        "*MPI-3* is MPI_Ialltoall and MPI_Wait before the first read; *MPI-3, async progress* "
-        "the same with MPICH's progress thread (MPIR_CVAR_ASYNC_PROGRESS=1), which moves the "
+         "then, where the exploration budget affords it (TNBC_EXPLORE: 1% of the run so far; a "
+         "run this short rarely does), an early probe of 3-5 calls (the first not measured), then "
+         "the cheaper path.  ") +
+        "*MPI-3* is MPI_Ialltoall and MPI_Wait before the first read; *MPI-3 + MPI_Test* the "
+        "same with MPI_Test every millisecond of the work before the first read (MPI's progress "
+        "driven by hand, no thread); *MPI-3, async progress* "
+        "the same as *MPI-3* with MPICH's progress thread (MPIR_CVAR_ASYNC_PROGRESS=1), which moves the "
         "data while the program computes, at the price of a core it keeps busy.  "
         + ("*MPICH, scattered* is plain MPICH with MPIR_CVAR_ALLTOALL_INTRA_ALGORITHM=scattered "
            "(every exchange posted at once, the setting that gains most on the real programs); "
-           "*best without the library* is the least of plain MPICH, MPICH scattered, MPI-3 and "
-           "MPI-3 with async progress in the row.  " if MPI == "mpich" else "") +
+           "*best without the library* is the least of plain MPICH, MPICH scattered and the "
+           "three MPI-3 versions in the row.  " if MPI == "mpich" else "") +
         "*engine "
         "alone* is libtnbc.so with TNBC_ADAPT=off: every call returns early, in the default "
         "order (what *tnbc, no plan* measured before the per-call decision).  "
@@ -581,8 +590,8 @@ def main():
             lines += learn_table(args, rows) + [""]
             continue
         lines += [
-            "| scenario | TCURC | TCRC | plain | MPICH, scattered | tnbc, no plan | engine alone | tnbc, plan | MPI-3 | MPI-3, async progress | no plan / plain | engine / plain | plan / plain | plan / MPI-3 | plan / MPI-3 async | plan / best without the library | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound | link bound | overlap / link bound |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| scenario | TCURC | TCRC | plain | MPICH, scattered | tnbc, no plan | engine alone | tnbc, plan | MPI-3 | MPI-3 + MPI_Test | MPI-3, async progress | no plan / plain | engine / plain | plan / plain | plan / MPI-3 | plan / MPI-3 async | plan / best without the library | Tcomm (row) | Tinit / Tcomm | overlap (plan) | bound (3) | overlap / bound | link bound | overlap / link bound |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         nodes = link_model.node_of(NODES * PPN, NODES, placement)
         for name, desc, curc, crc, res in rows:
@@ -605,8 +614,8 @@ def main():
                 link_share = f"{overlap / reach:.0%}" if reach > 0 else "n/a"
             lines.append(
                 f"| {name}: {desc} | {curc/1e3:.0f} ms | {crc/1e3:.0f} ms | {p/1e3:.1f} ms | {ms_cell(totals, 'scat')} "
-                f"| {t/1e3:.1f} ms | {e/1e3:.1f} ms | {q/1e3:.1f} ms | {m/1e3:.1f} ms | {ms_cell(totals, 'mpi3a')} "
-                f"| {t/p:.2f} | {e/p:.2f} | {q/p:.2f} | {q/m:.2f} | {async_ratio(res, q)} "
+                f"| {t/1e3:.1f} ms | {e/1e3:.1f} ms | {q/1e3:.1f} ms | {m/1e3:.1f} ms | {ms_cell(totals, 'mpi3t')} "
+                f"| {ms_cell(totals, 'mpi3a')} | {t/p:.2f} | {e/p:.2f} | {q/p:.2f} | {q/m:.2f} | {async_ratio(res, q)} "
                 f"| {best_cell(totals, q)} "
                 f"| {row_tcomm/1e3:.1f} ms "
                 f"| {tinit/row_tcomm:.0%} "
@@ -621,6 +630,7 @@ def main():
                 + f"no plan {r['tnbc']['spread']/1e3:.1f}, "
                 f"engine {r['engine']['spread']/1e3:.1f}, plan {r['plan']['spread']/1e3:.1f}, "
                 f"mpi3 {r['mpi3']['spread']/1e3:.1f}"
+                + (f", mpi3 + MPI_Test {r['mpi3t']['spread']/1e3:.1f}" if "mpi3t" in r else "")
                 + (f", mpi3 async {r['mpi3a']['spread']/1e3:.1f}" if "mpi3a" in r else "")
                 for name, _, _, _, r in rows) + ".",
             "",

@@ -3,7 +3,7 @@
 checksum plain, under libtnbc.so and in their hand-written MPI-3 version, in natural and permuted
 read order; under libtnbc.so the engine really returned early (statistics), or the comparison
 proves nothing.  Also: tools/tnbc-bench --quick --dry-run lists its runs and exits 0, and
-bench/overlap counts only the calls after OVERLAP_WARMUP.
+bench/overlap counts only the calls after OVERLAP_WARMUP and tests only in its mpi3test mode.
 tools/tnbc-bench launches MPICH (mpiexec, the emulated cluster): an Open MPI build runs only
 the kernels' checks."""
 
@@ -106,6 +106,26 @@ def main():
                      timeout=60, check=False)
         expect(bad.returncode != 0 and "OVERLAP_WARMUP" in bad.stderr, f"a negative warm-up accepted: {bad}")
     s.check("overlap: OVERLAP_WARMUP's calls run, the result counts the others (total and lateness)", overlap_warmup)
+
+    def overlap_mpi3test():
+        # bench/overlap's mpi3test: MPI_Test between slices of the work before the reads.  A
+        # slice longer than the work makes exactly one test per counted call and rank (the
+        # warm-up's not counted); the other modes make none; a bad mode or slice is refused.
+        prog = os.path.join(BUILD, "bench", "overlap")
+        env = {"OVERLAP_SKIP_TCOMM": "1", "OVERLAP_WARMUP": "2"}
+        got = {}
+        for mode in ("blocking", "mpi3", "mpi3test"):
+            e = {**env, "OVERLAP_TEST_US": "1e9"} if mode == "mpi3test" else env
+            got[mode] = result(mpirun(prog, 4, env=e, args=["65536", "3", mode, "2000", "2000"], timeout=60).stdout)
+            expect(got[mode]["mode"] == mode, f"{mode}: {got[mode]}")
+        expect(got["mpi3test"]["tests"] == "12" and got["mpi3"]["tests"] == got["blocking"]["tests"] == "0",
+               f"MPI_Test calls (4 ranks x 3 counted calls): {got}")
+        bad = mpirun(prog, 4, args=["65536", "3", "mpi4", "0", "0"], timeout=60, check=False)
+        expect(bad.returncode != 0 and "MODE must be" in bad.stderr, f"a bad mode accepted: {bad}")
+        bad = mpirun(prog, 4, env={"OVERLAP_TEST_US": "0"}, args=["65536", "3", "mpi3test", "0", "0"],
+                     timeout=60, check=False)
+        expect(bad.returncode != 0 and "OVERLAP_TEST_US" in bad.stderr, f"OVERLAP_TEST_US=0 accepted: {bad}")
+    s.check("overlap: mpi3test tests once per slice of the work, the other modes never", overlap_mpi3test)
 
     def bad_args():
         res = mpirun(KERNELS["ft"], 1, args=["--class", "Z"], timeout=30, check=False)
