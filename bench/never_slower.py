@@ -17,7 +17,8 @@ received byte read) in every configuration side by side, round after round:
   mpi3a   the same with MPICH's asynchronous progress thread (MPIR_CVAR_ASYNC_PROGRESS=1)
 
 Cases: on one node (4 ranks on this machine's cores) and on the emulated cluster (2 nodes x 2
-ranks, tnbc-cluster), each with the data read at once (back-to-back exchanges, osu_alltoall's
+ranks, tnbc-cluster; --ppn 1: one rank a node, so each has a core of its own, the case where
+MPICH's progress thread does not fight the ranks; --pin: each node's ranks on their own cores), each with the data read at once (back-to-back exchanges, osu_alltoall's
 pattern) and with work after the call.  Reports medians over the rounds as ratios against plain
 MPICH of the same round, what the library cost per call (time inside the call, time waited
 afterwards, progress-thread CPU, from TNBC_STATS), and the CPU time of every configuration (all
@@ -26,7 +27,8 @@ progress thread added, and what is below is polling a blocking call did not do),
 machine's softirq time over each run (the kernel's packet processing, which on the emulated
 cluster runs on the same cores).  Checksums must equal plain MPICH's.
 
-  bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--out docs/measurements/never-slower.md]
+  bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--ppn 1|2] [--pin]
+                        [--out docs/measurements/never-slower.md]
 """
 
 import argparse
@@ -50,7 +52,8 @@ LABELS = {"plain": "plain MPICH", "scat": "plain MPICH, scattered", "tnbc": "lib
 LIBRARY = ("tnbc", "plan", "engine")  # the configurations that preload libtnbc.so
 # Iterations of the traced run a case's plan comes from (its calls, read as the timed runs read).
 TRACE_ITERS = 8
-NODES, PPN = 2, 2
+NODES = 2  # emulated nodes; ranks per node: --ppn (default 2)
+LOCAL_RANKS = 4
 
 # (name, where, block bytes, iterations, work in ms per iteration)
 # Each key of the per-call decision learns in its first calls (6 blocking, or 3 where the reads
@@ -137,8 +140,15 @@ class Bench:
         out = run([self.prog, "calibrate", "200"], 60, self.env)
         return float(out.split("=")[1])
 
-    def launch(self, where, args, env, preload, timeout, ranks=NODES * PPN, lib=None):
-        """Runs curc ARGS on one node (mpiexec, `ranks` ranks) or on the emulated cluster, with
+    def ranks(self, where):
+        return LOCAL_RANKS if where == "local" else NODES * self.a.ppn
+
+    def where_label(self, where):
+        a = self.a
+        return "1 node x 4" if where == "local" else f"{NODES} nodes x {a.ppn}, {a.rate}" + (", pinned" if a.pin else "")
+
+    def launch(self, where, args, env, preload, timeout, ranks=LOCAL_RANKS, lib=None):
+        """Runs curc ARGS on one node (mpiexec, `ranks` ranks) or on the emulated cluster (--ppn), with
         `env` for every rank and libtnbc.so (or `lib`) preloaded if asked; returns its standard
         output."""
         lib = lib or self.lib
@@ -152,8 +162,8 @@ class Bench:
                 cmd += ["-genv", k, v]
             cmd += args
         else:
-            cmd = [self.cluster, "run", "--ppn", str(PPN), "--timeout",
-                   str(timeout + hung_job.CLUSTER_LIMIT_MARGIN_S)]
+            cmd = [self.cluster, "run", "--ppn", str(self.a.ppn), "--timeout",
+                   str(timeout + hung_job.CLUSTER_LIMIT_MARGIN_S)] + (["--pin"] if self.a.pin else [])
             if preload:
                 cmd += ["--preload", lib]
             for k, v in env.items():
@@ -196,7 +206,7 @@ class Bench:
         r["cpu_ms"] = float(r.get("cpu_per_iter_ms", "nan")) * iters
         r["helper_ms"] = float(r.get("helper_cpu_per_iter_ms", "nan")) * iters
         if config in LIBRARY:
-            r["costs"] = lib_costs(prefix, NODES * PPN)
+            r["costs"] = lib_costs(prefix, self.ranks(where))
         return r
 
     def measure(self):
@@ -263,7 +273,7 @@ class Bench:
                             cpu[s_ms].append(json.load(f)["progress"]["cpu_us"])
                 waited_us = (iters + 1) * skew * 1e3
                 shares = [max(late - on_time, 0) / waited_us for on_time, late in zip(cpu[0], cpu[skew])]
-                where_s = "1 node x 4" if where == "local" else f"{NODES} nodes x {PPN}, {a.rate}"
+                where_s = self.where_label(where)
                 rows.append(f"| {where_s} | {statistics.median(cpu[0]) / (iters + 1) / 1e3:.2f} ms "
                             f"| {statistics.median(cpu[skew]) / (iters + 1) / 1e3:.2f} ms "
                             f"| {100 * statistics.median(shares):.1f}% ({100 * min(shares):.1f}-{100 * max(shares):.1f}%) |")
@@ -334,7 +344,7 @@ class Bench:
                 m = lambda k: statistics.median(x[k] for x in cs)
                 return (f"{m('early'):.0f}/{m('calls'):.0f} early; in {m('inside_us') / 1e3:.1f} + "
                         f"wait {m('waited_us') / 1e3:.1f} + cpu {m('cpu_us') / 1e3:.1f} ms")
-            where_s = "1 node x 4" if where == "local" else f"{NODES} nodes x {PPN}, {a.rate}"
+            where_s = self.where_label(where)
 
             def cpu(c):
                 v = [r["cpu_ms"] / r["total_ms"] for r in runs[c] if isinstance(r, dict)]
@@ -396,6 +406,10 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--rate", default="200mbit", help="link rate of the emulated nodes (default 200mbit)")
     p.add_argument("--only", choices=["local", "cluster"], help="run only the cases on one node or on the cluster")
+    p.add_argument("--ppn", type=int, default=2, choices=[1, 2],
+                   help="ranks per emulated node (default 2; 1: a core per rank on this 2-core machine)")
+    p.add_argument("--pin", action="store_true",
+                   help="pin each emulated node's ranks to their own share of the cores (tnbc-cluster run --pin)")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "measurements", "never-slower.md"),
                    help="Markdown file whose RESULTS section is rewritten ('-': print only)")
     p.add_argument("--blocking-only", action="store_true",
