@@ -21,7 +21,10 @@ import subprocess
 import sys
 import time
 
+import hung_job
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+RUN_LIMIT_S = 300  # a run takes under a second
 CHOICES_OFF = {"TNBC_BLOCKING": "mpi", "TNBC_ALGORITHMS": "0", "TNBC_LEARN": "0"}
 
 
@@ -42,13 +45,18 @@ def one_run(mpiexec, ranks, program, calls, env):
     cmd += [program, str(calls)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    try:  # past the limit: the ranks' stacks saved, the job ended (bench/hung_job.py)
+        out = hung_job.run(cmd, RUN_LIMIT_S, program).stdout
+    except hung_job.HungJob as e:
+        sys.exit(f"startup.py: {e}")
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"startup.py: {' '.join(cmd)} failed (exit {e.returncode}):\n{e.stdout}{e.stderr}")
     wall = (time.monotonic() - t0) * 1e3
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1e3
-    fields = dict(re.findall(r"(\w+)_ms=([\d.]+)", p.stdout))
-    if p.returncode != 0 or "total" not in fields:
-        sys.exit(f"startup.py: {' '.join(cmd)} failed (exit {p.returncode}):\n{p.stdout}{p.stderr}")
+    fields = dict(re.findall(r"(\w+)_ms=([\d.]+)", out))
+    if "total" not in fields:
+        sys.exit(f"startup.py: no result line from {' '.join(cmd)}:\n{out}")
     return {"wall": wall, "cpu": cpu, **{k: float(v) for k, v in fields.items()}}
 
 
