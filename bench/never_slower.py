@@ -291,24 +291,37 @@ class Bench:
     def blocking_cost(self):
         """What the library's blocking path itself costs: 2 ranks on this machine (one per core,
         so no rank waits for a core), 5000 back-to-back 64 KiB Alltoalls whose data is read at
-        once; plain MPICH against libtnbc.so's default (one node: every call is the plain call
-        behind the decision's bookkeeping), rounds interleaved."""
+        once; plain MPICH, plain MPICH at MPI_THREAD_MULTIPLE (the level the library asks for),
+        libtnbc.so with every choice off and with its defaults (one node: every call is the plain
+        call behind the decision's bookkeeping), and --other-lib's defaults where given; rounds
+        interleaved."""
         iters, block = 5000, 1 << 16
-        per = {"plain": [], "tnbc": []}
+        nochoice = {"TNBC_BLOCKING": "mpi", "TNBC_ALGORITHMS": "0", "TNBC_LEARN": "0"}
+        configs = {"plain": ({}, None), "mt": ({"MPIR_CVAR_DEFAULT_THREAD_LEVEL": "MPI_THREAD_MULTIPLE"}, None),
+                   "nochoice": (nochoice, self.lib), "tnbc": ({}, self.lib)}
+        if self.a.other_lib:
+            configs["other"] = ({}, self.a.other_lib)
+        per = {c: [] for c in configs}
         for rnd in range(max(self.a.rounds, 5)):
-            for config in per:
-                r = parse(self.launch("local", [self.prog, str(block), str(iters), "blocking", "0"], {},
-                                      config == "tnbc", 120, ranks=2))
+            order = list(configs) if rnd % 2 == 0 else list(reversed(configs))
+            for config in order:
+                env, lib = configs[config]
+                r = parse(self.launch("local", [self.prog, str(block), str(iters), "blocking", "0"], env,
+                                      lib is not None, 120, ranks=2, lib=lib))
                 per[config].append(float(r["total_ms"]) * 1e3 / iters)
-        ratios = [t / p for p, t in zip(per["plain"], per["tnbc"])]
-        med = {c: statistics.median(v) for c, v in per.items()}
+        names = {"plain": "plain", "mt": "plain, `MPI_THREAD_MULTIPLE`", "nochoice": "libtnbc.so, every choice off",
+                 "tnbc": "libtnbc.so (default)", "other": f"`{self.a.other_lib}` (default)"}
+        rows = []
+        for c, v in per.items():
+            ratios = [t / p for p, t in zip(per["plain"], v)]
+            rows.append(f"| {names[c]} | {statistics.median(v):.1f} us | {statistics.median(ratios):.3f} "
+                        f"({min(ratios):.3f}-{max(ratios):.3f}) |")
         return ("\nThe blocking path's own cost: 2 ranks on one node (one per core), 5000 back-to-back "
-                "64 KiB Alltoalls read at once, plain MPICH and libtnbc.so's default side by side, "
-                f"{len(ratios)} rounds.\n\n"
-                "| plain, per call | libtnbc.so (default), per call | ratio, median (min-max) |\n"
-                "|---|---|---|\n"
-                f"| {med['plain']:.1f} us | {med['tnbc']:.1f} us | {statistics.median(ratios):.3f} "
-                f"({min(ratios):.3f}-{max(ratios):.3f}) |\n")
+                "64 KiB Alltoalls read at once, each configuration in every round (the order reversed every "
+                f"second round), {len(per['plain'])} rounds; per call, and the ratio to plain MPICH of the same "
+                "round.\n\n"
+                "| configuration | per call | ratio, median (min-max) |\n"
+                "|---|---|---|\n" + "\n".join(rows) + "\n")
 
     def report(self, results, loops_per_ms):
         a = self.a
@@ -414,6 +427,8 @@ def main():
                    help="Markdown file whose RESULTS section is rewritten ('-': print only)")
     p.add_argument("--blocking-only", action="store_true",
                    help="measure only the blocking path's own cost per call (printed, not written)")
+    p.add_argument("--other-lib", metavar="PATH",
+                   help="another build of libtnbc.so, its defaults measured beside in the blocking path's cost")
     p.add_argument("--waiting-only", action="store_true",
                    help="measure only the progress thread's CPU while a call waits (printed, not written)")
     lib_settings.add_option(p, "TNBC_PROGRESS_MAX_SLEEP_US=4000")
