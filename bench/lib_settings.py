@@ -1,9 +1,14 @@
-"""The benchmarks' --set option (bench/overlap.py, bench/never_slower.py): a libtnbc.so setting
-given to every run that preloads it, for experiments, and named on the page the run writes.
-Standard library only."""
+"""The benchmarks' libtnbc.so settings: the --set option (bench/overlap.py, bench/never_slower.py),
+a setting given to every run that preloads it, for experiments, and named on the page the run
+writes; and CHOICES_OFF, the library with every choice off.  Standard library only."""
 
 import argparse
 import re
+
+# Every choice of libtnbc.so off: MPI's blocking call with MPI's default algorithm, nothing
+# learned.  What the library costs when it changes nothing (bench/startup.py,
+# bench/never_slower.py; bench/apps/run.py's `nochoice` column).
+CHOICES_OFF = {"TNBC_BLOCKING": "mpi", "TNBC_ALGORITHMS": "0", "TNBC_LEARN": "0"}
 
 
 def _setting(text):

@@ -18,8 +18,9 @@ received byte read) in every configuration side by side, round after round:
 
 Cases: on one node (4 ranks on this machine's cores) and on the emulated cluster (2 nodes x 2
 ranks, tnbc-cluster; --ppn 1: one rank a node, so each has a core of its own, the case where
-MPICH's progress thread does not fight the ranks; --pin: each node's ranks on their own cores), each with the data read at once (back-to-back exchanges, osu_alltoall's
-pattern) and with work after the call.  Reports medians over the rounds as ratios against plain
+MPICH's progress thread does not fight the ranks; --pin: each node's ranks on their own cores),
+each with the data read at once (back-to-back exchanges, osu_alltoall's pattern) and with work
+after the call.  Reports medians over the rounds as ratios against plain
 MPICH of the same round, what the library cost per call (time inside the call, time waited
 afterwards, progress-thread CPU, from TNBC_STATS), and the CPU time of every configuration (all
 threads of all ranks: the work is fixed, so what is above plain MPICH's is what a library or a
@@ -296,9 +297,8 @@ class Bench:
         call behind the decision's bookkeeping), and --other-lib's defaults where given; rounds
         interleaved."""
         iters, block = 5000, 1 << 16
-        nochoice = {"TNBC_BLOCKING": "mpi", "TNBC_ALGORITHMS": "0", "TNBC_LEARN": "0"}
         configs = {"plain": ({}, None), "mt": ({"MPIR_CVAR_DEFAULT_THREAD_LEVEL": "MPI_THREAD_MULTIPLE"}, None),
-                   "nochoice": (nochoice, self.lib), "tnbc": ({}, self.lib)}
+                   "nochoice": (lib_settings.CHOICES_OFF, self.lib), "tnbc": ({}, self.lib)}
         if self.a.other_lib:
             configs["other"] = ({}, self.a.other_lib)
         per = {c: [] for c in configs}

@@ -22,10 +22,10 @@ import sys
 import time
 
 import hung_job
+from lib_settings import CHOICES_OFF
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN_LIMIT_S = 300  # a run takes under a second
-CHOICES_OFF = {"TNBC_BLOCKING": "mpi", "TNBC_ALGORITHMS": "0", "TNBC_LEARN": "0"}
 
 
 def configs(lib):
