@@ -433,6 +433,9 @@ def main():
                    help="measure only the progress thread's CPU while a call waits (printed, not written)")
     lib_settings.add_option(p, "TNBC_PROGRESS_MAX_SLEEP_US=4000")
     a = p.parse_args()
+    # A missing library would only make the loader warn, and its column measure plain MPICH.
+    if a.other_lib and not os.path.isfile(a.other_lib):
+        p.error(f"--other-lib: no such file: {a.other_lib}")
     if a.only != "local" and os.geteuid() != 0:
         sys.exit("never_slower: the cluster cases need root (network namespaces); use --only local")
     b = Bench(a)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/lib_settings.py, the --set option of bench/overlap.py and bench/never_slower.py: what
-it accepts, the environment and the page's sentence it makes, and a bad setting ending both
-benchmarks with a message before anything runs (no MPI, no root)."""
+it accepts, the environment and the page's sentence it makes, and a bad setting (or
+never_slower.py's missing --other-lib) ending the benchmarks with a message before anything runs
+(no MPI, no root)."""
 
 import argparse
 import os
@@ -46,6 +47,13 @@ def main():
             expect(res.returncode == 2 and "--set: TNBC_NAME=VALUE, not 'WINDOW=8'" in res.stderr,
                    f"{script}: exit {res.returncode}, {res.stderr!r}")
     s.check("a bad --set ends bench/overlap.py and bench/never_slower.py with a message", benchmarks)
+
+    def other_lib():
+        res = subprocess.run([sys.executable, os.path.join(SOURCE, "bench", "never_slower.py"), "--blocking-only",
+                              "--other-lib", "/nonexistent/libtnbc.so"], capture_output=True, text=True, timeout=60)
+        expect(res.returncode == 2 and "--other-lib: no such file: /nonexistent/libtnbc.so" in res.stderr,
+               f"exit {res.returncode}, {res.stderr!r}")
+    s.check("a missing --other-lib ends bench/never_slower.py with a message before anything runs", other_lib)
     s.finish()
 
 
