@@ -21,7 +21,11 @@ namespace {
 /// at least kEngineFirstWeight on average (below it MPI's polling costs the node less than the
 /// engine's exchange adds), and (2) sample calls then run, kEngineSamples of each, the choice's
 /// and the engine's alternately, without a barrier, and cost less on the engine: their time plus
-/// their CPU by that weight, summed over the calls and the ranks.  (3) A check follows
+/// their CPU by that weight, summed over the calls and the ranks (not beyond their spread: on a
+/// full node MPI's call takes either well under a millisecond or a time slice, the rank it polls
+/// against waiting for a core, and two samples of each cannot resolve that: where each engine
+/// sample had to cost less than each of MPI's, heFFTe's Alltoallv build on one node kept MPI on
+/// keys the engine serves, docs/measurements/pair-algorithm.md).  (3) A check follows
 /// (EngineCheck): the next blocking calls run MPI's choice and the engine's in blocks, and where
 /// the program's own intervals do not show the engine's gain beyond their spread, MPI's choice
 /// runs the key's calls again (the samples measure inside the call; what the engine's exchange
@@ -33,6 +37,7 @@ namespace {
 constexpr std::uint64_t kEngineAskAt = 12;
 constexpr double kEngineFirstWeight = 0.2;
 constexpr int kEngineSamples = 2;  // of each
+static_assert(kEngineSamples == std::size(EngineSamples{}.call_cost[0]));
 
 int (*g_trial_barrier)(MPI_Comm) = PMPI_Barrier;
 void (*g_engine_prepare)(MPI_Comm) = nullptr;
@@ -306,9 +311,13 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
   if (run.written) algorithm_restore(key->op_kind);
   if (key->algorithm.engine.stage == EngineStage::checking) count_check(*key, trial.sampling(), comm);
   if (key->algorithm.engine.stage == EngineStage::sampling && trial.sampling() && cpu_ns != kCpuUnmeasured) {
-    key->algorithm.engine.cost[d.engine ? 1 : 0] += static_cast<double>(wall_ns) + key->algorithm.engine.weight * static_cast<double>(cpu_ns);
-    key->algorithm.engine.wall_ns[d.engine ? 1 : 0] += static_cast<double>(wall_ns);
-    ++key->algorithm.engine.calls[d.engine ? 1 : 0];
+    EngineSamples& e = key->algorithm.engine;
+    const int c = d.engine ? 1 : 0;
+    const double cost = static_cast<double>(wall_ns) + e.weight * static_cast<double>(cpu_ns);
+    if (e.calls[c] < kEngineSamples) e.call_cost[c][e.calls[c]] = cost;
+    e.cost[c] += cost;
+    e.wall_ns[c] += static_cast<double>(wall_ns);
+    ++e.calls[c];
   }
   trial.record(blocking_cost(*key, d.engine, wall_ns, cpu_ns));
   if (key->algorithm.engine.stage == EngineStage::ask && trial.calls() == kEngineAskAt && trial.rounds() == 0 &&
@@ -339,15 +348,19 @@ std::string algorithm_json(const Key& k) {
     best += fmt::format(R"({}"{}":{:.3f})", i ? "," : "", k.algorithm.candidates[i], i < bests.size() ? bests[i] / 1e3 : 0.0);
   }
   const EngineCheck& c = k.algorithm.engine.check;
-  auto sample_us = [&](int i) { return k.algorithm.engine.calls[i] > 0 ? k.algorithm.engine.cost[i] / k.algorithm.engine.calls[i] / 1e3 : 0.0; };
+  const EngineSamples& e = k.algorithm.engine;
+  auto sample_us = [&](int i) { return e.calls[i] > 0 ? e.cost[i] / e.calls[i] / 1e3 : 0.0; };
+  auto calls_us = [&](int i) {
+    return fmt::format("{:.3f},{:.3f}", e.call_cost[i][0] / 1e3, e.call_cost[i][1] / 1e3);
+  };
   return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}},"cpu_weight":{:.3f},)"
                      R"("engine_sample":{{"asked":{},"weight":{:.3f},"mpi_calls":{},"engine_calls":{},"mpi_us":{:.3f},)"
-                     R"("engine_us":{:.3f},"engine_first":{},"check":{{"calls":{},"judged":{},"kept":{},"mpi_ms":{:.3f},)"
-                     R"("engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
+                     R"("engine_us":{:.3f},"mpi_calls_us":[{}],"engine_calls_us":[{}],"engine_first":{},)"
+                     R"("check":{{"calls":{},"judged":{},"kept":{},"mpi_ms":{:.3f},"engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
                      k.algorithm.candidates.empty() ? "auto" : k.algorithm.candidates[t.chosen()], t.rounds(), t.switches(), mean, best,
-                     cpu_weight(k), k.algorithm.engine.weighed, k.algorithm.engine.weight, k.algorithm.engine.calls[0], k.algorithm.engine.calls[1], sample_us(0),
-                     sample_us(1), k.algorithm.engine.preferred, c.calls, c.judged, c.kept(), c.agreed.mpi / 1e6,
-                     c.agreed.engine / 1e6, c.agreed.spread / 1e6);
+                     cpu_weight(k), e.weighed, e.weight, e.calls[0], e.calls[1], sample_us(0), sample_us(1), calls_us(0),
+                     calls_us(1), e.preferred, c.calls, c.judged, c.kept(), c.agreed.mpi / 1e6, c.agreed.engine / 1e6,
+                     c.agreed.spread / 1e6);
 }
 
 }  // namespace tnbc::shim::replay::adapt

@@ -104,12 +104,14 @@ struct EngineCheck {
 
 /// The engine's sample calls of a key (blocking.cpp): their stage, the CPU weight agreed, their
 /// cost (time plus CPU by the weight) and their time summed and how many ([0] MPI's, [1] the
-/// engine's), and whether they made the engine the first choice.
+/// engine's), each call's cost, and whether they made the engine the first choice.
 struct EngineSamples {
   EngineStage stage = EngineStage::ask;
   double weight = 0;
   bool weighed = false;
   double cost[2] = {0, 0};
+  /// Each sample call's cost, by candidate and in order (the statistics).
+  double call_cost[2][2] = {{0, 0}, {0, 0}};
   double wall_ns[2] = {0, 0};
   int calls[2] = {0, 0};
   bool preferred = false;

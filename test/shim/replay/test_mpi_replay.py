@@ -207,7 +207,8 @@ def main():
         """The engine's first choice (blocking.cpp, kEngineAskAt): after a key's 12th blocking call the
         ranks agree on their mean CPU weight; from 0.2 its blocking calls 12-15 are samples, MPI's
         and the engine's alternately, and the engine becomes the first choice where the sum of the
-        ranks' costs of its samples is the lower.  Every rank of a communicator must see the same:
+        ranks' costs of its samples is the lower (each sample's cost, mpi_calls_us and
+        engine_calls_us, adds up to the means).  Every rank of a communicator must see the same:
         a rank that ran the engine's exchange against MPI's blocking call would hang.  Returns how
         many keys sampled the engine."""
         groups, choices = {}, {}
@@ -233,6 +234,9 @@ def main():
             sampled += 1
             expect(all(e["mpi_calls"] == e["engine_calls"] == 2 and e["mpi_us"] > 0 and e["engine_us"] > 0
                        for _, e in seen), f"{key}: not 2 sample calls of each: {seen}")
+            expect(all(len(e[f"{c}_calls_us"]) == 2 and abs(sum(e[f"{c}_calls_us"]) / 2 - e[f"{c}_us"]) < 0.01
+                       for _, e in seen for c in ("mpi", "engine")),
+                   f"{key}: the sample calls' costs do not add up to their means: {seen}")
             cheaper = sum(e["engine_us"] for _, e in seen) < sum(e["mpi_us"] for _, e in seen)
             expect(first == cheaper, f"{key}: engine first {first}, but its samples cost "
                                      f"{sum(e['engine_us'] for _, e in seen):.0f} us against MPI's "
