@@ -4,7 +4,8 @@ apps/run.py): a job within its limit gives its
 output, a failing one its exit status, and one past its limit a report with the stacks of the
 named program's processes and the output so far, every process of the job ended, those in
 sessions of their own too, as hydra starts its ranks (no MPI); and bench/stress.py, which runs a
-job many times with a limit calibrated on its first runs and counts what hung and what failed."""
+job many times with a limit calibrated on its first runs and counts what hung, what failed and
+what gave output its check rejects."""
 
 import json
 import os
@@ -94,6 +95,31 @@ def main():
         expect("broken" in open(summary["failed_reports"][0], encoding="utf-8").read(), "the failure's stderr is missing")
     s.check("stress.py: a run past 4 x the calibrated time is a hang with its report, a failing run is counted",
             stress)
+
+    def stress_wrong():
+        # Exit code 0 every time, but run 2's output lacks NPB's verification line: wrong.  The
+        # same with --expect; and a name outside the corpus is refused before anything runs.
+        for how in (["--verify", "npb-is-A"], ["--expect", r"^ Verification\s+=\s+SUCCESSFUL$"]):
+            count = os.path.join(tmp, f"count-{how[0]}")
+            out = os.path.join(tmp, f"stress-{how[0]}")
+            job = (f"n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}; "
+                   f"case $n in 2) echo ' Verification    =               UNSUCCESSFUL';; "
+                   f"*) echo ' Verification    =               SUCCESSFUL';; esac")
+            r = subprocess.run([sys.executable, os.path.join(SOURCE, "bench", "stress.py"), "--runs", "3",
+                                "--limit", "30", "--program", SLEEP, "--name", "w", "--out", out, *how, "--",
+                                "sh", "-c", job], capture_output=True, text=True, timeout=120, check=False)
+            expect(r.returncode == 1, f"{how}: exit {r.returncode}: {r.stdout} {r.stderr}")
+            expect("stress w: 3 runs, 0 hung, 0 failed, 1 wrong" in r.stdout, f"{how}: {r.stdout}")
+            summary = json.load(open(os.path.join(out, "summary.json"), encoding="utf-8"))
+            expect(summary["wrong"] == 1 and summary["wrong_reports"][0].endswith("wrong-1.txt"), f"{how}: {summary}")
+            expect("UNSUCCESSFUL" in open(summary["wrong_reports"][0], encoding="utf-8").read(),
+                   f"{how}: the wrong run's output is missing")
+        r = subprocess.run([sys.executable, os.path.join(SOURCE, "bench", "stress.py"), "--runs", "1",
+                            "--program", SLEEP, "--verify", "no-such-program", "--", "true"],
+                           capture_output=True, text=True, timeout=60, check=False)
+        expect(r.returncode == 2 and "not a corpus program" in r.stderr, f"exit {r.returncode}: {r.stderr}")
+    s.check("stress.py --verify, --expect: a run that exits 0 with output that fails the check is wrong, "
+            "its output saved", stress_wrong)
     return s.finish()
 
 
