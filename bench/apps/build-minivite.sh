@@ -42,13 +42,7 @@ mpicxx.mpich -std=c++11 -O3 -fopenmp -DPRINT_DIST_STATS -DUSE_MPI_COLLECTIVES \
   -o "$OUT/src/miniVite" "$OUT/src/main.cpp" >"$OUT/make.log" 2>&1 ||
   { tail -30 "$OUT/make.log" >&2; die "compiling failed (log: $OUT/make.log)"; }
 install_executable "$OUT/src/miniVite" miniVite
-# The collectives build calls MPI_Alltoallv; upstream's default build does not.  (The symbols
-# read whole first: grep -q would end the pipe early, and pipefail count nm's SIGPIPE.)
-syms=$(nm -D -u "$OUT/bin/miniVite" 2>/dev/null | awk '{print $NF}')
-grep -qx 'MPI_Alltoallv' <<<"$syms" || die "miniVite calls no MPI_Alltoallv: not the collectives build?"
+# The collectives build calls MPI_Alltoallv; upstream's default build does not.
+calls_mpi "$OUT/bin/miniVite" MPI_Alltoallv || die "miniVite calls no MPI_Alltoallv: not the collectives build?"
 write_provenance
-log "checking: mpiexec.mpich -n 4 miniVite -l -n 4096"
-OMP_NUM_THREADS=1 timeout 300 mpiexec.mpich -n 4 "$OUT/bin/miniVite" -l -n 4096 >"$OUT/check.log" 2>&1 &&
-  grep -q 'Modularity, #Iterations' "$OUT/check.log" ||
-  { tail -20 "$OUT/check.log" >&2; die "the check run failed (log: $OUT/check.log)"; }
-log "ok: $(grep 'Modularity, #Iterations' "$OUT/check.log")"
+CHECK_LINE='Modularity, #Iterations' OMP_NUM_THREADS=1 check_run mpiexec.mpich -n 4 "$OUT/bin/miniVite" -l -n 4096

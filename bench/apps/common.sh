@@ -113,6 +113,22 @@ unpack_source() {
   log "source: $SOURCE_DESC -> $dest"
 }
 
+# Succeeds where the executable $1 calls the MPI function $2 (an undefined dynamic symbol).  The
+# symbols are read whole first: grep -q would end the pipe early, and pipefail count nm's SIGPIPE.
+calls_mpi() {
+  local syms
+  syms=$(nm -D -u "$1" 2>/dev/null | awk '{print $NF}')
+  grep -qx "$2" <<<"$syms"
+}
+# Runs the short check "$@" (its output in $OUT/check.log, 300 s at most) and shows the line of
+# the log matching the regex $CHECK_LINE, or its tail and an error where the run failed or printed
+# no such line.
+check_run() {
+  log "checking: ${*/#$OUT\/bin\//}"
+  timeout 300 "$@" >"$OUT/check.log" 2>&1 && grep -q "$CHECK_LINE" "$OUT/check.log" ||
+    { tail -20 "$OUT/check.log" >&2; die "the check run failed (log: $OUT/check.log)"; }
+  log "ok: $(grep -m1 "$CHECK_LINE" "$OUT/check.log")"
+}
 # OUT/SOURCE.txt: what was built from what, with which compilers.
 write_provenance() {
   {

@@ -1,7 +1,7 @@
 """The corpus: third-party MPI programs that run.py times (see README.md).
 
 Each entry names the executable relative to the bin/ folder of its build (BUILD/bin/EXE under
-the apps folder, /work/apps by default: npb/, heffte/, 2decomp/, minivite/, osu/, imb/ as the build-*.sh
+the apps folder, /work/apps by default: npb/, heffte/, 2decomp/, minivite/, fftmpi/, osu/, imb/ as the build-*.sh
 scripts make them), its arguments, the rank count, the collectives it calls, how its output is
 verified and which time it reports.
 
@@ -9,6 +9,8 @@ Verification is one of
   regex:   the output must match `verify_regex` (and the exit code be 0);
   heffte:  speed3d prints "Max error: E" and "Tolerance: T" and passes when E <= T (it prints
            "ERROR: observed error ... exceeds the tolerance" and still exits 0 otherwise);
+  max_error: group 1 of `verify_regex` (the program's own error after its check) at most
+           `tolerance` (fftMPI's test3d -v prints the error and exits 0 whatever it is);
   exit:    exit code 0 and `verify_regex` (a line showing the benchmark ran to its end).
 
 `times_call_only`: OSU and IMB time only the collective call itself, so their reported
@@ -32,7 +34,7 @@ TUNABLE = ("alltoall", "alltoallv", "bcast")
 @dataclass(frozen=True)
 class Program:
     name: str
-    build: str                     # folder under the apps folder: npb, heffte, 2decomp, minivite, osu, imb
+    build: str                     # folder under the apps folder: npb, heffte, 2decomp, minivite, fftmpi, osu, imb
     exe: str                       # relative to BUILD/bin
     args: tuple = ()
     ranks: int = 4
@@ -40,8 +42,9 @@ class Program:
     tune: tuple = None             # collectives whose algorithm run.py tunes for "best"
                                    # (default: those of TUNABLE it calls)
     calls: str = ""                # how often, where known
-    verify: str = "regex"          # regex | heffte | exit
+    verify: str = "regex"          # regex | heffte | max_error | exit
     verify_regex: str = ""
+    tolerance: float = 0.0         # max_error: group 1 of verify_regex at most this
     reported_regex: str = ""       # program-reported time (group 1)
     reported_scale: float = 1.0    # multiply group 1 by this to get seconds of the timed loop
     times_call_only: bool = False
@@ -117,6 +120,26 @@ def decomp2d(name, even, n, iters, long=False, note=""):
 MINIVITE_OK = r"Modularity, #Iterations: 0\.759529, 18\b"
 MINIVITE_TIME = r"Average total time \(in s\), #Processes:\s+([0-9.eE+-]+)"
 
+# fftMPI's test3d with -v compares the grid after its forward and backward FFTs with the grid it
+# initialised (-i SEED: random values) and prints "Max error = E"; with -c all its remaps call
+# MPI_Alltoallv on a communicator of the ranks that exchange data (MPI_Comm_create once per
+# plan).  Its own time: "Time for 3d FFTs = T secs" (the timed loop, set-up excluded).
+FFTMPI_ERROR = r"(?m)^Max error = ([0-9.eE+-]+)$"
+FFTMPI_TIME = r"(?m)^Time for 3d FFTs = ([0-9.eE+-]+) secs$"
+
+
+def fftmpi(name, grid, loops, calls, note=""):
+    """test3d: `loops` forward and backward FFTs of a `grid` (3 sizes, products of 2, 3 and 5),
+    pencil to pencil, the remaps on MPI_Alltoallv, random values, checked."""
+    return Program(
+        name=name, build="fftmpi", exe="test3d",
+        args=("-g", *map(str, grid), "-n", str(loops), "-m", "0", "-c", "all", "-e", "pencil",
+              "-i", "82783", "-v"),
+        collectives=("alltoallv", "allreduce", "allgather", "barrier", "comm_create", "comm_free"),
+        calls=calls, verify="max_error", verify_regex=FFTMPI_ERROR, tolerance=1e-9,
+        reported_regex=FFTMPI_TIME, note=note)
+
+
 OSU_SIZE_LINE = r"(?m)^1048576\s+[0-9.]+"
 
 PROGRAMS = [
@@ -173,6 +196,16 @@ PROGRAMS = [
             verify="regex", verify_regex=MINIVITE_OK, reported_regex=MINIVITE_TIME,
             env={"OMP_NUM_THREADS": "1"},
             note="short run of small uneven MPI_Alltoallv, each right after a small MPI_Alltoall"),
+    # fftMPI (Sandia; LAMMPS's KSpace FFTs), new to the corpus 2026-11-30: first contact in
+    # docs/apps.md.  On 4 ranks its x, y and z pencils lie on 1 x 2 x 2, 2 x 1 x 2 and 2 x 2 x 1
+    # grids: x to y and y to z remap within pairs of ranks, z back to x among all 4.
+    fftmpi("fftmpi-pencil", (64, 64, 64), 50,
+           calls="300 MPI_Alltoallv (3 remaps per transform, forward+backward, 50 pairs; 1 MiB per rank a "
+                 "call) on 3 communicators made by MPI_Comm_create: 2 of 2 ranks, 1 of 4"),
+    fftmpi("fftmpi-uneven", (75, 81, 90), 50,
+           calls="as fftmpi-pencil on a 75 x 81 x 90 grid: odd sizes split unevenly, so the ranks' "
+                 "MPI_Alltoallv counts differ (1.0-2.1 MiB a call)",
+           note="uneven MPI_Alltoallv counts"),
     Program(name="osu-alltoall-1M", build="osu", exe="osu_alltoall",
             args=("-m", "1048576:1048576", "-i", "100", "-x", "10"),
             collectives=("alltoall", "barrier", "reduce"),
@@ -226,6 +259,14 @@ def verify(prog, rc, output):
         if prog.verify_regex and not re.search(prog.verify_regex, output):
             return False, f"output does not match {prog.verify_regex!r}"
         return True, "ok"
+    if prog.verify == "max_error":
+        m = re.search(prog.verify_regex, output)
+        if not m:
+            return False, f"no error line matching {prog.verify_regex!r}"
+        err = float(m.group(1))
+        if not err <= prog.tolerance:
+            return False, f"max error {err:g} > tolerance {prog.tolerance:g}"
+        return True, f"max error {err:.3g} <= {prog.tolerance:g}"
     if prog.verify == "heffte":
         if "ERROR: observed error" in output:
             return False, "heFFTe: error exceeds the tolerance"

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""bench/apps/programs.py's verification of a run's output, as bench/apps/run.py and
+bench/stress.py --verify apply it: each kind (regex, heffte, max_error) on outputs made up after
+the programs' own lines, a good run accepted and a bad or truncated one refused with its reason
+(no MPI)."""
+
+import os
+import sys
+
+from tnbc_testlib import SOURCE, Suite, expect
+
+sys.path.insert(0, os.path.join(SOURCE, "bench", "apps"))
+import programs as corpus  # noqa: E402
+
+
+def main():
+    s = Suite("corpus-verify")
+    P = corpus.BY_NAME
+
+    def npb():
+        ok = " IS Benchmark Completed.\n Verification    =               SUCCESSFUL\n"
+        expect(corpus.verify(P["npb-is-A"], 0, ok)[0], "NPB's SUCCESSFUL refused")
+        good, why = corpus.verify(P["npb-is-A"], 0, ok.replace("SUCCESSFUL", "UNSUCCESSFUL"))
+        expect(not good and "does not match" in why, why)
+        good, why = corpus.verify(P["npb-is-A"], 1, ok)
+        expect(not good and why == "exit code 1", why)
+    s.check("NPB: the verification line and the exit code", npb)
+
+    def heffte():
+        line = "Max error:            1.2e-15\nTolerance:            1e-11\n"
+        expect(corpus.verify(P["heffte-a2a"], 0, line)[0], "heFFTe within its tolerance refused")
+        good, why = corpus.verify(P["heffte-a2a"], 0, line.replace("1.2e-15", "3e-09"))
+        expect(not good and "3e-09 > tolerance" in why, why)
+        expect(not corpus.verify(P["heffte-a2a"], 0, "Tolerance: 1e-11\n")[0], "no error line accepted")
+    s.check("heFFTe: its error against its own tolerance", heffte)
+
+    def fftmpi():
+        for name in ("fftmpi-pencil", "fftmpi-uneven"):
+            p = P[name]
+            expect(p.verify == "max_error" and "-v" in p.args and "all" in p.args, f"{name}: {p}")
+            out = "3d FFTs with FFTW3 library, precision = double\nMax error = 4.44089e-16\nTime for 3d FFTs = 4.2 secs\n"
+            good, why = corpus.verify(p, 0, out)
+            expect(good and "4.44e-16" in why, why)
+            expect(corpus.reported_time(p, out) == 4.2, corpus.reported_time(p, out))
+            good, why = corpus.verify(p, 0, out.replace("4.44089e-16", "0.0371"))
+            expect(not good and "0.0371 > tolerance" in why, why)
+            good, why = corpus.verify(p, 0, out.replace("Max error", "Max eror"))
+            expect(not good and "no error line" in why, why)
+            expect(not corpus.verify(p, 0, out.replace("4.44089e-16", "nan"))[0], "a NaN error accepted")
+    s.check("fftMPI: 'Max error' at most the tolerance; missing, larger or NaN refused; its own time", fftmpi)
+    return s.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
