@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "refuse.h"
+
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -29,17 +31,12 @@ int main(int argc, char **argv) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc < 3) {
-    if (rank == 0) fprintf(stderr, "usage: bcast BYTES ITERS [ROOT]\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  if (argc < 3) bench_refuse(rank, "usage: bcast BYTES ITERS [ROOT]");
   const long long bytes_arg = atoll(argv[1]);
   const int iters = atoi(argv[2]);
   const int root = argc > 3 ? atoi(argv[3]) : 0;
-  if (bytes_arg < 1 || bytes_arg > 2147483647LL || iters < 1 || root < 0 || root >= size) {
-    if (rank == 0) fprintf(stderr, "bcast: BYTES 1..2^31-1, ITERS >= 1, ROOT a rank\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  if (bytes_arg < 1 || bytes_arg > 2147483647LL || iters < 1 || root < 0 || root >= size)
+    bench_refuse(rank, "bcast: BYTES 1..2^31-1, ITERS >= 1, ROOT a rank");
   const size_t bytes = (size_t)bytes_arg;
   unsigned char *buf = malloc(bytes);
   double *t = malloc(sizeof *t * (size_t)iters), *slowest = malloc(sizeof *t * (size_t)iters);

@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "refuse.h"
 #include "thread_cpu.h"
 
 static volatile double sink;
@@ -109,11 +110,7 @@ int main(int argc, char **argv) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc != 5) {
-    if (rank == 0)
-      fprintf(stderr, "usage: curc BLOCK_BYTES ITERS blocking|mpi3|mpi3test LOOPS | curc calibrate MS\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  if (argc != 5) bench_refuse(rank, "usage: curc BLOCK_BYTES ITERS blocking|mpi3|mpi3test LOOPS | curc calibrate MS");
   size_t block = strtoul(argv[1], NULL, 10);
   int iters = atoi(argv[2]);
   const char *mode = argv[3];
@@ -124,11 +121,7 @@ int main(int argc, char **argv) {
   const char *bad = !mpi3 && strcmp(mode, "blocking") != 0 ? "MODE must be blocking, mpi3 or mpi3test"
                     : slice < 1                            ? "CURC_TEST_LOOPS must be 1 or more"
                                                            : NULL;
-  if (bad != NULL) {
-    if (rank == 0) fprintf(stderr, "curc: %s (MODE '%s')\n", bad, mode);
-    MPI_Barrier(MPI_COMM_WORLD); /* every rank sees the same: rank 0's line out before the abort */
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  if (bad != NULL) bench_refuse(rank, "curc: %s (MODE '%s')", bad, mode);
   const char *skew_env = getenv("CURC_SKEW_MS");
   double skew_ms = skew_env ? atof(skew_env) : 0;
   const char *wait_env = getenv("CURC_WAIT_MS");

@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "refuse.h"
+
 enum read_order { ORDER_NATURAL, ORDER_REVERSE, ORDER_STRIDE };
 
 struct kernel_args {
@@ -64,10 +66,7 @@ static struct kernel_args parse_kernel_args(int argc, char **argv, const char *k
   if (bad) {
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0)
-      fprintf(stderr, "usage: %s [--class S|W|A] [--iters N] [--order natural|reverse|stride] [--mpi3] [--page-aligned]\n", kernel);
-    MPI_Finalize();
-    exit(2);
+    bench_refuse(rank, "usage: %s [--class S|W|A] [--iters N] [--order natural|reverse|stride] [--mpi3] [--page-aligned]", kernel);
   }
   return a;
 }

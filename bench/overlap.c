@@ -56,6 +56,7 @@
 #include <math.h>
 #include <time.h>
 
+#include "refuse.h"
 #include "thread_cpu.h"
 
 static int cmp(const void *a, const void *b) {
@@ -131,24 +132,17 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc < 6) {
-    if (rank == 0) fprintf(stderr, "usage: overlap BLOCK_BYTES ITERS blocking|mpi3|mpi3test CURC_US CRC_US [PARTS]\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
+    bench_refuse(rank, "usage: overlap BLOCK_BYTES ITERS blocking|mpi3|mpi3test CURC_US CRC_US [PARTS]");
   }
   size_t block = strtoul(argv[1], NULL, 10);
   int iters = atoi(argv[2]);
   const int testing = strcmp(argv[3], "mpi3test") == 0, mpi3 = testing || strcmp(argv[3], "mpi3") == 0;
-  if (!mpi3 && strcmp(argv[3], "blocking") != 0) {
-    if (rank == 0) fprintf(stderr, "overlap: MODE must be blocking, mpi3 or mpi3test, not %s\n", argv[3]);
-    MPI_Barrier(MPI_COMM_WORLD); /* rank 0's line out before any rank aborts */
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  if (!mpi3 && strcmp(argv[3], "blocking") != 0)
+    bench_refuse(rank, "overlap: MODE must be blocking, mpi3 or mpi3test, not %s", argv[3]);
   const char *te = getenv("OVERLAP_TEST_US");
   const double test_every = (te != NULL && *te ? atof(te) : 1000.0) * 1e-6;
-  if (testing && !(test_every > 0)) {
-    if (rank == 0) fprintf(stderr, "overlap: OVERLAP_TEST_US must be a positive number of microseconds\n");
-    MPI_Barrier(MPI_COMM_WORLD);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  if (testing && !(test_every > 0))
+    bench_refuse(rank, "overlap: OVERLAP_TEST_US must be a positive number of microseconds");
   long tests = 0;
   double t_curc = atof(argv[4]) * 1e-6, t_crc = atof(argv[5]) * 1e-6;
   int parts = argc > 6 ? atoi(argv[6]) : 1;
@@ -161,17 +155,10 @@ int main(int argc, char **argv) {
   sleep_work = sw != NULL && strcmp(sw, "1") == 0;
   const char *wu = getenv("OVERLAP_WARMUP");
   int warmup = wu != NULL && *wu ? atoi(wu) : 0;
-  if (warmup < 0 || iters < 1) {
-    if (rank == 0) fprintf(stderr, "overlap: ITERS must be 1 or more and OVERLAP_WARMUP 0 or more\n");
-    MPI_Barrier(MPI_COMM_WORLD); /* every rank sees the same: rank 0's line out before the abort */
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  if (warmup < 0 || iters < 1) bench_refuse(rank, "overlap: ITERS must be 1 or more and OVERLAP_WARMUP 0 or more");
   const char *co = getenv("OVERLAP_COUNTS");
   int is_counts = co != NULL && strcmp(co, "is") == 0;
-  if (co != NULL && *co && !is_counts) {
-    if (rank == 0) fprintf(stderr, "overlap: OVERLAP_COUNTS=%s: only 'is' is known\n", co);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  if (co != NULL && *co && !is_counts) bench_refuse(rank, "overlap: OVERLAP_COUNTS=%s: only 'is' is known", co);
   /* Per destination: bytes sent and where they start; received blocks are `mine` bytes each. */
   size_t *blocks = malloc(sizeof(size_t) * size), sent = 0;
   int *scount = malloc(sizeof(int) * size), *sdispl = malloc(sizeof(int) * size);
@@ -179,10 +166,8 @@ int main(int argc, char **argv) {
   if (is_counts) is_blocks(size, block, blocks);
   else for (int d = 0; d < size; d++) blocks[d] = block;
   size_t mine = blocks[rank];
-  if (mine * (size_t)size > INT_MAX || (size_t)block * (size_t)size + 4 > INT_MAX) {
-    if (rank == 0) fprintf(stderr, "overlap: BLOCK_BYTES x ranks must stay below 2 GiB (int displacements)\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  if (mine * (size_t)size > INT_MAX || (size_t)block * (size_t)size + 4 > INT_MAX)
+    bench_refuse(rank, "overlap: BLOCK_BYTES x ranks must stay below 2 GiB (int displacements)");
   for (int d = 0; d < size; d++) {
     scount[d] = (int)blocks[d], sdispl[d] = (int)sent, sent += blocks[d];
     rcount[d] = (int)mine, rdispl[d] = (int)(mine * d);

@@ -10,16 +10,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "refuse.h"
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const int iterations = argc > 1 ? atoi(argv[1]) : 200000, hold = argc > 2 ? atoi(argv[2]) : 0;
-  if (iterations <= 0) {
-    if (rank == 0) fprintf(stderr, "p2p_cost: ITERATIONS must be a positive number\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  if (iterations <= 0) bench_refuse(rank, "p2p_cost: ITERATIONS must be a positive number");
   double out[2] = {rank, 1.0}, in[2] = {0, 0}, held = 0;
   MPI_Request keep = MPI_REQUEST_NULL;
   if (hold) MPI_Recv_init(&held, 1, MPI_DOUBLE, MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, &keep);
