@@ -281,24 +281,32 @@ def main():
 
     def samples():
         # --samples: a line per rank and key that sampled the engine, each call's cost, the
-        # verdict and the check (per call: the blocks' sums over 2 ranks x 4 calls); a key that
-        # did not sample is left out, and a run without samples says so.
+        # verdict and the check (per call: the blocks' sums over 2 ranks x 4 calls) and how often
+        # a budget refused it (files before the count: none said); a key that did not sample is
+        # left out, and a run without samples says so.
         sp = os.path.join(tmp, "samples")
         check = {"calls": 8, "judged": True, "kept": False, "mpi_ms": 3200.0, "engine_ms": 3120.0, "spread_ms": 400.0}
         sampled = {"asked": True, "weight": 0.5, "mpi_calls": 2, "engine_calls": 2, "mpi_us": 16050.0,
                    "engine_us": 12300.0, "mpi_calls_us": [29100.0, 3000.0], "engine_calls_us": [13900.0, 10700.0],
                    "engine_first": True, "check": check}
         quiet = dict(sampled, mpi_calls=0, engine_calls=0, engine_first=False)
+        unchecked = dict(sampled, check=dict(check, calls=0, judged=False, refusals=3))
         for rank in (0, 1):
-            k1 = dict(key(bcast, path="blocking", comm=1), algorithm={"engine_sample": sampled}, one_node=True)
+            # rank 1's check ran after 2 refusals; rank 0's file has no count.
+            s1 = dict(sampled, check=dict(check, refusals=2)) if rank else sampled
+            k1 = dict(key(bcast, path="blocking", comm=1), algorithm={"engine_sample": s1}, one_node=True)
             k0 = dict(key(bcast, path="blocking", comm=0), algorithm={"engine_sample": quiet})
-            write(sp, rank, [k0, k1])
+            k2 = dict(key(bcast, path="blocking", comm=2), algorithm={"engine_sample": unchecked})
+            write(sp, rank, [k0, k1, k2])
         r = run("--samples", sp)
         expect(r.returncode == 0, r.stderr)
         for rank in (0, 1):
+            after = " after 2 budget refusals" if rank else ""
             expect(f"rank {rank} comm 1 (2 ranks, one node) alltoall: weight 0.50; MPI 29.1, 3.0; engine 13.9, 10.7 ms: "
-                   "engine first; checked: MPI again (intervals 390.0 against MPI's 400.0 ms, spread 50.0)" in r.stdout,
-                   r.stdout)
+                   f"engine first; checked{after}: MPI again (intervals 390.0 against MPI's 400.0 ms, spread 50.0)\n"
+                   in r.stdout + "\n", r.stdout)
+            expect(f"rank {rank} comm 2 (2 ranks) alltoall: weight 0.50; MPI 29.1, 3.0; engine 13.9, 10.7 ms: "
+                   "engine first, not checked (after 3 budget refusals)" in r.stdout, r.stdout)
         expect("comm 0" not in r.stdout, f"a key without samples listed: {r.stdout}")
         expect("no key sampled" in run("--samples", prefix).stdout, "a run without samples")
     s.check("--samples: each sample call's cost per rank and key, the verdict and its check", samples)

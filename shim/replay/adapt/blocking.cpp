@@ -29,7 +29,12 @@ namespace {
 /// (EngineCheck): the next blocking calls run MPI's choice and the engine's in blocks, and where
 /// the program's own intervals do not show the engine's gain beyond their spread, MPI's choice
 /// runs the key's calls again (the samples measure inside the call; what the engine's exchange
-/// costs the program after it, they do not see).  The tallies are nonblocking
+/// costs the program after it, they do not see).  Where some rank's exploration budget cannot
+/// afford the check at the verdict, the ranks are asked again after twice as many blocking calls,
+/// and again, until it runs or a trial round would begin among its calls: the samples' verdict
+/// stands meanwhile, and is checked as soon as the program has run long enough to pay for it
+/// (unchecked for good, it cost fftMPI's uneven remaps 2% on 2 nodes: docs/algorithms.md).  The
+/// tallies are nonblocking
 /// (AlgorithmChoice::tally).  The engine's communicator is started before the
 /// samples, and they end before the trial's first round may begin (TrialPolicy::skip): a
 /// program of few calls never pays for trying.  The measurements behind the constants:
@@ -116,8 +121,8 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
   // rank (explore.hpp, affords) until the check's verdict, which a key that makes no more calls
   // never reaches; the check is charged what it measured.
   const double per_call = e.calls[0] > 0 && e.calls[1] > 0 ? e.cost[0] / e.calls[0] - e.cost[1] / e.calls[1] : 0.0;
-  const auto predicted = static_cast<std::uint64_t>(std::max(per_call, 0.0) * EngineCheck::kCalls / 2);
-  const bool affords = exploration_budget().affords(predicted, util::now_ns());
+  e.check.predicted_ns = static_cast<std::uint64_t>(std::max(per_call, 0.0) * EngineCheck::kCalls / 2);
+  const bool affords = exploration_budget().affords(e.check.predicted_ns, util::now_ns());
   const double mine[3] = {e.cost[0], e.cost[1], affords ? 1.0 : 0.0};
   key.algorithm.tally.set(mine);
   if (key.algorithm.tally.post(comm)) e.stage = EngineStage::judging;
@@ -144,15 +149,52 @@ void weight_agreed(Key& key, MPI_Comm comm) {
   if (g_engine_prepare != nullptr) g_engine_prepare(comm);
 }
 
-/// The engine's check (EngineCheck), scheduled right after the samples chose it: its calls are
-/// sample calls of the trial (outside the rounds; none where a round would begin among them).
-void start_check(Key& key, std::size_t mpi) {
+/// The engine's check (EngineCheck), scheduled on the next blocking calls once every rank's
+/// budget affords it: its calls are sample calls of the trial (outside the rounds; none where a
+/// round would begin among them: then the key is never checked).
+void start_check(Key& key) {
   EngineCheck& c = key.algorithm.engine.check;
-  c.mpi_choice = mpi;
   const std::size_t engine = key.algorithm.engine_index();
   std::vector<std::size_t> order;
-  for (std::size_t block : {mpi, engine, engine, mpi}) order.insert(order.end(), EngineCheck::kBlockCalls, block);
+  for (std::size_t block : {c.mpi_choice, engine, engine, c.mpi_choice})
+    order.insert(order.end(), EngineCheck::kBlockCalls, block);
   if (key.algorithm.trial.sample(order)) key.algorithm.engine.stage = EngineStage::checking;
+}
+
+/// Some rank's budget refused the check: its ranks are asked again after twice the key's
+/// blocking calls so far (the budget grows with the time run; a check that waits costs nothing).
+void defer_check(Key& key) {
+  EngineCheck& c = key.algorithm.engine.check;
+  ++c.refusals;
+  c.ask_at = 2 * std::max<std::uint64_t>(key.algorithm.trial.calls(), 1);
+}
+
+/// A deferred check's due call (EngineCheck::ask_at) has come: the ranks start to agree on whether
+/// every budget affords it now (1 double).  Not while another tally, a sample or a round is under
+/// way: it is asked at a later call.
+void ask_check(Key& key, MPI_Comm comm) {
+  EngineCheck& c = key.algorithm.engine.check;
+  const AlgorithmTrial& trial = key.algorithm.trial;
+  if (key.algorithm.tally.pending() || key.algorithm.round_pending || trial.sampling() || trial.trying() ||
+      trial.choice_due())
+    return;
+  c.ask_at = 0;
+  const double mine[1] = {exploration_budget().affords(c.predicted_ns, util::now_ns()) ? 1.0 : 0.0};
+  key.algorithm.tally.set(mine);
+  if (key.algorithm.tally.post(comm)) key.algorithm.engine.stage = EngineStage::asking;
+}
+
+/// The agreed answer of the budgets: the check runs, or is asked for again later.
+void check_asked(Key& key) {
+  key.algorithm.engine.stage = EngineStage::decided;
+  if (key.algorithm.tally.sums()[0] >= std::max(key.comm_size, 1)) {
+    log::debug("{} on communicator {}: every rank's exploration budget affords the engine's check now (blocking "
+               "call {})",
+               key.op, key.comm_id, key.algorithm.trial.calls());
+    start_check(key);
+  } else {
+    defer_check(key);
+  }
 }
 
 /// After each blocking call of the check: the interval that ended at this call's entry is the
@@ -229,11 +271,13 @@ void verdict_agreed(Key& key) {
                key.op, key.comm_id, w, engine / n / 1e6, mpi / n / 1e6, kEngineSamples);
     return;
   }
-  const std::size_t index = key.algorithm.engine_index(), before = key.algorithm.trial.chosen();
+  const std::size_t index = key.algorithm.engine_index();
+  key.algorithm.engine.check.mpi_choice = key.algorithm.trial.chosen();
   key.algorithm.trial.prefer(index);
   key.algorithm.told = index;
   key.algorithm.engine.preferred = true;
-  if (check) start_check(key, before);
+  if (check) start_check(key);
+  else defer_check(key);
   log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run the engine's exchange from blocking "
                   "call {}: MPI's polling takes CPU the node's other processes want (weight {:.2f}; its sample calls "
                   "cost {:.1f} ms against MPI's {:.1f} ms, time plus CPU by the weight, means of "
@@ -244,8 +288,11 @@ void verdict_agreed(Key& key) {
                   key.algorithm.engine.stage == EngineStage::checking
                       ? fmt::format(", checked against MPI's by the program's time over the next {} calls",
                                     EngineCheck::kCalls)
-                      : std::string(", not checked (a rank's exploration budget did not afford it, or a trial "
-                                    "round begins before it would end)"),
+                  : key.algorithm.engine.check.ask_at != 0
+                      ? fmt::format(", checked against MPI's by the program's time once every rank's exploration "
+                                    "budget affords it (asked again after blocking call {})",
+                                    key.algorithm.engine.check.ask_at)
+                      : std::string(", not checked (a trial round begins before the check would end)"),
                   key.algorithm.trial.round_start());
 }
 
@@ -283,6 +330,7 @@ void complete_tally(Key& key, MPI_Comm comm) {
   if (key.algorithm.round_pending) trial_agreed(key);
   else if (key.algorithm.engine.stage == EngineStage::weighing) weight_agreed(key, comm);
   else if (key.algorithm.engine.stage == EngineStage::judging) verdict_agreed(key);
+  else if (key.algorithm.engine.stage == EngineStage::asking) check_asked(key);
   else if (key.algorithm.engine.stage == EngineStage::rechecking) check_agreed(key);
 }
 
@@ -325,6 +373,9 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
     ask_engine_weight(*key, comm);
   else if (key->algorithm.engine.stage == EngineStage::sampling && !trial.sampling())
     ask_engine_verdict(*key, comm);
+  else if (key->algorithm.engine.stage == EngineStage::decided && key->algorithm.engine.check.ask_at != 0 &&
+           trial.calls() >= key->algorithm.engine.check.ask_at)
+    ask_check(*key, comm);
   // The round's last call: the ranks start to agree now, after its data is complete (done() says
   // why), and the choice is made at the key's next call, as the engine's (AlgorithmChoice::tally).
   if (!trial.choice_due()) return;
@@ -356,10 +407,10 @@ std::string algorithm_json(const Key& k) {
   return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}},"cpu_weight":{:.3f},)"
                      R"("engine_sample":{{"asked":{},"weight":{:.3f},"mpi_calls":{},"engine_calls":{},"mpi_us":{:.3f},)"
                      R"("engine_us":{:.3f},"mpi_calls_us":[{}],"engine_calls_us":[{}],"engine_first":{},)"
-                     R"("check":{{"calls":{},"judged":{},"kept":{},"mpi_ms":{:.3f},"engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
+                     R"("check":{{"calls":{},"judged":{},"kept":{},"refusals":{},"mpi_ms":{:.3f},"engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
                      k.algorithm.candidates.empty() ? "auto" : k.algorithm.candidates[t.chosen()], t.rounds(), t.switches(), mean, best,
                      cpu_weight(k), e.weighed, e.weight, e.calls[0], e.calls[1], sample_us(0), sample_us(1), calls_us(0),
-                     calls_us(1), e.preferred, c.calls, c.judged, c.kept(), c.agreed.mpi / 1e6, c.agreed.engine / 1e6,
+                     calls_us(1), e.preferred, c.calls, c.judged, c.kept(), c.refusals, c.agreed.mpi / 1e6, c.agreed.engine / 1e6,
                      c.agreed.spread / 1e6);
 }
 

@@ -81,9 +81,10 @@ struct PolledCpu {
 
 /// Where the engine's exchange stands as a key's first choice for its blocking calls
 /// (blocking.cpp): not asked yet; the CPU weight being agreed; its sample calls running; their
-/// costs being agreed; its check calls running (after the samples chose it); the check's
+/// costs being agreed; the ranks' budgets being asked again for a check they could not afford
+/// at the samples' verdict; its check calls running (after the samples chose it); the check's
 /// intervals being agreed; decided.
-enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, checking, rechecking, decided };
+enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, asking, checking, rechecking, decided };
 
 /// The check of the engine's exchange after its samples made it a key's choice (blocking.cpp):
 /// kBlocks blocks of kBlockCalls blocking calls, MPI's choice, the engine's, the engine's, MPI's,
@@ -96,6 +97,14 @@ struct EngineCheck {
   double block_ns[kBlocks] = {0, 0, 0, 0};
   int calls = 0;                   ///< check calls made so far
   std::uint64_t last_call = 0;     ///< Key::calls_made at the latest check call
+  /// What the check is predicted to cost this rank (explore.hpp): its calls of MPI's choice at
+  /// what each of MPI's samples cost beyond the engine's.
+  std::uint64_t predicted_ns = 0;
+  /// Where some rank's budget could not afford the check: the key's blocking call (the trial's
+  /// count) after which the ranks are asked again (0: none due), each time twice as far on, and
+  /// how many times a budget refused it.
+  std::uint64_t ask_at = 0;
+  int refusals = 0;
   /// Whether the check ran to its verdict, and its blocks summed over the ranks (trial.hpp).
   bool judged = false;
   CheckSums agreed;

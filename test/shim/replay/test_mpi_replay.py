@@ -203,14 +203,19 @@ def main():
         expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
         check_switches(prefix, 4)
         check_sites(prefix, 4, cluster=False)
-    def check_engine_sample(prefix, ranks):
+    def check_engine_sample(prefix, ranks, never_afforded=False):
         """The engine's first choice (blocking.cpp, kEngineAskAt): after a key's 12th blocking call the
         ranks agree on their mean CPU weight; from 0.2 its blocking calls 12-15 are samples, MPI's
         and the engine's alternately, and the engine becomes the first choice where the sum of the
         ranks' costs of its samples is the lower (each sample's cost, mpi_calls_us and
         engine_calls_us, adds up to the means).  Every rank of a communicator must see the same:
-        a rank that ran the engine's exchange against MPI's blocking call would hang.  Returns how
-        many keys sampled the engine."""
+        a rank that ran the engine's exchange against MPI's blocking call would hang.  A check some
+        rank's budget refused is asked for again after twice the blocking calls (at the verdict,
+        blocking call 16, then 32, 64, ...; each answer taken at the key's next call);
+        `never_afforded`: no budget affords any check (TNBC_EXPLORE=0; a key the engine won predicts
+        its check at what MPI's samples cost beyond the engine's, more than nothing), so every key
+        the engine won was refused at each of those calls its run reached.  Returns how many keys
+        sampled the engine."""
         groups, choices = {}, {}
         for r in range(ranks):
             for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
@@ -218,7 +223,7 @@ def main():
                     continue
                 members = "all" if k["comm_size"] == ranks else f"rank%2={r % 2}"
                 groups.setdefault((k["comm"], members, k["op"], k["total_class"]), []).append(
-                    (r, k["algorithm"]["engine_sample"]))
+                    (r, dict(k["algorithm"]["engine_sample"], blocking_calls=k["blocking_calls"])))
                 choices.setdefault((k["comm"], members, k["op"], k["total_class"]), []).append(
                     k["algorithm"]["chosen"])
         sampled = 0
@@ -245,14 +250,26 @@ def main():
             # where every rank's exploration budget affords it): the same verdict on every rank,
             # from the same sums, and the choice it says.
             checks = {(e["check"]["judged"], e["check"]["kept"], e["check"]["mpi_ms"], e["check"]["engine_ms"],
-                       e["check"]["spread_ms"], e["check"]["calls"]) for _, e in seen}
+                       e["check"]["spread_ms"], e["check"]["calls"], e["check"]["refusals"]) for _, e in seen}
             expect(len(checks) == 1, f"{key}: the ranks disagree on the engine's check: {seen}")
-            judged, kept, mpi_ms, engine_ms, spread_ms, check_calls = checks.pop()
+            judged, kept, mpi_ms, engine_ms, spread_ms, check_calls, refused = checks.pop()
             expect(not judged or check_calls == 8, f"{key}: the check judged after {check_calls} calls: {seen}")
             expect(first or not judged, f"{key}: the check judged {judged} without the engine first: {seen}")
+            expect(first or refused == 0, f"{key}: a check refused {refused} times without the engine first: {seen}")
             if first and not judged:
+                # No trial round within 60 calls: a check not judged was refused (and asked again
+                # at call 32), or its calls were left off.
+                expect(refused >= 1 or check_calls > 0, f"{key}: engine first, neither checked nor refused: {seen}")
                 expect(set(choices[key]) == {"engine"}, f"{key}: engine first, not checked, but the key's "
                                                          f"blocking calls run {set(choices[key])}")
+            if first and never_afforded:
+                calls = min(e["blocking_calls"] for _, e in seen)
+                want, at = 1, 32
+                while calls >= at + 1:
+                    want, at = want + 1, 2 * at
+                expect(refused == want and not judged and check_calls == 0,
+                       f"{key}: the check refused {refused} times in {calls} blocking calls (judged {judged}, "
+                       f"{check_calls} calls), want {want} and never run: {seen}")
             if judged:
                 expect(kept == (engine_ms < mpi_ms - spread_ms) and mpi_ms > 0 and engine_ms > 0,
                        f"{key}: the check kept {kept} on intervals {engine_ms} ms against {mpi_ms} ms "
@@ -273,6 +290,14 @@ def main():
         # adapt_switch computes between its calls: on a full node its keys weigh 0.4-0.5.
         expect(check_engine_sample(prefix, 4) >= 1, "no key sampled the engine on a full node")
         check_algorithms(prefix, 4, rounds=False)
+        # TNBC_EXPLORE=0 affords no check: refused at the samples' verdict (call 16) and when
+        # asked again (call 32 of 60); never run, and the engine stays where it won.
+        prefix = os.path.join(tmp, "engnocheck")
+        out = lines(mpirun(SWITCH, 4, preload="tnbc", args=[60], timeout=180,
+                           env={"TNBC_STATS": prefix, "TNBC_EXPLORE": "0"}).stdout)
+        expect(out == switch_ref.get("out"), f"TNBC_EXPLORE=0: differs from plain MPICH: "
+                                             f"{sorted(set(out) ^ set(switch_ref.get('out', [])))[:10]}")
+        check_engine_sample(prefix, 4, never_afforded=True)
 
     s.check("adapt_switch under plain MPICH, 4 ranks", switch_plain)
     s.check("TNBC_ADAPT=measure, 4 ranks: paths switch mid-run and back (world, dup, split, "
