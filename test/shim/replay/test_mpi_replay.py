@@ -427,13 +427,15 @@ def main():
         # calls follows it before the early probe.  With an exploration budget the ranks vote at
         # call 38 whether they afford the probe; TNBC_EXPLORE=0 affords none.  (Whether the
         # default 1% affords it depends on the MPI's speed: under Open MPI, blocking calls of
-        # 0.4 ms predicted a probe within it, in a CI run.)
+        # 0.4 ms predicted a probe within it, in a CI run.)  The warm-up's room point votes on the
+        # reads' timing, which on a loaded machine once found room (under Open MPI in a CI run):
+        # then the probe is asked for at call 7, and again after as many calls again.
         budgeted = said({"TNBC_ADAPT": "measure", "TNBC_EXPLORE": "0"}, 50)
-        expect(any(re.search(r"\(4 ranks\): blocking from call 39, early not tried yet: on \d of its ranks a probe "
-                             r"would take exploring past TNBC_EXPLORE's 0% of the time run so far", l)
+        expect(any(re.search(r"\(4 ranks\): blocking from call (39|7), early not tried yet: on \d of its ranks a "
+                             r"probe would take exploring past TNBC_EXPLORE's 0% of the time run so far", l)
                    for l in budgeted), f"no deferral said: {budgeted}")
         expect(any(re.match(r"tnbc\[0\]: summary: 0 of rank 0's 51 .*; exploring cost \d+ ms of the 0% \(0 ms\) "
-                            r"allowed, 1 probe of the early path deferred", l) for l in budgeted),
+                            r"allowed, (1 probe|[2-9] probes) of the early path deferred", l) for l in budgeted),
                f"no exploration in the summary: {budgeted}")
         # Without it (TNBC_EXPLORE=off), the early probe follows the run (calls 38 to 40, and 41,
         # where its vote is posted), decided at call 42.
