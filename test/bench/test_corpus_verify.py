@@ -35,7 +35,7 @@ def main():
     s.check("heFFTe: its error against its own tolerance", heffte)
 
     def fftmpi():
-        for name in ("fftmpi-pencil", "fftmpi-uneven"):
+        for name in ("fftmpi-pencil", "fftmpi-uneven", "fftmpi-pencil-long", "fftmpi-uneven-long"):
             p = P[name]
             expect(p.verify == "max_error" and "-v" in p.args and "all" in p.args, f"{name}: {p}")
             out = "3d FFTs with FFTW3 library, precision = double\nMax error = 4.44089e-16\nTime for 3d FFTs = 4.2 secs\n"
