@@ -3,6 +3,7 @@
 #include "blocking.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 #include <vector>
 
@@ -19,26 +20,29 @@ namespace {
 /// The engine's exchange becomes a key's first choice for its blocking calls (before any trial
 /// round) where (1) the CPU weight its ranks measured in their first kEngineAskAt blocking calls is
 /// at least kEngineFirstWeight on average (below it MPI's polling costs the node less than the
-/// engine's exchange adds), and (2) sample calls then run, kEngineSamples of each, the choice's
-/// and the engine's alternately, without a barrier, and cost less on the engine: their time plus
-/// their CPU by that weight, summed over the calls and the ranks (not beyond their spread: on a
-/// full node MPI's call takes either well under a millisecond or a time slice, the rank it polls
-/// against waiting for a core, and two samples of each cannot resolve that: where each engine
-/// sample had to cost less than each of MPI's, heFFTe's Alltoallv build on one node kept MPI on
-/// keys the engine serves, docs/measurements/pair-algorithm.md).  (3) A check follows
-/// (EngineCheck): the next blocking calls run MPI's choice and the engine's in blocks, and where
-/// the program's own intervals do not show the engine's gain beyond their spread, MPI's choice
-/// runs the key's calls again (the samples measure inside the call; what the engine's exchange
-/// costs the program after it, they do not see).  Where some rank's exploration budget cannot
-/// afford the check at the verdict, the ranks are asked again after twice as many blocking calls,
-/// and again, until it runs or a trial round would begin among its calls: the samples' verdict
-/// stands meanwhile, and is checked as soon as the program has run long enough to pay for it
-/// (unchecked for good, it cost fftMPI's uneven remaps 2% on 2 nodes: docs/algorithms.md).  The
-/// tallies are nonblocking
-/// (AlgorithmChoice::tally).  The engine's communicator is started before the
-/// samples, and they end before the trial's first round may begin (TrialPolicy::skip): a
-/// program of few calls never pays for trying.  The measurements behind the constants:
-/// docs/measurements/decision-notes.md.
+/// engine's exchange adds), and (2) sample calls then run, kEngineSamples of each, the choice's and
+/// the engine's alternately, without a barrier, and cost less on the engine: their time plus their
+/// CPU by that weight, summed over the calls and the ranks; on a key across nodes, less by more
+/// than their spread, the root of the summed squares of the difference between each candidate's two
+/// calls on each rank.  Within one node MPI's call polls against a peer that shares its cores: it
+/// usually waits a time slice for it, both of MPI's samples do, and the engine, whose caller
+/// sleeps, gains steadily (heFFTe on one node, where a spread's margin left keys on MPI's calls and
+/// gave up a sixth of the gain).  Across nodes MPI's call waits a time slice only now and then, one
+/// such wait among MPI's samples made the engine the first choice at random, and its calls took 2-3
+/// times MPI's usual (fftMPI on unshaped links; both: docs/measurements/engine-samples-cost.md).
+/// Not each engine sample below each of MPI's: that kept MPI on heFFTe's keys the engine serves
+/// (docs/measurements/pair-algorithm.md). (3) A check follows (EngineCheck): the next blocking
+/// calls run MPI's choice and the engine's in blocks, and where the program's own intervals do not
+/// show the engine's gain beyond their spread, MPI's choice runs the key's calls again (the samples
+/// measure inside the call; what the engine's exchange costs the program after it, they do not
+/// see).  Where some rank's exploration budget cannot afford the check at the verdict, the ranks
+/// are asked again after twice as many blocking calls, and again, until it runs or a trial round
+/// would begin among its calls: the samples' verdict stands meanwhile, and is checked as soon as
+/// the program has run long enough to pay for it (unchecked for good, it cost fftMPI's uneven
+/// remaps 2% on 2 nodes: docs/algorithms.md).  The tallies are nonblocking
+/// (AlgorithmChoice::tally).  The engine's communicator is started before the samples, and they end
+/// before the trial's first round may begin (TrialPolicy::skip): a program of few calls never pays
+/// for trying.  The measurements behind the constants: docs/measurements/decision-notes.md.
 constexpr std::uint64_t kEngineAskAt = 12;
 constexpr double kEngineFirstWeight = 0.2;
 constexpr int kEngineSamples = 2;  // of each
@@ -108,8 +112,9 @@ void ask_engine_weight(Key& key, MPI_Comm comm) {
     key.algorithm.engine.stage = EngineStage::weighing;
 }
 
-/// After the last sample call: the ranks start to agree on the samples' costs and on whether
-/// every rank's exploration budget affords the check that would follow (3 doubles).
+/// After the last sample call: the ranks start to agree on the samples' costs, on whether every
+/// rank's exploration budget affords the check that would follow and on the samples' spread (4
+/// doubles).
 void ask_engine_verdict(Key& key, MPI_Comm comm) {
   EngineSamples& e = key.algorithm.engine;
   e.stage = EngineStage::decided;
@@ -123,7 +128,7 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
   const double per_call = e.calls[0] > 0 && e.calls[1] > 0 ? e.cost[0] / e.calls[0] - e.cost[1] / e.calls[1] : 0.0;
   e.check.predicted_ns = static_cast<std::uint64_t>(std::max(per_call, 0.0) * EngineCheck::kCalls / 2);
   const bool affords = exploration_budget().affords(e.check.predicted_ns, util::now_ns());
-  const double mine[3] = {e.cost[0], e.cost[1], affords ? 1.0 : 0.0};
+  const double mine[4] = {e.cost[0], e.cost[1], affords ? 1.0 : 0.0, e.spread_squared()};
   key.algorithm.tally.set(mine);
   if (key.algorithm.tally.post(comm)) e.stage = EngineStage::judging;
 }
@@ -264,11 +269,14 @@ void verdict_agreed(Key& key) {
   const double n = std::max(key.comm_size, 1) * kEngineSamples;
   // Every rank's budget affords the check (ask_engine_verdict); else none runs.
   const bool check = key.algorithm.tally.sums()[2] >= std::max(key.comm_size, 1);
-  if (engine >= mpi) {
+  // Within one node the samples' sums alone decide (the engine's gain there is systematic: see
+  // kEngineAskAt); across nodes only a difference beyond their spread does.
+  const double spread = key.one_node ? 0.0 : std::sqrt(key.algorithm.tally.sums()[3]);
+  if (engine + spread >= mpi) {
     log::debug("{} on communicator {}: CPU weight {:.2f}, but the engine's sample calls cost {:.1f} ms against MPI's "
-               "{:.1f} ms (time plus CPU by the weight, means of {} calls on each rank): "
-               "MPI's algorithm stays the first choice",
-               key.op, key.comm_id, w, engine / n / 1e6, mpi / n / 1e6, kEngineSamples);
+               "{:.1f} ms (time plus CPU by the weight, means of {} calls on each rank), not less beyond their "
+               "spread of {:.1f} ms: MPI's algorithm stays the first choice",
+               key.op, key.comm_id, w, engine / n / 1e6, mpi / n / 1e6, kEngineSamples, spread / n / 1e6);
     return;
   }
   const std::size_t index = key.algorithm.engine_index();

@@ -125,6 +125,14 @@ struct EngineSamples {
   int calls[2] = {0, 0};
   bool preferred = false;
   EngineCheck check;
+  /// The spread of this rank's samples: the squares of the difference between the two sample
+  /// calls of each candidate, summed (blocking.cpp, verdict_agreed).
+  double spread_squared() const {
+    double sq = 0;
+    for (int c = 0; c < 2; ++c)
+      if (calls[c] >= 2) sq += (call_cost[c][0] - call_cost[c][1]) * (call_cost[c][0] - call_cost[c][1]);
+    return sq;
+  }
   /// What a call of the engine's exchange took beyond MPI's, by this rank's samples (explore.hpp).
   double engine_excess_ns() const { return adapt::engine_excess_ns(wall_ns, calls); }
 };
