@@ -31,7 +31,7 @@ namespace {
 /// such wait among MPI's samples made the engine the first choice at random, and its calls took 2-3
 /// times MPI's usual (fftMPI on unshaped links; both: docs/measurements/engine-samples-cost.md).
 /// Not each engine sample below each of MPI's: that kept MPI on heFFTe's keys the engine serves
-/// (docs/measurements/pair-algorithm.md). (3) A check follows (EngineCheck): the next blocking
+/// (docs/measurements/pair-algorithm.md).  (3) A check follows (EngineCheck): the next blocking
 /// calls run MPI's choice and the engine's in blocks, and where the program's own intervals do not
 /// show the engine's gain beyond their spread, MPI's choice runs the key's calls again (the samples
 /// measure inside the call; what the engine's exchange costs the program after it, they do not

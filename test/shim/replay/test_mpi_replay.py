@@ -211,9 +211,10 @@ def main():
         ranks' costs of its samples is the lower (on a key across nodes, by more than their spread,
         the root of the summed squares of the difference between each candidate's two calls on each
         rank; each sample's cost, mpi_calls_us and engine_calls_us, adds up to the means).  Every
-        rank of a communicator must see the same: a rank that ran the engine's exchange against MPI's blocking call would hang.  A check some
-        rank's budget refused is asked for again after twice the blocking calls (at the verdict,
-        blocking call 16, then 32, 64, ...; each answer taken at the key's next call);
+        rank of a communicator must see the same: a rank that ran the engine's exchange against
+        MPI's blocking call would hang.  A check some rank's budget refused is asked for again
+        after twice the blocking calls (at the verdict, blocking call 16, then 32, 64, ...; each
+        answer taken at the key's next call);
         `never_afforded`: no budget affords any check (TNBC_EXPLORE=0; a key the engine won predicts
         its check at what MPI's samples cost beyond the engine's, more than nothing), so every key
         the engine won was refused at each of those calls its run reached.  Returns how many keys
