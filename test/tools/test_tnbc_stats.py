@@ -291,22 +291,31 @@ def main():
                    "engine_first": True, "check": check}
         quiet = dict(sampled, mpi_calls=0, engine_calls=0, engine_first=False)
         unchecked = dict(sampled, check=dict(check, calls=0, judged=False, refusals=3))
+        # MPI's calls stayed after the samples; a trial round chose the engine later, and its
+        # check kept it.
+        rounded = dict(sampled, engine_first=False, check=dict(check, started=1, engine_ms=2000.0))
         for rank in (0, 1):
-            # rank 1's check ran after 2 refusals; rank 0's file has no count.
-            s1 = dict(sampled, check=dict(check, refusals=2)) if rank else sampled
+            # rank 1's check ran after 2 refusals, the second of the key's checks; rank 0's file
+            # has neither count.
+            s1 = dict(sampled, check=dict(check, refusals=2, started=2)) if rank else sampled
             k1 = dict(key(bcast, path="blocking", comm=1), algorithm={"engine_sample": s1}, one_node=True)
             k0 = dict(key(bcast, path="blocking", comm=0), algorithm={"engine_sample": quiet})
             k2 = dict(key(bcast, path="blocking", comm=2), algorithm={"engine_sample": unchecked})
-            write(sp, rank, [k0, k1, k2])
+            k3 = dict(key(bcast, path="blocking", comm=3), algorithm={"engine_sample": dict(rounded, check=dict(
+                rounded["check"], kept=True))})
+            write(sp, rank, [k0, k1, k2, k3])
         r = run("--samples", sp)
         expect(r.returncode == 0, r.stderr)
         for rank in (0, 1):
-            after = " after 2 budget refusals" if rank else ""
+            after = " after 2 budget refusals (the latest of 2)" if rank else ""
             expect(f"rank {rank} comm 1 (2 ranks, one node) alltoall: weight 0.50; MPI 29.1, 3.0; engine 13.9, 10.7 ms: "
                    f"engine first; checked{after}: MPI again (intervals 390.0 against MPI's 400.0 ms, spread 50.0)\n"
                    in r.stdout + "\n", r.stdout)
             expect(f"rank {rank} comm 2 (2 ranks) alltoall: weight 0.50; MPI 29.1, 3.0; engine 13.9, 10.7 ms: "
                    "engine first, not checked (after 3 budget refusals)" in r.stdout, r.stdout)
+            expect(f"rank {rank} comm 3 (2 ranks) alltoall: weight 0.50; MPI 29.1, 3.0; engine 13.9, 10.7 ms: "
+                   "MPI's algorithm stays; a trial round chose the engine later, checked: kept (intervals 250.0 "
+                   "against MPI's 400.0 ms, spread 50.0)" in r.stdout, r.stdout)
         expect("comm 0" not in r.stdout, f"a key without samples listed: {r.stdout}")
         expect("no key sampled" in run("--samples", prefix).stdout, "a run without samples")
     s.check("--samples: each sample call's cost per rank and key, the verdict and its check", samples)

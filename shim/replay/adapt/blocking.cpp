@@ -35,11 +35,11 @@ namespace {
 /// calls run MPI's choice and the engine's in blocks, and where the program's own intervals do not
 /// show the engine's gain beyond their spread, MPI's choice runs the key's calls again (the samples
 /// measure inside the call; what the engine's exchange costs the program after it, they do not
-/// see).  Where some rank's exploration budget cannot afford the check at the verdict, the ranks
-/// are asked again after twice as many blocking calls, and again, until it runs or a trial round
-/// would begin among its calls: the samples' verdict stands meanwhile, and is checked as soon as
-/// the program has run long enough to pay for it (unchecked for good, it cost fftMPI's uneven
-/// remaps 2% on 2 nodes: docs/algorithms.md).  The tallies are nonblocking
+/// see).  Across nodes the check starts at once (schedule_check says why); within one node, where
+/// some rank's exploration budget cannot afford it at the verdict, the ranks are asked again after
+/// twice as many blocking calls, and again, until it runs or a trial round would begin among its
+/// calls: the samples' verdict stands meanwhile.  A trial round's switch to the engine is checked
+/// the same way.  The tallies are nonblocking
 /// (AlgorithmChoice::tally).  The engine's communicator is started before the samples, and they end
 /// before the trial's first round may begin (TrialPolicy::skip): a program of few calls never pays
 /// for trying.  The measurements behind the constants: docs/measurements/decision-notes.md.
@@ -163,7 +163,13 @@ void start_check(Key& key) {
   std::vector<std::size_t> order;
   for (std::size_t block : {c.mpi_choice, engine, engine, c.mpi_choice})
     order.insert(order.end(), EngineCheck::kBlockCalls, block);
-  if (key.algorithm.trial.sample(order)) key.algorithm.engine.stage = EngineStage::checking;
+  if (!key.algorithm.trial.sample(order)) return;
+  key.algorithm.engine.stage = EngineStage::checking;
+  c.ask_at = 0;
+  c.calls = 0;
+  std::fill(std::begin(c.block_ns), std::end(c.block_ns), 0.0);
+  c.judged = false;
+  ++c.started;
 }
 
 /// Some rank's budget refused the check: its ranks are asked again after twice the key's
@@ -200,6 +206,28 @@ void check_asked(Key& key) {
   } else {
     defer_check(key);
   }
+}
+
+/// Whether the engine's check asks the ranks' exploration budgets: `affords`, what they agreed
+/// (at the samples' verdict), or not asked yet (a trial round's switch).
+enum class CheckBudget : std::uint8_t { affords, refused, unasked };
+
+/// The engine's exchange has just become the key's choice in place of MPI's candidate
+/// `mpi_choice` (the samples' verdict or a trial round): its check (EngineCheck) is scheduled,
+/// predicted to cost this rank `predicted_ns` (its calls of MPI's choice, at what each cost beyond
+/// the engine's in the measurement that chose the engine).  On a key across nodes it starts at
+/// once, asked of no budget: its calls of MPI's choice run what the key ran before the switch,
+/// and the engine's calls that claimed the gain are what it puts to the test (unchecked, a choice
+/// on noise ran hundreds of calls: fftMPI on unshaped links, docs/measurements/engine-samples-cost.md).
+/// Within one node, where the engine's gain is systematic, it runs once every rank's budget
+/// affords it (asked at the key's next call where not asked yet; asked again later where refused).
+void schedule_check(Key& key, std::size_t mpi_choice, double predicted_ns, CheckBudget budget) {
+  EngineCheck& c = key.algorithm.engine.check;
+  c.mpi_choice = mpi_choice;
+  c.predicted_ns = static_cast<std::uint64_t>(std::max(predicted_ns, 0.0));
+  if (!key.one_node || budget == CheckBudget::affords) start_check(key);
+  else if (budget == CheckBudget::refused) defer_check(key);
+  else c.ask_at = key.algorithm.trial.calls() + 1;
 }
 
 /// After each blocking call of the check: the interval that ended at this call's entry is the
@@ -279,13 +307,12 @@ void verdict_agreed(Key& key) {
                key.op, key.comm_id, w, engine / n / 1e6, mpi / n / 1e6, kEngineSamples, spread / n / 1e6);
     return;
   }
-  const std::size_t index = key.algorithm.engine_index();
-  key.algorithm.engine.check.mpi_choice = key.algorithm.trial.chosen();
+  const std::size_t index = key.algorithm.engine_index(), mpi_choice = key.algorithm.trial.chosen();
   key.algorithm.trial.prefer(index);
   key.algorithm.told = index;
   key.algorithm.engine.preferred = true;
-  if (check) start_check(key);
-  else defer_check(key);
+  schedule_check(key, mpi_choice, static_cast<double>(key.algorithm.engine.check.predicted_ns),
+                 check ? CheckBudget::affords : CheckBudget::refused);
   log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run the engine's exchange from blocking "
                   "call {}: MPI's polling takes CPU the node's other processes want (weight {:.2f}; its sample calls "
                   "cost {:.1f} ms against MPI's {:.1f} ms, time plus CPU by the weight, means of "
@@ -318,16 +345,29 @@ void trial_agreed(Key& key) {
   choose_algorithm(trial, key.algorithm.tally.sums(), key.comm_size);
   if (trial.chosen() == key.algorithm.told) return;
   key.algorithm.told = trial.chosen();
+  // The round's calls are timed inside the call, after a barrier: what the engine's exchange costs
+  // the program after its calls, they do not see either.  A switch to it is checked as the
+  // samples' is; a switch away leaves nothing to check.
+  EngineCheck& c = key.algorithm.engine.check;
+  c.ask_at = 0;
+  if (trial.chosen() == key.algorithm.engine_index() && key.algorithm.before < k &&
+      key.algorithm.engine.stage == EngineStage::decided)
+    schedule_check(key, key.algorithm.before,
+                   (mine[key.algorithm.before] - mine[trial.chosen()]) * EngineCheck::kCalls / 2, CheckBudget::unasked);
   auto name = [&](std::size_t i) {
     return key.algorithm.candidates[i] == kEngineCandidate ? std::string("the engine's exchange")
                                                  : fmt::format("MPI's '{}' algorithm", key.algorithm.candidates[i]);
   };
   log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run {} after {} blocking calls "
                   "(this rank's best call {:.1f} ms, against {:.1f} ms with {}; time and the CPU taken from "
-                  "the node)",
+                  "the node){}",
                   what(key, key.first_bytes), key.comm_id, key.comm_size, name(trial.chosen()), trial.calls(),
                   key.algorithm.tally.mine()[trial.chosen()] / 1e6, key.algorithm.tally.mine()[key.algorithm.before] / 1e6,
-                  name(key.algorithm.before));
+                  name(key.algorithm.before),
+                  key.algorithm.engine.stage == EngineStage::checking
+                      ? fmt::format(", checked against it by the program's time over the next {} calls", EngineCheck::kCalls)
+                  : c.ask_at != 0 ? std::string(", checked against it once every rank's exploration budget affords it")
+                                  : std::string());
 }
 
 }  // namespace
@@ -415,10 +455,10 @@ std::string algorithm_json(const Key& k) {
   return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}},"cpu_weight":{:.3f},)"
                      R"("engine_sample":{{"asked":{},"weight":{:.3f},"mpi_calls":{},"engine_calls":{},"mpi_us":{:.3f},)"
                      R"("engine_us":{:.3f},"mpi_calls_us":[{}],"engine_calls_us":[{}],"engine_first":{},)"
-                     R"("check":{{"calls":{},"judged":{},"kept":{},"refusals":{},"mpi_ms":{:.3f},"engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
+                     R"("check":{{"started":{},"calls":{},"judged":{},"kept":{},"refusals":{},"mpi_ms":{:.3f},"engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
                      k.algorithm.candidates.empty() ? "auto" : k.algorithm.candidates[t.chosen()], t.rounds(), t.switches(), mean, best,
                      cpu_weight(k), e.weighed, e.weight, e.calls[0], e.calls[1], sample_us(0), sample_us(1), calls_us(0),
-                     calls_us(1), e.preferred, c.calls, c.judged, c.kept(), c.refusals, c.agreed.mpi / 1e6, c.agreed.engine / 1e6,
+                     calls_us(1), e.preferred, c.started, c.calls, c.judged, c.kept(), c.refusals, c.agreed.mpi / 1e6, c.agreed.engine / 1e6,
                      c.agreed.spread / 1e6);
 }
 

@@ -82,12 +82,12 @@ struct PolledCpu {
 /// Where the engine's exchange stands as a key's first choice for its blocking calls
 /// (blocking.cpp): not asked yet; the CPU weight being agreed; its sample calls running; their
 /// costs being agreed; the ranks' budgets being asked again for a check they could not afford
-/// at the samples' verdict; its check calls running (after the samples chose it); the check's
-/// intervals being agreed; decided.
+/// at the samples' verdict; its check calls running (after the samples or a trial round chose
+/// it); the check's intervals being agreed; decided.
 enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, asking, checking, rechecking, decided };
 
-/// The check of the engine's exchange after its samples made it a key's choice (blocking.cpp):
-/// kBlocks blocks of kBlockCalls blocking calls, MPI's choice, the engine's, the engine's, MPI's,
+/// The check of the engine's exchange after its samples or a trial round made it a key's choice
+/// (blocking.cpp): kBlocks blocks of kBlockCalls blocking calls, MPI's choice, the engine's, the engine's, MPI's,
 /// each block's intervals (from a call's entry to the key's next entry: what the program paid
 /// while that call's algorithm ran) summed on this rank.
 struct EngineCheck {
@@ -105,6 +105,9 @@ struct EngineCheck {
   /// how many times a budget refused it.
   std::uint64_t ask_at = 0;
   int refusals = 0;
+  /// How many checks the key started (each switch to the engine is checked); the fields above and
+  /// below are the latest's.
+  int started = 0;
   /// Whether the check ran to its verdict, and its blocks summed over the ranks (trial.hpp).
   bool judged = false;
   CheckSums agreed;

@@ -212,13 +212,16 @@ def main():
         the root of the summed squares of the difference between each candidate's two calls on each
         rank; each sample's cost, mpi_calls_us and engine_calls_us, adds up to the means).  Every
         rank of a communicator must see the same: a rank that ran the engine's exchange against
-        MPI's blocking call would hang.  A check some rank's budget refused is asked for again
-        after twice the blocking calls (at the verdict, blocking call 16, then 32, 64, ...; each
-        answer taken at the key's next call);
+        MPI's blocking call would hang.  A key the engine won is checked by the program's
+        intervals: across nodes at once, asked of no budget; within one node where every rank's
+        budget affords it, and a check some rank's budget refused is asked for again after twice
+        the blocking calls (at the verdict, blocking call 16, then 32, 64, ...; each answer taken
+        at the key's next call);
         `never_afforded`: no budget affords any check (TNBC_EXPLORE=0; a key the engine won predicts
         its check at what MPI's samples cost beyond the engine's, more than nothing), so every key
-        the engine won was refused at each of those calls its run reached.  Returns how many keys
-        sampled the engine."""
+        on one node the engine won was refused at each of those calls its run reached, and every
+        key across nodes it won was checked all the same.  Returns how many keys sampled the
+        engine and how many of those across nodes it won."""
         groups, choices = {}, {}
         for r in range(ranks):
             for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
@@ -230,7 +233,7 @@ def main():
                              one_node=k["one_node"])))
                 choices.setdefault((k["comm"], members, k["op"], k["total_class"]), []).append(
                     k["algorithm"]["chosen"])
-        sampled = 0
+        sampled = won_across = 0
         for key, seen in groups.items():
             agreed = {(e["asked"], e["weight"], e["engine_first"]) for _, e in seen}
             expect(len(agreed) == 1, f"{key}: the ranks disagree on the engine's first choice: {seen}")
@@ -266,13 +269,16 @@ def main():
             expect(not judged or check_calls == 8, f"{key}: the check judged after {check_calls} calls: {seen}")
             expect(first or not judged, f"{key}: the check judged {judged} without the engine first: {seen}")
             expect(first or refused == 0, f"{key}: a check refused {refused} times without the engine first: {seen}")
+            one_node = seen[0][1]["one_node"]
+            won_across += first and not one_node
+            expect(one_node or refused == 0, f"{key}: across nodes, but the check was refused {refused} times: {seen}")
             if first and not judged:
                 # No trial round within 60 calls: a check not judged was refused (and asked again
-                # at call 32), or its calls were left off.
+                # at call 32; on one node only), or its calls were left off.
                 expect(refused >= 1 or check_calls > 0, f"{key}: engine first, neither checked nor refused: {seen}")
                 expect(set(choices[key]) == {"engine"}, f"{key}: engine first, not checked, but the key's "
                                                          f"blocking calls run {set(choices[key])}")
-            if first and never_afforded:
+            if first and never_afforded and one_node:
                 calls = min(e["blocking_calls"] for _, e in seen)
                 want, at = 1, 32
                 while calls >= at + 1:
@@ -287,7 +293,7 @@ def main():
                 chosen = set(choices[key])  # no trial round within 60 calls
                 expect(len(chosen) == 1 and (chosen == {"engine"}) == kept,
                        f"{key}: the check kept {kept}, but the key's blocking calls run {chosen}")
-        return sampled
+        return sampled, won_across
 
     def engine_first_local():
         # The defaults on one node, 4 ranks on the machine's 2 cores: every call blocking; a key
@@ -298,7 +304,7 @@ def main():
         diff = sorted(set(out) ^ set(switch_ref.get("out", [])))
         expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
         # adapt_switch computes between its calls: on a full node its keys weigh 0.4-0.5.
-        expect(check_engine_sample(prefix, 4) >= 1, "no key sampled the engine on a full node")
+        expect(check_engine_sample(prefix, 4)[0] >= 1, "no key sampled the engine on a full node")
         check_algorithms(prefix, 4, rounds=False)
         # TNBC_EXPLORE=0 affords no check: refused at the samples' verdict (call 16) and when
         # asked again (call 32 of 60); never run, and the engine stays where it won.
@@ -878,6 +884,15 @@ def main():
                        k["algorithm"]["chosen"] == "engine",
                        f"rank {r}: {k['op']} on communicator {k['comm']}: blocking calls not on the engine: {k}")
 
+    def engine_first_cluster():
+        # The defaults on 2 nodes without an exploration budget (TNBC_EXPLORE=0: no early probe,
+        # and no check of the engine's exchange on one node): every key spans the nodes; a key
+        # whose samples the engine won beyond their spread is checked by the program's intervals
+        # all the same (blocking.cpp, schedule_check), and every rank agrees on each step.
+        prefix = switch_on_cluster("engfirstc", {"TNBC_EXPLORE": "0"})
+        sampled, won = check_engine_sample(prefix, 4, never_afforded=True)
+        expect(sampled >= 1, "no key sampled the engine on 2 nodes")
+
     root = os.geteuid() == 0
     if root:
         s.check("libtnbc.so on 2 emulated nodes x 2 ranks: identical bytes", on_cluster)
@@ -885,6 +900,8 @@ def main():
                 switch_cluster)
         s.check("TNBC_BLOCKING=engine on 2 emulated nodes: every blocking call on the engine, identical bytes",
                 engine_blocking_cluster)
+        s.check("the defaults on 2 emulated nodes, no exploration budget: the engine's samples agreed, a key "
+                "they chose checked all the same, identical bytes", engine_first_cluster)
         s.check("barriers between early-returning alltoalls on 2 nodes finish", barrier_between)
         # Nodes {0, 1} and {2, 3}: ranks 1 and 3 come first in the order 3 2 1 0.
         s.check("with a per-node plan on 2 emulated nodes x 2 ranks: identical bytes",
