@@ -87,9 +87,9 @@ struct PolledCpu {
 enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, asking, checking, rechecking, decided };
 
 /// The check of the engine's exchange after its samples or a trial round made it a key's choice
-/// (blocking.cpp): kBlocks blocks of kBlockCalls blocking calls, MPI's choice, the engine's, the engine's, MPI's,
-/// each block's intervals (from a call's entry to the key's next entry: what the program paid
-/// while that call's algorithm ran) summed on this rank.
+/// (blocking.cpp): kBlocks blocks of kBlockCalls blocking calls, MPI's choice, the engine's, the
+/// engine's, MPI's, each block's intervals (from a call's entry to the key's next entry: what the
+/// program paid while that call's algorithm ran) summed on this rank.
 struct EngineCheck {
   static constexpr int kBlocks = 4, kBlockCalls = 2;
   static constexpr int kCalls = kBlocks * kBlockCalls;
@@ -105,8 +105,8 @@ struct EngineCheck {
   /// how many times a budget refused it.
   std::uint64_t ask_at = 0;
   int refusals = 0;
-  /// How many checks the key started (each switch to the engine is checked); the fields above and
-  /// below are the latest's.
+  /// How many checks the key started (each switch to the engine is checked): its calls, blocks and
+  /// verdict are the latest check's; `refusals` counts over them all.
   int started = 0;
   /// Whether the check ran to its verdict, and its blocks summed over the ranks (trial.hpp).
   bool judged = false;
