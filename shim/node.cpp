@@ -103,6 +103,8 @@ int world_ranks_here() {
   return std::max(1, static_cast<int>(std::count(g_world_on_node.begin(), g_world_on_node.end(), 1)));
 }
 
+bool job_spans_nodes() { return known() && world_ranks_here() < static_cast<int>(g_world_on_node.size()); }
+
 std::uint32_t index() { return known() ? g_node_index : 0; }
 
 int communicator(MPI_Comm comm, int tag, MPI_Comm* out) {

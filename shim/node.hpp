@@ -29,6 +29,10 @@ std::vector<char> peers(MPI_Comm comm);
 /// Ranks of MPI_COMM_WORLD on this rank's node (at least 1).
 int world_ranks_here();
 
+/// Whether the job's ranks lie on more than one node (the same answer on every rank; false
+/// before learn() or when it found nothing, where every communicator counts as spanning nodes).
+bool job_spans_nodes();
+
 /// The members of `comm` on this rank's node (peers()), as a communicator of their own: one
 /// MPI_Comm_create_group with `tag`, collective over those members only (no message leaves
 /// the node; MPI_Comm_split_type costs 50-100 ms a call in MPICH 4.0.2, which loads the hwloc

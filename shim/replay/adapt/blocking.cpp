@@ -12,6 +12,7 @@
 #include "algorithm.hpp"
 #include "explore.hpp"
 #include "shim/log.hpp"
+#include "shim/node.hpp"
 #include "util/clock.hpp"
 
 namespace tnbc::shim::replay::adapt {
@@ -35,7 +36,8 @@ namespace {
 /// calls run MPI's choice and the engine's in blocks, and where the program's own intervals do not
 /// show the engine's gain beyond their spread, MPI's choice runs the key's calls again (the samples
 /// measure inside the call; what the engine's exchange costs the program after it, they do not
-/// see).  Across nodes the check starts at once (schedule_check says why); within one node, where
+/// see).  Across nodes, and in any job that spans nodes, the check starts at once (schedule_check
+/// says why); in a job on one node, where
 /// some rank's exploration budget cannot afford it at the verdict, the ranks are asked again after
 /// twice as many blocking calls, and again, until it runs or a trial round would begin among its
 /// calls: the samples' verdict stands meanwhile.  A trial round's switch to the engine is checked
@@ -219,13 +221,16 @@ enum class CheckBudget : std::uint8_t { affords, refused, unasked };
 /// once, asked of no budget: its calls of MPI's choice run what the key ran before the switch,
 /// and the engine's calls that claimed the gain are what it puts to the test (unchecked, a choice
 /// on noise ran hundreds of calls: fftMPI on unshaped links, docs/measurements/engine-samples-cost.md).
-/// Within one node, where the engine's gain is systematic, it runs once every rank's budget
-/// affords it (asked at the key's next call where not asked yet; asked again later where refused).
+/// So too on a key within one node of a job that spans nodes: its cores carry the other keys'
+/// network traffic, and its samples chose the engine on noise there as well (fftMPI's row
+/// transposes, docs/measurements/engine-check-job-spans.md).  In a job on one node, where the
+/// engine's gain is systematic, it runs once every rank's budget affords it (asked at the key's
+/// next call where not asked yet; asked again later where refused).
 void schedule_check(Key& key, std::size_t mpi_choice, double predicted_ns, CheckBudget budget) {
   EngineCheck& c = key.algorithm.engine.check;
   c.mpi_choice = mpi_choice;
   c.predicted_ns = static_cast<std::uint64_t>(std::max(predicted_ns, 0.0));
-  if (!key.one_node || budget == CheckBudget::affords) start_check(key);
+  if (!key.one_node || node::job_spans_nodes() || budget == CheckBudget::affords) start_check(key);
   else if (budget == CheckBudget::refused) defer_check(key);
   else c.ask_at = key.algorithm.trial.calls() + 1;
 }

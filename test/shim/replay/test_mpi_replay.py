@@ -204,7 +204,7 @@ def main():
         expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
         check_switches(prefix, 4)
         check_sites(prefix, 4, cluster=False)
-    def check_engine_sample(prefix, ranks, never_afforded=False):
+    def check_engine_sample(prefix, ranks, never_afforded=False, job_spans=False):
         """The engine's first choice (blocking.cpp, kEngineAskAt): after a key's 12th blocking call the
         ranks agree on their mean CPU weight; from 0.2 its blocking calls 12-15 are samples, MPI's
         and the engine's alternately, and the engine becomes the first choice where the sum of the
@@ -213,15 +213,15 @@ def main():
         rank; each sample's cost, mpi_calls_us and engine_calls_us, adds up to the means).  Every
         rank of a communicator must see the same: a rank that ran the engine's exchange against
         MPI's blocking call would hang.  A key the engine won is checked by the program's
-        intervals: across nodes at once, asked of no budget; within one node where every rank's
-        budget affords it, and a check some rank's budget refused is asked for again after twice
-        the blocking calls (at the verdict, blocking call 16, then 32, 64, ...; each answer taken
-        at the key's next call);
+        intervals: across nodes, and on any key of a job that spans nodes (`job_spans`), at once,
+        asked of no budget; in a job on one node where every rank's budget affords it, and a check
+        some rank's budget refused is asked for again after twice the blocking calls (at the
+        verdict, blocking call 16, then 32, 64, ...; each answer taken at the key's next call);
         `never_afforded`: no budget affords any check (TNBC_EXPLORE=0; a key the engine won predicts
         its check at what MPI's samples cost beyond the engine's, more than nothing), so every key
-        on one node the engine won was refused at each of those calls its run reached, and every
-        key across nodes it won was checked all the same.  Returns how many keys sampled the
-        engine."""
+        of a one-node job the engine won was refused at each of those calls its run reached, and
+        every key of a job across nodes it won was checked all the same.  Returns
+        (keys that sampled the engine, of them on one node)."""
         groups, choices = {}, {}
         for r in range(ranks):
             for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
@@ -233,7 +233,7 @@ def main():
                              one_node=k["one_node"])))
                 choices.setdefault((k["comm"], members, k["op"], k["total_class"]), []).append(
                     k["algorithm"]["chosen"])
-        sampled = 0
+        sampled = sampled_one_node = 0
         for key, seen in groups.items():
             agreed = {(e["asked"], e["weight"], e["engine_first"]) for _, e in seen}
             expect(len(agreed) == 1, f"{key}: the ranks disagree on the engine's first choice: {seen}")
@@ -244,6 +244,7 @@ def main():
                        f"{key}: weight {weight} below 0.2 but the engine was sampled or chosen: {seen}")
                 continue
             sampled += 1
+            sampled_one_node += seen[0][1]["one_node"]
             expect(all(e["mpi_calls"] == e["engine_calls"] == 2 and e["mpi_us"] > 0 and e["engine_us"] > 0
                        for _, e in seen), f"{key}: not 2 sample calls of each: {seen}")
             expect(all(len(e[f"{c}_calls_us"]) == 2 and abs(sum(e[f"{c}_calls_us"]) / 2 - e[f"{c}_us"]) < 0.01
@@ -269,15 +270,16 @@ def main():
             expect(not judged or check_calls == 8, f"{key}: the check judged after {check_calls} calls: {seen}")
             expect(first or not judged, f"{key}: the check judged {judged} without the engine first: {seen}")
             expect(first or refused == 0, f"{key}: a check refused {refused} times without the engine first: {seen}")
-            one_node = seen[0][1]["one_node"]
-            expect(one_node or refused == 0, f"{key}: across nodes, but the check was refused {refused} times: {seen}")
+            budgeted = seen[0][1]["one_node"] and not job_spans  # the check asks the budgets
+            expect(budgeted or refused == 0, f"{key}: the check was refused {refused} times, but it asks no budget "
+                                             f"(one node {seen[0][1]['one_node']}, job spans nodes {job_spans}): {seen}")
             if first and not judged:
                 # No trial round within 60 calls: a check not judged was refused (and asked again
                 # at call 32; on one node only), or its calls were left off.
                 expect(refused >= 1 or check_calls > 0, f"{key}: engine first, neither checked nor refused: {seen}")
                 expect(set(choices[key]) == {"engine"}, f"{key}: engine first, not checked, but the key's "
                                                          f"blocking calls run {set(choices[key])}")
-            if first and never_afforded and one_node:
+            if first and never_afforded and budgeted:
                 calls = min(e["blocking_calls"] for _, e in seen)
                 want, at = 1, 32
                 while calls >= at + 1:
@@ -292,7 +294,7 @@ def main():
                 chosen = set(choices[key])  # no trial round within 60 calls
                 expect(len(chosen) == 1 and (chosen == {"engine"}) == kept,
                        f"{key}: the check kept {kept}, but the key's blocking calls run {chosen}")
-        return sampled
+        return sampled, sampled_one_node
 
     def engine_first_local():
         # The defaults on one node, 4 ranks on the machine's 2 cores: every call blocking; a key
@@ -303,7 +305,7 @@ def main():
         diff = sorted(set(out) ^ set(switch_ref.get("out", [])))
         expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
         # adapt_switch computes between its calls: on a full node its keys weigh 0.4-0.5.
-        expect(check_engine_sample(prefix, 4) >= 1, "no key sampled the engine on a full node")
+        expect(check_engine_sample(prefix, 4)[0] >= 1, "no key sampled the engine on a full node")
         check_algorithms(prefix, 4, rounds=False)
         # TNBC_EXPLORE=0 affords no check: refused at the samples' verdict (call 16) and when
         # asked again (call 32 of 60); never run, and the engine stays where it won.
@@ -839,11 +841,12 @@ def main():
         out = cluster_run(OVERLAP, args=[1 << 20, 3, "blocking", 0, 0], preload="tnbc", env=engine(),
                           timeout=90).stdout
         expect("result mode=blocking" in out, out)
-    def switch_on_cluster(name, env):
+    def switch_on_cluster(name, env, placement="block"):
         """adapt_switch on 2 emulated nodes with `env`: prints what plain MPICH prints; the prefix
         of its statistics."""
         prefix = os.path.join(tmp, name)
-        out = lines(cluster_run(SWITCH, args=[60], preload="tnbc", env=dict(env, TNBC_STATS=prefix), timeout=240).stdout)
+        out = lines(cluster_run(SWITCH, args=[60], preload="tnbc", env=dict(env, TNBC_STATS=prefix), timeout=240,
+                                placement=placement).stdout)
         diff = sorted(set(out) ^ set(switch_ref.get("out", [])))
         expect(out == switch_ref.get("out"), f"differs from plain MPICH: {diff[:10]}")
         return prefix
@@ -885,11 +888,19 @@ def main():
 
     def engine_first_cluster():
         # The defaults on 2 nodes without an exploration budget (TNBC_EXPLORE=0: no early probe,
-        # and no check of the engine's exchange on one node): every key spans the nodes; a key
-        # whose samples the engine won beyond their spread is checked by the program's intervals
-        # all the same (blocking.cpp, schedule_check), and every rank agrees on each step.
-        prefix = switch_on_cluster("engfirstc", {"TNBC_EXPLORE": "0"})
-        expect(check_engine_sample(prefix, 4, never_afforded=True) >= 1, "no key sampled the engine on 2 nodes")
+        # and no check of the engine's exchange in a job on one node).  Placed cyclic, ranks
+        # {0, 2} and {1, 3} share a node: the split's halves lie within one node, the world and
+        # its duplicate span both.  A key of either kind whose samples chose the engine is checked
+        # by the program's intervals all the same (blocking.cpp, schedule_check), and every rank
+        # agrees on each step.
+        prefix = switch_on_cluster("engfirstc", {"TNBC_EXPLORE": "0"}, placement="cyclic")
+        for r in range(4):
+            keys = read_json(f"{prefix}.{r}.json")["adapt"]["keys"]
+            expect({k["one_node"] for k in keys} == {False, True},
+                   f"rank {r}: placed cyclic, want keys within one node and across: {keys}")
+        sampled, one_node = check_engine_sample(prefix, 4, never_afforded=True, job_spans=True)
+        expect(sampled >= 1 and one_node >= 1,
+               f"{sampled} keys sampled the engine on 2 nodes, {one_node} of them within one: want one of each")
 
     root = os.geteuid() == 0
     if root:
@@ -898,8 +909,9 @@ def main():
                 switch_cluster)
         s.check("TNBC_BLOCKING=engine on 2 emulated nodes: every blocking call on the engine, identical bytes",
                 engine_blocking_cluster)
-        s.check("the defaults on 2 emulated nodes, no exploration budget: the engine's samples agreed, a key "
-                "they chose checked all the same, identical bytes", engine_first_cluster)
+        s.check("the defaults on 2 emulated nodes placed cyclic, no exploration budget: the engine's samples "
+                "agreed, a key they chose (within one node or across) checked all the same, identical bytes",
+                engine_first_cluster)
         s.check("barriers between early-returning alltoalls on 2 nodes finish", barrier_between)
         # Nodes {0, 1} and {2, 3}: ranks 1 and 3 come first in the order 3 2 1 0.
         s.check("with a per-node plan on 2 emulated nodes x 2 ranks: identical bytes",
