@@ -48,6 +48,17 @@ def main():
             expect(not good and "no error line" in why, why)
             expect(not corpus.verify(p, 0, out.replace("4.44089e-16", "nan"))[0], "a NaN error accepted")
     s.check("fftMPI: 'Max error' at most the tolerance; missing, larger or NaN refused; its own time", fftmpi)
+
+    def failures():
+        import run  # bench/apps/run.py (on the path above)
+        runs = [dict(config="tune", tag="default#0", ok=False), dict(config="tune", tag="alltoall=brucks#0", ok=False),
+                dict(config="tune", tag="alltoall=pairwise#0", ok=True), dict(config="tnbc", tag="round1", ok=False),
+                dict(config="plain", tag="round2", ok=True)]
+        got = [(r["config"], r["tag"]) for r in run.failed_runs(runs)]
+        expect(got == [("tune", "default#0"), ("tnbc", "round1")],
+               f"a failed run not counted, or MPICH's own failing algorithm in tuning counted: {got}")
+    s.check("run.py: every failed run fails the whole run but a tuning candidate's (MPICH's own algorithm)",
+            failures)
     return s.finish()
 
 
