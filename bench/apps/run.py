@@ -282,6 +282,11 @@ def failed_runs(runs):
     return [r for r in runs if not r["ok"] and not tune_candidate(r)]
 
 
+def failed_tune_candidates(runs):
+    """The tuning candidates that failed (failed_runs leaves them out)."""
+    return [r for r in runs if not r["ok"] and tune_candidate(r)]
+
+
 def tune(runner, prog, placement, cache, records):
     """The fastest algorithm setting, one collective at a time; None if plain MPICH fails."""
     a = runner.a
@@ -556,7 +561,7 @@ def write_report(data, md_path, svg_path):
             L.append(f"- **{r['program']} {r['placement']} {r['config']} {r.get('tag', '')}**: "
                      f"{r['verification']} (log `{r['log']}`)")
         L.append("")
-    tune_fails = [r for r in data["runs"] if not r["ok"] and tune_candidate(r)]
+    tune_fails = failed_tune_candidates(data["runs"])
     if tune_fails:
         L.append("## MPICH's algorithms that failed in tuning\n")
         L.append("Plain MPICH with the algorithm set failed or did not verify: left out of `best`.\n")
@@ -901,10 +906,9 @@ def main():
     if a.out:
         write_report(data, a.out, a.svg)
         log(f"report: {a.out}" + (f", chart: {a.svg}" if a.svg else ""))
-    for r in data["runs"]:
-        if not r["ok"] and tune_candidate(r):
-            log(f"note: tuning {r['program']} {r['placement']}: MPICH's {r['tag'].split('#')[0]} failed under "
-                f"plain MPICH ({r['verification']}): left out of best")
+    for r in failed_tune_candidates(data["runs"]):
+        log(f"note: tuning {r['program']} {r['placement']}: MPICH's {r['tag'].split('#')[0]} failed under "
+            f"plain MPICH ({r['verification']}): left out of best")
     fails = failed_runs(data["runs"])
     if fails:
         error(f"{len(fails)} run(s) failed verification or timed out:\n" + "\n".join(

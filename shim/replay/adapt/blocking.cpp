@@ -223,7 +223,7 @@ enum class CheckBudget : std::uint8_t { affords, refused, unasked };
 /// on noise ran hundreds of calls: fftMPI on unshaped links, docs/measurements/engine-samples-cost.md).
 /// So too on a key within one node of a job that spans nodes: its cores carry the other keys'
 /// network traffic, and its samples chose the engine on noise there as well (fftMPI's row
-/// transposes, docs/measurements/engine-check-job-spans.md).  In a job on one node, where the
+/// transposes, docs/measurements/engine-check-spans.md).  In a job on one node, where the
 /// engine's gain is systematic, it runs once every rank's budget affords it (asked at the key's
 /// next call where not asked yet; asked again later where refused).
 void schedule_check(Key& key, std::size_t mpi_choice, double predicted_ns, CheckBudget budget) {
