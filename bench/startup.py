@@ -1,16 +1,22 @@
 #!/usr/bin/env python3
 """What a run pays for the library's start and end: bench/startup (MPI_Init, CALLS rounds of a
-barrier and an 8-byte Alltoall, MPI_Finalize) on one node, plain MPICH beside libtnbc.so, in
-alternating rounds (the order reversed every second round).
+barrier and an 8-byte Alltoall, MPI_Finalize) on one node or on the emulated nodes of
+tnbc-cluster, plain MPICH beside libtnbc.so, in alternating rounds (the order reversed every
+second round).
 
     bench/startup.py --lib build/shim/replay/libtnbc.so --rounds 16
+    bench/startup.py --lib ... --cluster build/tools/tnbc-cluster --rate none --prefix su --subnet 10.231.0
 
 Configurations: plain; mt (plain MPICH asked for MPI_THREAD_MULTIPLE, the level the library asks
 for); disable (the library with TNBC_DISABLE=1); tnbc (its defaults); nochoice (every choice
-off: TNBC_BLOCKING=mpi TNBC_ALGORITHMS=0 TNBC_LEARN=0).  Per configuration, the median (min-max)
+off: TNBC_BLOCKING=mpi TNBC_ALGORITHMS=0 TNBC_LEARN=0); with --other NAME=LIB, NAME: another
+build of the library with its defaults, in the same rounds (to compare two).  Per configuration, the median (min-max)
 over the rounds of: the run's wall time (mpiexec start to exit), the CPU of every process of the
-run (user + system, getrusage(RUSAGE_CHILDREN)), and the program's phases, each the slowest
-rank's.  Prints a Markdown table; exit 1 when a run failed.  Python 3 standard library only."""
+run (user + system, getrusage(RUSAGE_CHILDREN); on the emulated nodes the ranks are the
+launcher's descendants too), and the program's phases, each the slowest rank's.  With
+--cluster, the runs go through `tnbc-cluster run` (2 nodes x 2 ranks by default; its nodes are
+brought up first and removed at the end unless they were up), the library by `--preload`, the
+settings by `--env`.  Prints a Markdown table; exit 1 when a run failed.  Python 3 standard library only."""
 
 import argparse
 import os
@@ -38,11 +44,25 @@ def configs(lib):
     }
 
 
-def one_run(mpiexec, ranks, program, calls, env):
-    cmd = [mpiexec, "-n", str(ranks)]
+def launch(args, env):
+    """The command that runs the program with `env` (LD_PRELOAD: the library) on every rank."""
+    if not args.cluster:
+        cmd = [args.mpiexec, "-n", str(args.ranks)]
+        for k, v in env.items():
+            cmd += ["-genv", k, v]
+        return cmd + [args.program, str(args.calls)]
+    cmd = cluster_cmd(args) + ["run", "--timeout", str(RUN_LIMIT_S + hung_job.CLUSTER_LIMIT_MARGIN_S), "--ppn", str(args.ranks // args.nodes)]
     for k, v in env.items():
-        cmd += ["-genv", k, v]
-    cmd += [program, str(calls)]
+        cmd += ["--preload", v] if k == "LD_PRELOAD" else ["--env", f"{k}={v}"]
+    return cmd + ["--", args.program, str(args.calls)]
+
+
+def cluster_cmd(args):
+    return [args.cluster, "--nodes", str(args.nodes), "--prefix", args.prefix, "--subnet", args.subnet,
+            "--rate", args.rate]
+
+
+def one_run(cmd, program):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     try:  # past the limit: the ranks' stacks saved, the job ended (bench/hung_job.py)
@@ -74,14 +94,28 @@ def main():
                     help="the startup executable (default build/bench/startup)")
     ap.add_argument("--mpiexec", default="mpiexec.mpich", help="launcher (default mpiexec.mpich)")
     ap.add_argument("--only", default="", help="comma-separated configurations (default: all)")
+    ap.add_argument("--other", action="append", default=[], metavar="NAME=LIB",
+                    help="also run LIB (another libtnbc.so) with its defaults as configuration NAME (repeatable)")
+    ap.add_argument("--cluster", default="", help="tnbc-cluster: run on its emulated nodes instead of one node")
+    ap.add_argument("--nodes", type=int, default=2, help="with --cluster: nodes (default 2; --ranks split evenly)")
+    ap.add_argument("--rate", default="200mbit", help="with --cluster: link rate (default 200mbit; none: unshaped)")
+    ap.add_argument("--prefix", default="tnbcsu", help="with --cluster: its --prefix (default tnbcsu)")
+    ap.add_argument("--subnet", default="10.219.0", help="with --cluster: its --subnet (default 10.219.0)")
     args = ap.parse_args()
     if args.rounds < 1 or args.ranks < 1 or args.calls < 0:
         ap.error("--rounds and --ranks must be 1 or more, --calls 0 or more")
-    for path, what in ((args.lib, "--lib"), (args.program, "--program")):
+    if args.cluster and (args.nodes < 1 or args.ranks % args.nodes):
+        ap.error(f"--ranks {args.ranks} does not split evenly over --nodes {args.nodes}")
+    for path, what in ((args.lib, "--lib"), (args.program, "--program")) + (((args.cluster, "--cluster"),) if args.cluster else ()):
         if not os.path.isfile(path):
             ap.error(f"{what} {path}: no such file")
     lib = os.path.abspath(args.lib)
     table = configs(lib)
+    for other in args.other:
+        name, _, path = other.partition("=")
+        if not name or not os.path.isfile(path) or name in table:
+            ap.error(f"--other {other}: expected a new NAME=LIB, LIB an existing file")
+        table[name] = {"LD_PRELOAD": os.path.abspath(path)}
     if args.only:
         unknown = set(args.only.split(",")) - set(table)
         if unknown:
@@ -89,12 +123,22 @@ def main():
         table = {k: v for k, v in table.items() if k in args.only.split(",")}
     names = list(table)
     runs = {k: [] for k in names}
-    for r in range(args.rounds):
-        for name in names if r % 2 == 0 else names[::-1]:
-            runs[name].append(one_run(args.mpiexec, args.ranks, args.program, args.calls, table[name]))
+    was_up = args.cluster and "no cluster" not in subprocess.run(
+        cluster_cmd(args) + ["status"], capture_output=True, text=True).stdout
+    if args.cluster and not was_up:
+        subprocess.run(cluster_cmd(args) + ["up"], check=True, stdout=subprocess.DEVNULL)
+    try:
+        for r in range(args.rounds):
+            for name in names if r % 2 == 0 else names[::-1]:
+                runs[name].append(one_run(launch(args, table[name]), args.program))
+    finally:
+        if args.cluster and not was_up:
+            subprocess.run(cluster_cmd(args) + ["down"], stdout=subprocess.DEVNULL)
     cols = [("wall", "wall ms"), ("cpu", f"CPU ms ({args.ranks} ranks)"), ("init", "`MPI_Init` ms"),
             ("calls", f"{args.calls} rounds of calls ms"), ("finalize", "`MPI_Finalize` ms")]
-    print(f"{args.rounds} rounds, {args.ranks} ranks, library {lib}")
+    where = (f"{args.nodes} emulated nodes x {args.ranks // args.nodes} ranks, links {args.rate}" if args.cluster
+             else f"one node x {args.ranks} ranks")
+    print(f"{args.rounds} rounds, {where}, library {lib}")
     print()
     print("| configuration | " + " | ".join(c for _, c in cols) + " |")
     print("|---|" + "---|" * len(cols))
