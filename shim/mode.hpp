@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <string_view>
 
+#include "node.hpp"
+
 namespace tnbc::shim {
 
 class Runtime;
@@ -37,8 +39,15 @@ class Mode {
   /// application asked for).
   virtual int thread_level() const { return MPI_THREAD_SINGLE; }
 
-  /// After MPI initialisation and configuration; may turn the runtime's features off.
-  virtual void start(Runtime&) {}
+  /// After MPI initialisation and configuration, unless TNBC_DISABLE=1, before the start's one
+  /// collective (Runtime::start, node::learn): what the mode starts on this rank alone, which may
+  /// fail there, and in `agree` (zeros as given) what every rank must agree on.
+  virtual void prepare(Runtime&, node::StartValues& agree) { (void)agree; }
+  /// After that collective, where the settings agree: `agreed` holds the minimum over the ranks
+  /// of each value prepare() gave.  May turn the runtime's features off.
+  virtual void start(Runtime&, const node::StartValues& agreed) { (void)agreed; }
+  /// After that collective, where the settings differ between ranks: undoes prepare().
+  virtual void abandon(Runtime&) {}
   /// At MPI_Finalize, before PMPI_Finalize, after in-flight work completed.
   virtual void stop(Runtime&) {}
 

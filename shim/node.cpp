@@ -49,7 +49,7 @@ Identity identity() {
 
 }  // namespace
 
-bool learn(std::uint64_t digest) {
+bool learn(std::uint64_t digest, StartValues& values) {
   int world = 0, me = 0;
   PMPI_Comm_size(MPI_COMM_WORLD, &world);
   PMPI_Comm_rank(MPI_COMM_WORLD, &me);
@@ -62,12 +62,17 @@ bool learn(std::uint64_t digest) {
   struct Record {
     Identity id;
     std::uint64_t digest;
+    StartValues values;
   };
-  Record mine{identity(), digest};
+  Record mine{identity(), digest, values};
   std::vector<Record> all(n);
-  if (PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS)
+  if (PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS) {
+    values.fill(0);  // nothing agreed: the least of every value
     return false;
+  }
   const bool agreed = std::all_of(all.begin(), all.end(), [&](const Record& r) { return r.digest == digest; });
+  for (const Record& r : all)
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::min(values[i], r.values[i]);
   const auto same_node = [&](std::size_t a, std::size_t b) { return all[a].id[0] != '\0' && all[a].id == all[b].id; };
   // A rank without a host name is alone on its node, as if every communicator spanned nodes.
   for (std::size_t r = 0; r < n; ++r) g_world_on_node[r] = r == static_cast<std::size_t>(me) || same_node(r, static_cast<std::size_t>(me));

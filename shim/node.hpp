@@ -1,5 +1,6 @@
 // Which processes share this rank's node: learned once, at start, with one MPI_Allgather of
-// every rank's host name and boot id over MPI_COMM_WORLD; from then on any communicator's node
+// every rank's host name and boot id over MPI_COMM_WORLD (the start's one collective, which
+// carries what the ranks must agree on too); from then on any communicator's node
 // members follow from its group without a message.  Used by the per-call decision (a communicator within one
 // node), the engine's per-node turns (the ranks that take turns on this node) and the trace
 // file's node index.
@@ -7,17 +8,24 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 namespace tnbc::shim::node {
 
+/// Values every rank must agree on at start (Mode::prepare): the collective below gives back
+/// each one's minimum over the ranks.
+using StartValues = std::array<int, 8>;
+
 /// Collective over MPI_COMM_WORLD (every rank, at start; Runtime::start).  Carries each rank's
 /// `digest` of the settings that must agree, and returns whether every rank's equals this
-/// rank's (the same answer on every rank): one collective for both questions.  When the
+/// rank's (the same answer on every rank); replaces each of `values` by its minimum over the
+/// ranks: one collective for the three questions (each collective of the start cost a run
+/// 10-12 ms on 2 emulated nodes x 2 ranks, docs/measurements/startup-nodes.md).  When the
 /// exchange fails nobody seems to share a node (every communicator then counts as spanning
-/// nodes), and it returns false.
-bool learn(std::uint64_t digest);
+/// nodes), `values` are all 0, and it returns false.
+bool learn(std::uint64_t digest, StartValues& values);
 
 /// Whether learn() found the node's members.
 bool known();

@@ -137,12 +137,18 @@ void Runtime::start() {
 
   // Before anything collective that depends on a setting (the barrier's setup, the engine):
   // ranks that disagree would build different messages, or wait in different calls.  On every
-  // rank, TNBC_DISABLE=1 or not: one collective learns the node map (shim/node.hpp) and whether
-  // the settings' digests agree; only where they do not, a second one names the settings.
-  const bool agreed = node::learn(settings_digest(config_));
+  // rank, TNBC_DISABLE=1 or not: one collective learns the node map (shim/node.hpp), whether
+  // the settings' digests agree and what the mode's local start needs agreed (Mode::prepare:
+  // whether the engine started on every rank); only where the settings differ, a second one
+  // names them, and what prepare() started is undone.
+  const bool prepared = !config_.disable;
+  node::StartValues values{};
+  if (prepared) mode().prepare(*this, values);
+  const bool agreed = node::learn(settings_digest(config_), values);
   if (const auto differ = agreed ? std::vector<std::string_view>{} : differing_settings(config_); !differ.empty()) {
     log::warn_rank0("settings differ between ranks: {}; every call passes straight to MPI, as "
                     "with TNBC_DISABLE=1", fmt::join(differ, ", "));
+    if (prepared) mode().abandon(*this);
     config_.disable = true;
     return;
   }
@@ -151,7 +157,7 @@ void Runtime::start() {
                     kVersion);
     return;
   }
-  mode().start(*this);
+  mode().start(*this, values);
   active_.store(true, std::memory_order_release);
   log::debug("{} {} active on {} ranks", mode().library(), kVersion, world_size_);
 }

@@ -130,7 +130,7 @@ class TraceMode final : public Mode {
  public:
   std::string_view library() const override { return "tnbc_trace"; }
 
-  void start(Runtime& rt) override {
+  void start(Runtime& rt, const node::StartValues&) override {
     rank_ = rt.world_rank();
     size_ = rt.world_size();
     units_ = rt.config().trace_bcast_units;

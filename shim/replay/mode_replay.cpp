@@ -31,6 +31,7 @@
 #include "shim/replay/call.hpp"
 #include "shim/replay/adapt/algorithm.hpp"
 #include "shim/replay/adapt/decide.hpp"
+#include "shim/replay/engine/buffer_pool.hpp"
 #include "shim/replay/engine/replay_guard.hpp"
 #include "shim/requests.hpp"
 #include "shim/io_interpose.hpp"
@@ -59,12 +60,27 @@ std::size_t auto_memory_bound() {
 }
 
 
-/// Starts the engine if the MPI thread level allows it; false (with a message) if not.
-bool start_engine(Runtime& rt) {
-  // Every rank comes here (the settings agree), and whether the engine runs must be the same on
-  // all of them: a rank running the plain collectives while the others run the engine's would
-  // leave them waiting.  So the collective steps run on every rank, and what may fail on one
-  // rank alone is agreed on at the end.
+/// What the start's one collective agrees on for the engine (node::StartValues): whether it
+/// started on every rank, whether it started on rank 0, then MPI's algorithm values.
+constexpr std::size_t kStarted = 0, kRank0Started = 1, kAlgorithms = 2;
+static_assert(kAlgorithms + adapt::AlgorithmValues::kValues <= std::tuple_size_v<node::StartValues>);
+
+std::optional<std::string> g_engine_error;  // why this rank's engine did not start
+bool g_engine_started = false;                // it started on this rank (prepare_engine)
+
+/// Stops the engine where prepare_engine started it on this rank (the others could not, or the
+/// settings differ between ranks).
+void abandon_engine() {
+  if (g_engine_started) engine::Engine::instance().stop();
+  g_engine_started = false;
+}
+
+/// Starts the engine on this rank if the MPI thread level allows it (prepare_engine), before the
+/// start's one collective, which agrees on whether it started everywhere (finish_engine).
+/// Whether the engine runs must be the same on all ranks: a rank running the plain collectives
+/// while the others run the engine's would leave them waiting.  So what may fail on one rank
+/// alone is agreed on by that collective (Runtime::start, node::learn).
+void prepare_engine(Runtime& rt, node::StartValues& agree) {
   int provided = MPI_THREAD_SINGLE;
   mpi_own::Query_thread(&provided);
   std::optional<std::string> err;
@@ -82,8 +98,8 @@ bool start_engine(Runtime& rt) {
   o.chunk_window = rt.config().chunk_window;
   o.publish = rt.config().publish;
   o.watchdog_s = static_cast<unsigned>(rt.config().watchdog);
-  o.max_memory_bytes = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
-  log::debug("engine memory for calls in flight: at most {} bytes", o.max_memory_bytes);
+  // The node's ranks are not known yet (auto_memory_bound): finish_engine sets the bound.
+  o.max_memory_bytes = rt.config().max_memory;
   // libucm patches munmap & co. so that our interposers never see them: take its events too.
   if (!err) subscribe_memory_events();
   bool started = false;
@@ -91,23 +107,31 @@ bool start_engine(Runtime& rt) {
     err = engine::Engine::instance().start(o);
     started = !err;
   }
-  int world_rank = 0;
-  PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  g_engine_error = err;
+  g_engine_started = started;
   // {started here, rank 0 started}: the minimum says whether all started and whether rank 0 did.
-  // The algorithms' values ride along (one collective for both).
-  std::array<int, 2 + adapt::AlgorithmValues::kValues> status{started ? 1 : 0, world_rank != 0 || started ? 1 : 0};
-  std::copy(algorithms.values.begin(), algorithms.values.end(), status.begin() + 2);
-  PMPI_Allreduce(MPI_IN_PLACE, status.data(), static_cast<int>(status.size()), MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  std::copy(status.begin() + 2, status.end(), algorithms.values.begin());
+  agree[kStarted] = started ? 1 : 0;
+  agree[kRank0Started] = rt.world_rank() != 0 || started ? 1 : 0;
+  std::copy(algorithms.values.begin(), algorithms.values.end(), agree.begin() + kAlgorithms);
+}
+
+/// After the start's collective: the engine runs where it started on every rank (true), else it
+/// stops where it started, with a message (false).
+bool finish_engine(Runtime& rt, const node::StartValues& agreed) {
+  adapt::AlgorithmValues algorithms;
+  std::copy_n(agreed.begin() + kAlgorithms, algorithms.values.size(), algorithms.values.begin());
   adapt::agreed_decisions(algorithms);
-  if (!status[0]) {
-    if (started) engine::Engine::instance().stop();
+  if (!agreed[kStarted]) {
+    abandon_engine();
     // One message: rank 0's reason, or, when rank 0 could start, the reason of each rank that
     // could not (a fault of that process, not of the job).
-    if (err && (world_rank == 0 || status[1]))
-      log::warn("engine not started ({}): collectives run blocking on every rank", *err);
+    if (g_engine_error && (rt.world_rank() == 0 || agreed[kRank0Started]))
+      log::warn("engine not started ({}): collectives run blocking on every rank", *g_engine_error);
     return false;
   }
+  const std::size_t bound = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
+  engine::BufferPool::instance().set_bound(bound);
+  log::debug("engine memory for calls in flight: at most {} bytes", bound);
   set_running(true);
   requests::set_recording(true);
   adapt::set_engine_prepare([](MPI_Comm comm) { engine::Engine::instance().prepare(comm); });
@@ -212,8 +236,10 @@ class ReplayMode final : public Mode {
   std::string_view library() const override { return "tnbc"; }
   int thread_level() const override { return MPI_THREAD_MULTIPLE; }
 
-  void start(Runtime& rt) override {
-    if (start_engine(rt)) set_drain_hook(drain_engine);
+  void prepare(Runtime& rt, node::StartValues& agree) override { prepare_engine(rt, agree); }
+  void abandon(Runtime&) override { abandon_engine(); }
+  void start(Runtime& rt, const node::StartValues& agreed) override {
+    if (finish_engine(rt, agreed)) set_drain_hook(drain_engine);
     barrier_start(rt);
     adapt::set_trial_barrier(replay::barrier);
   }
