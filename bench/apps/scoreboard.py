@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """The scoreboard: one table of the whole corpus, generated from the runner's results.
 
-    scoreboard.py build RUN.json [RUN.json ...] --report docs/measurements/apps/REPORT.md [--report ...]
+    scoreboard.py build RUN.json [RUN.json ...] --report docs/measurements/apps/REPORT.md [--report ...] [--keep]
         reads run.py's --json files (one per placement and pinning, or one run of both
         placements), each with its report (in the same order), writes the table's data to
         docs/measurements/apps/scoreboard.json and the table itself between the scoreboard
-        markers of README.md and docs/apps.md
+        markers of README.md and docs/apps.md; with --keep, the placements these runs do not
+        hold keep their runs and rows from the current data (a rerun of one placement), and
+        those they hold are replaced where they stood
     scoreboard.py check
         exit 1 where README.md or docs/apps.md does not hold the table the data gives
         (tools/check-tree runs it)
@@ -80,6 +82,29 @@ def rows_of(data):
     return out
 
 
+def merged(old, new):
+    """`new`'s runs and rows in place of `old`'s of the same placements (where the first of them
+    stood; placements `old` lacks at the end), `old`'s others kept in their order."""
+    fresh = {p for r in new["runs"] for p in r["placements"]}
+    for r in old["runs"]:
+        if "placements" not in r:
+            raise SystemExit(f"scoreboard: --keep: the current data's run {r['report']} names no placements "
+                             "(written before --keep): rebuild from every placement's run")
+
+    def replace(items, replaced, incoming):
+        out, placed = [], False
+        for item in items:
+            if not replaced(item):
+                out.append(item)
+            elif not placed:
+                out += incoming
+                placed = True
+        return out if placed else out + incoming
+
+    return dict(runs=replace(old["runs"], lambda r: set(r["placements"]) & fresh, new["runs"]),
+                rows=replace(old["rows"], lambda r: r["placement"] in fresh, new["rows"]))
+
+
 def build(args):
     if len(args.report) != len(args.json):
         raise SystemExit(f"scoreboard: {len(args.json)} runs and {len(args.report)} reports; give one --report per run")
@@ -88,10 +113,15 @@ def build(args):
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         meta = data["meta"]
+        its_rows = rows_of(data)
         runs.append(dict(ran=run.header_line(meta), report=report, started=meta["date"],
-                         finished=meta.get("finished"), command=meta["command"]))
-        rows += rows_of(data)
+                         finished=meta.get("finished"), command=meta["command"],
+                         placements=sorted({r["placement"] for r in its_rows})))
+        rows += its_rows
     board = dict(runs=runs, rows=rows)
+    if args.keep:
+        with open(os.path.join(args.root, DATA), encoding="utf-8") as f:
+            board = merged(json.load(f), board)
     with open(os.path.join(args.root, DATA), "w", encoding="utf-8") as f:
         json.dump(board, f, indent=1)
         f.write("\n")
@@ -201,6 +231,8 @@ def main(argv=None):
     b.add_argument("json", nargs="+", help="run.py --json files")
     b.add_argument("--report", action="append", required=True,
                    help="the report of each run, in the runs' order, a path from the repository's root")
+    b.add_argument("--keep", action="store_true",
+                   help="keep the current data's runs and rows of the placements these runs do not hold")
     sub.add_parser("check", help="exit 1 where a page's table is not what the data gives")
     args = ap.parse_args(argv)
     if args.cmd == "build":

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""bench/apps/scoreboard.py's --keep (merged): a rerun of one placement replaces that placement's
+run and rows where they stood and keeps the others in their order; a new placement goes at the
+end; data written before runs named their placements is refused with a message (no MPI)."""
+
+import os
+import sys
+
+from tnbc_testlib import SOURCE, Suite, expect
+
+sys.path.insert(0, os.path.join(SOURCE, "bench", "apps"))
+import scoreboard  # noqa: E402
+
+
+def board(runs):
+    """A board of runs given as (report, [placements]), each placement with rows for programs a and b."""
+    return dict(runs=[dict(report=rep, placements=pl) for rep, pl in runs],
+                rows=[dict(program=prog, placement=p, report=rep) for rep, pl in runs for p in pl for prog in "ab"])
+
+
+def main():
+    s = Suite("scoreboard")
+    old = board([("one", ["one node"]), ("two", ["2 nodes"]), ("fast", ["2 nodes, unshaped"])])
+
+    def rerun_one():
+        got = scoreboard.merged(old, board([("two-new", ["2 nodes"])]))
+        expect([r["report"] for r in got["runs"]] == ["one", "two-new", "fast"], got["runs"])
+        expect([(r["placement"], r["report"]) for r in got["rows"]] ==
+               [("one node", "one")] * 2 + [("2 nodes", "two-new")] * 2 + [("2 nodes, unshaped", "fast")] * 2,
+               got["rows"])
+    s.check("a rerun of one placement: replaced where it stood, the others kept", rerun_one)
+
+    def new_placement():
+        got = scoreboard.merged(old, board([("pinned", ["one node, pinned"])]))
+        expect([r["report"] for r in got["runs"]] == ["one", "two", "fast", "pinned"], got["runs"])
+        expect(len(got["rows"]) == 8 and got["rows"][-1]["placement"] == "one node, pinned", got["rows"])
+    s.check("a placement the data lacks: added at the end", new_placement)
+
+    def two_placements_one_run():
+        got = scoreboard.merged(old, board([("both", ["one node", "2 nodes"])]))
+        expect([r["report"] for r in got["runs"]] == ["both", "fast"], got["runs"])
+        expect([r["report"] for r in got["rows"]] == ["both"] * 4 + ["fast"] * 2, got["rows"])
+    s.check("a run of two placements replaces both", two_placements_one_run)
+
+    def unnamed():
+        stale = dict(runs=[dict(report="old.md")], rows=[])
+        try:
+            scoreboard.merged(stale, board([("x", ["one node"])]))
+        except SystemExit as e:
+            expect("names no placements" in str(e), str(e))
+        else:
+            expect(False, "a run without placements was merged")
+    s.check("current data without placements: refused, with the reason", unnamed)
+
+    s.finish()
+
+
+if __name__ == "__main__":
+    main()
