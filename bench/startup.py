@@ -57,9 +57,25 @@ def launch(args, env):
     return cmd + ["--", args.program, str(args.calls)]
 
 
-def cluster_cmd(args):
-    return [args.cluster, "--nodes", str(args.nodes), "--prefix", args.prefix, "--subnet", args.subnet,
-            "--rate", args.rate]
+def cluster_cmd(args, rate=False):
+    """tnbc-cluster with the cluster's options; `rate`: with --rate too (only for `up`: given to
+    `run`, it would shape every node's links again before each run, inside the timed wall)."""
+    return [args.cluster, "--nodes", str(args.nodes), "--prefix", args.prefix, "--subnet", args.subnet] + \
+        (["--rate", args.rate] if rate else [])
+
+
+def bring_up(args):
+    """Brings the cluster up with --rate unless it is up (then --rate is not applied, as in
+    apps/run.py); returns whether it did."""
+    st = subprocess.run(cluster_cmd(args) + ["status"], capture_output=True, text=True)
+    if st.returncode == 0 and "no cluster" not in (st.stdout + st.stderr).lower():
+        print(f"startup.py: cluster {args.prefix} already up: --rate not applied", file=sys.stderr)
+        return False
+    up = subprocess.run(cluster_cmd(args, rate=True) + ["up"], capture_output=True, text=True)
+    if up.returncode != 0:
+        subprocess.run(cluster_cmd(args) + ["down"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sys.exit(f"startup.py: tnbc-cluster up failed:\n{up.stdout}{up.stderr}")
+    return True
 
 
 def one_run(cmd, program):
@@ -123,16 +139,13 @@ def main():
         table = {k: v for k, v in table.items() if k in args.only.split(",")}
     names = list(table)
     runs = {k: [] for k in names}
-    was_up = args.cluster and "no cluster" not in subprocess.run(
-        cluster_cmd(args) + ["status"], capture_output=True, text=True).stdout
-    if args.cluster and not was_up:
-        subprocess.run(cluster_cmd(args) + ["up"], check=True, stdout=subprocess.DEVNULL)
+    brought_up = bool(args.cluster) and bring_up(args)
     try:
         for r in range(args.rounds):
             for name in names if r % 2 == 0 else names[::-1]:
                 runs[name].append(one_run(launch(args, table[name]), args.program))
     finally:
-        if args.cluster and not was_up:
+        if brought_up:
             subprocess.run(cluster_cmd(args) + ["down"], stdout=subprocess.DEVNULL)
     cols = [("wall", "wall ms"), ("cpu", f"CPU ms ({args.ranks} ranks)"), ("init", "`MPI_Init` ms"),
             ("calls", f"{args.calls} rounds of calls ms"), ("finalize", "`MPI_Finalize` ms")]

@@ -46,7 +46,8 @@ class Mode {
   /// After that collective, where the settings agree: `agreed` holds the minimum over the ranks
   /// of each value prepare() gave.  May turn the runtime's features off.
   virtual void start(Runtime&, const node::StartValues& agreed) { (void)agreed; }
-  /// After that collective, where the settings differ between ranks: undoes prepare().
+  /// After that collective, where the settings differ between ranks: stops what prepare()
+  /// started and puts back what it changed in MPI (the runtime stays passive).
   virtual void abandon(Runtime&) {}
   /// At MPI_Finalize, before PMPI_Finalize, after in-flight work completed.
   virtual void stop(Runtime&) {}

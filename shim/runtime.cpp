@@ -135,7 +135,8 @@ void Runtime::start() {
   log::set_level(config_.log);
   for (const auto& m : loaded.messages) log::warn_rank0("{}", m);
 
-  // Before anything collective that depends on a setting (the barrier's setup, the engine):
+  // Before anything collective that depends on a setting (the barrier's setup, the engine's
+  // exchanges; prepare() below starts only what is local to this rank):
   // ranks that disagree would build different messages, or wait in different calls.  On every
   // rank, TNBC_DISABLE=1 or not: one collective learns the node map (shim/node.hpp), whether
   // the settings' digests agree and what the mode's local start needs agreed (Mode::prepare:

@@ -90,6 +90,10 @@ def merged(old, new):
         if "placements" not in r:
             raise SystemExit(f"scoreboard: --keep: the current data's run {r['report']} names no placements "
                              "(written before --keep): rebuild from every placement's run")
+        if set(r["placements"]) & fresh and not set(r["placements"]) <= fresh:
+            raise SystemExit(f"scoreboard: --keep: the current data's run {r['report']} holds "
+                             f"{', '.join(sorted(set(r['placements']) - fresh))} too, which these runs do not: "
+                             "its rows would lose their run; rerun those placements as well")
 
     def replace(items, replaced, incoming):
         out, placed = [], False
@@ -120,8 +124,11 @@ def build(args):
         rows += its_rows
     board = dict(runs=runs, rows=rows)
     if args.keep:
-        with open(os.path.join(args.root, DATA), encoding="utf-8") as f:
-            board = merged(json.load(f), board)
+        try:
+            with open(os.path.join(args.root, DATA), encoding="utf-8") as f:
+                board = merged(json.load(f), board)
+        except FileNotFoundError:
+            raise SystemExit(f"scoreboard: --keep: no current data ({DATA}) to keep from")
     with open(os.path.join(args.root, DATA), "w", encoding="utf-8") as f:
         json.dump(board, f, indent=1)
         f.write("\n")

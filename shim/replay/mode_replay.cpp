@@ -75,6 +75,14 @@ void abandon_engine() {
   g_engine_started = false;
 }
 
+/// The settings differ between ranks: the engine stopped, and MPI's algorithm variables, which
+/// start_decisions opened through MPI_T, put back and closed (the runtime stays passive, and its
+/// stop, which would do it, does not run).
+void abandon_start() {
+  abandon_engine();
+  adapt::stop_algorithms();
+}
+
 /// Starts the engine on this rank if the MPI thread level allows it (prepare_engine), before the
 /// start's one collective, which agrees on whether it started everywhere (finish_engine).
 /// Whether the engine runs must be the same on all ranks: a rank running the plain collectives
@@ -237,7 +245,7 @@ class ReplayMode final : public Mode {
   int thread_level() const override { return MPI_THREAD_MULTIPLE; }
 
   void prepare(Runtime& rt, node::StartValues& agree) override { prepare_engine(rt, agree); }
-  void abandon(Runtime&) override { abandon_engine(); }
+  void abandon(Runtime&) override { abandon_start(); }
   void start(Runtime& rt, const node::StartValues& agreed) override {
     if (finish_engine(rt, agreed)) set_drain_hook(drain_engine);
     barrier_start(rt);

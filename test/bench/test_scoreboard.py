@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/apps/scoreboard.py's --keep (merged): a rerun of one placement replaces that placement's
 run and rows where they stood and keeps the others in their order; a new placement goes at the
-end; data written before runs named their placements is refused with a message (no MPI)."""
+end; data written before runs named their placements, and a rerun of only some of a run's
+placements, are refused with a message (no MPI)."""
 
 import os
 import sys
@@ -42,15 +43,20 @@ def main():
         expect([r["report"] for r in got["rows"]] == ["both"] * 4 + ["fast"] * 2, got["rows"])
     s.check("a run of two placements replaces both", two_placements_one_run)
 
-    def unnamed():
-        stale = dict(runs=[dict(report="old.md")], rows=[])
+    def refused(old_board, new_board, words, what):
         try:
-            scoreboard.merged(stale, board([("x", ["one node"])]))
+            scoreboard.merged(old_board, new_board)
         except SystemExit as e:
-            expect("names no placements" in str(e), str(e))
+            expect(words in str(e), str(e))
         else:
-            expect(False, "a run without placements was merged")
-    s.check("current data without placements: refused, with the reason", unnamed)
+            expect(False, what)
+
+    s.check("a rerun of one of a run's two placements: refused, with the reason",
+            lambda: refused(board([("both", ["one node", "2 nodes"])]), board([("one-new", ["one node"])]),
+                            "holds 2 nodes too", "a run of two placements was replaced by a rerun of one"))
+    s.check("current data without placements: refused, with the reason",
+            lambda: refused(dict(runs=[dict(report="old.md")], rows=[]), board([("x", ["one node"])]),
+                            "names no placements", "a run without placements was merged"))
 
     s.finish()
 

@@ -5,7 +5,7 @@
  *   LD_PRELOAD="count_collectives.so libtnbc.so" mpiexec -n 4 start_collectives
  *
  * Counted: the blocking and nonblocking collectives a start could use, and the calls that make
- * a communicator or a window (collective too). */
+ * or free a communicator or make a window (collective too). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <mpi.h>
@@ -57,5 +57,22 @@ COUNTED(PMPI_Comm_split, (MPI_Comm c, int color, int key, MPI_Comm* out), (c, co
 COUNTED(PMPI_Comm_split_type, (MPI_Comm c, int type, int key, MPI_Info info, MPI_Comm* out), (c, type, key, info, out))
 COUNTED(PMPI_Comm_create, (MPI_Comm c, MPI_Group g, MPI_Comm* out), (c, g, out))
 COUNTED(PMPI_Comm_create_group, (MPI_Comm c, MPI_Group g, int tag, MPI_Comm* out), (c, g, tag, out))
+COUNTED(PMPI_Allgatherv,
+        (const void* s, int sc, MPI_Datatype st, void* r, const int rc[], const int rd[], MPI_Datatype rt, MPI_Comm c),
+        (s, sc, st, r, rc, rd, rt, c))
+COUNTED(PMPI_Alltoallv,
+        (const void* s, const int sc[], const int sd[], MPI_Datatype st, void* r, const int rc[], const int rd[],
+         MPI_Datatype rt, MPI_Comm c),
+        (s, sc, sd, st, r, rc, rd, rt, c))
+COUNTED(PMPI_Ibcast, (void* b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Request* q), (b, n, t, root, c, q))
+COUNTED(PMPI_Scan, (const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c), (s, r, n, t, op, c))
+COUNTED(PMPI_Reduce_scatter_block, (const void* s, void* r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c),
+        (s, r, n, t, op, c))
+COUNTED(PMPI_Comm_idup, (MPI_Comm c, MPI_Comm* out, MPI_Request* q), (c, out, q))
+COUNTED(PMPI_Comm_free, (MPI_Comm* c), (c))
+COUNTED(PMPI_Win_create, (void* base, MPI_Aint n, int unit, MPI_Info info, MPI_Comm c, MPI_Win* w),
+        (base, n, unit, info, c, w))
+COUNTED(PMPI_Win_allocate, (MPI_Aint n, int unit, MPI_Info info, MPI_Comm c, void* base, MPI_Win* w),
+        (n, unit, info, c, base, w))
 COUNTED(PMPI_Win_allocate_shared, (MPI_Aint n, int unit, MPI_Info info, MPI_Comm c, void* base, MPI_Win* w),
         (n, unit, info, c, base, w))

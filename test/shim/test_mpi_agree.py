@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Settings that differ between ranks (an MPMD launch gives each rank its own environment): every
-setting that must agree (docs/config.md) is checked at MPI_Init with one reduction, and when one
+setting that must agree (docs/config.md) is checked at MPI_Init in its one collective, and when one
 differs every rank passes every call straight to MPICH.  Each run must finish within a short limit,
 print exactly what plain MPICH prints, and rank 0 must name the setting, once.  Without the check
 these runs give wrong data (TNBC_CHUNK_BYTES), abort (TNBC_BCAST_SEGMENTS) or hang (the others).
