@@ -31,7 +31,6 @@
 #include "shim/replay/call.hpp"
 #include "shim/replay/adapt/algorithm.hpp"
 #include "shim/replay/adapt/decide.hpp"
-#include "shim/replay/engine/buffer_pool.hpp"
 #include "shim/replay/engine/replay_guard.hpp"
 #include "shim/requests.hpp"
 #include "shim/io_interpose.hpp"
@@ -138,7 +137,7 @@ bool finish_engine(Runtime& rt, const node::StartValues& agreed) {
     return false;
   }
   const std::size_t bound = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
-  engine::BufferPool::instance().set_bound(bound);
+  engine::Engine::instance().set_max_memory(bound);
   log::debug("engine memory for calls in flight: at most {} bytes", bound);
   set_running(true);
   requests::set_recording(true);

@@ -52,6 +52,11 @@ std::optional<std::string> Engine::start(const EngineOptions& options) {
   return std::nullopt;
 }
 
+void Engine::set_max_memory(std::size_t bytes) {
+  options_.max_memory_bytes = bytes;
+  engine::BufferPool::instance().set_bound(bytes);
+}
+
 void Engine::stop() {
   progress_->stop();
   engine::stop_shadows();

@@ -80,6 +80,9 @@ class Engine {
 
   /// Installs the fault handler and starts the progress thread.
   std::optional<std::string> start(const EngineOptions& options);
+  /// Sets EngineOptions::max_memory_bytes after start (the replay mode knows the node's ranks,
+  /// which TNBC_MAX_MEMORY=auto divides by, only after the start's collective); before any call.
+  void set_max_memory(std::size_t bytes);
   /// How received pages are published, as start_publishing said (receive_mirror.hpp).
   const std::string& publishing() const { return publishing_; }
   /// Completes everything in flight, stops the thread, uninstalls the handler.  The other
