@@ -276,9 +276,9 @@ constexpr std::array kSettings = {
             "else waits for as many calls again; early probes, the engine's sample and check "
             "calls and trials of MPI's algorithms are charged what they cost beyond the calls "
             "they replaced (TNBC_STATS: `explore`; the summary line).  The room point "
-            "(TNBC_ADAPT_WARMUP_ROOM) and, in a job on one node, the engine's check "
-            "(docs/algorithms.md; a refused check is asked for again after twice the key's "
-            "blocking calls; in a job across nodes the check is not asked) ask too; not "
+            "(TNBC_ADAPT_WARMUP_ROOM), in a job across nodes the engine's samples with their "
+            "check, and in a job on one node the engine's check (docs/algorithms.md; refused, "
+            "they are asked for again after twice the key's blocking calls) ask too; not "
             "asked where a plan says how to return.  0..100 (0: "
             "early only where a plan says so); off: no bound, the probes at their calls (experiments, "
             "tests).",

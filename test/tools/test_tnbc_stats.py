@@ -290,6 +290,10 @@ def main():
                    "engine_us": 12300.0, "mpi_calls_us": [29100.0, 3000.0], "engine_calls_us": [13900.0, 10700.0],
                    "engine_first": True, "check": check}
         quiet = dict(sampled, mpi_calls=0, engine_calls=0, engine_first=False)
+        # In a job across nodes: refused by the budgets 3 times, never sampled (comm 4), and
+        # sampled after one refusal (comm 5).
+        refused = dict(quiet, refusals=3)
+        late = dict(sampled, engine_first=False, refusals=1)
         unchecked = dict(sampled, check=dict(check, calls=0, judged=False, refusals=3))
         # MPI's calls stayed after the samples; a trial round chose the engine later, and its
         # check kept it.
@@ -303,7 +307,9 @@ def main():
             k2 = dict(key(bcast, path="blocking", comm=2), algorithm={"engine_sample": unchecked})
             k3 = dict(key(bcast, path="blocking", comm=3), algorithm={"engine_sample": dict(rounded, check=dict(
                 rounded["check"], kept=True))})
-            write(sp, rank, [k0, k1, k2, k3])
+            k4 = dict(key(bcast, path="blocking", comm=4), algorithm={"engine_sample": refused})
+            k5 = dict(key(bcast, path="blocking", comm=5), algorithm={"engine_sample": late})
+            write(sp, rank, [k0, k1, k2, k3, k4, k5])
         r = run("--samples", sp)
         expect(r.returncode == 0, r.stderr)
         for rank in (0, 1):
@@ -316,6 +322,10 @@ def main():
             expect(f"rank {rank} comm 3 (2 ranks) alltoall: weight 0.50; MPI 29.1, 3.0; engine 13.9, 10.7 ms: "
                    "MPI's algorithm stays; a trial round chose the engine later, checked: kept (intervals 250.0 "
                    "against MPI's 400.0 ms, spread 50.0)" in r.stdout, r.stdout)
+            expect(f"rank {rank} comm 4 (2 ranks) alltoall: weight 0.50; no samples: refused by the exploration "
+                   "budget 3 times" in r.stdout, r.stdout)
+            expect(f"rank {rank} comm 5 (2 ranks) alltoall: weight 0.50; MPI 29.1, 3.0; engine 13.9, 10.7 ms "
+                   "(sampled after 1 budget refusal): MPI's algorithm stays" in r.stdout, r.stdout)
         expect("comm 0" not in r.stdout, f"a key without samples listed: {r.stdout}")
         expect("no key sampled" in run("--samples", prefix).stdout, "a run without samples")
     s.check("--samples: each sample call's cost per rank and key, the verdict and its check", samples)

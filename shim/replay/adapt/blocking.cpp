@@ -21,7 +21,9 @@ namespace {
 /// The engine's exchange becomes a key's first choice for its blocking calls (before any trial
 /// round) where (1) the CPU weight its ranks measured in their first kEngineAskAt blocking calls is
 /// at least kEngineFirstWeight on average (below it MPI's polling costs the node less than the
-/// engine's exchange adds), and (2) sample calls then run, kEngineSamples of each, the choice's and
+/// engine's exchange adds), in a job across nodes every rank's exploration budget affords the
+/// samples and their check (affords_engine_try; else asked again after twice the blocking calls),
+/// and (2) sample calls then run, kEngineSamples of each, the choice's and
 /// the engine's alternately, without a barrier, and cost less on the engine: their time plus their
 /// CPU by that weight, summed over the calls and the ranks; on a key across nodes, less by more
 /// than their spread, the root of the summed squares of the difference between each candidate's two
@@ -102,17 +104,41 @@ std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::u
   return wall_ns + static_cast<std::uint64_t>(cpu_weight(key) * static_cast<double>(cpu_ns));
 }
 
-/// After the key's kEngineAskAt-th blocking call, before any trial round: the ranks start to
-/// agree on the key's CPU weight (an MPI_Iallreduce of 2 doubles, a Tally, taken at its next
-/// call: complete_tally).
+/// What the engine's samples and the check after them are predicted to cost this rank beyond
+/// MPI's calls (explore.hpp): their calls of the engine's exchange (kEngineSamples, and the
+/// check's EngineCheck::kCalls / 2) at the share of the key's blocking interval that an engine
+/// call last cost more on this rank (any key's samples or check), else a whole interval each, as
+/// an early probe's first calls (kEarlyLossPrior).  Their cost is the program's, not the call's:
+/// on fftMPI's short calls across unshaped links, 4 engine calls among 12 of each key cost the
+/// run about 60 ms, where the calls' own times showed 10-17 (docs/measurements/engine-samples-budget.md).
+std::uint64_t predicted_engine_try_ns(const Key& key) {
+  return predicted_probe_ns(kEngineSamples + EngineCheck::kCalls / 2, key.path.intervals.mean_ns(Path::blocking),
+                            exploration_budget().last_engine_loss_share());
+}
+
+/// Whether this rank affords the engine's samples and their check: in a job across nodes, where
+/// the budget says so (predicted_engine_try_ns); in a job on one node always (there MPI's call
+/// waits a time slice for the peer it polls against and the engine's gain is systematic: heFFTe;
+/// the check asks the budget there: schedule_check).
+bool affords_engine_try(const Key& key) {
+  return !node::job_spans_nodes() || exploration_budget().affords(predicted_engine_try_ns(key), util::now_ns());
+}
+
+/// After the key's kEngineAskAt-th blocking call (or the call a refusal set: EngineSamples::ask_at),
+/// before any trial round: the ranks start to agree on the key's CPU weight and on whether every
+/// rank affords the samples (an MPI_Iallreduce of 3 doubles, a Tally, taken at its next call:
+/// complete_tally).
 void ask_engine_weight(Key& key, MPI_Comm comm) {
   key.algorithm.engine.stage = EngineStage::decided;
   if (key.algorithm.engine_index() == key.algorithm.candidates.size()) return;
-  const double mine[2] = {cpu_weight(key), 1.0};
+  const double mine[3] = {cpu_weight(key), 1.0, affords_engine_try(key) ? 1.0 : 0.0};
   key.algorithm.tally.set(mine);
   if (key.algorithm.tally.post(comm))
     key.algorithm.engine.stage = EngineStage::weighing;
 }
+
+/// The blocking call after which the ranks agree on the key's CPU weight (ask_engine_weight).
+std::uint64_t engine_ask_call(const EngineSamples& e) { return e.ask_at != 0 ? e.ask_at : kEngineAskAt; }
 
 /// After the last sample call: the ranks start to agree on the samples' costs, on whether every
 /// rank's exploration budget affords the check that would follow and on the samples' spread (4
@@ -120,9 +146,14 @@ void ask_engine_weight(Key& key, MPI_Comm comm) {
 void ask_engine_verdict(Key& key, MPI_Comm comm) {
   EngineSamples& e = key.algorithm.engine;
   e.stage = EngineStage::decided;
-  // What the engine's samples cost this rank beyond MPI's (explore.hpp).
+  // What the engine's samples cost this rank beyond MPI's (explore.hpp), and what an engine call
+  // took beyond MPI's, as a share of the key's blocking interval: until a check measures the
+  // program's intervals, the rank's evidence for the next key's samples.
   const double extra = e.cost[1] - e.cost[0];
   if (extra > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(extra));
+  const double interval = key.path.intervals.mean_ns(Path::blocking);
+  if (e.calls[0] > 0 && e.calls[1] > 0 && interval > 0)
+    exploration_budget().measured_engine_loss((e.wall_ns[1] / e.calls[1] - e.wall_ns[0] / e.calls[0]) / interval);
   // The check runs kCalls / 2 calls of MPI's choice: predicted at what each MPI sample cost
   // beyond the engine's.  Nothing is reserved: a reservation would hold every other try of the
   // rank (explore.hpp, affords) until the check's verdict, which a key that makes no more calls
@@ -139,13 +170,25 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
 /// are samples, the choice's and the engine's alternately, and the engine's communicator is
 /// started now (its first call there would otherwise pay for the dup).
 void weight_agreed(Key& key, MPI_Comm comm) {
-  key.algorithm.engine.stage = EngineStage::decided;
-  key.algorithm.engine.weighed = true;
+  EngineSamples& e = key.algorithm.engine;
+  e.stage = EngineStage::decided;
+  e.weighed = true;
   const std::span<const double> sum = key.algorithm.tally.sums();
-  key.algorithm.engine.weight = sum[0] / std::max(sum[1], 1.0);
-  if (key.algorithm.engine.weight < kEngineFirstWeight) {
+  e.weight = sum[0] / std::max(sum[1], 1.0);
+  if (e.weight < kEngineFirstWeight) {
     log::debug("{} on communicator {}: CPU weight {:.2f} (mean of {:.0f} ranks): MPI's algorithm stays the first choice",
-               key.op, key.comm_id, key.algorithm.engine.weight, sum[1]);
+               key.op, key.comm_id, e.weight, sum[1]);
+    return;
+  }
+  if (sum[2] < sum[1]) {
+    // Some rank's budget cannot afford the samples: asked again after twice the blocking calls
+    // (the budget grows with the time run), until a trial round would begin among them.
+    ++e.refusals;
+    e.ask_at = 2 * std::max<std::uint64_t>(key.algorithm.trial.calls(), 1);
+    e.stage = EngineStage::ask;
+    log::debug("{} on communicator {}: CPU weight {:.2f}, but some rank's exploration budget cannot afford the "
+               "engine's samples now (blocking call {}): asked again after blocking call {}",
+               key.op, key.comm_id, e.weight, key.algorithm.trial.calls(), e.ask_at);
     return;
   }
   const std::size_t engine = key.algorithm.engine_index();
@@ -274,6 +317,9 @@ void check_agreed(Key& key) {
   const CheckSums mine = engine_check_sums(m[0], m[1], m[2], m[3]);
   const double loss = c.kept() ? mine.mpi - mine.engine : mine.engine - mine.mpi;
   if (loss > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(loss));
+  // The rank's evidence for the next key's samples: what an engine call of the check cost the
+  // program beyond MPI's, as a share of MPI's intervals.
+  if (mine.mpi > 0) exploration_budget().measured_engine_loss((mine.engine - mine.mpi) / mine.mpi);
   const double n = std::max(key.comm_size, 1) * EngineCheck::kCalls / 2.0;
   if (c.kept()) {
     log::debug("{} on communicator {}: the engine's check keeps it: the program's intervals {:.1f} ms under it "
@@ -421,8 +467,8 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
     ++e.calls[c];
   }
   trial.record(blocking_cost(*key, d.engine, wall_ns, cpu_ns));
-  if (key->algorithm.engine.stage == EngineStage::ask && trial.calls() == kEngineAskAt && trial.rounds() == 0 &&
-      !trial.trying())
+  if (key->algorithm.engine.stage == EngineStage::ask && trial.calls() >= engine_ask_call(key->algorithm.engine) &&
+      trial.rounds() == 0 && !trial.trying() && !key->algorithm.tally.pending())
     ask_engine_weight(*key, comm);
   else if (key->algorithm.engine.stage == EngineStage::sampling && !trial.sampling())
     ask_engine_verdict(*key, comm);
@@ -459,11 +505,11 @@ std::string algorithm_json(const Key& k) {
   };
   return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}},"cpu_weight":{:.3f},)"
                      R"("engine_sample":{{"asked":{},"weight":{:.3f},"mpi_calls":{},"engine_calls":{},"mpi_us":{:.3f},)"
-                     R"("engine_us":{:.3f},"mpi_calls_us":[{}],"engine_calls_us":[{}],"engine_first":{},)"
+                     R"("engine_us":{:.3f},"mpi_calls_us":[{}],"engine_calls_us":[{}],"engine_first":{},"refusals":{},)"
                      R"("check":{{"started":{},"calls":{},"judged":{},"kept":{},"refusals":{},"mpi_ms":{:.3f},"engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
                      k.algorithm.candidates.empty() ? "auto" : k.algorithm.candidates[t.chosen()], t.rounds(), t.switches(), mean, best,
                      cpu_weight(k), e.weighed, e.weight, e.calls[0], e.calls[1], sample_us(0), sample_us(1), calls_us(0),
-                     calls_us(1), e.preferred, c.started, c.calls, c.judged, c.kept(), c.refusals, c.agreed.mpi / 1e6, c.agreed.engine / 1e6,
+                     calls_us(1), e.preferred, e.refusals, c.started, c.calls, c.judged, c.kept(), c.refusals, c.agreed.mpi / 1e6, c.agreed.engine / 1e6,
                      c.agreed.spread / 1e6);
 }
 

@@ -127,6 +127,12 @@ struct EngineSamples {
   double wall_ns[2] = {0, 0};
   int calls[2] = {0, 0};
   bool preferred = false;
+  /// In a job across nodes, where some rank's exploration budget could not afford the samples and
+  /// their check when the weight was agreed: the key's blocking call (the trial's count) at which
+  /// the ranks are asked again (0: at kEngineAskAt), each time twice as far on, and how many times
+  /// a budget refused them.
+  std::uint64_t ask_at = 0;
+  int refusals = 0;
   EngineCheck check;
   /// The spread of this rank's samples: the squares of the difference between the two sample
   /// calls of each candidate, summed (blocking.cpp, verdict_agreed).

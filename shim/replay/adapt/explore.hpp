@@ -10,9 +10,9 @@
 //   engine_sample the engine's sample calls less MPI's, and its check's calls of the loser less
 //                 the winner's (blocking.cpp);
 //   trial         a trial round's candidates less the choice (blocking.cpp).
-// The early probe and the engine's check ask the budget before they run (the others have their
-// own schedules by call counts: trial.hpp, blocking.cpp); all count against it, so the statistics
-// show what exploring cost against the bound.
+// The early probe, the engine's check and, in a job across nodes, the engine's samples ask the
+// budget before they run (the trial has its own schedule by call counts: trial.hpp); all count
+// against it, so the statistics show what exploring cost against the bound.
 #pragma once
 
 #include <array>
@@ -58,6 +58,12 @@ class ExplorationBudget {
   /// measured its own is predicted by it.
   void measured_loss(double share) { last_loss_share_.store(share, std::memory_order_relaxed); }
   double last_loss_share() const { return last_loss_share_.load(std::memory_order_relaxed); }
+  /// What a call of the engine's exchange cost beyond MPI's blocking call, as a share of the
+  /// key's blocking interval, in the last samples or check of the engine this rank measured (any
+  /// key; below 0: it cost less); NaN before any.  A key of a job across nodes predicts its
+  /// samples by it (blocking.cpp, predicted_engine_try_ns).
+  void measured_engine_loss(double share) { last_engine_loss_share_.store(share, std::memory_order_relaxed); }
+  double last_engine_loss_share() const { return last_engine_loss_share_.load(std::memory_order_relaxed); }
   void charge(Explore kind, std::uint64_t ns) {
     spent_[static_cast<std::size_t>(kind)].fetch_add(ns, std::memory_order_relaxed);
   }
@@ -82,6 +88,7 @@ class ExplorationBudget {
   std::atomic<std::uint64_t> deferrals_{0};
   std::atomic<std::uint64_t> reserved_ns_{0}, under_way_{0};
   std::atomic<double> last_loss_share_{std::numeric_limits<double>::quiet_NaN()};
+  std::atomic<double> last_engine_loss_share_{std::numeric_limits<double>::quiet_NaN()};
 };
 
 /// This rank's budget (decide.cpp starts it).

@@ -235,9 +235,11 @@ def main():
                     k["algorithm"]["chosen"])
         sampled = sampled_one_node = 0
         for key, seen in groups.items():
-            agreed = {(e["asked"], e["weight"], e["engine_first"]) for _, e in seen}
+            agreed = {(e["asked"], e["weight"], e["engine_first"], e["refusals"]) for _, e in seen}
             expect(len(agreed) == 1, f"{key}: the ranks disagree on the engine's first choice: {seen}")
-            asked, weight, first = agreed.pop()
+            asked, weight, first, sample_refusals = agreed.pop()
+            # The samples ask the budgets only in a job across nodes (blocking.cpp, affords_engine_try).
+            expect(job_spans or sample_refusals == 0, f"{key}: samples refused in a job on one node: {seen}")
             expect(asked, f"{key}: the CPU weight was never agreed (a key of 60 blocking calls): {seen}")
             if weight < 0.2:
                 expect(not first and all(e["mpi_calls"] == e["engine_calls"] == 0 for _, e in seen),
@@ -888,20 +890,41 @@ def main():
                        f"rank {r}: {k['op']} on communicator {k['comm']}: blocking calls not on the engine: {k}")
 
     def engine_first_cluster():
-        # The defaults on 2 nodes without an exploration budget (TNBC_EXPLORE=0: no early probe,
-        # and no check of the engine's exchange in a job on one node).  Placed cyclic, ranks
-        # {0, 2} and {1, 3} share a node: the split's halves lie within one node, the world and
-        # its duplicate span both.  A key of either kind whose samples chose the engine is checked
-        # by the program's intervals all the same (blocking.cpp, schedule_check), and every rank
+        # The defaults on 2 nodes with no bound on exploring (TNBC_EXPLORE=off: in a job across
+        # nodes the engine's samples ask the budgets, blocking.cpp, affords_engine_try).  Placed
+        # cyclic, ranks {0, 2} and {1, 3} share a node: the split's halves lie within one node, the
+        # world and its duplicate span both.  A key of either kind whose samples chose the engine
+        # is checked by the program's intervals (blocking.cpp, schedule_check), and every rank
         # agrees on each step.
-        prefix = switch_on_cluster("engfirstc", {"TNBC_EXPLORE": "0"}, placement="cyclic")
+        prefix = switch_on_cluster("engfirstc", {"TNBC_EXPLORE": "off"}, placement="cyclic")
         for r in range(4):
             keys = read_json(f"{prefix}.{r}.json")["adapt"]["keys"]
             expect({k["one_node"] for k in keys} == {False, True},
                    f"rank {r}: placed cyclic, want keys within one node and across: {keys}")
-        sampled, one_node = check_engine_sample(prefix, 4, never_afforded=True, job_spans=True)
+        sampled, one_node = check_engine_sample(prefix, 4, job_spans=True)
         expect(sampled >= 1 and one_node >= 1,
                f"{sampled} keys sampled the engine on 2 nodes, {one_node} of them within one: want one of each")
+
+    def engine_samples_refused_cluster():
+        # TNBC_EXPLORE=0 on 2 nodes: no rank's budget affords the engine's samples in a job across
+        # nodes, so a key whose weight calls for them (0.2 or more) is refused at its 12th blocking
+        # call and asked again after its 24th and 48th (of 60), while the weight still calls for
+        # them; it never runs the engine's exchange, and every rank counts the same refusals.
+        prefix = switch_on_cluster("engrefc", {"TNBC_EXPLORE": "0"}, placement="cyclic")
+        refused = {}
+        for r in range(4):
+            for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
+                if "engine" not in k["algorithm"]["mean_us"]:
+                    continue
+                e = k["algorithm"]["engine_sample"]
+                expect(e["mpi_calls"] == e["engine_calls"] == 0 and not e["engine_first"] and
+                       k["engine_blocking_calls"] == 0 and e["refusals"] <= 3,
+                       f"rank {r}: {k['op']} on communicator {k['comm']}: the engine ran without a budget: {k}")
+                members = "all" if k["comm_size"] == 4 else f"rank%2={r % 2}"
+                refused.setdefault((k["comm"], members, k["op"], k["total_class"]), set()).add(e["refusals"])
+        expect(all(len(v) == 1 for v in refused.values()), f"the ranks disagree on the refusals: {refused}")
+        expect(any(v == {n} and n >= 1 for v in refused.values() for n in v),
+               f"no key was refused its samples (adapt_switch's keys weigh 0.4-0.5): {refused}")
 
     root = os.geteuid() == 0
     if root:
@@ -910,9 +933,11 @@ def main():
                 switch_cluster)
         s.check("TNBC_BLOCKING=engine on 2 emulated nodes: every blocking call on the engine, identical bytes",
                 engine_blocking_cluster)
-        s.check("the defaults on 2 emulated nodes placed cyclic, no exploration budget: the engine's samples "
+        s.check("the defaults on 2 emulated nodes placed cyclic, no bound on exploring: the engine's samples "
                 "agreed, a key they chose (within one node or across) checked all the same, identical bytes",
                 engine_first_cluster)
+        s.check("TNBC_EXPLORE=0 on 2 emulated nodes: the engine's samples refused by the budgets, asked "
+                "again, never run, identical bytes", engine_samples_refused_cluster)
         s.check("barriers between early-returning alltoalls on 2 nodes finish", barrier_between)
         # Nodes {0, 1} and {2, 3}: ranks 1 and 3 come first in the order 3 2 1 0.
         s.check("with a per-node plan on 2 emulated nodes x 2 ranks: identical bytes",
