@@ -147,13 +147,17 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
   EngineSamples& e = key.algorithm.engine;
   e.stage = EngineStage::decided;
   // What the engine's samples cost this rank beyond MPI's (explore.hpp), and what an engine call
-  // took beyond MPI's, as a share of the key's blocking interval: until a check measures the
-  // program's intervals, the rank's evidence for the next key's samples.
+  // took beyond MPI's, as a share of the key's blocking interval: the rank's evidence for the
+  // next key's samples.
   const double extra = e.cost[1] - e.cost[0];
   if (extra > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(extra));
+  // Only a loss counts: timed inside the call, a gain may be the program's loss after it (the
+  // check, which follows wherever the samples chose the engine, measures that and sets it).
   const double interval = key.path.intervals.mean_ns(Path::blocking);
-  if (e.calls[0] > 0 && e.calls[1] > 0 && interval > 0)
-    exploration_budget().measured_engine_loss((e.wall_ns[1] / e.calls[1] - e.wall_ns[0] / e.calls[0]) / interval);
+  if (e.calls[0] > 0 && e.calls[1] > 0 && interval > 0) {
+    const double share = (e.wall_ns[1] / e.calls[1] - e.wall_ns[0] / e.calls[0]) / interval;
+    if (share > 0) exploration_budget().measured_engine_loss(share);
+  }
   // The check runs kCalls / 2 calls of MPI's choice: predicted at what each MPI sample cost
   // beyond the engine's.  Nothing is reserved: a reservation would hold every other try of the
   // rank (explore.hpp, affords) until the check's verdict, which a key that makes no more calls
@@ -261,7 +265,8 @@ enum class CheckBudget : std::uint8_t { affords, refused, unasked };
 /// `mpi_choice` (the samples' verdict or a trial round): its check (EngineCheck) is scheduled,
 /// predicted to cost this rank `predicted_ns` (its calls of MPI's choice, at what each cost beyond
 /// the engine's in the measurement that chose the engine).  On a key across nodes it starts at
-/// once, asked of no budget: its calls of MPI's choice run what the key ran before the switch,
+/// once, asked of no budget of its own (after the samples, their asking covered it; after a
+/// trial round, the round's schedule did): its calls of MPI's choice run what the key ran before the switch,
 /// and the engine's calls that claimed the gain are what it puts to the test (unchecked, a choice
 /// on noise ran hundreds of calls: fftMPI on unshaped links, docs/measurements/engine-samples-cost.md).
 /// So too on a key within one node of a job that spans nodes: its cores carry the other keys'
@@ -386,6 +391,9 @@ void verdict_agreed(Key& key) {
 void trial_agreed(Key& key) {
   key.algorithm.round_pending = false;
   AlgorithmTrial& trial = key.algorithm.trial;
+  // Samples refused until now are not asked for again: the rounds try the engine from here on, and
+  // a round's switch to it is checked (below), which needs the stage decided.
+  if (key.algorithm.engine.stage == EngineStage::ask) key.algorithm.engine.stage = EngineStage::decided;
   // What the round's candidates cost this rank beyond the choice before it, by their best
   // calls (explore.hpp; the barriers before them are not counted).
   const std::span<const double> mine = key.algorithm.tally.mine();
@@ -468,7 +476,7 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
   }
   trial.record(blocking_cost(*key, d.engine, wall_ns, cpu_ns));
   if (key->algorithm.engine.stage == EngineStage::ask && trial.calls() >= engine_ask_call(key->algorithm.engine) &&
-      trial.rounds() == 0 && !trial.trying() && !key->algorithm.tally.pending())
+      trial.rounds() == 0 && !trial.trying() && !trial.choice_due() && !key->algorithm.tally.pending())
     ask_engine_weight(*key, comm);
   else if (key->algorithm.engine.stage == EngineStage::sampling && !trial.sampling())
     ask_engine_verdict(*key, comm);

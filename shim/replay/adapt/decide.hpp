@@ -80,7 +80,8 @@ struct PolledCpu {
 };
 
 /// Where the engine's exchange stands as a key's first choice for its blocking calls
-/// (blocking.cpp): not asked yet; the CPU weight being agreed; its sample calls running; their
+/// (blocking.cpp): not asked yet (or, in a job across nodes, refused by some rank's exploration
+/// budget and to be asked again: EngineSamples::ask_at); the CPU weight being agreed; its sample calls running; their
 /// costs being agreed; the ranks' budgets being asked again for a check they could not afford
 /// at the samples' verdict; its check calls running (after the samples or a trial round chose
 /// it); the check's intervals being agreed; decided.

@@ -63,6 +63,17 @@ TEST_CASE("a try under way holds its prediction, and no other try begins until i
   REQUIRE(std::isnan(b.last_loss_share()));
   b.measured_loss(2.5);
   REQUIRE(b.last_loss_share() == 2.5);
+  // The engine's evidence is kept apart from the early path's: each predicts its own tries.
+  REQUIRE(std::isnan(b.last_engine_loss_share()));
+  b.measured_engine_loss(-0.2);
+  REQUIRE(b.last_engine_loss_share() == -0.2);
+  REQUIRE(b.last_loss_share() == 2.5);
+  // Six engine calls (2 samples, 4 of the check) of a key with 10 ms intervals: a whole interval
+  // each before any evidence, nothing where an engine call last cost less, a share where more.
+  REQUIRE(predicted_probe_ns(6, 10e6, std::numeric_limits<double>::quiet_NaN()) == 60'000'000);
+  REQUIRE(predicted_probe_ns(6, 10e6, b.last_engine_loss_share()) == 0);
+  b.measured_engine_loss(0.25);
+  REQUIRE(predicted_probe_ns(6, 10e6, b.last_engine_loss_share()) == 15'000'000);
 }
 
 TEST_CASE("no bound: everything is afforded, and zero allows nothing that costs") {
