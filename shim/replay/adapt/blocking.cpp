@@ -104,6 +104,11 @@ std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::u
   return wall_ns + static_cast<std::uint64_t>(cpu_weight(key) * static_cast<double>(cpu_ns));
 }
 
+/// Where some rank's budget refused a try of the engine (its samples, its check): the blocking
+/// call after which the ranks are asked again, twice the key's blocking calls so far (the budget
+/// grows with the time run; a try that waits costs nothing).
+std::uint64_t ask_again_at(const Key& key) { return 2 * std::max<std::uint64_t>(key.algorithm.trial.calls(), 1); }
+
 /// What the engine's samples and the check after them are predicted to cost this rank beyond
 /// MPI's calls (explore.hpp): their calls of the engine's exchange (kEngineSamples, and the
 /// check's EngineCheck::kCalls / 2) at the share of the key's blocking interval that an engine
@@ -153,11 +158,8 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
   if (extra > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(extra));
   // Only a loss counts: timed inside the call, a gain may be the program's loss after it (the
   // check, which follows wherever the samples chose the engine, measures that and sets it).
-  const double interval = key.path.intervals.mean_ns(Path::blocking);
-  if (e.calls[0] > 0 && e.calls[1] > 0 && interval > 0) {
-    const double share = (e.wall_ns[1] / e.calls[1] - e.wall_ns[0] / e.calls[0]) / interval;
-    if (share > 0) exploration_budget().measured_engine_loss(share);
-  }
+  const double interval = key.path.intervals.mean_ns(Path::blocking), excess = e.engine_excess_ns();
+  if (excess > 0 && interval > 0) exploration_budget().measured_engine_loss(excess / interval);
   // The check runs kCalls / 2 calls of MPI's choice: predicted at what each MPI sample cost
   // beyond the engine's.  Nothing is reserved: a reservation would hold every other try of the
   // rank (explore.hpp, affords) until the check's verdict, which a key that makes no more calls
@@ -185,10 +187,10 @@ void weight_agreed(Key& key, MPI_Comm comm) {
     return;
   }
   if (sum[2] < sum[1]) {
-    // Some rank's budget cannot afford the samples: asked again after twice the blocking calls
-    // (the budget grows with the time run), until a trial round would begin among them.
+    // Some rank's budget cannot afford the samples: asked again later, until the first trial
+    // round (trial_agreed).
     ++e.refusals;
-    e.ask_at = 2 * std::max<std::uint64_t>(key.algorithm.trial.calls(), 1);
+    e.ask_at = ask_again_at(key);
     e.stage = EngineStage::ask;
     log::debug("{} on communicator {}: CPU weight {:.2f}, but some rank's exploration budget cannot afford the "
                "engine's samples now (blocking call {}): asked again after blocking call {}",
@@ -221,12 +223,11 @@ void start_check(Key& key) {
   ++c.started;
 }
 
-/// Some rank's budget refused the check: its ranks are asked again after twice the key's
-/// blocking calls so far (the budget grows with the time run; a check that waits costs nothing).
+/// Some rank's budget refused the check: its ranks are asked again later (ask_again_at).
 void defer_check(Key& key) {
   EngineCheck& c = key.algorithm.engine.check;
   ++c.refusals;
-  c.ask_at = 2 * std::max<std::uint64_t>(key.algorithm.trial.calls(), 1);
+  c.ask_at = ask_again_at(key);
 }
 
 /// A deferred check's due call (EngineCheck::ask_at) has come: the ranks start to agree on whether
