@@ -55,6 +55,7 @@ struct Stats {
   std::atomic<std::uint64_t> progress_cpu_ns{0};  ///< CPU time of the progress thread
   std::atomic<std::uint64_t> progress_rounds{0};  ///< its rounds (post, test, publish)
   std::atomic<std::uint64_t> progress_user_ns{0}, progress_system_ns{0};  ///< its CPU, user and kernel
+  std::atomic<std::uint64_t> progress_wakeups{0};  ///< times it gave up its core and was woken again
   std::atomic<std::uint64_t> fence_wait_ns{0};    ///< waited for the engine in fences
   std::string adapt_json = "null";  ///< replay mode's per-call decisions (a JSON object), set at stop
 

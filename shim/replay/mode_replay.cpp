@@ -172,6 +172,7 @@ void stop_engine(Runtime& rt) {
   rt.stats().progress_rounds = engine::Engine::instance().progress_rounds();
   rt.stats().progress_user_ns = engine::Engine::instance().progress_user_ns();
   rt.stats().progress_system_ns = engine::Engine::instance().progress_system_ns();
+  rt.stats().progress_wakeups = engine::Engine::instance().progress_wakeups();
   rt.stats().fence_wait_ns = engine::Engine::instance().fence_wait_ns();
   rt.stats().adapt_json = adapt::keys_json(site_name);
   // What the run did, in one line (TNBC_STATS and tnbc-stats say where and why).

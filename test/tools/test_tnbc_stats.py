@@ -274,10 +274,15 @@ def main():
         expect("decision sums: 12 posted over 2 rank(s), 9 complete before the next call (75%; the others "
                "finished there)" in r.stdout, r.stdout)
         expect("decision sums" not in run(prefix).stdout, "a sums line for files without them")
+        write(sm, 0, [key(bcast, path="blocking", op="bcast")], sums={"posted": 6, "woke": 1, "ready": 5})
+        write(sm, 1, [key(bcast, path="blocking", op="bcast")], sums={"posted": 6, "woke": 2, "ready": 4})
+        r = run(sm)
+        expect("decision sums: 12 posted over 2 rank(s), 3 woke the progress thread, 9 complete before the next "
+               "call (75%; the others finished there)" in r.stdout, r.stdout)
         write(sm, 0, [key(bcast, path="blocking", op="bcast")], sums={"posted": 0, "ready": 0})
         write(sm, 1, [key(bcast, path="blocking", op="bcast")], sums={"posted": 0, "ready": 0})
         expect("decision sums" not in run(sm).stdout, "a sums line where none was posted")
-    s.check("decision sums: posted, and complete before the next call, over the ranks", sums)
+    s.check("decision sums: posted, woke the progress thread, complete before the next call, over the ranks", sums)
 
     def samples():
         # --samples: a line per rank and key that sampled the engine, each call's cost, the

@@ -138,7 +138,7 @@ void ask_engine_weight(Key& key, MPI_Comm comm) {
   if (key.algorithm.engine_index() == key.algorithm.candidates.size()) return;
   const double mine[3] = {cpu_weight(key), 1.0, affords_engine_try(key) ? 1.0 : 0.0};
   key.algorithm.tally.set(mine);
-  if (key.algorithm.tally.post(comm))
+  if (key.algorithm.tally.post(comm, key.path.last_interval_ns))
     key.algorithm.engine.stage = EngineStage::weighing;
 }
 
@@ -169,7 +169,7 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
   const bool affords = exploration_budget().affords(e.check.predicted_ns, util::now_ns());
   const double mine[4] = {e.cost[0], e.cost[1], affords ? 1.0 : 0.0, e.spread_squared()};
   key.algorithm.tally.set(mine);
-  if (key.algorithm.tally.post(comm)) e.stage = EngineStage::judging;
+  if (key.algorithm.tally.post(comm, key.path.last_interval_ns)) e.stage = EngineStage::judging;
 }
 
 /// The agreed weight: from kEngineFirstWeight the key's next 2 x kEngineSamples blocking calls
@@ -242,7 +242,7 @@ void ask_check(Key& key, MPI_Comm comm) {
   c.ask_at = 0;
   const double mine[1] = {exploration_budget().affords(c.predicted_ns, util::now_ns()) ? 1.0 : 0.0};
   key.algorithm.tally.set(mine);
-  if (key.algorithm.tally.post(comm)) key.algorithm.engine.stage = EngineStage::asking;
+  if (key.algorithm.tally.post(comm, key.path.last_interval_ns)) key.algorithm.engine.stage = EngineStage::asking;
 }
 
 /// The agreed answer of the budgets: the check runs, or is asked for again later.
@@ -308,7 +308,7 @@ void count_check(Key& key, bool check_call, MPI_Comm comm) {
   if (c.calls < EngineCheck::kCalls) return;
   key.algorithm.engine.stage = EngineStage::decided;
   key.algorithm.tally.set(c.block_ns);
-  if (key.algorithm.tally.post(comm)) key.algorithm.engine.stage = EngineStage::rechecking;
+  if (key.algorithm.tally.post(comm, key.path.last_interval_ns)) key.algorithm.engine.stage = EngineStage::rechecking;
 }
 
 /// The agreed check: the engine's exchange stays the choice only where the program's intervals
@@ -490,7 +490,7 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
   complete_tally(*key, comm);  // one tally in flight at a time
   key->algorithm.tally.set(algorithm_votes(trial));
   key->algorithm.before = trial.chosen();
-  if (key->algorithm.tally.post(comm))
+  if (key->algorithm.tally.post(comm, key->path.last_interval_ns))
     key->algorithm.round_pending = true;
   else
     trial.choose({});  // ends the round, nothing chosen

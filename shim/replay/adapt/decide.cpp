@@ -270,7 +270,7 @@ void sum_vote(Key& key, MPI_Comm comm) {
 /// Posts the key's vote over `comm` (a Tally: complete by the key's next call); where MPI
 /// refuses, sums it at once.
 void post_vote(Key& key, MPI_Comm comm) {
-  if (key.path.vote.post(comm)) key.path.vote_stage = VoteStage::posted;
+  if (key.path.vote.post(comm, key.path.last_interval_ns)) key.path.vote_stage = VoteStage::posted;
   else sum_vote(key, comm);
 }
 
@@ -574,9 +574,10 @@ void finish_tallies() {
 
 std::string keys_json(const std::function<SiteName(std::int64_t)>& site_name) {
   std::lock_guard lock(g_keys_mutex);
-  std::string out = fmt::format(R"({{"enabled":{},"explore":{},"sums":{{"posted":{},"ready":{}}},"keys":[)",
-                                g_adapt ? "true" : "false", exploration_budget().json(util::now_ns()),
-                                Tally::posted(), Tally::ready());
+  std::string out =
+      fmt::format(R"({{"enabled":{},"explore":{},"sums":{{"posted":{},"woke":{},"ready":{}}},"keys":[)",
+                  g_adapt ? "true" : "false", exploration_budget().json(util::now_ns()), Tally::posted(),
+                  Tally::woke(), Tally::ready());
   bool first = true;
   for (const Key& k : g_keys) {
     const char* path = g_adapt && one_node_rule(k.one_node) ? "blocking"

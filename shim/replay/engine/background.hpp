@@ -6,6 +6,15 @@
 // whole of what the library cost there when it changed nothing
 // (docs/measurements/background-tally.md).  Tested between the progress thread's naps, it
 // completes while the program computes.
+//
+// Its owner says whether to wake the thread for it.  On a node with more ranks than cores each
+// wake-up of the thread may hand the core to another rank for a scheduler slice: fftMPI's pencils
+// on unshaped links (2 emulated nodes, a key's calls 10-13 ms apart, 8 sums a rank) ran 5-6%
+// longer than with no thread taking the sums at all, the whole of what the library cost there
+// when it changed nothing (docs/measurements/sums-wake.md).  So a sum whose key's calls come
+// close together is only taken up at the thread's next look (it wakes on its own at least twice a
+// second, or is awake for the engine's calls); meanwhile the program's own MPI calls move it
+// (MPICH's progress is global), and its next call completes what is left.
 #pragma once
 
 #include <mpi.h>
@@ -25,12 +34,14 @@ class BackgroundRequest {
   BackgroundRequest(const BackgroundRequest&) = delete;
   BackgroundRequest& operator=(const BackgroundRequest&) = delete;
 
-  /// Hands `request`, just posted, to the progress thread.
-  void start(MPI_Request request);
+  /// Hands `request`, just posted, to the progress thread, which it wakes where `wake` says so
+  /// (else the thread takes it up at its next look).
+  void start(MPI_Request request, bool wake);
   /// Started and not yet waited for.
   bool pending() const { return started_; }
-  /// Completes it: nothing left to do where the progress thread did (returns true), else
-  /// MPI_Wait (false).  Nothing where it was not started (false).
+  /// Completes it: true where it was complete already (the progress thread completed it, or a
+  /// test finds it done: the program's MPI calls moved it), else MPI_Wait (false).  Nothing where
+  /// it was not started (false).
   bool wait();
 
  private:

@@ -65,10 +65,10 @@ void Engine::stop() {
 
 void Engine::drain() { progress_->drain(); }
 
-void BackgroundRequest::start(MPI_Request request) {
+void BackgroundRequest::start(MPI_Request request, bool wake) {
   request_ = request;
   started_ = true;
-  adopted_ = Engine::instance().progress_->adopt(*this);
+  adopted_ = Engine::instance().progress_->adopt(*this, wake);
 }
 
 void BackgroundRequest::take_back() {
@@ -83,6 +83,9 @@ bool BackgroundRequest::wait() {
   started_ = false;
   take_back();
   if (request_ == MPI_REQUEST_NULL) return true;
+  // Moved by the program's own MPI calls before the progress thread looked.
+  int flag = 0;
+  if (PMPI_Test(&request_, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) return true;
   PMPI_Wait(&request_, MPI_STATUS_IGNORE);  // an error shows in the sums' use, as before
   return false;
 }
@@ -104,6 +107,7 @@ std::uint64_t Engine::progress_cpu_ns() const { return progress_->cpu_ns(); }
 std::uint64_t Engine::progress_rounds() const { return progress_->rounds(); }
 std::uint64_t Engine::progress_user_ns() const { return progress_->user_ns(); }
 std::uint64_t Engine::progress_system_ns() const { return progress_->system_ns(); }
+std::uint64_t Engine::progress_wakeups() const { return progress_->wakeups(); }
 std::uint64_t Engine::fence_wait_ns() const { return progress_->fence_wait_ns(); }
 
 bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {

@@ -137,9 +137,11 @@ class Engine {
   /// CPU time of the progress thread (CLOCK_THREAD_CPUTIME_ID) and its rounds.
   std::uint64_t progress_cpu_ns() const;
   std::uint64_t progress_rounds() const;
-  /// The progress thread's CPU time in user space and in the kernel, once stopped.
+  /// The progress thread's CPU time in user space and in the kernel, and its wake-ups (voluntary
+  /// context switches), once stopped.
   std::uint64_t progress_user_ns() const;
   std::uint64_t progress_system_ns() const;
+  std::uint64_t progress_wakeups() const;
   /// Time threads waited for the engine in fences (drain, complete_overlapping).
   std::uint64_t fence_wait_ns() const;
 

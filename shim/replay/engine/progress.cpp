@@ -81,7 +81,7 @@ void Progress::wait_done(Op& op) {
 
 void Progress::drain() { fence([](const Op&) { return true; }); }
 
-bool Progress::adopt(BackgroundRequest& r) {
+bool Progress::adopt(BackgroundRequest& r, bool wake) {
   // A fork()ed child holds the object, not the thread (nor, perhaps, the locks it held).
   if (getpid() != pid_) return false;
   {
@@ -91,7 +91,7 @@ bool Progress::adopt(BackgroundRequest& r) {
     background_.push_back(&r);
     has_background_.store(true, std::memory_order_release);
   }
-  work_cv_.notify_one();
+  if (wake) work_cv_.notify_one();
   return true;
 }
 
@@ -141,6 +141,7 @@ void Progress::record_rusage() {
   };
   user_ns_.store(ns(ru.ru_utime), std::memory_order_relaxed);
   system_ns_.store(ns(ru.ru_stime), std::memory_order_relaxed);
+  wakeups_.store(static_cast<std::uint64_t>(ru.ru_nvcsw), std::memory_order_relaxed);
 }
 
 // Kept buffers idle this long are unmapped while no operation is in flight.

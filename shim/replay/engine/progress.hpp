@@ -38,9 +38,10 @@ class Progress {
   /// Completes every operation whose receive span overlaps [p, p + n).
   void complete_overlapping(std::uintptr_t p, std::size_t n);
   /// Tests `r` between the thread's rounds and naps until it completes or take_back(r) (the
-  /// owner waits for it).  False where the thread is not running (stopping, or never started):
-  /// the owner keeps it.
-  bool adopt(BackgroundRequest& r);
+  /// owner waits for it), from now where `wake`, else from the thread's next look (its next
+  /// round, or its idle wake-up: background.hpp).  False where the thread is not running
+  /// (stopping, or never started): the owner keeps it.
+  bool adopt(BackgroundRequest& r, bool wake);
   /// Ends the testing of `r`: afterwards only the caller uses it (its request is
   /// MPI_REQUEST_NULL where the thread completed it).
   void take_back(BackgroundRequest& r);
@@ -52,6 +53,9 @@ class Progress {
   /// once it stopped: the kernel's share is mostly the network stack's work for the transfers.
   std::uint64_t user_ns() const { return user_ns_.load(); }
   std::uint64_t system_ns() const { return system_ns_.load(); }
+  /// The times the thread gave up its core and was woken again (getrusage's voluntary context
+  /// switches), known once it stopped.
+  std::uint64_t wakeups() const { return wakeups_.load(); }
 
  private:
   void run();
@@ -77,7 +81,7 @@ class Progress {
 
   unsigned sleep_us_ = 20, max_sleep_us_ = 1000, watchdog_s_ = 30;
   std::size_t page_size_ = 4096;
-  std::atomic<std::uint64_t> cpu_ns_{0}, rounds_{0}, fence_wait_ns_{0}, user_ns_{0}, system_ns_{0};
+  std::atomic<std::uint64_t> cpu_ns_{0}, rounds_{0}, fence_wait_ns_{0}, user_ns_{0}, system_ns_{0}, wakeups_{0};
   std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<std::shared_ptr<Op>> incoming_;

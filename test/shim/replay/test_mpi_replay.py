@@ -339,8 +339,26 @@ def main():
             sums = read_json(f"{prefix}.{r}.json")["adapt"]["sums"]
             expect(sums["posted"] >= 2 and sums["ready"] == sums["posted"],
                    f"rank {r}: sums not complete before the next call: {sums}")
+            expect(sums["woke"] == sums["posted"], f"rank {r}: calls 200 ms apart, yet a sum did not wake "
+                   f"the progress thread: {sums}")
     s.check("the decision's sums complete in the background between calls (ranks asleep): identical bytes",
             sums_in_background)
+
+    def sums_close_together():
+        # Calls 1 ms apart: a wake-up of the progress thread per sum would cost more than the
+        # sum it completes early (engine/background.hpp), so none wakes it; the next call
+        # completes them.  (TNBC_BLOCKING=mpi and no budget: no engine call wakes it either.)
+        ref = lines(mpirun(SUMS_IDLE, 4, args=[64, 1], timeout=60).stdout)
+        prefix = os.path.join(tmp, "sums_close")
+        out = lines(mpirun(SUMS_IDLE, 4, args=[64, 1], preload="tnbc", timeout=60,
+                           env={"TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_EXPLORE": "0",
+                                "TNBC_BLOCKING": "mpi", "TNBC_STATS": prefix}).stdout)
+        expect(len(ref) == 4 * 64 and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        for r in range(4):
+            sums = read_json(f"{prefix}.{r}.json")["adapt"]["sums"]
+            expect(sums["posted"] >= 2 and sums.get("woke") == 0,
+                   f"rank {r}: calls 1 ms apart, yet their sums woke the progress thread: {sums}")
+    s.check("sums of calls close together leave the progress thread asleep: identical bytes", sums_close_together)
 
     def orders_program():
         # trace_order: stack buffers sharing pages with live data, write(), threads, buffers
