@@ -340,7 +340,7 @@ constexpr std::array kSettings = {
             kInt<&Config::progress_sleep_us, 0, 10000>},
     Setting{"TNBC_PROGRESS_MAX_SLEEP_US", "int", "1000", Agree::no,
             "libtnbc.so: the progress thread's longest nap while a collective is in flight and "
-            "nothing moves, or a sum of the per-call decision is pending (microseconds, "
+            "nothing moves, or a sum of the per-call decision it took up is pending (microseconds, "
             "0..100000); lower reacts faster, higher leaves more "
             "CPU to the application.  A value below TNBC_PROGRESS_SLEEP_US counts as equal to it.  "
             "May differ between ranks, as TNBC_PROGRESS_SLEEP_US.",

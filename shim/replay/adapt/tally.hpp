@@ -30,8 +30,9 @@ class Tally {
   }
   /// Calls of a key this far apart, or more, wake the progress thread for their sums: a wake-up
   /// costs at most a scheduler slice (a few milliseconds), little against the interval, and the
-  /// sum is then complete long before the next call, even where the program makes no MPI call
-  /// in between.  Closer calls leave theirs to the thread's next look (engine/background.hpp).
+  /// sum is then complete long before the next call if it comes as late as this one did, even
+  /// where the program makes no MPI call in between.  Closer calls leave theirs to the thread's
+  /// next look (engine/background.hpp).
   static constexpr std::uint64_t kWakeApartNs = 50'000'000;
 
   /// Posts the sum of this rank's part over `comm` (an MPI_Iallreduce, every rank after the same
@@ -43,9 +44,9 @@ class Tally {
                         &request) != MPI_SUCCESS)
       return false;
     const bool wake = apart_ns == 0 || apart_ns >= kWakeApartNs;
-    request_.start(request, wake);
+    const bool adopted = request_.start(request, wake);
     posted_.fetch_add(1, std::memory_order_relaxed);
-    if (wake) woke_.fetch_add(1, std::memory_order_relaxed);
+    if (wake && adopted) woke_.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
   /// Sums this rank's part over `comm` now, waiting for every rank.
@@ -55,13 +56,15 @@ class Tally {
   /// Whether a posted sum is still in flight.
   bool pending() const { return request_.pending(); }
   /// Waits for the posted sum (done already where it completed in between); nothing where none
-  /// is in flight.  Counted `ready` where it had completed: at the key's next call, or at
-  /// MPI_Finalize for a sum no call followed.
+  /// is in flight.  Counted `ready` where the progress thread had completed it or one test finds
+  /// it complete (the program's MPI calls, or that test's own progress, finished it): at the
+  /// key's next call, or at MPI_Finalize for a sum no call followed.
   void complete() {
     if (request_.wait()) ready_.fetch_add(1, std::memory_order_relaxed);
   }
-  /// This rank's sums posted, of them the ones that woke the progress thread, and the ones
-  /// complete when their key waited for them (the statistics' "sums").
+  /// This rank's sums posted, of them the ones handed to the progress thread with a wake-up (it
+  /// may have been awake already), and the ones complete when their key waited for them (the
+  /// statistics' "sums").
   static std::uint64_t posted() { return posted_.load(std::memory_order_relaxed); }
   static std::uint64_t woke() { return woke_.load(std::memory_order_relaxed); }
   static std::uint64_t ready() { return ready_.load(std::memory_order_relaxed); }

@@ -9,12 +9,15 @@
 //
 // Its owner says whether to wake the thread for it.  On a node with more ranks than cores each
 // wake-up of the thread may hand the core to another rank for a scheduler slice: fftMPI's pencils
-// on unshaped links (2 emulated nodes, a key's calls 10-13 ms apart, 8 sums a rank) ran 5-6%
+// on unshaped links (2 emulated nodes, a key's calls 10-20 ms apart, 8 sums a rank) ran 5-6%
 // longer than with no thread taking the sums at all, the whole of what the library cost there
 // when it changed nothing (docs/measurements/sums-wake.md).  So a sum whose key's calls come
 // close together is only taken up at the thread's next look (it wakes on its own at least twice a
-// second, or is awake for the engine's calls); meanwhile the program's own MPI calls move it
-// (MPICH's progress is global), and its next call completes what is left.
+// second, progress.cpp's kIdleLookMs, or is awake for the engine's calls); meanwhile the
+// program's own MPI calls move it (MPICH's progress is global), and its next call completes what
+// is left.  "Close" is judged by the key's last interval alone (Tally::post): a key whose calls
+// come in bursts with long gaps between them has the sum of a burst's last call finished at the
+// call after the gap, unless the thread's look falls in the gap.
 #pragma once
 
 #include <mpi.h>
@@ -35,8 +38,9 @@ class BackgroundRequest {
   BackgroundRequest& operator=(const BackgroundRequest&) = delete;
 
   /// Hands `request`, just posted, to the progress thread, which it wakes where `wake` says so
-  /// (else the thread takes it up at its next look).
-  void start(MPI_Request request, bool wake);
+  /// (else the thread takes it up at its next look).  False where no thread took it (none runs):
+  /// wait() completes it.
+  bool start(MPI_Request request, bool wake);
   /// Started and not yet waited for.
   bool pending() const { return started_; }
   /// Completes it: true where it was complete already (the progress thread completed it, or a

@@ -65,10 +65,11 @@ void Engine::stop() {
 
 void Engine::drain() { progress_->drain(); }
 
-void BackgroundRequest::start(MPI_Request request, bool wake) {
+bool BackgroundRequest::start(MPI_Request request, bool wake) {
   request_ = request;
   started_ = true;
   adopted_ = Engine::instance().progress_->adopt(*this, wake);
+  return adopted_;
 }
 
 void BackgroundRequest::take_back() {

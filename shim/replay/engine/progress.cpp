@@ -146,6 +146,9 @@ void Progress::record_rusage() {
 
 // Kept buffers idle this long are unmapped while no operation is in flight.
 constexpr unsigned kIdleTrimMs = 1000;
+// Idle, the thread looks this often, trims the pool and takes up the sums posted without waking
+// it (background.hpp: how late such a sum is taken up at most).
+constexpr unsigned kIdleLookMs = 500;
 
 void Progress::run() {
   std::vector<std::shared_ptr<Op>> active;
@@ -191,7 +194,7 @@ void Progress::run() {
           }
           continue;
         }
-        if (!work_cv_.wait_for(lock, std::chrono::milliseconds(kIdleTrimMs / 2),
+        if (!work_cv_.wait_for(lock, std::chrono::milliseconds(kIdleLookMs),
                                [&] { return stopping_ || !incoming_.empty() || has_background(); }))
           BufferPool::instance().trim_idle(kIdleTrimMs * 1000000ull);
       }
