@@ -109,6 +109,10 @@ std::uint64_t blocking_cost(Key& key, bool engine, std::uint64_t wall_ns, std::u
 /// grows with the time run; a try that waits costs nothing).
 std::uint64_t ask_again_at(const Key& key) { return 2 * std::max<std::uint64_t>(key.algorithm.trial.calls(), 1); }
 
+/// Posts the key's tally after this call (Tally::post), which wakes the progress thread by the
+/// interval that ended at this call; false where MPI refused it.
+bool post_tally(Key& key, MPI_Comm comm) { return key.algorithm.tally.post(comm, key.path.last_interval_ns); }
+
 /// What the engine's samples and the check after them are predicted to cost this rank beyond
 /// MPI's calls (explore.hpp): their calls of the engine's exchange (kEngineSamples, and the
 /// check's EngineCheck::kCalls / 2) at the share of the key's blocking interval that an engine
@@ -138,7 +142,7 @@ void ask_engine_weight(Key& key, MPI_Comm comm) {
   if (key.algorithm.engine_index() == key.algorithm.candidates.size()) return;
   const double mine[3] = {cpu_weight(key), 1.0, affords_engine_try(key) ? 1.0 : 0.0};
   key.algorithm.tally.set(mine);
-  if (key.algorithm.tally.post(comm, key.path.last_interval_ns))
+  if (post_tally(key, comm))
     key.algorithm.engine.stage = EngineStage::weighing;
 }
 
@@ -169,7 +173,7 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
   const bool affords = exploration_budget().affords(e.check.predicted_ns, util::now_ns());
   const double mine[4] = {e.cost[0], e.cost[1], affords ? 1.0 : 0.0, e.spread_squared()};
   key.algorithm.tally.set(mine);
-  if (key.algorithm.tally.post(comm, key.path.last_interval_ns)) e.stage = EngineStage::judging;
+  if (post_tally(key, comm)) e.stage = EngineStage::judging;
 }
 
 /// The agreed weight: from kEngineFirstWeight the key's next 2 x kEngineSamples blocking calls
@@ -242,7 +246,7 @@ void ask_check(Key& key, MPI_Comm comm) {
   c.ask_at = 0;
   const double mine[1] = {exploration_budget().affords(c.predicted_ns, util::now_ns()) ? 1.0 : 0.0};
   key.algorithm.tally.set(mine);
-  if (key.algorithm.tally.post(comm, key.path.last_interval_ns)) key.algorithm.engine.stage = EngineStage::asking;
+  if (post_tally(key, comm)) key.algorithm.engine.stage = EngineStage::asking;
 }
 
 /// The agreed answer of the budgets: the check runs, or is asked for again later.
@@ -308,7 +312,7 @@ void count_check(Key& key, bool check_call, MPI_Comm comm) {
   if (c.calls < EngineCheck::kCalls) return;
   key.algorithm.engine.stage = EngineStage::decided;
   key.algorithm.tally.set(c.block_ns);
-  if (key.algorithm.tally.post(comm, key.path.last_interval_ns)) key.algorithm.engine.stage = EngineStage::rechecking;
+  if (post_tally(key, comm)) key.algorithm.engine.stage = EngineStage::rechecking;
 }
 
 /// The agreed check: the engine's exchange stays the choice only where the program's intervals
@@ -490,7 +494,7 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
   complete_tally(*key, comm);  // one tally in flight at a time
   key->algorithm.tally.set(algorithm_votes(trial));
   key->algorithm.before = trial.chosen();
-  if (key->algorithm.tally.post(comm, key->path.last_interval_ns))
+  if (post_tally(*key, comm))
     key->algorithm.round_pending = true;
   else
     trial.choose({});  // ends the round, nothing chosen
