@@ -96,6 +96,10 @@ bool Progress::adopt(BackgroundRequest& r, bool wake) {
 }
 
 void Progress::take_back(BackgroundRequest& r) {
+  // A fork()ed child that exits destroys the keys it inherited, and with them their adopted
+  // requests; the lock may have been the parent's progress thread's at the fork, and no thread
+  // tests the child's copy of the list: nothing to take back.
+  if (getpid() != pid_) return;
   std::lock_guard bg(background_mutex_);
   std::erase(background_, &r);
   has_background_.store(!background_.empty(), std::memory_order_release);

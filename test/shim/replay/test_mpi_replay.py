@@ -13,7 +13,7 @@ import re
 import subprocess
 import tempfile
 
-from tnbc_testlib import BUILD, MPI, Suite, cluster_run, expect, messages, mpirun, read_json
+from tnbc_testlib import BUILD, LIBS, MPI, Suite, cluster_run, expect, messages, mpirun, read_json
 
 PROG = os.path.join(BUILD, "test", "mpi", "replay_diff")
 ORDERS = os.path.join(BUILD, "test", "mpi", "trace_order")
@@ -26,6 +26,7 @@ LARGE = os.path.join(BUILD, "test", "mpi", "large_block")
 LATE = os.path.join(BUILD, "test", "mpi", "late_rank")
 SUMS_IDLE = os.path.join(BUILD, "test", "mpi", "sums_idle")
 FAIL_SHM = os.path.join(BUILD, "test", "mpi", "fail_shm_open.so")
+SLOW_TEST = os.path.join(BUILD, "test", "mpi", "slow_test.so")
 
 
 def gated_sends(prefix, ranks):
@@ -343,6 +344,24 @@ def main():
                    f"the progress thread: {sums}")
     s.check("the decision's sums complete in the background between calls (ranks asleep): identical bytes",
             sums_in_background)
+
+    def sums_fork():
+        # Each rank fork()s right after every call and its child exits through exit(): the keys it
+        # inherited go, and with them the sums the parent's progress thread tests, under a lock
+        # that slow_test.so (every PMPI_Test sleeps 20 ms first) makes it hold most of the time.
+        # A child that waited for that lock would never exit (it has no progress thread to free
+        # it): the run would time out.
+        ref = lines(mpirun(SUMS_IDLE, 4, args=[16, 100, 1], timeout=60).stdout)
+        prefix = os.path.join(tmp, "sums_fork")
+        out = lines(mpirun(SUMS_IDLE, 4, args=[16, 100, 1], timeout=60,
+                           env={"LD_PRELOAD": f"{LIBS['tnbc']} {SLOW_TEST}", "TNBCTEST_SLOW_TEST_US": "20000",
+                                "TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_STATS": prefix}).stdout)
+        expect(len(ref) == 4 * 16 and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        for r in range(4):
+            sums = read_json(f"{prefix}.{r}.json")["adapt"]["sums"]
+            expect(sums["woke"] >= 2, f"rank {r}: too few sums handed to the progress thread to fork beside: {sums}")
+    s.check("a fork()ed child exits while the progress thread tests a sum (PMPI_Test slowed): identical bytes",
+            sums_fork)
 
     def sums_close_together():
         # Calls a few milliseconds apart: a wake-up of the progress thread per sum would cost more
