@@ -636,6 +636,25 @@ def main():
     s.check("the watchdog names the rank an early call still waits for, once per rank, and stays quiet when "
             "off", watchdog_names_the_late_rank)
 
+    def watchdog_names_the_stopped_rank():
+        # Rank 3 is stopped by SIGSTOP (every thread of it, its progress thread too) as it comes to
+        # call 1, for 4 s, while the others have returned early from it and wait for its data (a
+        # stop at a chosen point inside its own exchange would race with its progress thread).  Each of
+        # them says once, within the 1 s bound and while rank 3 is still stopped, that nothing
+        # came from rank 3; after SIGCONT the job ends with plain MPI's bytes.
+        plain = mpirun(LATE, 4, args=[3, 1, 3, 0], timeout=120)
+        res = mpirun(LATE, 4, preload="tnbc", env={"TNBC_ADAPT": "off", "TNBC_WATCHDOG": "1"},
+                     args=[3, 1, 3, 4000, "stop"], timeout=120)
+        expect(lines(res.stdout) == lines(plain.stdout), "a stopped rank: differs from plain MPI")
+        said = [l for l in res.stderr.splitlines() if ": watchdog: " in l]
+        for r in range(3):
+            mine = [l for l in said if l.startswith(f"tnbc[{r}]: watchdog: ")]
+            expect(len(mine) == 1 and "on a communicator of 4 ranks) has made no progress for 1 s" in mine[0]
+                   and "nothing yet from rank 3," in mine[0], f"rank {r}: {mine}")
+        expect(not any(l.startswith("tnbc[3]: watchdog: ") for l in said), f"the stopped rank reported: {said}")
+    s.check("a rank stopped by SIGSTOP at an exchange the others are in: their watchdog names it within the "
+            "bound; identical bytes after SIGCONT", watchdog_names_the_stopped_rank)
+
     def per_node_entry_unused():
         # The plan without the entry of trace_order's first Alltoall site: its key (64 KiB blocks
         # on MPI_COMM_WORLD) agrees its shape at that first call, with no entry anywhere, so the
