@@ -614,6 +614,17 @@ def main():
     s.check("a decision point's vote, posted after its call and decided at the next, with one rank late there: "
             "identical bytes", vote_after_the_call)
 
+    def watchdog_said(res):
+        return [l for l in res.stderr.splitlines() if ": watchdog: " in l]
+
+    def expect_rank_3_named(said):
+        # Ranks 0-2 each report once, after the 1 s bound, that nothing came from rank 3; rank 3 never.
+        for r in range(3):
+            mine = [l for l in said if l.startswith(f"tnbc[{r}]: watchdog: ")]
+            expect(len(mine) == 1 and "on a communicator of 4 ranks) has made no progress for 1 s" in mine[0]
+                   and "nothing yet from rank 3," in mine[0], f"rank {r}: {mine}")
+        expect(not any(l.startswith("tnbc[3]: watchdog: ") for l in said), f"rank 3 reported: {said}")
+
     def watchdog_names_the_late_rank():
         # Rank 3 comes to call 1 2.5 s after the others, which returned early and wait for its
         # data: with TNBC_WATCHDOG=1 each of them says, once, that nothing came from rank 3 (and
@@ -624,15 +635,10 @@ def main():
             res = mpirun(LATE, 4, preload="tnbc", env={"TNBC_ADAPT": "off", "TNBC_WATCHDOG": bound}, args=args,
                          timeout=120)
             expect(lines(res.stdout) == lines(plain.stdout), f"TNBC_WATCHDOG={bound}: differs from plain MPI")
-            said = [l for l in res.stderr.splitlines() if ": watchdog: " in l]
             if bound == "0":
-                expect(said == [], f"TNBC_WATCHDOG=0 reported: {said}")
-                continue
-            for r in range(3):
-                mine = [l for l in said if l.startswith(f"tnbc[{r}]: watchdog: ")]
-                expect(len(mine) == 1 and "has made no progress for 1 s" in mine[0] and
-                       "nothing yet from rank 3," in mine[0], f"rank {r}: {mine}")
-            expect(not any(l.startswith("tnbc[3]: watchdog: ") for l in said), f"the late rank reported: {said}")
+                expect(watchdog_said(res) == [], f"TNBC_WATCHDOG=0 reported: {watchdog_said(res)}")
+            else:
+                expect_rank_3_named(watchdog_said(res))
     s.check("the watchdog names the rank an early call still waits for, once per rank, and stays quiet when "
             "off", watchdog_names_the_late_rank)
 
@@ -646,12 +652,7 @@ def main():
         res = mpirun(LATE, 4, preload="tnbc", env={"TNBC_ADAPT": "off", "TNBC_WATCHDOG": "1"},
                      args=[3, 1, 3, 4000, "stop"], timeout=120)
         expect(lines(res.stdout) == lines(plain.stdout), "a stopped rank: differs from plain MPI")
-        said = [l for l in res.stderr.splitlines() if ": watchdog: " in l]
-        for r in range(3):
-            mine = [l for l in said if l.startswith(f"tnbc[{r}]: watchdog: ")]
-            expect(len(mine) == 1 and "on a communicator of 4 ranks) has made no progress for 1 s" in mine[0]
-                   and "nothing yet from rank 3," in mine[0], f"rank {r}: {mine}")
-        expect(not any(l.startswith("tnbc[3]: watchdog: ") for l in said), f"the stopped rank reported: {said}")
+        expect_rank_3_named(watchdog_said(res))
     s.check("a rank stopped by SIGSTOP at an exchange the others are in: their watchdog names it within the "
             "bound; identical bytes after SIGCONT", watchdog_names_the_stopped_rank)
 
