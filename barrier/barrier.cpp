@@ -20,4 +20,11 @@ BarrierFn function_of(Algorithm a) {
   return central_counter;  // not reached: every enumerator is listed
 }
 
+std::vector<int> absent(const Participant& self, std::uint32_t episode) {
+  std::vector<int> out;
+  for (int r = 0; r < self.size; ++r)
+    if (!reached(self.segment.rank(r).entered.value.load(std::memory_order_acquire), episode)) out.push_back(r);
+  return out;
+}
+
 }  // namespace tnbc::barrier

@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "algorithms.hpp"
 #include "segment.hpp"
@@ -56,6 +57,14 @@ void dissemination(Participant& self);
 /// MCS spins only on own lines with O(log p) depth).
 inline constexpr int kAutoCentralCounterMax = 8;
 Algorithm choose_auto(int local_size);
+
+/// Arrival marks, for a watchdog that names the ranks a barrier waits for: the caller marks
+/// each barrier with enter() before it runs the algorithm (one store into the rank's own line),
+/// and absent() lists the local ranks that have not yet entered the episode `self` is in.
+inline void enter(const Participant& self) {
+  self.segment.rank(self.rank).entered.value.store(self.episode + 1, std::memory_order_release);
+}
+std::vector<int> absent(const Participant& self, std::uint32_t episode);
 
 using BarrierFn = void (*)(Participant&);
 /// The function of algorithm `a` (the one table of them).

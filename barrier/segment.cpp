@@ -18,7 +18,7 @@ void Segment::place_global() const {
 void Segment::place_rank(int r, int root) const {
   RankBlock& b = rank(r);
   // Writing every line faults the page in on this rank's NUMA node (first touch).
-  for (Line* l = &b.arrive; l != b.round + kMaxRounds; ++l) {
+  for (Line* l = &b.arrive; l != &b.entered + 1; ++l) {
     l->value.store(0, std::memory_order_relaxed);
     l->sleepers.store(0, std::memory_order_relaxed);
   }

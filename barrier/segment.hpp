@@ -16,6 +16,8 @@
 //   | line 2  count          combining_tree_atomic: children missing |
 //   | line 3..6  child[4]    mcs: arrival of child i of r            |
 //   | line 7..22 round[16]   tournament: loser of round i reached r  |
+//   | line 23 entered        every algorithm: episode r last entered |
+//   |                        (enter(); read only by absent())        |
 //   +--------------------------------------------------------------+
 //
 // Why pages: Linux places a page on the NUMA node of the CPU that first writes it, so the root
@@ -49,6 +51,7 @@ struct alignas(kPageBytes) RankBlock {
   Line count;
   Line child[kMcsFanIn];
   Line round[kMaxRounds];
+  Line entered;
 };
 static_assert(sizeof(GlobalBlock) == kPageBytes && sizeof(RankBlock) == kPageBytes);
 

@@ -51,6 +51,7 @@ void wait_until(Line& line, WaitPolicy& policy, Done done) {
   }
   const timespec nap{policy.progress_nap_us / 1000000, policy.progress_nap_us % 1000000 * 1000L};
   std::uint64_t slept_from = 0;  // when the first futex wait began (0: none)
+  bool stall_told = policy.stalled == nullptr;
   for (;;) {
     std::uint32_t v = line.value.load(std::memory_order_seq_cst);
     if (done(v)) break;
@@ -61,7 +62,14 @@ void wait_until(Line& line, WaitPolicy& policy, Done done) {
     futex_wait(&line.value, v, policy.progress != nullptr ? &nap : nullptr);
     line.sleepers.fetch_sub(1, std::memory_order_relaxed);
     // A nap that did not end the wait: let the caller's MPI act before the next one.
-    if (policy.progress != nullptr && !done(line.value.load(std::memory_order_acquire))) policy.progress();
+    if (policy.progress == nullptr || done(line.value.load(std::memory_order_acquire))) continue;
+    policy.progress();
+    if (stall_told) continue;
+    // One clock read per nap (of up to progress_nap_us): the watchdog's look.
+    if (const std::uint64_t waited = util::now_ns() - slept_from; waited >= policy.stall_ns) {
+      stall_told = true;
+      policy.stalled(policy.stall_context, waited);
+    }
   }
   // Satisfied right after the yields, before any futex call: as a wait that ended yielding.
   policy.spins = slept_from != 0 ? next_spins(policy, WaitEnd::slept, static_cast<long>(util::now_ns() - slept_from))

@@ -48,6 +48,10 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 /// end the wait: the shim drives MPI's progress with it, so that a peer whose MPI call
 /// (a synchronous send, a passive-target unlock) needs this rank's MPI to act completes while
 /// this rank waits here, as it would in MPI's own barrier.  Null: sleep until woken.
+///
+/// `stalled`, when set (with `progress`: it is looked at between naps), is called with
+/// `stall_context` once per wait that has gone on for `stall_ns` without ending: the shim's
+/// watchdog, which says which ranks the barrier still waits for.
 struct WaitPolicy {
   int spins = 64;         ///< current pause-loop budget before the first sched_yield
   int yields = 2;         ///< sched_yield calls before sleeping on the futex
@@ -56,6 +60,9 @@ struct WaitPolicy {
   void (*progress)() = nullptr;
   int progress_nap_us = 1000;
   long quick_wake_ns = 30000;  ///< a sleep shorter than this grows the spin budget
+  void (*stalled)(void* context, std::uint64_t waited_ns) = nullptr;
+  void* stall_context = nullptr;
+  std::uint64_t stall_ns = 0;
 };
 /// How a wait ended, for the next spin budget.
 enum class WaitEnd {

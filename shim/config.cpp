@@ -412,8 +412,9 @@ constexpr std::array kSettings = {
             "libtnbc.so: a collective the engine runs (returned early, or run to completion) "
             "none of whose messages completed for this many seconds is reported once on stderr "
             "by each rank that waits: the bytes still to receive and send, from and to which "
-            "ranks (a stopped rank, or one that never entered the call, is named there).  0 = "
-            "never.",
+            "ranks (a stopped rank, or one that never entered the call, is named there).  So is "
+            "a shared-memory MPI_Barrier that has waited this long: the ranks of the node not yet "
+            "in it, or that it waits for another node.  0 = never.",
             kInt<&Config::watchdog, 0, 86400>},
     Setting{"TNBC_BARRIER_AFTER", "int", "1", Agree::value,
             "libtnbc.so: the first N MPI_Barrier calls of each communicator run MPICH's barrier; "

@@ -19,6 +19,7 @@
 #include "shim/node.hpp"
 #include "barrier/min_numa_dist.hpp"
 #include "shim/runtime.hpp"
+#include "shim/watchdog.hpp"
 #include "shim/shm_segment.hpp"
 #include "barrier/topology.hpp"
 
@@ -39,6 +40,8 @@ struct CommBarrier {
   std::size_t bytes = 0;
   int leaders_rc = MPI_SUCCESS;
   int root_in_comm = 0;  ///< the node root as a rank of the communicator
+  MPI_Comm comm = MPI_COMM_NULL;  ///< the program's communicator (the watchdog names its ranks)
+  std::uint32_t told_episode = 0;  ///< the barrier the watchdog last reported (0: none)
 };
 
 struct State {
@@ -50,6 +53,7 @@ struct State {
   std::uint32_t after = 1;  // TNBC_BARRIER_AFTER
   std::unique_ptr<barrier::Topology> topology;
   int world_rank = 0;
+  std::uint64_t watchdog_ns = 0;  // TNBC_WATCHDOG (0: off)
   std::atomic<bool> stopped{false};
   std::atomic<bool> warned{false};
 };
@@ -94,6 +98,37 @@ int delete_attr(MPI_Comm, int, void* value, void*) {
 void drive_mpi_progress() {
   int flag = 0;
   PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+}
+
+/// The watchdog (barrier::WaitPolicy::stalled): a barrier of `context` (its CommBarrier) that
+/// has waited TNBC_WATCHDOG seconds says so once, and which ranks it waits for: those of this
+/// node that have not entered it (barrier::absent), or, where every one has, another node.
+void barrier_stalled(void* context, std::uint64_t waited_ns) {
+  auto* cb = static_cast<CommBarrier*>(context);
+  const std::uint32_t episode = cb->self.episode;  // the algorithm counted this barrier already
+  if (cb->told_episode == episode) return;  // one report per barrier, however many waits it has
+  cb->told_episode = episode;
+  std::vector<int> missing;  // as ranks of the program's communicator
+  std::vector<int> local = barrier::absent(cb->self, episode);
+  if (!local.empty()) {
+    missing.resize(local.size(), MPI_UNDEFINED);
+    MPI_Group node_group = MPI_GROUP_NULL, comm_group = MPI_GROUP_NULL;
+    PMPI_Comm_group(cb->node, &node_group);
+    PMPI_Comm_group(cb->comm, &comm_group);
+    PMPI_Group_translate_ranks(node_group, static_cast<int>(local.size()), local.data(), comm_group, missing.data());
+    PMPI_Group_free(&node_group);
+    PMPI_Group_free(&comm_group);
+  }
+  int size = 0;
+  PMPI_Comm_size(cb->comm, &size);
+  log::warn("watchdog: MPI_Barrier on a communicator of {} ranks (the shared-memory barrier's call {} on a node "
+            "of {} of them) has waited {:.0f} s: {}.  A rank not in it may be stopped, or may not have called "
+            "MPI_Barrier on this communicator {}",
+            size, episode, cb->self.size, static_cast<double>(waited_ns) / 1e9,
+            !missing.empty() ? fmt::format("not yet in it on this node: {}", named_ranks(cb->comm, missing))
+            : cb->multi_node ? std::string("every rank of this node is in it; it waits for another node's ranks")
+                             : std::string("every rank of this node is in it"),
+            kWatchdogHint);
 }
 
 /// The members of `comm` on this rank's node, as a communicator of their own (node.hpp);
@@ -167,6 +202,12 @@ void join(CommBarrier* cb, MPI_Comm comm, int node_rank, int node_size, int root
                         node_size > CPU_COUNT(&cpus);
   barrier::WaitPolicy wait = oversubscribed ? barrier::kOversubscribed : barrier::WaitPolicy{};
   wait.progress = drive_mpi_progress;
+  if (g_state.watchdog_ns != 0) {
+    wait.stalled = barrier_stalled;
+    wait.stall_context = cb;
+    wait.stall_ns = g_state.watchdog_ns;
+  }
+  cb->comm = comm;
   cb->self = barrier::Participant{barrier::Segment(cb->base, node_size), node_rank, node_size,
                                   root, 0, wait};
   MPI_Group node_group, comm_group;
@@ -265,6 +306,7 @@ void start_barrier(Runtime& rt) {
   g_state.root = cfg.barrier_root;
   g_state.split = cfg.barrier_split;
   g_state.after = static_cast<std::uint32_t>(cfg.barrier_after);
+  g_state.watchdog_ns = static_cast<std::uint64_t>(cfg.watchdog) * 1000000000ull;
   g_state.topology = std::make_unique<barrier::NumaTopology>();
   if (g_state.mpich) {
     rt.stats().barrier_algo = "mpich";
@@ -317,6 +359,7 @@ int barrier(MPI_Comm comm) {
     return PMPI_Barrier(comm);
   }
   if (!cb || cb->passthrough) return PMPI_Barrier(comm);
+  barrier::enter(cb->self);
   if (!cb->multi_node) {
     barrier::run(cb->algorithm, cb->self);
     return MPI_SUCCESS;

@@ -142,3 +142,70 @@ TEST_CASE("the spin budget grows after short sleeps and resets after long ones",
   WaitPolicy none{0, 0, 0, 0};
   CHECK(next_spins(none, WaitEnd::slept, 1000) == 0);
 }
+
+namespace {
+
+// What the stall callback saw, for one waiting rank (the test below).
+struct StallSeen {
+  const Participant* self = nullptr;
+  int calls = 0;
+  std::uint64_t waited_ns = 0;
+  std::vector<int> absent;
+};
+
+void note_stall(void* context, std::uint64_t waited_ns) {
+  auto* seen = static_cast<StallSeen*>(context);
+  ++seen->calls;
+  seen->waited_ns = waited_ns;
+  seen->absent = absent(*seen->self, seen->self->episode);
+}
+
+void no_progress() {}
+
+}  // namespace
+
+TEST_CASE("a wait past its stall bound reports once, and absent() names the ranks not yet in the barrier",
+          "[barrier]") {
+  // 3 ranks as threads: ranks 0 and 1 enter barrier 2 at once, rank 2 100 ms late.  The waiters
+  // nap 1 ms at a time (a progress callback set), and their stall bound is 20 ms: each reports
+  // once, after at least the bound, with rank 2 absent; nobody reports at barrier 1 (all on time).
+  Algorithm a = GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
+  CAPTURE(to_string(a));
+  constexpr int kSize = 3;
+  BoardArena arena(kSize);
+  StallSeen seen[kSize];
+  std::vector<std::thread> threads;
+  std::atomic<int> placed{0};
+  for (int r = 0; r < kSize; ++r)
+    threads.emplace_back([&, r] {
+      WaitPolicy wait{16, 2, 16, 16};
+      wait.progress = no_progress;
+      wait.stalled = note_stall;
+      wait.stall_context = &seen[r];
+      wait.stall_ns = 20'000'000;
+      Participant self{Segment(arena.segment_base(), kSize), r, kSize, 0, 0, wait};
+      seen[r].self = &self;
+      if (r == 0) self.segment.place_global();
+      self.segment.place_rank(r, 0);
+      placed.fetch_add(1);
+      while (placed.load() < kSize) sched_yield();
+      for (int k = 1; k <= 2; ++k) {
+        if (r == kSize - 1 && k == 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        enter(self);
+        run(a, self);
+      }
+      CHECK(self.episode == 2);
+      CHECK(absent(self, 2).empty());  // everybody entered barrier 2
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kSize - 1; ++r) {
+    CAPTURE(r);
+    // A rank whose part ends before the late rank arrives (a tree leaf) may not wait at all.
+    if (seen[r].calls == 0) continue;
+    CHECK(seen[r].calls == 1);
+    CHECK(seen[r].waited_ns >= 20'000'000);
+    CHECK(seen[r].absent == std::vector<int>{kSize - 1});
+  }
+  CHECK(seen[0].calls + seen[1].calls >= 1);  // somebody waited for rank 2
+  CHECK(seen[kSize - 1].calls == 0);
+}

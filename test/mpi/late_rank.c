@@ -2,12 +2,14 @@
  * libtnbc.so's per-call decision there, whose vote the others post and complete without it; the
  * watchdog's report of a call that waits for a rank).
  *
- *   late_rank ITERS AT LATE_RANK SLEEP_MS [stop]
+ *   late_rank ITERS AT LATE_RANK SLEEP_MS [stop|stop-at-barrier]
  *
  * ITERS MPI_Alltoall calls of 64 KiB blocks on MPI_COMM_WORLD, each followed by a read of the
  * data and 20 ms of computation; rank LATE_RANK sleeps SLEEP_MS before call AT.  With `stop` it
  * is stopped instead, every thread of it, by SIGSTOP, which a child it forked first undoes with
  * SIGCONT after SLEEP_MS: to the others it is a rank that a debugger or a job scheduler halted.
+ * With `stop-at-barrier` an MPI_Barrier on MPI_COMM_WORLD follows each call's computation, and
+ * the rank is stopped (as with `stop`) before the barrier of call AT instead.
  * Every rank prints "R call K checksum S" of what each call gave it. */
 #include <mpi.h>
 #include <signal.h>
@@ -56,18 +58,19 @@ int main(int argc, char **argv) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc < 5 || (argc > 5 && strcmp(argv[5], "stop") != 0)) {
-    if (rank == 0) fprintf(stderr, "usage: late_rank ITERS AT LATE_RANK SLEEP_MS [stop]\n");
+  const char *mode = argc > 5 ? argv[5] : "";
+  const int stop = strcmp(mode, "stop") == 0, at_barrier = strcmp(mode, "stop-at-barrier") == 0;
+  if (argc < 5 || (argc > 5 && !stop && !at_barrier)) {
+    if (rank == 0) fprintf(stderr, "usage: late_rank ITERS AT LATE_RANK SLEEP_MS [stop|stop-at-barrier]\n");
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   const int iters = atoi(argv[1]), at = atoi(argv[2]), late = atoi(argv[3]);
   const double late_ms = atof(argv[4]);
-  const int stop = argc > 5;
   const int block = 64 * 1024;
   unsigned char *s = malloc((size_t)block * size), *r = malloc((size_t)block * size);
   for (int i = 0; i < iters; i++) {
     for (size_t k = 0; k < (size_t)block * size; k++) s[k] = (unsigned char)(rank * 7 + i * 13 + k * 3);
-    if (rank == late && i == at) {
+    if (rank == late && i == at && !at_barrier) {
       if (stop)
         stop_ms(late_ms);
       else
@@ -78,6 +81,10 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < (size_t)block * size; k++) sum = sum * 31 + r[k];
     printf("%d call %d checksum %lu\n", rank, i, sum);
     compute_ms(20);
+    if (at_barrier) {
+      if (rank == late && i == at) stop_ms(late_ms);
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
   }
   free(s);
   free(r);

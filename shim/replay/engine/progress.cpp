@@ -20,6 +20,7 @@
 #include "page_move.hpp"
 #include "replay_guard.hpp"
 #include "shim/fence.hpp"
+#include "shim/watchdog.hpp"
 #include "waker.hpp"
 
 namespace tnbc::shim::replay::engine {
@@ -392,26 +393,6 @@ void Progress::step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready)
     op.edges.edge_pending.fetch_sub(1, std::memory_order_acq_rel);
 }
 
-namespace {
-
-/// `ranks` of `comm` as MPI_COMM_WORLD's ranks ("3", "2, 3"; "2 (world 6)" where they differ).
-std::string world_ranks(MPI_Comm comm, const std::vector<int>& ranks) {
-  std::vector<int> world(ranks.size(), MPI_UNDEFINED);
-  MPI_Group group = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
-  if (PMPI_Comm_group(comm, &group) == MPI_SUCCESS && PMPI_Comm_group(MPI_COMM_WORLD, &world_group) == MPI_SUCCESS)
-    PMPI_Group_translate_ranks(group, static_cast<int>(ranks.size()), ranks.data(), world_group, world.data());
-  if (group != MPI_GROUP_NULL) PMPI_Group_free(&group);
-  if (world_group != MPI_GROUP_NULL) PMPI_Group_free(&world_group);
-  std::string out;
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    out += fmt::format("{}{}", out.empty() ? "" : ", ", ranks[i]);
-    if (world[i] != ranks[i] && world[i] != MPI_UNDEFINED) out += fmt::format(" (world {})", world[i]);
-  }
-  return out;
-}
-
-}  // namespace
-
 void Progress::watch(Op& op, std::uint64_t now_ns) {
   if (op.watchdog_told || now_ns - op.last_moved_ns < std::uint64_t{watchdog_s_} * 1000000000ull) return;
   op.watchdog_told = true;
@@ -438,20 +419,18 @@ void Progress::watch(Op& op, std::uint64_t now_ns) {
     add(heard ? partly : silent, s.peer);
   }
   for (auto* v : {&silent, &partly, &to}) std::sort(v->begin(), v->end());
-  auto ranks = [&](const std::vector<int>& v) {
-    return v.empty() ? std::string("no rank") : fmt::format("rank{} {}", v.size() > 1 ? "s" : "", world_ranks(op.comm, v));
-  };
+  auto ranks = [&](const std::vector<int>& v) { return named_ranks(op.comm, v); };
   int size = 0;
   PMPI_Comm_size(op.comm, &size);
   log::warn("watchdog: an {} run by the engine (call {} on a communicator of {} ranks) has made no progress for "
             "{:.0f} s: {} bytes still to receive, nothing yet from {}, the rest from {}; {} bytes still to "
             "send, to {}; {} of its {} messages not yet posted{}; {} edge pieces missing; the calling thread {}.  "
-            "A rank that sent nothing may be stopped, or may not have entered this collective (TNBC_WATCHDOG=SECONDS "
-            "sets the bound, 0 turns this off)",
+            "A rank that sent nothing may be stopped, or may not have entered this collective {}",
             op.what, op.seq, size, static_cast<double>(now_ns - op.last_moved_ns) / 1e9, recv_bytes, ranks(silent),
             ranks(partly), send_bytes, ranks(to), unposted, op.steps.size(),
             op.turn.remote_peers > 0 ? " (per-node turns)" : "", op.edges.edge_recvs_left,
-            op.caller_released.load(std::memory_order_acquire) ? "has returned" : "is still inside the call");
+            op.caller_released.load(std::memory_order_acquire) ? "has returned" : "is still inside the call",
+            kWatchdogHint);
 }
 
 }  // namespace tnbc::shim::replay::engine

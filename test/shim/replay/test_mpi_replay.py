@@ -664,6 +664,30 @@ def main():
     s.check("a rank stopped by SIGSTOP at an exchange the others are in: their watchdog names it within the "
             "bound; identical bytes after SIGCONT", watchdog_names_the_stopped_rank)
 
+    def barrier_watchdog_names_the_stopped_rank():
+        # Rank 3 is stopped for 4 s before the MPI_Barrier that follows call 2 (the shared-memory
+        # barrier's second: MPICH's runs the first, TNBC_BARRIER_AFTER), which the others wait
+        # in: each says once, after the 1 s bound, that rank 3 is not yet in it; nobody says
+        # anything with TNBC_WATCHDOG=0, and the bytes are plain MPI's either way.
+        args = [4, 2, 3, 4000, "stop-at-barrier"]
+        plain = mpirun(LATE, 4, args=[4, 2, 3, 0], timeout=120)
+        for bound in ("1", "0"):
+            res = mpirun(LATE, 4, preload="tnbc", env={"TNBC_ADAPT": "off", "TNBC_WATCHDOG": bound}, args=args,
+                         timeout=120)
+            expect(lines(res.stdout) == lines(plain.stdout), f"TNBC_WATCHDOG={bound}: differs from plain MPI")
+            said = watchdog_said(res)
+            if bound == "0":
+                expect(said == [], f"TNBC_WATCHDOG=0 reported: {said}")
+                continue
+            for r in range(3):
+                mine = [l for l in said if l.startswith(f"tnbc[{r}]: watchdog: ")]
+                expect(len(mine) == 1 and "MPI_Barrier on a communicator of 4 ranks (the shared-memory barrier's "
+                       "call 2 on a node of 4 of them) has waited 1 s: not yet in it on this node: rank 3." in mine[0],
+                       f"rank {r}: {mine}")
+            expect(not any(l.startswith("tnbc[3]: watchdog: ") for l in said), f"rank 3 reported: {said}")
+    s.check("a rank stopped by SIGSTOP before an MPI_Barrier the others are in: their watchdog names it within "
+            "the bound, once; quiet when off; identical bytes", barrier_watchdog_names_the_stopped_rank)
+
     def per_node_entry_unused():
         # The plan without the entry of trace_order's first Alltoall site: its key (64 KiB blocks
         # on MPI_COMM_WORLD) agrees its shape at that first call, with no entry anywhere, so the
