@@ -30,7 +30,9 @@
  *                              readlink) into a gap of its receive pages, and takes file names
  *                              from them (realpath, statfs, symlink, mkfifo, chmod, utime...)
  *   legal_edges rodata_bcast   24 MPI_Bcasts of 1 MiB whose root buffer is a const table (read-only
- *                              memory): enough calls for the library to try MPI's algorithms */
+ *                              memory): enough calls for the library to try MPI's algorithms
+ *   legal_edges chained_send   an MPI_Alltoall's receive buffer, untouched, as the send buffer of
+ *                              the MPI_Alltoallv right after it, in which rank 0 receives nothing */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <limits.h>
@@ -410,6 +412,35 @@ static void rodata_bcast(void) {
   if (rank != 0) free(buf);
 }
 
+/* The receive buffer of an MPI_Alltoall passed at once, untouched, as the send buffer of an
+ * MPI_Alltoallv in which rank 0 receives nothing: a replaying library returns rank 0 early from
+ * the first call (rank 1 comes to it 200 ms late, so its block is still on the way) but runs
+ * the second to completion, its sends read from that buffer while the first call still fills it. */
+static void chained_send(void) {
+  enum { BLOCK = 256 * 1024 };
+  unsigned char* send = malloc((size_t)BLOCK * size);
+  unsigned char* mid = malloc((size_t)BLOCK * size);
+  unsigned char* recv = malloc((size_t)BLOCK * size);
+  int sc[64], sd[64], rc[64], rd[64];
+  for (int p = 0; p < size; ++p) {
+    sc[p] = p == 0 ? 0 : BLOCK, sd[p] = p * BLOCK;
+    rc[p] = rank == 0 ? 0 : BLOCK, rd[p] = p * BLOCK;
+  }
+  for (int round = 0; round < 4; ++round) {
+    for (size_t k = 0; k < (size_t)BLOCK * size; ++k) send[k] = (unsigned char)(rank * 7 + round * 3 + k * 13);
+    if (rank == 1) usleep(200000);
+    MPI_Alltoall(send, BLOCK, MPI_BYTE, mid, BLOCK, MPI_BYTE, MPI_COMM_WORLD);
+    MPI_Alltoallv(mid, sc, sd, MPI_BYTE, recv, rc, rd, MPI_BYTE, MPI_COMM_WORLD);
+    unsigned long sum = 0;
+    for (int p = 0; p < size; ++p)
+      for (int k = 0; k < rc[p]; ++k) sum = sum * 31 + recv[(size_t)p * BLOCK + k];
+    printf("%d round %d sum %lu\n", rank, round, sum);
+  }
+  free(send);
+  free(mid);
+  free(recv);
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "bad_args";
   if (strcmp(what, "init_single") == 0 || strcmp(what, "init_funneled") == 0) {
@@ -436,6 +467,7 @@ int main(int argc, char** argv) {
   if (strcmp(what, "file_names") == 0) file_names();
   if (strcmp(what, "pending_gaps") == 0) pending_gaps();
   if (strcmp(what, "kernel_writes") == 0) kernel_writes(argc > 2 ? argv[2] : "/tmp");
+  if (strcmp(what, "chained_send") == 0) chained_send();
   if (strcmp(what, "syscalls_after") == 0) syscalls_after(argc > 2 ? argv[2] : "/tmp");
   MPI_Finalize();
   return 0;

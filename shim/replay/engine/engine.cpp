@@ -146,7 +146,16 @@ Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool all
     allow_early = false;
     why = "memory";
   }
-  if (!allow_early && sendbuf != nullptr) engine::prepare_send_side(*op, sendbuf, false);
+  if (!allow_early && sendbuf != nullptr) {
+    // Not staged, the sends are read from the caller's buffer by the progress thread.  Bytes of
+    // it that an op in flight still receives (a buffer an early call returned, passed on at once
+    // as this call's send buffer) would fault there, on the one thread that could publish them,
+    // and hang the rank: those ops complete first, as the receive side's do (a staged send side
+    // is copied by this thread, which waits in such a fault until the page is published).
+    const auto [lo, hi] = engine::send_span(*op);
+    if (hi > lo) progress_->complete_overlapping(reinterpret_cast<std::uintptr_t>(sendbuf) + lo, hi - lo);
+    engine::prepare_send_side(*op, sendbuf, false);
+  }
   bool early = false;
   if (!receives) {
     early = allow_early;  // e.g. the bcast root: nothing to guard once the send side is copied

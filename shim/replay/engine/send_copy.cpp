@@ -10,14 +10,12 @@
 
 namespace tnbc::shim::replay::engine {
 
-namespace {
 std::pair<std::size_t, std::size_t> send_span(const Op& op) {
   std::size_t lo = SIZE_MAX, hi = 0;
   for (const auto& s : op.steps)
     if (s.kind == Kind::send) lo = std::min(lo, s.offset), hi = std::max(hi, s.offset + s.bytes);
   return {lo, hi};
 }
-}  // namespace
 
 std::size_t send_copy_bytes(const Op& op) {
   const auto [lo, hi] = send_span(op);

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <utility>
 #include <cstdint>
 #include <memory>
 
@@ -27,6 +28,9 @@ struct SendCopy {
   }
 };
 
+/// The span of `op`'s send steps, [first, second) as offsets from the send buffer (empty, first
+/// >= second, where it sends nothing).
+std::pair<std::size_t, std::size_t> send_span(const Op& op);
 /// Bytes of the send copy of `op` (the span of its send steps).
 std::size_t send_copy_bytes(const Op& op);
 
