@@ -414,7 +414,9 @@ constexpr std::array kSettings = {
             "by each rank that waits: the bytes still to receive and send, from and to which "
             "ranks (a stopped rank, or one that never entered the call, is named there).  So is "
             "a shared-memory MPI_Barrier that has waited this long: the ranks of the node not yet "
-            "in it, or that it waits for another node.  0 = never.",
+            "in it, or that it waits for another node; and, by the thread that waits for it, a "
+            "progress thread held this long in one round (blocked in an MPI call or a page "
+            "fault).  0 = never.",
             kInt<&Config::watchdog, 0, 86400>},
     Setting{"TNBC_BARRIER_AFTER", "int", "1", Agree::value,
             "libtnbc.so: the first N MPI_Barrier calls of each communicator run MPICH's barrier; "

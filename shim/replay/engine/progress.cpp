@@ -70,14 +70,39 @@ void Progress::submit(std::shared_ptr<Op> op) {
   g_waker.kick();  // a new op: the progress thread may be on a long nap
 }
 
+template <typename Pred>
+std::uint64_t Progress::watched_wait(std::unique_lock<std::mutex>& lock, Pred pred) {
+  if (pred()) return 0;
+  const std::uint64_t t0 = util::now_ns(), bound = std::uint64_t{watchdog_s_} * 1000000000ull;
+  g_waker.begin_wait();
+  bool told = bound == 0;
+  // Looked at once a second: a wait that ends sooner costs what timed_wait's does.
+  while (!done_cv_.wait_for(lock, std::chrono::seconds(1), pred)) {
+    if (told) continue;
+    const std::uint64_t now = util::now_ns(), from = round_from_ns_.load(std::memory_order_relaxed);
+    if (from == 0 || now - from < bound || now - t0 < bound) continue;
+    told = true;
+    static constexpr const char* kDoing[] = {"posting and testing the MPI requests of the collectives in flight",
+                                             "reading the page faults", "testing the decision's sums",
+                                             "retiring finished collectives"};
+    log::warn("watchdog: this rank's progress thread has been in one round for {:.0f} s ({}), and the program's "
+              "thread waits for it to complete a collective: it is blocked, in an MPI call or in a fault on a "
+              "page only it can publish, and no collective in flight on this rank can finish {}",
+              static_cast<double>(now - from) / 1e9,
+              kDoing[static_cast<std::size_t>(doing_.load(std::memory_order_relaxed))], kWatchdogHint);
+  }
+  g_waker.end_wait();
+  return util::now_ns() - t0;
+}
+
 void Progress::wait_edges(Op& op) {
   std::unique_lock lock(mutex_);
-  timed_wait(done_cv_, lock, [&] { return op.edges.edge_pending.load(std::memory_order_acquire) == 0; });
+  watched_wait(lock, [&] { return op.edges.edge_pending.load(std::memory_order_acquire) == 0; });
 }
 
 void Progress::wait_done(Op& op) {
   std::unique_lock lock(mutex_);
-  timed_wait(done_cv_, lock, [&] { return op.done.load(std::memory_order_acquire); });
+  watched_wait(lock, [&] { return op.done.load(std::memory_order_acquire); });
 }
 
 void Progress::drain() { fence([](const Op&) { return true; }); }
@@ -130,7 +155,7 @@ void Progress::fence(Which which) {
   for (const Op* op : all_)
     if (which(*op) && std::find(keys.begin(), keys.end(), op->costs) == keys.end()) keys.push_back(op->costs);
   if (keys.empty()) return;
-  const std::uint64_t ns = timed_wait(done_cv_, lock, [&] {
+  const std::uint64_t ns = watched_wait(lock, [&] {
     return std::none_of(all_.begin(), all_.end(), [&](const Op* op) { return which(*op); });
   });
   fence_wait_ns_.fetch_add(ns, std::memory_order_relaxed);
@@ -216,6 +241,8 @@ void Progress::run() {
     }
     bool moved = false;
     const std::uint64_t round_ns = util::now_ns();
+    round_from_ns_.store(round_ns, std::memory_order_relaxed);
+    doing_.store(Doing::ops, std::memory_order_relaxed);
     for (auto& op : active) {
       if (progress(*op)) {
         moved = true;
@@ -224,6 +251,7 @@ void Progress::run() {
         watch(*op, round_ns);
       }
     }
+    doing_.store(Doing::faults, std::memory_order_relaxed);
     const bool held = page_move::available() && see_faults(active);
     // This round's CPU time, shared by the ops it served (adapt/policy.hpp counts it as their cost).
     const std::uint64_t cpu_now = util::thread_cpu_ns(), cpu = cpu_now - cpu_mark;
@@ -232,8 +260,11 @@ void Progress::run() {
     rounds_.fetch_add(1, std::memory_order_relaxed);
     for (auto& op : active)
       if (op->costs) op->costs->progress_cpu_ns.fetch_add(cpu / active.size(), std::memory_order_relaxed);
+    doing_.store(Doing::sums, std::memory_order_relaxed);
     if (has_background()) test_adopted();
+    doing_.store(Doing::retiring, std::memory_order_relaxed);
     const bool retired = retire_finished(active);
+    round_from_ns_.store(0, std::memory_order_relaxed);
     if (retired || moved) {
       std::lock_guard lock(mutex_);  // pairs with the predicate checks of the waiters
       done_cv_.notify_all();

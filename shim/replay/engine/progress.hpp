@@ -78,6 +78,18 @@ class Progress {
   /// counter and to each of their keys.
   template <typename Which>
   void fence(Which which);
+  /// timed_wait on done_cv_ for a calling thread (an op's completion or edges, a fence), with a
+  /// watchdog of its own: the progress thread's watchdog runs in its rounds, so a round that
+  /// never ends (the thread blocked in an MPI call, or in a fault on a page only it can publish)
+  /// is said here, once per wait, where the wait and that round have both lasted watchdog_s_.
+  template <typename Pred>
+  std::uint64_t watched_wait(std::unique_lock<std::mutex>& lock, Pred pred);
+
+  /// What the progress thread does, for watched_wait: the part of its round, and when the
+  /// round began (0: between rounds, napping or idle).  Stored relaxed, a few times a round.
+  enum class Doing : std::uint8_t { ops, faults, sums, retiring };
+  std::atomic<std::uint64_t> round_from_ns_{0};
+  std::atomic<Doing> doing_{Doing::ops};
 
   unsigned sleep_us_ = 20, max_sleep_us_ = 1000, watchdog_s_ = 30;
   std::size_t page_size_ = 4096;

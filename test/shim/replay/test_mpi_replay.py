@@ -688,6 +688,31 @@ def main():
     s.check("a rank stopped by SIGSTOP before an MPI_Barrier the others are in: their watchdog names it within "
             "the bound, once; quiet when off; identical bytes", barrier_watchdog_names_the_stopped_rank)
 
+    def watchdog_sees_a_stuck_progress_thread():
+        # The progress thread's own watchdog runs in its rounds: a round that never ends says
+        # nothing there.  slow_test.so holds rank 0's progress thread 3 s in its first
+        # PMPI_Testsome (as a fault on a page only it publishes, or a blocked MPI call, would
+        # hold it) while its program's thread waits for the engine's exchange (TNBC_BLOCKING=engine:
+        # every call run to completion): rank 0 says once, after the 1 s bound, what its progress
+        # thread is held in; the others, where they report, name rank 0; plain bytes.
+        args = [3, 0, 0, 0]
+        plain = mpirun(LATE, 4, args=args, timeout=120)
+        env = {"LD_PRELOAD": f"{LIBS['tnbc']} {SLOW_TEST}", "TNBC_BLOCKING": "engine", "TNBC_WATCHDOG": "1"}
+        res = mpirun(LATE, 4, env=env, args=args, timeout=120,
+                     rank_env=[{"TNBCTEST_STALL_TESTSOME_MS": "3000"}, {}, {}, {}])
+        expect(lines(res.stdout) == lines(plain.stdout), "a stuck progress thread: differs from plain MPI")
+        said = watchdog_said(res)
+        stuck = [l for l in said if "progress thread has been in one round" in l]
+        # (The round began before the wait, which looks once a second: 1 or 2 s by then.)
+        expect(len(stuck) == 1 and re.match(r"tnbc\[0\]: watchdog: this rank's progress thread has been in one "
+                                            r"round for [12] s \(posting and testing the MPI requests", stuck[0]),
+               f"rank 0 did not say, once, what its progress thread is held in: {said}")
+        # (What rank 0 had sent before its thread was held, if anything, depends on the transport.)
+        others = [l for l in said if not l.startswith("tnbc[0]: ")]
+        expect(all(re.search(r"from ranks? 0\b", l) for l in others), f"another rank named another rank: {others}")
+    s.check("a progress thread held in one round: its rank's waiting thread says so within the bound, the others "
+            "name that rank; identical bytes", watchdog_sees_a_stuck_progress_thread)
+
     def per_node_entry_unused():
         # The plan without the entry of trace_order's first Alltoall site: its key (64 KiB blocks
         # on MPI_COMM_WORLD) agrees its shape at that first call, with no entry anywhere, so the
