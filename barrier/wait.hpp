@@ -42,7 +42,11 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 /// slowly; a wait that slept grows it fast when the sleep was short (under `quick_wake_ns`: the
 /// peer came soon, so a longer spin would have met it without the futex's round trip), and
 /// resets it to min_spins when the sleep was long (spinning would have been wasted).
-/// kOversubscribed fixes it at the minimum.
+/// kOversubscribed fixes it at the minimum.  After the spin a waiter yields up to `yields`
+/// times (64: some tens of microseconds where nothing else wants the core, nothing where
+/// something does: sched_yield hands it over) before it sleeps: a futex sleep and wake-up costs
+/// tens of microseconds on a VM, and with 2 yields 2 ranks with a core each took 3-18 us a
+/// barrier against MPICH's polling 1.1, with 64 0.25-0.32 (docs/measurements/barrier-yields.md).
 ///
 /// `progress`, when set, is called after every nap (of at most `progress_nap_us`) that did not
 /// end the wait: the shim drives MPI's progress with it, so that a peer whose MPI call
@@ -54,7 +58,7 @@ static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 /// watchdog, which says which ranks the barrier still waits for.
 struct WaitPolicy {
   int spins = 64;         ///< current pause-loop budget before the first sched_yield
-  int yields = 2;         ///< sched_yield calls before sleeping on the futex
+  int yields = 64;        ///< sched_yield calls before sleeping on the futex (see above)
   int min_spins = 16;
   int max_spins = 256;    ///< ~10 us of pause on current x86 cores
   void (*progress)() = nullptr;
