@@ -76,7 +76,7 @@ std::uint64_t Progress::watched_wait(std::unique_lock<std::mutex>& lock, Pred pr
   const std::uint64_t t0 = util::now_ns(), bound = std::uint64_t{watchdog_s_} * 1000000000ull;
   g_waker.begin_wait();
   bool told = bound == 0;
-  // Looked at once a second: a wait that ends sooner costs what timed_wait's does.
+  // Looked at once a second: a wait that ends sooner costs one timed condition wait.
   while (!done_cv_.wait_for(lock, std::chrono::seconds(1), pred)) {
     if (told) continue;
     const std::uint64_t now = util::now_ns(), from = round_from_ns_.load(std::memory_order_relaxed);

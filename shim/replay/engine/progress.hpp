@@ -78,10 +78,12 @@ class Progress {
   /// counter and to each of their keys.
   template <typename Which>
   void fence(Which which);
-  /// timed_wait on done_cv_ for a calling thread (an op's completion or edges, a fence), with a
-  /// watchdog of its own: the progress thread's watchdog runs in its rounds, so a round that
-  /// never ends (the thread blocked in an MPI call, or in a fault on a page only it can publish)
-  /// is said here, once per wait, where the wait and that round have both lasted watchdog_s_.
+  /// Waits on done_cv_ for `pred` as a calling thread (an op's completion or edges, a fence),
+  /// with the progress thread kept awake (g_waker), and returns the time waited (0 where `pred`
+  /// held at once: no wake-up, no clock reads).  It has a watchdog of its own: the progress
+  /// thread's runs in its rounds, so a round that never ends (the thread blocked in an MPI call,
+  /// or in a fault on a page only it can publish) is said here, once per wait, where the wait and
+  /// that round have both lasted watchdog_s_.
   template <typename Pred>
   std::uint64_t watched_wait(std::unique_lock<std::mutex>& lock, Pred pred);
 

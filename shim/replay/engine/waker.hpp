@@ -1,13 +1,11 @@
-// The progress thread's nap and its wake-up: one futex word (Waker, g_waker), and timed_wait,
-// the way a calling thread waits for the engine while keeping the progress thread awake.
+// The progress thread's nap and its wake-up: one futex word (Waker, g_waker).  A calling thread
+// that waits for the engine keeps the progress thread awake with begin_wait/end_wait
+// (Progress::watched_wait, the fault handlers).
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 
-#include "util/clock.hpp"
 
 namespace tnbc::shim::replay::engine {
 
@@ -43,17 +41,5 @@ extern Waker g_waker;
 /// g_waker.begin_wait / end_wait as plain functions: the ReplayGuard's wait hooks (shim/replay/engine/replay_guard.hpp).
 void waker_begin_wait();
 void waker_end_wait();
-
-/// Waits on `cv` for `pred` with the progress thread kept awake, and returns the time waited
-/// (0 when `pred` already held: no wake-up, no clock reads).
-template <typename Pred>
-std::uint64_t timed_wait(std::condition_variable& cv, std::unique_lock<std::mutex>& lock, Pred pred) {
-  if (pred()) return 0;
-  const std::uint64_t t0 = util::now_ns();
-  g_waker.begin_wait();
-  cv.wait(lock, pred);
-  g_waker.end_wait();
-  return util::now_ns() - t0;
-}
 
 }  // namespace tnbc::shim::replay::engine
