@@ -100,6 +100,16 @@ void drive_mpi_progress() {
   PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
 }
 
+/// Ranks `node_ranks` of the barrier's node communicator as ranks of the program's `comm`.
+void node_to_comm(const CommBarrier& cb, MPI_Comm comm, int n, const int* node_ranks, int* comm_ranks) {
+  MPI_Group node_group, comm_group;
+  PMPI_Comm_group(cb.node, &node_group);
+  PMPI_Comm_group(comm, &comm_group);
+  PMPI_Group_translate_ranks(node_group, n, node_ranks, comm_group, comm_ranks);
+  PMPI_Group_free(&node_group);
+  PMPI_Group_free(&comm_group);
+}
+
 /// The watchdog (barrier::WaitPolicy::stalled): a barrier of `context` (its CommBarrier) that
 /// has waited TNBC_WATCHDOG seconds says so once, and which ranks it waits for: those of this
 /// node that have not entered it (barrier::absent), or, where every one has, another node.
@@ -108,17 +118,9 @@ void barrier_stalled(void* context, std::uint64_t waited_ns) {
   const std::uint32_t episode = cb->self.episode;  // the algorithm counted this barrier already
   if (cb->told_episode == episode) return;  // one report per barrier, however many waits it has
   cb->told_episode = episode;
-  std::vector<int> missing;  // as ranks of the program's communicator
-  std::vector<int> local = barrier::absent(cb->self, episode);
-  if (!local.empty()) {
-    missing.resize(local.size(), MPI_UNDEFINED);
-    MPI_Group node_group = MPI_GROUP_NULL, comm_group = MPI_GROUP_NULL;
-    PMPI_Comm_group(cb->node, &node_group);
-    PMPI_Comm_group(cb->comm, &comm_group);
-    PMPI_Group_translate_ranks(node_group, static_cast<int>(local.size()), local.data(), comm_group, missing.data());
-    PMPI_Group_free(&node_group);
-    PMPI_Group_free(&comm_group);
-  }
+  const std::vector<int> local = barrier::absent(cb->self, episode);
+  std::vector<int> missing(local.size(), MPI_UNDEFINED);  // as ranks of the program's communicator
+  if (!local.empty()) node_to_comm(*cb, cb->comm, static_cast<int>(local.size()), local.data(), missing.data());
   int size = 0;
   PMPI_Comm_size(cb->comm, &size);
   log::warn("watchdog: MPI_Barrier on a communicator of {} ranks (the shared-memory barrier's call {} on a node "
@@ -210,12 +212,7 @@ void join(CommBarrier* cb, MPI_Comm comm, int node_rank, int node_size, int root
   cb->comm = comm;
   cb->self = barrier::Participant{barrier::Segment(cb->base, node_size), node_rank, node_size,
                                   root, 0, wait};
-  MPI_Group node_group, comm_group;
-  PMPI_Comm_group(cb->node, &node_group);
-  PMPI_Comm_group(comm, &comm_group);
-  PMPI_Group_translate_ranks(node_group, 1, &root, comm_group, &cb->root_in_comm);
-  PMPI_Group_free(&node_group);
-  PMPI_Group_free(&comm_group);
+  node_to_comm(*cb, comm, 1, &root, &cb->root_in_comm);
 }
 
 /// Collective over `comm`: builds its barrier into `cb` (see the header); where that fails on
