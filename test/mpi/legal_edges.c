@@ -32,7 +32,10 @@
  *   legal_edges rodata_bcast   24 MPI_Bcasts of 1 MiB whose root buffer is a const table (read-only
  *                              memory): enough calls for the library to try MPI's algorithms
  *   legal_edges chained_send   an MPI_Alltoall's receive buffer, untouched, as the send buffer of
- *                              the MPI_Alltoallv right after it, in which rank 0 receives nothing */
+ *                              the MPI_Alltoallv right after it, in which rank 0 receives nothing
+ *   legal_edges untouched_gaps right after each MPI_Alltoallv, whole pages between its blocks that
+ *                              nothing ever touched (zeros) are read while rank 0's block is still
+ *                              on the way (it comes a second late): the read must not wait for it */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <limits.h>
@@ -46,6 +49,7 @@
 #include <time.h>
 #include <utime.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -441,6 +445,50 @@ static void chained_send(void) {
   free(recv);
 }
 
+/* Fresh pages each round, blocks of 64 KiB and a bit with two whole pages and more between them
+ * that neither the call nor the program has touched.  Rank 0 comes a second late and receives
+ * nothing from the others (only its own block), so they may return before it comes, its block
+ * still on the way (the first of the buffer: the call's last partial page, which the caller
+ * copies before it returns, holds an earlier rank's block).  A whole page between two blocks
+ * must then read as zeros at once, as under MPI once the call has returned (with pages moved,
+ * 1 s each round before the progress thread filled such a page's fault). */
+static void untouched_gaps(void) {
+  enum { ROUNDS = 4 };
+  const int late = 0;
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  const size_t block = 64 * 1024 + 100, gap = 3 * page + 200, stride = block + gap, bytes = stride * (size_t)size;
+  unsigned char* send = malloc(bytes);
+  unsigned char* recv[ROUNDS];
+  int sc[64], rc[64], displs[64];
+  for (int p = 0; p < size; ++p) {
+    sc[p] = p == late && rank != late ? 0 : (int)block;
+    rc[p] = rank == late && p != late ? 0 : (int)block;
+    displs[p] = (int)((size_t)p * stride);
+  }
+  for (int round = 0; round < ROUNDS; ++round) {
+    recv[round] = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t k = 0; k < bytes; ++k) send[k] = (unsigned char)(rank * 11 + round * 5 + k * 7);
+    if (rank == late) usleep(1000000);
+    MPI_Alltoallv(send, sc, displs, MPI_BYTE, recv[round], rc, displs, MPI_BYTE, MPI_COMM_WORLD);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int zeros = 1;
+    for (int p = 0; p + 1 < size; ++p) {  /* the first whole page of each gap */
+      const uintptr_t at = (uintptr_t)recv[round] + (size_t)p * stride + block;
+      zeros &= ((volatile unsigned char*)recv[round])[((at + page - 1) / page * page) - (uintptr_t)recv[round]] == 0;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double waited = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    unsigned long sum = 0;
+    for (int p = 0; p < size; ++p)
+      for (int k = 0; k < rc[p]; ++k) sum = sum * 31 + recv[round][(size_t)p * stride + (size_t)k];
+    printf("%d round %d gaps zero %d read at once %d sum %lu\n", rank, round, zeros, waited < 0.5, sum);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int round = 0; round < ROUNDS; ++round) munmap(recv[round], bytes);
+  free(send);
+}
+
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "bad_args";
   if (strcmp(what, "init_single") == 0 || strcmp(what, "init_funneled") == 0) {
@@ -468,6 +516,7 @@ int main(int argc, char** argv) {
   if (strcmp(what, "pending_gaps") == 0) pending_gaps();
   if (strcmp(what, "kernel_writes") == 0) kernel_writes(argc > 2 ? argv[2] : "/tmp");
   if (strcmp(what, "chained_send") == 0) chained_send();
+  if (strcmp(what, "untouched_gaps") == 0) untouched_gaps();
   if (strcmp(what, "syscalls_after") == 0) syscalls_after(argc > 2 ? argv[2] : "/tmp");
   MPI_Finalize();
   return 0;

@@ -41,6 +41,8 @@ namespace {
 int g_fd = -1;
 bool g_kernel_faults = false;  // opened without UFFD_USER_MODE_ONLY
 std::string g_why;  // "" once moving works
+// What a page never touched holds (pages up to 64 KiB).
+alignas(4096) const char g_zeros[1 << 16] = {};
 
 void close_in_child() {
   // The descriptor speaks for the parent's memory: a fork()ed child must not use it.
@@ -131,7 +133,6 @@ void unregister_range(std::uintptr_t p, std::size_t n) {
 
 std::size_t move(std::uintptr_t dst, std::uintptr_t src, std::size_t n, bool wake) {
   const std::size_t ps = system_page_size();
-  static char zeros[1 << 16] __attribute__((aligned(4096)));
   std::size_t done = 0;
   for (int tries = 0; done < n && tries < 1000; ++tries) {
     uffdio_move mv{};
@@ -146,7 +147,7 @@ std::size_t move(std::uintptr_t dst, std::uintptr_t src, std::size_t n, bool wak
     // A page never touched at the source: the destination gets zeros, as a first touch gives;
     // where the destination already holds a page (placed before: nothing of the source's is
     // left to move), it stays as it is.
-    if (errno == ENOENT && done < n && ps <= sizeof zeros && (copy(dst + done, zeros, ps) || errno == EEXIST)) {
+    if (errno == ENOENT && done < n && ps <= sizeof g_zeros && (copy(dst + done, g_zeros, ps) || errno == EEXIST)) {
       done += ps;
       continue;
     }
@@ -168,6 +169,16 @@ bool copy(std::uintptr_t dst, const void* src, std::size_t n) {
     if (rc != 0 && errno != EAGAIN && errno != EINTR) return false;
   }
   return done >= n;
+}
+
+bool fill_or_wake(std::uintptr_t page) {
+  const std::size_t ps = system_page_size();
+  if (ps <= sizeof g_zeros) {
+    if (copy(page, g_zeros, ps)) return true;
+    if (errno != EEXIST) return false;
+  }
+  uffdio_range range{page, ps};
+  return ioctl_raw(UFFDIO_WAKE, &range) == 0;
 }
 
 bool populated(std::uintptr_t p) {

@@ -49,6 +49,11 @@ std::size_t move(std::uintptr_t dst, std::uintptr_t src, std::size_t n, bool wak
 /// waiters; false if the kernel refused.
 bool copy(std::uintptr_t dst, const void* src, std::size_t n);
 
+/// Ends the wait of threads held at the page `page` (page aligned, registered): where the page is
+/// missing it gets zeros, as a first touch would have given; where it is there (placed since the
+/// fault), its waiters are woken.  False if the kernel refused both.
+bool fill_or_wake(std::uintptr_t page);
+
 /// Whether the page holding `p` of this process is there (in memory or swapped out), not missing:
 /// reading a missing page of a registered range would wait for this process's own userfaultfd.
 /// True where the kernel does not say.

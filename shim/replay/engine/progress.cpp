@@ -323,6 +323,10 @@ bool Progress::see_faults(const std::vector<std::shared_ptr<Op>>& active) {
       ++it;
       continue;
     }
+    // Published: its publish woke the thread, or (a page no step holds, which nothing moved out
+    // and the program never touched: a whole page between two blocks) nothing ever would before
+    // the op's registration ends at its retirement: it gets its zeros now.
+    if (owner != nullptr) page_move::fill_or_wake(it->addr / page_size_ * page_size_);
     const std::uint64_t waited = now - it->seen_ns;
     ReplayGuard::instance().add_fault(waited);
     if (owner != nullptr && owner->costs != nullptr) owner->costs->add_wait(waited);

@@ -156,10 +156,10 @@ void put_back(std::uintptr_t user, std::uintptr_t src, std::size_t n) {
   const std::size_t ps = system_page_size();
   // The rest page by page.  A copy that fails finds no missing page there: the program replaced
   // that memory during the call by a path no interposer sees, and nothing of ours belongs there
-  // any more.  A missing mirror page is never read: the mirror is registered with the
-  // userfaultfd, so the read would wait for this thread itself (a heFFTe run hung so, its
-  // progress thread asleep in UFFDIO_COPY's read of the source); move() gave the user page
-  // zeros if it was missing too.
+  // any more.  A missing mirror page is not copied (move() gave the user page zeros): until
+  // guard_by_move's moves are done the mirror is registered with the userfaultfd, and reading
+  // a missing page of it waits for this thread itself (a heFFTe run's progress thread hung so,
+  // asleep in UFFDIO_COPY's read of the source).
   for (std::size_t done = page_move::move(user, src, n, true); done < n; done += ps)
     if (page_move::move(user + done, src + done, ps, true) < ps && page_move::populated(src + done))
       page_move::copy(user + done, reinterpret_cast<const void*>(src + done), ps);
@@ -188,6 +188,10 @@ bool guard_by_move(Op& op, const Runs& runs, std::size_t ps) {
     for (; k < runs.size(); ++k)
       if ((moved = page_move::move(in_mirror(runs[k].first), runs[k].first, runs[k].second, false)) < runs[k].second) break;
   if (r.slot >= 0 && k == runs.size()) {
+    // Moves back need only the user's pages registered.  The mirror's registration ends here,
+    // so that nothing reading a missing page of it (one no step holds) can wait for the thread
+    // that would publish it: it reads zeros.
+    page_move::unregister_range(in_mirror(r.guard_lo), full);
     r.mirror = mirror;
     r.by_move = true;
     g_guarded_calls.fetch_add(1, std::memory_order_acq_rel);

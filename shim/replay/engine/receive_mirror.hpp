@@ -20,7 +20,11 @@
 //           mapping (userfaultfd's UFFDIO_MOVE, page_move.hpp), so the user's addresses are
 //           *missing* and a thread touching one sleeps in the kernel; a completed page is moved
 //           back, which wakes it.  Nothing is copied, allocated or protected, the bytes between
-//           sub-messages travel with their pages, and the mirror costs no memory.  A call whose
+//           sub-messages travel with their pages, and the mirror costs no memory.  Only the
+//           user's pages stay registered with the userfaultfd (a move needs its destination
+//           registered): a missing page of the mirror reads as zeros, never waits.  A page no step
+//           holds that the program never touched waits only for the progress thread to see its
+//           fault and give it zeros (progress.hpp, see_faults).  A call whose
 //           pages the kernel will not move (a file's private pages, a page shared with a
 //           fork()ed child or pinned) undoes what it moved and takes the next way.
 //   write   The mirror is a pool buffer (buffer_pool.hpp); the user's pages are PROT_NONE

@@ -7,7 +7,8 @@ signal blocked, MPI functions that never wait fed from received data, a Bcast ro
 read-only memory while MPI's algorithms are tried, file names received and handed to the kernel
 at once, requests posted before a collective on the gaps of its receive pages, small results the
 kernel writes into those gaps and more file names handed to it, a received buffer passed on at
-once as the send buffer of a call run to completion.  Each run has a
+once as the send buffer of a call run to completion, pages between the blocks received that nothing
+touched read at once while a rank comes late.  Each run has a
 short limit: a
 barrier that does not let MPI progress hangs."""
 
@@ -30,7 +31,8 @@ CONFIGS = {
     "libtnbc_trace.so": ("tnbc_trace", {"TNBC_TRACE_DIR": "/tmp/tnbc_legal_edges_trace"}),
 }
 SCENARIOS = ["bad_args", "init_single", "init_funneled", "barrier_ssend", "barrier_rma", "blocked_signals",
-             "local_calls", "rodata_bcast", "file_names", "pending_gaps", "kernel_writes", "chained_send"]
+             "local_calls", "rodata_bcast", "file_names", "pending_gaps", "kernel_writes", "chained_send",
+             "untouched_gaps"]
 
 
 def lines(res):

@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 
 #include <atomic>
+#include <functional>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -406,4 +407,76 @@ TEST_CASE("receive mirror: pages the kernel will not move are guarded and writte
   f.publish_and_check({0, 1, 2, 3});
   engine::retire(f.op, kPage);
   CHECK(tnbc::shim::g_guarded_calls.load() == 0);
+}
+
+namespace {
+
+/// Reads the byte at `p` on a thread of its own and waits up to `seconds` for it: the byte, or
+/// -1 where the read still waits in the kernel (it is then released by ending the registration of
+/// the page, `release`, before the thread is joined).
+int read_within(const char* p, double seconds, const std::function<void()>& release) {
+  std::atomic<int> seen{-1};
+  std::thread reader([&] { seen.store(static_cast<unsigned char>(*static_cast<const volatile char*>(p))); });
+  for (int i = 0; i < static_cast<int>(seconds * 100) && seen.load() == -1; ++i) usleep(10000);
+  const int got = seen.load();
+  if (got == -1) release();
+  reader.join();
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("receive mirror: with pages moved, the mirror's missing pages read as zeros at once",
+          "[receive_mirror]") {
+  // Full pages 1 and 2 hold no received byte: nothing moves into their mirror pages.  Were the
+  // mirror still registered with the userfaultfd, a read there would wait for a move that never
+  // comes (on the progress thread, for itself).
+  Fixture f(Publisher::move);
+  f.op.steps = {Step{Kind::recv, 1, 0, 5000, 0}, Step{Kind::recv, 3, 20000, f.span - 20000, 2}};
+  REQUIRE(f.prepare());
+  const auto& r = f.op.recv;
+  REQUIRE(r.by_move);
+  const std::size_t first_full = (r.guard_lo - r.cover_lo) / kPage;
+  const char* hole = r.mirror + (first_full + 1) * kPage;
+  CHECK(read_within(hole, 2.0, [&] {
+          tnbc::shim::replay::engine::page_move::unregister_range(reinterpret_cast<std::uintptr_t>(hole), kPage);
+        }) == 0);
+  f.arrive();
+  f.publish_and_check({0, 3});
+  engine::retire(f.op, kPage);
+}
+
+TEST_CASE("receive mirror: a page no step holds and nobody touched waits until the progress thread fills it",
+          "[receive_mirror]") {
+  // The program never touched full pages 1 and 2 (area + 2 and 3 pages): missing, in the range
+  // registered for the moves.  A read there sleeps until fill_or_wake (what the progress thread
+  // does on its fault) gives it zeros; on a page that is there it only wakes.
+  Fixture f(Publisher::move);
+  f.op.steps = {Step{Kind::recv, 1, 0, 5000, 0}, Step{Kind::recv, 3, 20000, f.span - 20000, 2}};
+  REQUIRE(madvise(f.area + 2 * kPage, 2 * kPage, MADV_DONTNEED) == 0);
+  REQUIRE(f.prepare());
+  REQUIRE(f.op.recv.by_move);
+  namespace pm = tnbc::shim::replay::engine::page_move;
+  const auto page = reinterpret_cast<std::uintptr_t>(f.area + 2 * kPage);
+  std::atomic<int> seen{-1};
+  std::thread reader([&] { seen.store(static_cast<unsigned char>(f.area[2 * kPage + 5])); });
+  usleep(100000);
+  CHECK(seen.load() == -1);  // asleep in the kernel
+  CHECK(pm::fill_or_wake(page));
+  reader.join();
+  CHECK(seen.load() == 0);
+  CHECK(pm::fill_or_wake(page));  // there now: a wake, nothing changed
+  CHECK(f.area[2 * kPage + 5] == 0);
+  // The other such page, which nobody waits at: filled too (read while missing, this thread
+  // would sleep for good: no progress thread here).
+  CHECK(pm::fill_or_wake(page + kPage));
+  f.arrive();
+  std::vector<std::size_t> pages{0, 3};
+  engine::publish(f.op, pages, kPage);
+  engine::copy_edges(f.op, kPage);
+  for (std::size_t off = 0; off < f.span; ++off) {
+    const bool untouched = f.buf + off >= f.area + 2 * kPage && f.buf + off < f.area + 4 * kPage;
+    if ((untouched ? '\0' : f.expected(off)) != f.buf[off]) FAIL("byte " << off << " differs");
+  }
+  engine::retire(f.op, kPage);
 }
