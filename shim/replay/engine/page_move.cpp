@@ -171,14 +171,27 @@ bool copy(std::uintptr_t dst, const void* src, std::size_t n) {
   return done >= n;
 }
 
-bool fill_or_wake(std::uintptr_t page) {
+bool zero_missing(std::uintptr_t p, std::size_t n) {
   const std::size_t ps = system_page_size();
-  if (ps <= sizeof g_zeros) {
-    if (copy(page, g_zeros, ps)) return true;
+  std::size_t done = 0;
+  // Each ioctl maps pages up to the first that is there (EEXIST on it: skipped) or until the
+  // kernel stops early (EAGAIN, with the bytes done).
+  for (std::size_t tries = 0; done < n && tries < 2 * (n / ps) + 16; ++tries) {
+    uffdio_zeropage z{};
+    z.range.start = p + done;
+    z.range.len = n - done;
+    const long rc = ioctl_raw(UFFDIO_ZEROPAGE, &z);
+    if (z.zeropage > 0) done += static_cast<std::size_t>(z.zeropage);
+    if (rc == 0 || z.zeropage > 0 || errno == EAGAIN || errno == EINTR) continue;
     if (errno != EEXIST) return false;
+    done += ps;
   }
-  uffdio_range range{page, ps};
-  return ioctl_raw(UFFDIO_WAKE, &range) == 0;
+  return done >= n;
+}
+
+void wake(std::uintptr_t page) {
+  uffdio_range range{page, system_page_size()};
+  ioctl_raw(UFFDIO_WAKE, &range);
 }
 
 bool populated(std::uintptr_t p) {

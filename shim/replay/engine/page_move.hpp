@@ -49,10 +49,13 @@ std::size_t move(std::uintptr_t dst, std::uintptr_t src, std::size_t n, bool wak
 /// waiters; false if the kernel refused.
 bool copy(std::uintptr_t dst, const void* src, std::size_t n);
 
-/// Ends the wait of threads held at the page `page` (page aligned, registered): where the page is
-/// missing it gets zeros, as a first touch would have given; where it is there (placed since the
-/// fault), its waiters are woken.  False if the kernel refused both.
-bool fill_or_wake(std::uintptr_t page);
+/// Maps the zero page (UFFDIO_ZEROPAGE) at every missing page of [p, p + n) (page aligned,
+/// registered), as a first read would have; pages that are there stay as they are.  False if the
+/// kernel refused one.
+bool zero_missing(std::uintptr_t p, std::size_t n);
+
+/// Wakes the threads held at the page `page` (registered): each touches it again.
+void wake(std::uintptr_t page);
 
 /// Whether the page holding `p` of this process is there (in memory or swapped out), not missing:
 /// reading a missing page of a registered range would wait for this process's own userfaultfd.

@@ -323,10 +323,11 @@ bool Progress::see_faults(const std::vector<std::shared_ptr<Op>>& active) {
       ++it;
       continue;
     }
-    // Published: its publish woke the thread, or (a page no step holds, which nothing moved out
-    // and the program never touched: a whole page between two blocks) nothing ever would before
-    // the op's registration ends at its retirement: it gets its zeros now.
-    if (owner != nullptr) page_move::fill_or_wake(it->addr / page_size_ * page_size_);
+    // Published (its publish woke the thread), or no op in flight moved it out (an op not yet
+    // taken up, or one retired): a wake is always safe, the thread touches the page again and
+    // reads it or faults anew.  (A page no step holds is never missing: the guard gave it the
+    // zero page, receive_mirror.cpp.)
+    page_move::wake(it->addr / page_size_ * page_size_);
     const std::uint64_t waited = now - it->seen_ns;
     ReplayGuard::instance().add_fault(waited);
     if (owner != nullptr && owner->costs != nullptr) owner->costs->add_wait(waited);

@@ -68,8 +68,8 @@ class Progress {
   void step_done(Op& op, std::size_t i, std::vector<std::size_t>& ready);
   /// Threads the kernel holds on missing pages of ops published by moving pages: noted when
   /// the userfaultfd reports them, counted (with the time until their page is published) once
-  /// it is, and then woken, or given zeros where the page is one no step holds that the program
-  /// never touched.  Returns whether any is still waiting.
+  /// it is, and woken once published (or where no op in flight holds the page).  Returns
+  /// whether any is still waiting.
   bool see_faults(const std::vector<std::shared_ptr<Op>>& active);
   /// Tests every adopted request once and lets go of the completed ones; true while any is left.
   bool test_background();

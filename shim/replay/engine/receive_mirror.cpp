@@ -180,6 +180,15 @@ bool guard_by_move(Op& op, const Runs& runs, std::size_t ps) {
     util::raw::munmap(m, cover);
     return false;
   }
+  // The pages between the runs, which no step holds and nothing moves: registered, one the
+  // program never touched would be missing, and a touch would wait for a move that never comes
+  // (until the op retires).  They get the zero page now, as a first read would have given.
+  std::uintptr_t from = r.guard_lo;
+  for (const auto& [pg, len] : runs) {
+    if (pg > from) page_move::zero_missing(from, pg - from);
+    from = pg + len;
+  }
+  if (r.guard_lo + full > from) page_move::zero_missing(from, r.guard_lo + full - from);
   // Register before moving: a system call that meets a missing page must find its slot.
   r.slot = engine::ReplayGuard::instance().add(r.guard_lo, r.guard_lo + full, r.published.get(),
                                                op.costs ? &op.costs->wait_ns : nullptr);

@@ -22,11 +22,11 @@
 //           back, which wakes it.  Nothing is copied, allocated or protected, the bytes between
 //           sub-messages travel with their pages, and the mirror costs no memory.  Only the
 //           user's pages stay registered with the userfaultfd (a move needs its destination
-//           registered): a missing page of the mirror reads as zeros, never waits.  A page no step
-//           holds that the program never touched waits only for the progress thread to see its
-//           fault and give it zeros (progress.hpp, see_faults).  A call whose
-//           pages the kernel will not move (a file's private pages, a page shared with a
-//           fork()ed child or pinned) undoes what it moved and takes the next way.
+//           registered): a missing page of the mirror reads as zeros, never waits.  A page of
+//           the range no step holds that the program never touched gets the zero page at the
+//           call, so that no touch of it waits.  A call whose pages the kernel will not move (a
+//           file's private pages, a page shared with a fork()ed child or pinned) undoes what it
+//           moved and takes the next way.
 //   write   The mirror is a pool buffer (buffer_pool.hpp); the user's pages are PROT_NONE
 //           (a thread touching one faults and waits in the replay guard's handler); a
 //           completed page's bytes are written into the user's page through /proc/self/mem (the

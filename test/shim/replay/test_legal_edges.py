@@ -86,6 +86,20 @@ def main():
                    f"rank {r}: 4 of 8 calls in place for pending requests, 4 early expected: {a2av}")
     s.check("pending_gaps forced: in place exactly while requests are pending", pending_in_place)
 
+    def gaps_in_flight():
+        # untouched_gaps reads its gap pages while rank 0's block is on the way only where the
+        # others returned early (every round but the first, whose call starts the engine) and
+        # their pages moved: else it passes without testing what it names.
+        prefix = os.path.join(tempfile.mkdtemp(prefix="tnbc_legal_edges_"), "stats")
+        res = mpirun(PROG, RANKS, args=["untouched_gaps"], preload="tnbc", timeout=30, check=False,
+                     env={"TNBC_ADAPT": "off", "TNBC_MIN_BYTES": "4", "TNBC_STATS": prefix})
+        expect(res.returncode == 0, f"exit {res.returncode}\n{res.stderr[-1500:]}")
+        for r in range(1, RANKS):
+            st = read_json(f"{prefix}.{r}.json")
+            expect(st["alltoallv"]["early_return"] >= 3, f"rank {r}: fewer than 3 of 4 calls early: {st['alltoallv']}")
+            expect(st["publish"] == "move", f"rank {r}: pages published by {st['publish']}, not moved")
+    s.check("untouched_gaps forced: the gaps read while a block is on the way, pages moved", gaps_in_flight)
+
     def asan():
         # An AddressSanitizer build: ASan must be first among the preloaded libraries (it refuses
         # to start otherwise, with or without tnbc), then it runs as plain.  MPICH's own leaks
