@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdint>
 
-
 namespace tnbc::shim::replay::engine {
 
 /// The progress thread naps between rounds that moved nothing, longer and longer while nothing
