@@ -52,6 +52,22 @@ def main():
         expect(not tnbc_links(), f"links left: {tnbc_links()}")
     s.check("up twice, down twice: idempotent, nothing left behind", lifecycle)
 
+    def subnet_in_use():
+        # A second cluster on the first one's subnet would give the host two routes to it, and its
+        # jobs would wait for ranks that never start: refused, naming the link, nothing made.
+        other = ("--prefix", "tnbcdup")
+        try:
+            cluster("up")
+            res = cluster("up", check=False, cluster_opts=other)
+            expect(res.returncode != 0 and "subnet 10.213.0.0/24 is already in use" in res.stderr and
+                   "tnbcbr0" in res.stderr, f"a second cluster on a used subnet: exit {res.returncode}, {res.stderr}")
+            out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+            expect("tnbcdup" not in out, "the refused cluster left links behind")
+        finally:
+            cluster("down", check=False, cluster_opts=other)
+            cluster("down")
+    s.check("up on a subnet another cluster's bridge has: refused, nothing left behind", subnet_in_use)
+
     def placement_and_shaping():
         out = cluster_run(NETCHECK, args=[2]).stdout.splitlines()
         names = dict(l.split()[1:3] for l in out if l.startswith("name "))
