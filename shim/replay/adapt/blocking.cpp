@@ -11,6 +11,7 @@
 
 #include "algorithm.hpp"
 #include "explore.hpp"
+#include "joint.hpp"
 #include "shim/log.hpp"
 #include "shim/node.hpp"
 #include "util/clock.hpp"
@@ -46,7 +47,8 @@ namespace {
 /// the same way.  The tallies are nonblocking
 /// (AlgorithmChoice::tally).  The engine's communicator is started before the samples, and they end
 /// before the trial's first round may begin (TrialPolicy::skip): a program of few calls never pays
-/// for trying.  The measurements behind the constants: docs/measurements/decision-notes.md.
+/// for trying.  (4) In a job on one node the ranks then judge each key again with the rank's other
+/// keys (joint.hpp).  The measurements behind the constants: docs/measurements/decision-notes.md.
 constexpr std::uint64_t kEngineAskAt = 12;
 constexpr double kEngineFirstWeight = 0.2;
 constexpr int kEngineSamples = 2;  // of each
@@ -160,6 +162,7 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
   // next key's samples.
   const double extra = e.cost[1] - e.cost[0];
   if (extra > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(extra));
+  if (judged_jointly(key)) engine_ledger().add_samples(e.cost[0], e.cost[1]);
   // Only a loss counts: timed inside the call, a gain may be the program's loss after it (the
   // check, which follows wherever the samples chose the engine, measures that and sets it).
   const double interval = key.path.intervals.mean_ns(Path::blocking), excess = e.engine_excess_ns();
@@ -203,7 +206,8 @@ void weight_agreed(Key& key, MPI_Comm comm) {
   }
   const std::size_t engine = key.algorithm.engine_index();
   std::vector<std::size_t> order;
-  for (int i = 0; i < kEngineSamples; ++i) order.push_back(key.algorithm.trial.chosen()), order.push_back(engine);
+  e.mpi_choice = key.algorithm.trial.chosen();
+  for (int i = 0; i < kEngineSamples; ++i) order.push_back(e.mpi_choice), order.push_back(engine);
   if (!key.algorithm.trial.sample(order)) return;
   key.algorithm.engine.stage = EngineStage::sampling;
   if (g_engine_prepare != nullptr) g_engine_prepare(comm);
@@ -325,6 +329,7 @@ void check_agreed(Key& key) {
   c.agreed = engine_check_sums(b[0], b[1], b[2], b[3]);
   // What the check's calls of the losing candidate cost this rank beyond the winner's (explore.hpp).
   const CheckSums mine = engine_check_sums(m[0], m[1], m[2], m[3]);
+  if (judged_jointly(key)) engine_ledger().add_check(mine.mpi, mine.engine);
   const double loss = c.kept() ? mine.mpi - mine.engine : mine.engine - mine.mpi;
   if (loss > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(loss));
   // The rank's evidence for the next key's samples: what an engine call of the check cost the
@@ -353,6 +358,7 @@ void check_agreed(Key& key) {
 /// cost less, and is checked (start_check).
 void verdict_agreed(Key& key) {
   key.algorithm.engine.stage = EngineStage::decided;
+  if (judged_jointly(key)) key.algorithm.engine.joint_at = kJointFirst;
   const double w = key.algorithm.engine.weight, mpi = key.algorithm.tally.sums()[0],
                engine = key.algorithm.tally.sums()[1];
   const double n = std::max(key.comm_size, 1) * kEngineSamples;
@@ -444,6 +450,7 @@ void complete_tally(Key& key, MPI_Comm comm) {
   else if (key.algorithm.engine.stage == EngineStage::judging) verdict_agreed(key);
   else if (key.algorithm.engine.stage == EngineStage::asking) check_asked(key);
   else if (key.algorithm.engine.stage == EngineStage::rechecking) check_agreed(key);
+  else if (key.algorithm.engine.stage == EngineStage::joining) joint_agreed(key);
 }
 
 void tally_at_end(Key& key) {
@@ -488,6 +495,8 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
   else if (key->algorithm.engine.stage == EngineStage::decided && key->algorithm.engine.check.ask_at != 0 &&
            trial.calls() >= key->algorithm.engine.check.ask_at)
     ask_check(*key, comm);
+  else if (joint_due(*key))
+    ask_joint(*key, comm);
   // The round's last call: the ranks start to agree now, after its data is complete (done() says
   // why), and the choice is made at the key's next call, as the engine's (AlgorithmChoice::tally).
   if (!trial.choice_due()) return;
@@ -519,10 +528,11 @@ std::string algorithm_json(const Key& k) {
   return fmt::format(R"({{"chosen":"{}","rounds":{},"switches":{},"mean_us":{{{}}},"best_us":{{{}}},"cpu_weight":{:.3f},)"
                      R"("engine_sample":{{"asked":{},"weight":{:.3f},"mpi_calls":{},"engine_calls":{},"mpi_us":{:.3f},)"
                      R"("engine_us":{:.3f},"mpi_calls_us":[{}],"engine_calls_us":[{}],"engine_first":{},"refusals":{},)"
+                     R"("joint":{{"verdicts":{},"switches":{},"last":"{}"}},)"
                      R"("check":{{"started":{},"calls":{},"judged":{},"kept":{},"refusals":{},"mpi_ms":{:.3f},"engine_ms":{:.3f},"spread_ms":{:.3f}}}}}}})",
                      k.algorithm.candidates.empty() ? "auto" : k.algorithm.candidates[t.chosen()], t.rounds(), t.switches(), mean, best,
                      cpu_weight(k), e.weighed, e.weight, e.calls[0], e.calls[1], sample_us(0), sample_us(1), calls_us(0),
-                     calls_us(1), e.preferred, e.refusals, c.started, c.calls, c.judged, c.kept(), c.refusals, c.agreed.mpi / 1e6, c.agreed.engine / 1e6,
+                     calls_us(1), e.preferred, e.refusals, e.joint_verdicts, e.joint_switches, name(e.joint_last), c.started, c.calls, c.judged, c.kept(), c.refusals, c.agreed.mpi / 1e6, c.agreed.engine / 1e6,
                      c.agreed.spread / 1e6);
 }
 

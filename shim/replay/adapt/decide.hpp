@@ -19,6 +19,7 @@
 
 #include "tally.hpp"
 #include "algorithm.hpp"
+#include "engine_ledger.hpp"
 #include "explore.hpp"
 #include "policy.hpp"
 #include "trial.hpp"
@@ -84,8 +85,9 @@ struct PolledCpu {
 /// budget and to be asked again: EngineSamples::ask_at); the CPU weight being agreed; its sample calls running; their
 /// costs being agreed; the ranks' budgets being asked again for a check they could not afford
 /// at the samples' verdict; its check calls running (after the samples or a trial round chose
-/// it); the check's intervals being agreed; decided.
-enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, asking, checking, rechecking, decided };
+/// it); the check's intervals being agreed; decided; in a job on one node, the joint verdict of the
+/// rank's keys being agreed (EngineSamples::joint_at).
+enum class EngineStage : std::uint8_t { ask, weighing, sampling, judging, asking, checking, rechecking, decided, joining };
 
 /// The check of the engine's exchange after its samples or a trial round made it a key's choice
 /// (blocking.cpp): kBlocks blocks of kBlockCalls blocking calls, MPI's choice, the engine's, the
@@ -135,6 +137,14 @@ struct EngineSamples {
   std::uint64_t ask_at = 0;
   int refusals = 0;
   EngineCheck check;
+  /// MPI's candidate the samples compared the engine with (the choice before them).
+  std::size_t mpi_choice = 0;
+  /// In a job on one node, after the samples' verdict: the key's blocking call (the trial's count)
+  /// after which its ranks next judge it with the rank's other keys (joint.hpp; 0: never), the
+  /// joint verdicts agreed, the latest, and the switches they made.
+  std::uint64_t joint_at = 0;
+  int joint_verdicts = 0, joint_switches = 0;
+  JointVerdict joint_last = JointVerdict::own;
   /// The spread of this rank's samples: the squares of the difference between the two sample
   /// calls of each candidate, summed (blocking.cpp, verdict_agreed).
   double spread_squared() const {

@@ -222,8 +222,11 @@ def main():
         `never_afforded`: no budget affords any check (TNBC_EXPLORE=0; a key the engine won predicts
         its check at what MPI's samples cost beyond the engine's, more than nothing), so every key
         of a one-node job the engine won was refused at each of those calls its run reached, and
-        every key of a job across nodes it won was checked all the same.  Returns
-        (keys that sampled the engine, of them on one node)."""
+        every key of a job across nodes it won was checked all the same.  In a job on one node the
+        ranks then judge each sampled key with their other keys (blocking.cpp, the joint verdict),
+        after its blocking call 32 and 64 (of 60: once): every rank the same verdict, and where it
+        switched the key, its calls run what it said.  Returns (keys that sampled the engine, of
+        them on one node)."""
         groups, choices = {}, {}
         for r in range(ranks):
             for k in read_json(f"{prefix}.{r}.json")["adapt"]["keys"]:
@@ -278,6 +281,21 @@ def main():
                        e["check"]["spread_ms"], e["check"]["calls"], e["check"]["refusals"]) for _, e in seen}
             expect(len(checks) == 1, f"{key}: the ranks disagree on the engine's check: {seen}")
             judged, kept, mpi_ms, engine_ms, spread_ms, check_calls, refused = checks.pop()
+            joints = {(e["joint"]["verdicts"], e["joint"]["switches"], e["joint"]["last"]) for _, e in seen}
+            expect(len(joints) == 1, f"{key}: the ranks disagree on the joint verdict: {seen}")
+            verdicts, switched, last = joints.pop()
+            one_node_job = seen[0][1]["one_node"] and not job_spans
+            # Posted after blocking call 32 (33 where the check's budget was asked at 32), agreed
+            # at the key's next call.
+            expect(verdicts == (1 if one_node_job and calls >= 40 else 0) and last in ("own", "engine", "mpi"),
+                   f"{key}: {verdicts} joint verdicts in {calls} blocking calls (a job on one node: "
+                   f"{one_node_job}): {seen}")
+            if switched:
+                # The joint verdict overrode the key's own; what follows judges the key's own.
+                chosen = set(choices[key])
+                expect(last != "own" and len(chosen) == 1 and (chosen == {"engine"}) == (last == "engine"),
+                       f"{key}: the joint verdict '{last}' switched the key, but its calls run {chosen}")
+                continue
             expect(not judged or check_calls == 8, f"{key}: the check judged after {check_calls} calls: {seen}")
             expect(first or not judged, f"{key}: the check judged {judged} without the engine first: {seen}")
             expect(first or refused == 0, f"{key}: a check refused {refused} times without the engine first: {seen}")

@@ -1,0 +1,63 @@
+// The engine's ledger of one rank: what the engine's samples and checks measured on all of the
+// rank's keys, summed, so that a job on one node judges its keys together (blocking.cpp, the joint
+// verdict).  No MPI here: a key's ranks sum their ledgers in the key's own tally.
+//
+// Why together: on one node a rank whose calls on one communicator poll in MPI's call while its
+// calls on another sleep in the engine's exchange loses both ways (the polling takes the core from
+// the ranks the sleepers wait for), and keys judged each on two samples of each candidate split so
+// in about a third of the runs: fftMPI's pencils took 1.02-1.30x plain where its keys split,
+// 0.51-0.82x where every key ran the engine (docs/measurements/engine-pooled.md).  The ledger holds
+// the evidence of every key, so the keys that re-judge from it follow one verdict, from more data.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace tnbc::shim::replay::adapt {
+
+/// A rank's part of a joint verdict (EngineLedger::part), summed over a key's ranks.
+struct LedgerPart {
+  /// samples_mpi, samples_engine: the sample calls' costs (time plus CPU by the key's weight);
+  /// sampled: key-ranks whose samples are in; checks_mpi, checks_engine: the program's intervals
+  /// in the checks' blocks of each candidate; checked: key-ranks whose check was judged.
+  enum Field : std::size_t { samples_mpi, samples_engine, sampled, checks_mpi, checks_engine, checked, kFields };
+};
+
+/// What the joint verdict says, from a ledger summed over a key's ranks (`sums`, LedgerPart order).
+enum class JointVerdict : std::uint8_t {
+  own,     ///< no other key's evidence (at most the key's own): its own verdict stands
+  engine,  ///< the engine's samples cost less, and no judged check showed it losing
+  mpi,     ///< MPI's calls: the samples cost less on MPI, or the checks' intervals were longer on the engine
+};
+
+/// The statistics' name of a verdict: "own", "engine" or "mpi".
+const char* name(JointVerdict v);
+
+/// `sums`: the ledgers of the key's ranks summed; `comm_size`: its ranks (each put its own key's
+/// evidence in: more key-ranks than that are other keys').  The samples decide, without a margin
+/// (within one node the engine's gain is systematic: blocking.cpp, kEngineAskAt), and judged checks
+/// veto the engine where their engine blocks took longer than MPI's: pooled over keys, a check's
+/// spread rule, meant for one key's eight calls, gives way to the number of keys.
+JointVerdict joint_verdict(std::span<const double> sums, int comm_size);
+
+class EngineLedger {
+ public:
+  /// A key's samples on this rank: the cost of MPI's and of the engine's sample calls.
+  void add_samples(double mpi, double engine);
+  /// A key's judged check on this rank: its blocks' intervals under MPI's and under the engine's.
+  void add_check(double mpi, double engine);
+  /// This rank's part of a joint verdict's tally (LedgerPart order).
+  std::array<double, LedgerPart::kFields> part() const;
+
+ private:
+  // Keys of several threads may add (MPI_THREAD_MULTIPLE): each field on its own.
+  std::array<std::atomic<double>, LedgerPart::kFields> sums_{};
+};
+
+/// This rank's ledger.
+EngineLedger& engine_ledger();
+
+}  // namespace tnbc::shim::replay::adapt

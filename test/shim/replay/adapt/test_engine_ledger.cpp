@@ -1,0 +1,93 @@
+// The engine's ledger of a rank and the joint verdict of a job on one node
+// (shim/replay/adapt/engine_ledger.hpp), driven with made-up costs.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <thread>
+#include <vector>
+
+#include "shim/replay/adapt/engine_ledger.hpp"
+
+using tnbc::shim::replay::adapt::EngineLedger;
+using tnbc::shim::replay::adapt::joint_verdict;
+using tnbc::shim::replay::adapt::JointVerdict;
+using tnbc::shim::replay::adapt::LedgerPart;
+
+namespace {
+
+using Part = std::array<double, LedgerPart::kFields>;
+
+/// The sum of the ranks' parts, as the key's tally gives it.
+Part summed(const std::vector<Part>& parts) {
+  Part sum{};
+  for (const Part& p : parts)
+    for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += p[i];
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("the ledger sums every key's samples and checks on the rank") {
+  EngineLedger ledger;
+  REQUIRE(ledger.part() == Part{});
+  ledger.add_samples(100, 60);
+  ledger.add_samples(40, 50);
+  ledger.add_check(300, 280);
+  const Part p = ledger.part();
+  REQUIRE(p[LedgerPart::samples_mpi] == 140);
+  REQUIRE(p[LedgerPart::samples_engine] == 110);
+  REQUIRE(p[LedgerPart::sampled] == 2);
+  REQUIRE(p[LedgerPart::checks_mpi] == 300);
+  REQUIRE(p[LedgerPart::checks_engine] == 280);
+  REQUIRE(p[LedgerPart::checked] == 1);
+}
+
+TEST_CASE("keys of several threads add to one ledger without losing any") {
+  EngineLedger ledger;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) ledger.add_samples(1, 2), ledger.add_check(3, 4);
+    });
+  for (auto& t : threads) t.join();
+  const Part p = ledger.part();
+  REQUIRE(p[LedgerPart::sampled] == 4000);
+  REQUIRE(p[LedgerPart::samples_engine] == 8000);
+  REQUIRE(p[LedgerPart::checked] == 4000);
+  REQUIRE(p[LedgerPart::checks_engine] == 16000);
+}
+
+TEST_CASE("the joint verdict: the pooled samples decide, a judged check's loss vetoes the engine") {
+  // Two ranks of a 2-rank key, each with its own key and one other sampled.
+  EngineLedger a, b;
+  a.add_samples(100, 60);  // this key on rank a: the engine cheaper
+  b.add_samples(100, 70);
+  a.add_samples(50, 70);   // another key on each: MPI cheaper, by less
+  b.add_samples(50, 65);
+  // 300 against 265 in all: the engine, although the other keys alone said MPI.
+  REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::engine);
+  // A judged check whose engine blocks took longer: MPI for all.
+  a.add_check(200, 230);
+  REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::mpi);
+  // More checks that show the engine's gain outweigh it (pooled, no spread rule).
+  b.add_check(200, 150);
+  REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::engine);
+}
+
+TEST_CASE("the joint verdict says nothing without another key's evidence") {
+  EngineLedger a, b;
+  a.add_samples(100, 10);
+  b.add_samples(100, 10);
+  // Only the key's own samples, one per rank: its own verdict stands.
+  REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::own);
+  // One rank with another key: now it speaks (MPI cheaper in all).
+  a.add_samples(500, 900);
+  REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::mpi);
+  // Equal costs: MPI's calls, the safe default.
+  EngineLedger c, d;
+  c.add_samples(50, 50), c.add_samples(50, 50);
+  d.add_samples(50, 50);
+  REQUIRE(joint_verdict(summed({c.part(), d.part()}), 2) == JointVerdict::mpi);
+  // Fewer fields than a part: nothing to judge, its own verdict.
+  REQUIRE(joint_verdict(std::vector<double>{1, 2, 3}, 2) == JointVerdict::own);
+}
