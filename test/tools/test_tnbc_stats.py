@@ -304,9 +304,11 @@ def main():
         # check kept it.
         rounded = dict(sampled, engine_first=False, check=dict(check, started=1, engine_ms=2000.0))
         for rank in (0, 1):
-            # rank 1's check ran after 2 refusals, the second of the key's checks; rank 0's file
-            # has neither count.
-            s1 = dict(sampled, check=dict(check, refusals=2, started=2)) if rank else sampled
+            # rank 1's check ran after 2 refusals, the second of the key's checks, and the key was
+            # then judged with its ranks' other keys (a job on one node); rank 0's file has none of
+            # these.
+            s1 = dict(sampled, check=dict(check, refusals=2, started=2),
+                      joint={"verdicts": 2, "switches": 1, "last": "engine"}) if rank else sampled
             k1 = dict(key(bcast, path="blocking", comm=1), algorithm={"engine_sample": s1}, one_node=True)
             k0 = dict(key(bcast, path="blocking", comm=0), algorithm={"engine_sample": quiet})
             k2 = dict(key(bcast, path="blocking", comm=2), algorithm={"engine_sample": unchecked})
@@ -319,9 +321,10 @@ def main():
         expect(r.returncode == 0, r.stderr)
         for rank in (0, 1):
             after = " after 2 budget refusals (the latest of 2)" if rank else ""
+            joint = "; judged with its ranks' other keys 2 times: the engine, 1 switched it" if rank else ""
             expect(f"rank {rank} comm 1 (2 ranks, one node) alltoall: weight 0.50; MPI 29.1, 3.0; engine 13.9, 10.7 ms: "
-                   f"engine first; checked{after}: MPI again (intervals 390.0 against MPI's 400.0 ms, spread 50.0)\n"
-                   in r.stdout + "\n", r.stdout)
+                   f"engine first; checked{after}: MPI again (intervals 390.0 against MPI's 400.0 ms, spread 50.0)"
+                   f"{joint}\n" in r.stdout + "\n", r.stdout)
             expect(f"rank {rank} comm 2 (2 ranks) alltoall: weight 0.50; MPI 29.1, 3.0; engine 13.9, 10.7 ms: "
                    "engine first, not checked (after 3 budget refusals)" in r.stdout, r.stdout)
             expect(f"rank {rank} comm 3 (2 ranks) alltoall: weight 0.50; MPI 29.1, 3.0; engine 13.9, 10.7 ms: "
