@@ -442,6 +442,11 @@ void trial_agreed(Key& key) {
 
 }  // namespace
 
+bool before_rounds_idle(const Key& key) {
+  const AlgorithmTrial& trial = key.algorithm.trial;
+  return trial.rounds() == 0 && !trial.trying() && !trial.choice_due() && !key.algorithm.tally.pending();
+}
+
 void complete_tally(Key& key, MPI_Comm comm) {
   if (!key.algorithm.tally.pending()) return;
   key.algorithm.tally.complete();
@@ -488,7 +493,7 @@ void after_blocking(const Decision& d, const BlockingRun& run, std::uint64_t wal
   }
   trial.record(blocking_cost(*key, d.engine, wall_ns, cpu_ns));
   if (key->algorithm.engine.stage == EngineStage::ask && trial.calls() >= engine_ask_call(key->algorithm.engine) &&
-      trial.rounds() == 0 && !trial.trying() && !trial.choice_due() && !key->algorithm.tally.pending())
+      before_rounds_idle(*key))
     ask_engine_weight(*key, comm);
   else if (key->algorithm.engine.stage == EngineStage::sampling && !trial.sampling())
     ask_engine_verdict(*key, comm);

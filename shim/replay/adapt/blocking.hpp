@@ -17,6 +17,9 @@ const TrialPolicy& trial_policy();
 /// The calls of a key as a person names them: "alltoall of 1 MiB", "alltoallv" (no size).
 std::string what(const Key& k, std::uint64_t bytes);
 
+/// Whether the key may post a tally of the engine's first choice after this blocking call: before
+/// any trial round, none running or due, no tally in flight (the same on every rank of the key).
+bool before_rounds_idle(const Key& key);
 /// Completes the key's tally in flight (AlgorithmChoice::tally: the engine's first choice, or a trial
 /// round's), if any, and applies it: at the key's next call (for_call), before its path and
 /// algorithm.

@@ -18,9 +18,8 @@ bool judged_jointly(const Key& key) { return key.one_node && !node::job_spans_no
 
 bool joint_due(const Key& key) {
   const EngineSamples& e = key.algorithm.engine;
-  const AlgorithmTrial& trial = key.algorithm.trial;
-  return e.joint_at != 0 && e.stage == EngineStage::decided && trial.calls() >= e.joint_at && trial.rounds() == 0 &&
-         !trial.trying() && !trial.sampling() && !trial.choice_due() && !key.algorithm.tally.pending();
+  return e.joint_at != 0 && e.stage == EngineStage::decided && key.algorithm.trial.calls() >= e.joint_at &&
+         !key.algorithm.trial.sampling() && before_rounds_idle(key);
 }
 
 void ask_joint(Key& key, MPI_Comm comm) {
