@@ -145,16 +145,22 @@ TEST_CASE("the spin budget grows after short sleeps and resets after long ones",
 
 namespace {
 
-// What the stall callback saw, for one waiting rank (the test below).
+// What the stall callback saw in barrier 2, for one waiting rank (the test below); reports in
+// barrier 1, where a thread of a loaded machine may lose its core past the bound, are only counted.
 struct StallSeen {
   const Participant* self = nullptr;
   int calls = 0;
+  int earlier_calls = 0;
   std::uint64_t waited_ns = 0;
   std::vector<int> absent;
 };
 
 void note_stall(void* context, std::uint64_t waited_ns) {
   auto* seen = static_cast<StallSeen*>(context);
+  if (seen->self->episode != 2) {
+    ++seen->earlier_calls;
+    return;
+  }
   ++seen->calls;
   seen->waited_ns = waited_ns;
   seen->absent = absent(*seen->self, seen->self->episode);
@@ -168,7 +174,8 @@ TEST_CASE("a wait past its stall bound reports once, and absent() names the rank
           "[barrier]") {
   // 3 ranks as threads: ranks 0 and 1 enter barrier 2 at once, rank 2 100 ms late.  The waiters
   // nap 1 ms at a time (a progress callback set), and their stall bound is 20 ms: each reports
-  // once, after at least the bound, with rank 2 absent; nobody reports at barrier 1 (all on time).
+  // once, after at least the bound, with rank 2 absent (at barrier 1 all are on time, but a thread
+  // of a loaded machine may lose its core for longer than the bound: not asserted).
   Algorithm a = GENERATE(from_range(std::begin(kAllAlgorithms), std::end(kAllAlgorithms)));
   CAPTURE(to_string(a));
   constexpr int kSize = 3;
