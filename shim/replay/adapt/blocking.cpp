@@ -162,7 +162,7 @@ void ask_engine_verdict(Key& key, MPI_Comm comm) {
   // next key's samples.
   const double extra = e.cost[1] - e.cost[0];
   if (extra > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(extra));
-  if (judged_jointly(key)) engine_ledger().add_samples(e.cost[0], e.cost[1]);
+  if (judged_jointly(key)) engine_ledger().add_samples(e.cost[0], e.cost[1], e.spread_squared());
   // Only a loss counts: timed inside the call, a gain may be the program's loss after it (the
   // check, which follows wherever the samples chose the engine, measures that and sets it).
   const double interval = key.path.intervals.mean_ns(Path::blocking), excess = e.engine_excess_ns();

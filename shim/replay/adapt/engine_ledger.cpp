@@ -1,6 +1,9 @@
 // The engine's ledger of one rank (engine_ledger.hpp).
 #include "engine_ledger.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 namespace tnbc::shim::replay::adapt {
 namespace {
 
@@ -19,15 +22,18 @@ const char* name(JointVerdict v) {
 
 JointVerdict joint_verdict(std::span<const double> sums, int comm_size) {
   if (sums.size() < LedgerPart::kFields || sums[LedgerPart::sampled] <= comm_size) return JointVerdict::own;
-  if (sums[LedgerPart::samples_engine] >= sums[LedgerPart::samples_mpi]) return JointVerdict::mpi;
+  if (sums[LedgerPart::samples_engine] + std::sqrt(std::max(sums[LedgerPart::samples_spread_sq], 0.0)) >=
+      sums[LedgerPart::samples_mpi])
+    return JointVerdict::mpi;
   if (sums[LedgerPart::checked] > 0 && sums[LedgerPart::checks_engine] > sums[LedgerPart::checks_mpi])
     return JointVerdict::mpi;
   return JointVerdict::engine;
 }
 
-void EngineLedger::add_samples(double mpi, double engine) {
+void EngineLedger::add_samples(double mpi, double engine, double spread_squared) {
   add(sums_[LedgerPart::samples_mpi], mpi);
   add(sums_[LedgerPart::samples_engine], engine);
+  add(sums_[LedgerPart::samples_spread_sq], spread_squared);
   add(sums_[LedgerPart::sampled], 1.0);
 }
 

@@ -22,31 +22,48 @@ namespace tnbc::shim::replay::adapt {
 struct LedgerPart {
   /// samples_mpi, samples_engine: the sample calls' costs (time plus CPU by the key's weight);
   /// sampled: key-ranks whose samples are in; checks_mpi, checks_engine: the program's intervals
-  /// in the checks' blocks of each candidate; checked: key-ranks whose check was judged.
-  enum Field : std::size_t { samples_mpi, samples_engine, sampled, checks_mpi, checks_engine, checked, kFields };
+  /// in the checks' blocks of each candidate; checked: key-ranks whose check was judged;
+  /// samples_spread_sq: the samples' spread, squared (EngineSamples::spread_squared), summed.
+  enum Field : std::size_t {
+    samples_mpi,
+    samples_engine,
+    sampled,
+    checks_mpi,
+    checks_engine,
+    checked,
+    samples_spread_sq,
+    kFields
+  };
 };
 
 /// What the joint verdict says, from a ledger summed over a key's ranks (`sums`, LedgerPart order).
 enum class JointVerdict : std::uint8_t {
   own,     ///< no other key's evidence (at most the key's own): its own verdict stands
-  engine,  ///< the engine's samples cost less, and no judged check showed it losing
-  mpi,     ///< MPI's calls: the samples cost less on MPI, or the checks' intervals were longer on the engine
+  engine,  ///< the engine's samples cost less beyond their spread, and no judged check showed it losing
+  mpi,     ///< MPI's calls: the samples not cheaper on the engine beyond their spread, or a check's loss
 };
 
 /// The statistics' name of a verdict: "own", "engine" or "mpi".
 const char* name(JointVerdict v);
 
 /// `sums`: the ledgers of the key's ranks summed; `comm_size`: its ranks (each put its own key's
-/// evidence in: more key-ranks than that are other keys').  The samples decide, without a margin
-/// (within one node the engine's gain is systematic: blocking.cpp, kEngineAskAt), and judged checks
-/// veto the engine where their engine blocks took longer than MPI's: pooled over keys, a check's
-/// spread rule, meant for one key's eight calls, gives way to the number of keys.
+/// evidence in: more key-ranks than that are other keys').  The samples decide where the engine's
+/// cost less by more than their spread (the root of the summed squares of the difference between
+/// each candidate's two calls, over every key-rank): pooled, the sums grow with the key-ranks and
+/// the spread with their root, so a systematic gain passes (heFFTe: 5-6 ms a call on every key,
+/// spread a sixth of the difference) and two candidates that cost about the same run MPI's calls,
+/// the safe default (2DECOMP&FFT, whose samples scatter over 2-70 ms:
+/// docs/measurements/engine-joint-spread.md).  A key's own verdict has no margin on one node: two
+/// samples of each candidate on two ranks give too wide a spread (blocking.cpp, kEngineAskAt).
+/// Judged checks veto the engine where their engine blocks took longer than MPI's: pooled over
+/// keys, a check's spread rule, meant for one key's eight calls, gives way to the number of keys.
 JointVerdict joint_verdict(std::span<const double> sums, int comm_size);
 
 class EngineLedger {
  public:
-  /// A key's samples on this rank: the cost of MPI's and of the engine's sample calls.
-  void add_samples(double mpi, double engine);
+  /// A key's samples on this rank: the cost of MPI's and of the engine's sample calls, and their
+  /// spread squared.
+  void add_samples(double mpi, double engine, double spread_squared);
   /// A key's judged check on this rank: its blocks' intervals under MPI's and under the engine's.
   void add_check(double mpi, double engine);
   /// This rank's part of a joint verdict's tally (LedgerPart order).

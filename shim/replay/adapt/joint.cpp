@@ -1,7 +1,9 @@
 // The joint verdict of a job on one node (joint.hpp).
 #include "joint.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <span>
 #include <string>
 
@@ -48,13 +50,14 @@ void joint_agreed(Key& key) {
   auto ms = [&](LedgerPart::Field f) { return sums[f] / 1e6; };
   log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run {} from blocking call {}, judged with "
                   "the other keys of its ranks (a job on one node runs them one way): the engine's samples of {:.0f} "
-                  "key-ranks cost {:.1f} ms in all against MPI's {:.1f} ms; {:.0f} checks' intervals {:.1f} ms "
-                  "against {:.1f} ms",
+                  "key-ranks cost {:.1f} ms in all against MPI's {:.1f} ms (spread {:.1f} ms); {:.0f} checks' "
+                  "intervals {:.1f} ms against {:.1f} ms",
                   what(key, key.first_bytes), key.comm_id, key.comm_size,
                   on_engine ? fmt::format("MPI's '{}' algorithm", key.algorithm.candidates[to])
                             : std::string("the engine's exchange"),
                   key.algorithm.trial.calls(), sums[LedgerPart::sampled], ms(LedgerPart::samples_engine),
-                  ms(LedgerPart::samples_mpi), sums[LedgerPart::checked], ms(LedgerPart::checks_engine),
+                  ms(LedgerPart::samples_mpi), std::sqrt(std::max(sums[LedgerPart::samples_spread_sq], 0.0)) / 1e6,
+                  sums[LedgerPart::checked], ms(LedgerPart::checks_engine),
                   ms(LedgerPart::checks_mpi));
 }
 

@@ -30,13 +30,14 @@ Part summed(const std::vector<Part>& parts) {
 TEST_CASE("the ledger sums every key's samples and checks on the rank") {
   EngineLedger ledger;
   REQUIRE(ledger.part() == Part{});
-  ledger.add_samples(100, 60);
-  ledger.add_samples(40, 50);
+  ledger.add_samples(100, 60, 9);
+  ledger.add_samples(40, 50, 16);
   ledger.add_check(300, 280);
   const Part p = ledger.part();
   REQUIRE(p[LedgerPart::samples_mpi] == 140);
   REQUIRE(p[LedgerPart::samples_engine] == 110);
   REQUIRE(p[LedgerPart::sampled] == 2);
+  REQUIRE(p[LedgerPart::samples_spread_sq] == 25);
   REQUIRE(p[LedgerPart::checks_mpi] == 300);
   REQUIRE(p[LedgerPart::checks_engine] == 280);
   REQUIRE(p[LedgerPart::checked] == 1);
@@ -47,7 +48,7 @@ TEST_CASE("keys of several threads add to one ledger without losing any") {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
-      for (int i = 0; i < 1000; ++i) ledger.add_samples(1, 2), ledger.add_check(3, 4);
+      for (int i = 0; i < 1000; ++i) ledger.add_samples(1, 2, 0), ledger.add_check(3, 4);
     });
   for (auto& t : threads) t.join();
   const Part p = ledger.part();
@@ -60,10 +61,10 @@ TEST_CASE("keys of several threads add to one ledger without losing any") {
 TEST_CASE("the joint verdict: the pooled samples decide, a judged check's loss vetoes the engine") {
   // Two ranks of a 2-rank key, each with its own key and one other sampled.
   EngineLedger a, b;
-  a.add_samples(100, 60);  // this key on rank a: the engine cheaper
-  b.add_samples(100, 70);
-  a.add_samples(50, 70);   // another key on each: MPI cheaper, by less
-  b.add_samples(50, 65);
+  a.add_samples(100, 60, 0);  // this key on rank a: the engine cheaper
+  b.add_samples(100, 70, 0);
+  a.add_samples(50, 70, 0);   // another key on each: MPI cheaper, by less
+  b.add_samples(50, 65, 0);
   // 300 against 265 in all: the engine, although the other keys alone said MPI.
   REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::engine);
   // A judged check whose engine blocks took longer: MPI for all.
@@ -74,19 +75,44 @@ TEST_CASE("the joint verdict: the pooled samples decide, a judged check's loss v
   REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::engine);
 }
 
+TEST_CASE("the joint verdict: the engine only where its samples cost less beyond their pooled spread") {
+  // 2DECOMP&FFT's row and column keys on two ranks (one node, AMD, 2026-12-02): MPI's and the
+  // engine's sample calls, each key's two of each (ms), scattered over 2-70 ms.
+  auto key = [](EngineLedger& l, double m0, double m1, double e0, double e1) {
+    l.add_samples(m0 + m1, e0 + e1, (m0 - m1) * (m0 - m1) + (e0 - e1) * (e0 - e1));
+  };
+  EngineLedger r0, r1;
+  key(r0, 2.7, 19.7, 28.9, 19.1), key(r0, 6.7, 10.0, 17.7, 5.1);
+  key(r1, 2.7, 4.1, 5.7, 5.0), key(r1, 15.5, 69.9, 15.0, 10.4);
+  // The engine's samples cost 106.9 against MPI's 131.3 in all, but the spread is 59.5: MPI's calls.
+  REQUIRE(joint_verdict(summed({r0.part(), r1.part()}), 2) == JointVerdict::mpi);
+  // Without the spread the same sums chose the engine.
+  Part no_spread = summed({r0.part(), r1.part()});
+  no_spread[LedgerPart::samples_spread_sq] = 0;
+  REQUIRE(joint_verdict(no_spread, 2) == JointVerdict::engine);
+  // heFFTe's keys on one rank pair: MPI's calls wait a time slice (7-10 ms), the engine's take 1-6
+  // ms, on most keys; two keys the other way round, by less.
+  EngineLedger h0, h1;
+  for (EngineLedger* l : {&h0, &h1}) {
+    key(*l, 0.3, 0.8, 2.9, 3.5), key(*l, 7.6, 8.7, 1.0, 3.7), key(*l, 9.3, 9.6, 3.9, 6.5);
+    key(*l, 9.2, 9.2, 4.4, 3.1), key(*l, 7.5, 10.4, 2.1, 2.3), key(*l, 1.0, 0.4, 1.3, 5.1);
+  }
+  REQUIRE(joint_verdict(summed({h0.part(), h1.part()}), 2) == JointVerdict::engine);
+}
+
 TEST_CASE("the joint verdict says nothing without another key's evidence") {
   EngineLedger a, b;
-  a.add_samples(100, 10);
-  b.add_samples(100, 10);
+  a.add_samples(100, 10, 0);
+  b.add_samples(100, 10, 0);
   // Only the key's own samples, one per rank: its own verdict stands.
   REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::own);
   // One rank with another key: now it speaks (MPI cheaper in all).
-  a.add_samples(500, 900);
+  a.add_samples(500, 900, 0);
   REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::mpi);
   // Equal costs: MPI's calls, the safe default.
   EngineLedger c, d;
-  c.add_samples(50, 50), c.add_samples(50, 50);
-  d.add_samples(50, 50);
+  c.add_samples(50, 50, 0), c.add_samples(50, 50, 0);
+  d.add_samples(50, 50, 0);
   REQUIRE(joint_verdict(summed({c.part(), d.part()}), 2) == JointVerdict::mpi);
   // Fewer fields than a part: nothing to judge, its own verdict.
   REQUIRE(joint_verdict(std::vector<double>{1, 2, 3}, 2) == JointVerdict::own);
