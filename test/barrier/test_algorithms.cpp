@@ -145,8 +145,9 @@ TEST_CASE("the spin budget grows after short sleeps and resets after long ones",
 
 namespace {
 
-// What the stall callback saw in barrier 2, for one waiting rank (the test below); reports in
-// barrier 1, where a thread of a loaded machine may lose its core past the bound, are only counted.
+// What the stall callback saw in barrier 2, for one waiting rank (the test below): its reports,
+// and the first one's wait and absent ranks.  Reports in barrier 1, where a thread of a loaded
+// machine may lose its core past the bound, are only counted.
 struct StallSeen {
   const Participant* self = nullptr;
   int calls = 0;
@@ -161,7 +162,7 @@ void note_stall(void* context, std::uint64_t waited_ns) {
     ++seen->earlier_calls;
     return;
   }
-  ++seen->calls;
+  if (seen->calls++ > 0) return;
   seen->waited_ns = waited_ns;
   seen->absent = absent(*seen->self, seen->self->episode);
 }
@@ -206,13 +207,18 @@ TEST_CASE("a wait past its stall bound reports once, and absent() names the rank
     });
   for (auto& t : threads) t.join();
   for (int r = 0; r < kSize - 1; ++r) {
-    CAPTURE(r);
-    // A rank whose part ends before the late rank arrives (a tree leaf) may not wait at all.
+    CAPTURE(r, seen[r].earlier_calls);
+    // A rank whose part ends before the late rank arrives (a tree leaf) may not wait at all.  Each
+    // wait reports once, however long: a tree's rank waits for its children and then for the
+    // release, and a loaded machine may hold the second past the bound too (a report each 20 ms
+    // of the 100 would make 4 or 5).
     if (seen[r].calls == 0) continue;
-    CHECK(seen[r].calls == 1);
+    CHECK(seen[r].calls <= 2);
     CHECK(seen[r].waited_ns >= 20'000'000);
     CHECK(seen[r].absent == std::vector<int>{kSize - 1});
   }
   CHECK(seen[0].calls + seen[1].calls >= 1);  // somebody waited for rank 2
-  CHECK(seen[kSize - 1].calls == 0);
+  // The late rank finds everybody in barrier 2: where a loaded machine holds its wait for the
+  // release past the bound, its report names nobody absent.
+  CHECK((seen[kSize - 1].calls == 0 || seen[kSize - 1].absent.empty()));
 }

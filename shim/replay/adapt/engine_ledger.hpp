@@ -50,8 +50,8 @@ const char* name(JointVerdict v);
 /// evidence in: more key-ranks than that are other keys').  The samples decide where the engine's
 /// cost less by more than their spread (the root of the summed squares of the difference between
 /// each candidate's two calls, over every key-rank): pooled, the sums grow with the key-ranks and
-/// the spread with their root, so a systematic gain passes (heFFTe: 5-6 ms a call on every key,
-/// spread a sixth of the difference) and two candidates that cost about the same run MPI's calls,
+/// the spread with their root, so a systematic gain passes (heFFTe: 5-6 ms a call on most keys,
+/// spread about a seventh of the difference) and two candidates that cost about the same run MPI's calls,
 /// the safe default (2DECOMP&FFT, whose samples scatter over 2-70 ms:
 /// docs/measurements/engine-joint-spread.md).  A key's own verdict has no margin on one node: two
 /// samples of each candidate on two ranks give too wide a spread (blocking.cpp, kEngineAskAt).
