@@ -20,11 +20,13 @@ const char* name(JointVerdict v) {
   return "own";
 }
 
+double samples_spread(std::span<const double> sums) {
+  return std::sqrt(std::max(sums[LedgerPart::samples_spread_sq], 0.0));
+}
+
 JointVerdict joint_verdict(std::span<const double> sums, int comm_size) {
   if (sums.size() < LedgerPart::kFields || sums[LedgerPart::sampled] <= comm_size) return JointVerdict::own;
-  if (sums[LedgerPart::samples_engine] + std::sqrt(std::max(sums[LedgerPart::samples_spread_sq], 0.0)) >=
-      sums[LedgerPart::samples_mpi])
-    return JointVerdict::mpi;
+  if (sums[LedgerPart::samples_engine] + samples_spread(sums) >= sums[LedgerPart::samples_mpi]) return JointVerdict::mpi;
   if (sums[LedgerPart::checked] > 0 && sums[LedgerPart::checks_engine] > sums[LedgerPart::checks_mpi])
     return JointVerdict::mpi;
   return JointVerdict::engine;

@@ -59,6 +59,10 @@ const char* name(JointVerdict v);
 /// keys, a check's spread rule, meant for one key's eight calls, gives way to the number of keys.
 JointVerdict joint_verdict(std::span<const double> sums, int comm_size);
 
+/// The samples' pooled spread in a ledger summed over a key's ranks (`sums`, LedgerPart order):
+/// the root of the summed squares, the margin joint_verdict asks of the engine's samples.
+double samples_spread(std::span<const double> sums);
+
 class EngineLedger {
  public:
   /// A key's samples on this rank: the cost of MPI's and of the engine's sample calls, and their

@@ -1,9 +1,7 @@
 // The joint verdict of a job on one node (joint.hpp).
 #include "joint.hpp"
 
-#include <algorithm>
 #include <array>
-#include <cmath>
 #include <span>
 #include <string>
 
@@ -56,7 +54,7 @@ void joint_agreed(Key& key) {
                   on_engine ? fmt::format("MPI's '{}' algorithm", key.algorithm.candidates[to])
                             : std::string("the engine's exchange"),
                   key.algorithm.trial.calls(), sums[LedgerPart::sampled], ms(LedgerPart::samples_engine),
-                  ms(LedgerPart::samples_mpi), std::sqrt(std::max(sums[LedgerPart::samples_spread_sq], 0.0)) / 1e6,
+                  ms(LedgerPart::samples_mpi), samples_spread(sums) / 1e6,
                   sums[LedgerPart::checked], ms(LedgerPart::checks_engine),
                   ms(LedgerPart::checks_mpi));
 }
