@@ -100,12 +100,15 @@ std::string open_var(Var& v, const std::vector<std::string>& candidates) {
   return {};
 }
 
-std::vector<std::string> candidates_for(priority::Op op, std::uint64_t bytes) {
+std::vector<std::string> candidates_for(priority::Op op, std::uint64_t bytes, int comm_size) {
   switch (op) {
     case priority::Op::alltoall:
       // Not brucks: under MPICH 4.0.2 it fails some programs' Alltoall.  From 4 KiB the first
-      // choice is scattered, which keeps every link busy (docs/measurements/decision-notes.md).
+      // choice is scattered, which keeps every link busy (docs/measurements/decision-notes.md);
+      // not on 2 ranks, where every algorithm sends one block each way and scattered only adds
+      // the rank's own block as a message (docs/algorithms.md).
       if (bytes < 4096) return {"auto", "scattered"};
+      if (comm_size == 2) return {"auto", "scattered", "pairwise"};
       return {"scattered", "auto", "pairwise"};
     case priority::Op::bcast:
       // Not the scatter + allgather algorithms: the root receives into its own buffer in the
@@ -124,16 +127,16 @@ std::vector<std::string> candidates_for(priority::Op op, std::uint64_t bytes) {
 std::vector<std::string> all_candidates(priority::Op op) {
   std::vector<std::string> all;
   for (std::uint64_t bytes : {std::uint64_t{1}, std::uint64_t{1} << 30})
-    for (std::string& c : candidates_for(op, bytes))
+    for (std::string& c : candidates_for(op, bytes, 4))
       if (std::find(all.begin(), all.end(), c) == all.end()) all.push_back(std::move(c));
   return all;
 }
 
 }  // namespace
 
-std::vector<std::string> algorithm_candidates(priority::Op op, std::uint64_t bytes) {
+std::vector<std::string> algorithm_candidates(priority::Op op, std::uint64_t bytes, int comm_size) {
   if (var_of(op) == nullptr) return {"auto"};
-  return candidates_for(op, bytes);
+  return candidates_for(op, bytes, comm_size);
 }
 
 AlgorithmValues find_algorithms(bool enabled) {

@@ -43,10 +43,11 @@ void settle_algorithms(const AlgorithmValues& agreed);
 void stop_algorithms();
 
 /// The names of the candidates of an operation with `bytes` per block (Alltoall) or in all
-/// (Bcast), the first choice first ("auto": MPI's default); one entry, "auto", where there is
-/// nothing to choose (or nothing can be chosen: start_algorithms found no usable variable for
-/// `op`).  The same on every rank for the same arguments.
-std::vector<std::string> algorithm_candidates(priority::Op op, std::uint64_t bytes);
+/// (Bcast) on a communicator of `comm_size` ranks, the first choice first ("auto": MPI's
+/// default); one entry, "auto", where there is nothing to choose (or nothing can be chosen:
+/// start_algorithms found no usable variable for `op`).  The same on every rank for the same
+/// arguments.
+std::vector<std::string> algorithm_candidates(priority::Op op, std::uint64_t bytes, int comm_size);
 
 /// Writes the variable of `op` so that the next blocking call runs candidate `index` of
 /// `candidates` (nothing for "auto", MPI's default).  Returns whether anything was written

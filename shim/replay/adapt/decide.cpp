@@ -356,7 +356,7 @@ Key& key_of(CommState& cs, MPI_Comm comm, priority::Op op, std::uint64_t bytes) 
   // Alltoall's candidates follow its block size; the key's bytes are the same on every rank.
   const std::uint64_t per_block =
       op == priority::Op::alltoall && key->comm_size > 0 ? bytes / static_cast<std::uint64_t>(key->comm_size) : bytes;
-  a.candidates = algorithm_candidates(op, per_block);
+  a.candidates = algorithm_candidates(op, per_block, key->comm_size);
   // The engine's exchange, run blocking, is one more candidate: it can leave the CPU that
   // MPI's polling takes (docs/algorithms.md), on one node as across nodes.
   if (g_blocking == config::Blocking::automatic && g_algorithms && g_adapt && key->comm_size > 1) {

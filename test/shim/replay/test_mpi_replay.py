@@ -548,6 +548,14 @@ def main():
                                  r"lost to it in every measurement here\), the others are tried from blocking call 400 "
                                  r"on \(a round costs at most 3% of the calls before it\)", l)
                        for l in measured), f"no line for the first choice: {measured}")
+            # On 2 ranks MPI's default first: every algorithm sends one block each way there, and
+            # scattered only adds the rank's own block as a message (docs/algorithms.md).
+            pair = mpirun(CURC, 2, preload="tnbc", env={"TNBC_MIN_BYTES": "4K", "TNBC_LOG": "debug"},
+                          args=[1 << 16, 2, "blocking", 0]).stderr.splitlines()
+            for r in range(2):
+                expect(any(re.match(rf"tnbc\[{r}\]: alltoall on communicator 0: blocking call 0 ran MPI's 'auto' in ", l)
+                           for l in pair), f"rank {r}: not MPI's default on 2 ranks: {pair}")
+            expect(not any("algorithm first" in l for l in pair), f"a first choice said on 2 ranks: {pair}")
             debug = said({"TNBC_LOG": "debug"}, 2)
             expect("tnbc[0]: MPI's algorithms: chosen per call for alltoall, bcast" in debug, debug)
             # Per-call detail: every rank says what ran each blocking call, and how long it took.
