@@ -123,11 +123,13 @@ std::vector<std::string> candidates_for(priority::Op op, std::uint64_t bytes, in
   }
 }
 
-/// Every candidate any size may use, per operation.
+/// Every candidate any size may use, per operation.  A communicator's size only reorders the
+/// list (2 ranks: MPI's default first), so one size above 2 lists them all.
 std::vector<std::string> all_candidates(priority::Op op) {
+  constexpr int kAnySize = 4;
   std::vector<std::string> all;
   for (std::uint64_t bytes : {std::uint64_t{1}, std::uint64_t{1} << 30})
-    for (std::string& c : candidates_for(op, bytes, 4))
+    for (std::string& c : candidates_for(op, bytes, kAnySize))
       if (std::find(all.begin(), all.end(), c) == all.end()) all.push_back(std::move(c));
   return all;
 }
