@@ -28,16 +28,20 @@ namespace {
 /// the engine's alternately, without a barrier, and cost less on the engine: their time plus their
 /// CPU by that weight, summed over the calls and the ranks; on a key across nodes, less by more
 /// than their spread, the root of the summed squares of the difference between each candidate's two
-/// calls on each rank.  Within one node MPI's call polls against a peer that shares its cores: it
-/// usually waits a time slice for it, both of MPI's samples do, and the engine, whose caller
-/// sleeps, gains steadily (heFFTe on one node, where a spread's margin left keys on MPI's calls and
-/// gave up a sixth of the gain).  Across nodes MPI's call waits a time slice only now and then, one
+/// calls on each rank; in a job on one node, not more by more than that spread.  Within one node
+/// MPI's call polls against a peer that shares its cores: it usually waits a time slice for it,
+/// both of MPI's samples do, and the engine, whose caller sleeps, gains steadily, mostly in the
+/// other ranks' time, which the samples do not see (heFFTe on one node, where a spread's margin
+/// left keys on MPI's calls and gave up a sixth of the gain; fftMPI's pencils, where asking the
+/// engine's samples for a gain split its keys at random and lost both ways: joint_verdict in
+/// engine_ledger.hpp).  Across nodes MPI's call waits a time slice only now and then, one
 /// such wait among MPI's samples made the engine the first choice at random, and its calls took 2-3
 /// times MPI's usual (fftMPI on unshaped links; both: docs/measurements/engine-samples-cost.md).
 /// Not each engine sample below each of MPI's: that kept MPI on heFFTe's keys the engine serves
 /// (docs/measurements/pair-algorithm.md).  (3) A check follows (EngineCheck): the next blocking
 /// calls run MPI's choice and the engine's in blocks, and where the program's own intervals do not
-/// show the engine's gain beyond their spread, MPI's choice runs the key's calls again (the samples
+/// show the engine's gain beyond their spread (in a job on one node: where they show its loss
+/// beyond it), MPI's choice runs the key's calls again (the samples
 /// measure inside the call; what the engine's exchange costs the program after it, they do not
 /// see).  Across nodes, and in any job that spans nodes, the check starts at once (schedule_check
 /// says why); in a job on one node, where
@@ -320,16 +324,18 @@ void count_check(Key& key, bool check_call, MPI_Comm comm) {
 }
 
 /// The agreed check: the engine's exchange stays the choice only where the program's intervals
-/// under it were shorter beyond their spread (CheckSums::engine_wins); else MPI's choice runs again.
+/// under it were shorter beyond their spread (CheckSums::engine_wins), in a job on one node unless
+/// they were longer beyond it (CheckSums::engine_loses); else MPI's choice runs again.
 void check_agreed(Key& key) {
   key.algorithm.engine.stage = EngineStage::decided;
   EngineCheck& c = key.algorithm.engine.check;
   const std::span<const double> b = key.algorithm.tally.sums(), m = key.algorithm.tally.mine();
   c.judged = true;
   c.agreed = engine_check_sums(b[0], b[1], b[2], b[3]);
+  c.loss_only = judged_jointly(key);
   // What the check's calls of the losing candidate cost this rank beyond the winner's (explore.hpp).
   const CheckSums mine = engine_check_sums(m[0], m[1], m[2], m[3]);
-  if (judged_jointly(key)) engine_ledger().add_check(mine.mpi, mine.engine);
+  if (c.loss_only) engine_ledger().add_check(mine.mpi, mine.engine, mine.spread);
   const double loss = c.kept() ? mine.mpi - mine.engine : mine.engine - mine.mpi;
   if (loss > 0) exploration_budget().charge(Explore::engine_sample, static_cast<std::uint64_t>(loss));
   // The rank's evidence for the next key's samples: what an engine call of the check cost the
@@ -347,11 +353,10 @@ void check_agreed(Key& key) {
   key.algorithm.told = c.mpi_choice;
   log::info_rank0("decided: {} on communicator {} ({} ranks): blocking calls run MPI's '{}' algorithm again from "
                   "blocking call {}: the program's intervals took {:.1f} ms under the engine's exchange against "
-                  "{:.1f} ms under MPI's (means of {} calls on each rank), not shorter beyond their spread of "
-                  "{:.1f} ms",
+                  "{:.1f} ms under MPI's (means of {} calls on each rank), {} beyond their spread of {:.1f} ms",
                   what(key, key.first_bytes), key.comm_id, key.comm_size, key.algorithm.candidates[c.mpi_choice],
                   key.algorithm.trial.calls(), c.agreed.engine / n / 1e6, c.agreed.mpi / n / 1e6, EngineCheck::kCalls / 2,
-                  c.agreed.spread / n / 1e6);
+                  c.loss_only ? "longer" : "not shorter", c.agreed.spread / n / 1e6);
 }
 
 /// The agreed costs of the samples: the engine's exchange is the first choice where its calls
@@ -364,14 +369,17 @@ void verdict_agreed(Key& key) {
   const double n = std::max(key.comm_size, 1) * kEngineSamples;
   // Every rank's budget affords the check (ask_engine_verdict); else none runs.
   const bool check = key.algorithm.tally.sums()[2] >= std::max(key.comm_size, 1);
-  // Within one node the samples' sums alone decide (the engine's gain there is systematic: see
-  // kEngineAskAt); across nodes only a difference beyond their spread does.
-  const double spread = key.one_node ? 0.0 : std::sqrt(key.algorithm.tally.sums()[3]);
-  if (engine + spread >= mpi) {
+  // In a job on one node the engine runs unless its samples cost more beyond their spread (see
+  // kEngineAskAt); on a key across nodes only a gain beyond their spread makes it the choice; on a
+  // key within one node of a job that spans nodes, the sums alone decide.
+  const bool jointly = judged_jointly(key);
+  const double spread = jointly || !key.one_node ? std::sqrt(key.algorithm.tally.sums()[3]) : 0.0;
+  if (jointly ? engine > mpi + spread : engine + spread >= mpi) {
     log::debug("{} on communicator {}: CPU weight {:.2f}, but the engine's sample calls cost {:.1f} ms against MPI's "
-               "{:.1f} ms (time plus CPU by the weight, means of {} calls on each rank), not less beyond their "
+               "{:.1f} ms (time plus CPU by the weight, means of {} calls on each rank), {} beyond their "
                "spread of {:.1f} ms: MPI's algorithm stays the first choice",
-               key.op, key.comm_id, w, engine / n / 1e6, mpi / n / 1e6, kEngineSamples, spread / n / 1e6);
+               key.op, key.comm_id, w, engine / n / 1e6, mpi / n / 1e6, kEngineSamples, jointly ? "more" : "not less",
+               spread / n / 1e6);
     return;
   }
   const std::size_t index = key.algorithm.engine_index(), mpi_choice = key.algorithm.trial.chosen();

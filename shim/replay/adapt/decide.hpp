@@ -114,7 +114,9 @@ struct EngineCheck {
   /// Whether the check ran to its verdict, and its blocks summed over the ranks (trial.hpp).
   bool judged = false;
   CheckSums agreed;
-  bool kept() const { return judged && agreed.engine_wins(); }
+  /// Judged by the rule of a job on one node (CheckSums::engine_loses), set at the verdict.
+  bool loss_only = false;
+  bool kept() const { return judged && (loss_only ? !agreed.engine_loses() : agreed.engine_wins()); }
 };
 
 /// The engine's sample calls of a key (blocking.cpp): their stage, the CPU weight agreed, their

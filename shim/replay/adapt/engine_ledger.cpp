@@ -24,10 +24,14 @@ double samples_spread(std::span<const double> sums) {
   return std::sqrt(std::max(sums[LedgerPart::samples_spread_sq], 0.0));
 }
 
+double checks_spread(std::span<const double> sums) {
+  return std::sqrt(std::max(sums[LedgerPart::checks_spread_sq], 0.0));
+}
+
 JointVerdict joint_verdict(std::span<const double> sums, int comm_size) {
   if (sums.size() < LedgerPart::kFields || sums[LedgerPart::sampled] <= comm_size) return JointVerdict::own;
-  if (sums[LedgerPart::samples_engine] + samples_spread(sums) >= sums[LedgerPart::samples_mpi]) return JointVerdict::mpi;
-  if (sums[LedgerPart::checked] > 0 && sums[LedgerPart::checks_engine] > sums[LedgerPart::checks_mpi])
+  if (sums[LedgerPart::samples_engine] > sums[LedgerPart::samples_mpi] + samples_spread(sums)) return JointVerdict::mpi;
+  if (sums[LedgerPart::checked] > 0 && sums[LedgerPart::checks_engine] > sums[LedgerPart::checks_mpi] + checks_spread(sums))
     return JointVerdict::mpi;
   return JointVerdict::engine;
 }
@@ -39,10 +43,11 @@ void EngineLedger::add_samples(double mpi, double engine, double spread_squared)
   add(sums_[LedgerPart::sampled], 1.0);
 }
 
-void EngineLedger::add_check(double mpi, double engine) {
+void EngineLedger::add_check(double mpi, double engine, double spread) {
   add(sums_[LedgerPart::checks_mpi], mpi);
   add(sums_[LedgerPart::checks_engine], engine);
   add(sums_[LedgerPart::checked], 1.0);
+  add(sums_[LedgerPart::checks_spread_sq], spread * spread);
 }
 
 std::array<double, LedgerPart::kFields> EngineLedger::part() const {

@@ -23,7 +23,8 @@ struct LedgerPart {
   /// samples_mpi, samples_engine: the sample calls' costs (time plus CPU by the key's weight);
   /// sampled: key-ranks whose samples are in; checks_mpi, checks_engine: the program's intervals
   /// in the checks' blocks of each candidate; checked: key-ranks whose check was judged;
-  /// samples_spread_sq: the samples' spread, squared (EngineSamples::spread_squared), summed.
+  /// samples_spread_sq: the samples' spread, squared (EngineSamples::spread_squared), summed;
+  /// checks_spread_sq: the checks' spread (CheckSums::spread), squared, summed.
   enum Field : std::size_t {
     samples_mpi,
     samples_engine,
@@ -32,6 +33,7 @@ struct LedgerPart {
     checks_engine,
     checked,
     samples_spread_sq,
+    checks_spread_sq,
     kFields
   };
 };
@@ -39,37 +41,45 @@ struct LedgerPart {
 /// What the joint verdict says, from a ledger summed over a key's ranks (`sums`, LedgerPart order).
 enum class JointVerdict : std::uint8_t {
   own,     ///< no other key's evidence (at most the key's own): its own verdict stands
-  engine,  ///< the engine's samples cost less beyond their spread, and no judged check showed it losing
-  mpi,     ///< MPI's calls: the samples not cheaper on the engine beyond their spread, or a check's loss
+  engine,  ///< neither the samples nor the judged checks showed the engine costing more beyond their spread
+  mpi,     ///< MPI's calls: the samples or the checks cost more on the engine beyond their spread
 };
 
 /// The statistics' name of a verdict: "own", "engine" or "mpi".
 const char* name(JointVerdict v);
 
 /// `sums`: the ledgers of the key's ranks summed; `comm_size`: its ranks (each put its own key's
-/// evidence in: more key-ranks than that are other keys').  The samples decide where the engine's
-/// cost less by more than their spread (the root of the summed squares of the difference between
-/// each candidate's two calls, over every key-rank): pooled, the sums grow with the key-ranks and
-/// the spread with their root, so a systematic gain passes (heFFTe: 5-6 ms a call on most keys,
-/// spread about a seventh of the difference) and two candidates that cost about the same run MPI's calls,
-/// the safe default (2DECOMP&FFT, whose samples scatter over 2-70 ms:
-/// docs/measurements/engine-joint-spread.md).  A key's own verdict has no margin on one node: two
-/// samples of each candidate on two ranks give too wide a spread (blocking.cpp, kEngineAskAt).
-/// Judged checks veto the engine where their engine blocks took longer than MPI's: pooled over
-/// keys, a check's spread rule, meant for one key's eight calls, gives way to the number of keys.
+/// evidence in: more key-ranks than that are other keys').  Every key sampled (their CPU weight
+/// showed MPI's polling taking a core others want) runs the engine's exchange unless the pooled
+/// evidence shows it costing more: its samples more than MPI's by more than their spread (the root
+/// of the summed squares of the difference between each candidate's two calls, over every
+/// key-rank), or the judged checks' engine blocks longer than MPI's by more than theirs.  The
+/// samples time one key's calls while the others run as they are; what a sleeping caller gives the
+/// ranks it shares cores with shows in the program's time of all keys together, not in the sample
+/// calls.  Asking them for a gain beyond their spread left keys on MPI's calls at random, and a
+/// split lost both ways: fftMPI's pencils took 1.30-1.50 s where every key ended on the engine,
+/// 1.76-2.07 s where they split or ended on MPI's, so the defaults took 0.91x plain against 0.71x
+/// with the engine on every key; on its uneven grid 1.14x against 1.00x
+/// (docs/measurements/engine-one-node-default.md).  MPI's calls stay where the samples show the
+/// engine's calls dearer beyond the spread (NPB IS's large blocks, 7-43 ms on the engine against
+/// 8-10 ms).
 JointVerdict joint_verdict(std::span<const double> sums, int comm_size);
 
 /// The samples' pooled spread in a ledger summed over a key's ranks (`sums`, LedgerPart order):
 /// the root of the summed squares, the margin joint_verdict asks of the engine's samples.
 double samples_spread(std::span<const double> sums);
 
+/// The judged checks' pooled spread (the root of their spreads' squares summed), likewise.
+double checks_spread(std::span<const double> sums);
+
 class EngineLedger {
  public:
   /// A key's samples on this rank: the cost of MPI's and of the engine's sample calls, and their
   /// spread squared.
   void add_samples(double mpi, double engine, double spread_squared);
-  /// A key's judged check on this rank: its blocks' intervals under MPI's and under the engine's.
-  void add_check(double mpi, double engine);
+  /// A key's judged check on this rank: its blocks' intervals under MPI's and under the engine's,
+  /// and their spread (CheckSums).
+  void add_check(double mpi, double engine, double spread);
   /// This rank's part of a joint verdict's tally (LedgerPart order).
   std::array<double, LedgerPart::kFields> part() const;
 

@@ -73,9 +73,12 @@ double cpu_weight(std::uint64_t calls, std::uint64_t wall_ns, std::uint64_t cpu_
 /// program cancels in the difference of the sums, not in the spread).
 struct CheckSums {
   double mpi = 0, engine = 0, spread = 0;
-  /// The engine's exchange stays the choice only where its blocks took less than MPI's by more
-  /// than the spread: until the program's own time says otherwise, MPI runs its calls.
+  /// Across nodes the engine's exchange stays the choice only where its blocks took less than
+  /// MPI's by more than the spread: until the program's own time says otherwise, MPI runs its calls.
   bool engine_wins() const { return engine < mpi - spread; }
+  /// In a job on one node it stays unless its blocks took longer than MPI's by more than the
+  /// spread (blocking.cpp, kEngineAskAt, says why).
+  bool engine_loses() const { return engine > mpi + spread; }
 };
 CheckSums engine_check_sums(double mpi_first, double engine_first, double engine_second, double mpi_second);
 

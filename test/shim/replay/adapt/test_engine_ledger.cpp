@@ -32,7 +32,7 @@ TEST_CASE("the ledger sums every key's samples and checks on the rank") {
   REQUIRE(ledger.part() == Part{});
   ledger.add_samples(100, 60, 9);
   ledger.add_samples(40, 50, 16);
-  ledger.add_check(300, 280);
+  ledger.add_check(300, 280, 12);
   const Part p = ledger.part();
   REQUIRE(p[LedgerPart::samples_mpi] == 140);
   REQUIRE(p[LedgerPart::samples_engine] == 110);
@@ -41,6 +41,7 @@ TEST_CASE("the ledger sums every key's samples and checks on the rank") {
   REQUIRE(p[LedgerPart::checks_mpi] == 300);
   REQUIRE(p[LedgerPart::checks_engine] == 280);
   REQUIRE(p[LedgerPart::checked] == 1);
+  REQUIRE(p[LedgerPart::checks_spread_sq] == 144);
 }
 
 TEST_CASE("keys of several threads add to one ledger without losing any") {
@@ -48,7 +49,7 @@ TEST_CASE("keys of several threads add to one ledger without losing any") {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
-      for (int i = 0; i < 1000; ++i) ledger.add_samples(1, 2, 0), ledger.add_check(3, 4);
+      for (int i = 0; i < 1000; ++i) ledger.add_samples(1, 2, 0), ledger.add_check(3, 4, 1);
     });
   for (auto& t : threads) t.join();
   const Part p = ledger.part();
@@ -56,9 +57,10 @@ TEST_CASE("keys of several threads add to one ledger without losing any") {
   REQUIRE(p[LedgerPart::samples_engine] == 8000);
   REQUIRE(p[LedgerPart::checked] == 4000);
   REQUIRE(p[LedgerPart::checks_engine] == 16000);
+  REQUIRE(p[LedgerPart::checks_spread_sq] == 4000);
 }
 
-TEST_CASE("the joint verdict: the pooled samples decide, a judged check's loss vetoes the engine") {
+TEST_CASE("the joint verdict: the pooled samples decide, a judged check's loss beyond its spread vetoes the engine") {
   // Two ranks of a 2-rank key, each with its own key and one other sampled.
   EngineLedger a, b;
   a.add_samples(100, 60, 0);  // this key on rank a: the engine cheaper
@@ -67,15 +69,18 @@ TEST_CASE("the joint verdict: the pooled samples decide, a judged check's loss v
   b.add_samples(50, 65, 0);
   // 300 against 265 in all: the engine, although the other keys alone said MPI.
   REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::engine);
-  // A judged check whose engine blocks took longer: MPI for all.
-  a.add_check(200, 230);
+  // A judged check whose engine blocks took longer, but within its spread: the engine stays.
+  a.add_check(200, 205, 10);
+  REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::engine);
+  // One whose engine blocks took longer beyond the pooled spread: MPI for all.
+  b.add_check(200, 240, 10);
   REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::mpi);
-  // More checks that show the engine's gain outweigh it (pooled, no spread rule).
-  b.add_check(200, 150);
+  // More checks that show the engine's gain outweigh it (pooled).
+  b.add_check(200, 150, 10);
   REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::engine);
 }
 
-TEST_CASE("the joint verdict: the engine only where its samples cost less beyond their pooled spread") {
+TEST_CASE("the joint verdict: MPI's calls only where the engine's samples cost more beyond their pooled spread") {
   // 2DECOMP&FFT's row and column keys on two ranks (one node, AMD, 2026-12-02): MPI's and the
   // engine's sample calls, each key's two of each (ms), scattered over 2-70 ms.
   auto key = [](EngineLedger& l, double m0, double m1, double e0, double e1) {
@@ -84,12 +89,22 @@ TEST_CASE("the joint verdict: the engine only where its samples cost less beyond
   EngineLedger r0, r1;
   key(r0, 2.7, 19.7, 28.9, 19.1), key(r0, 6.7, 10.0, 17.7, 5.1);
   key(r1, 2.7, 4.1, 5.7, 5.0), key(r1, 15.5, 69.9, 15.0, 10.4);
-  // The engine's samples cost 106.9 against MPI's 131.3 in all, but the spread is 59.5: MPI's calls.
-  REQUIRE(joint_verdict(summed({r0.part(), r1.part()}), 2) == JointVerdict::mpi);
-  // Without the spread the same sums chose the engine.
-  Part no_spread = summed({r0.part(), r1.part()});
+  // The engine's samples cost 106.9 against MPI's 131.3 in all (spread 59.5): the engine.
+  REQUIRE(joint_verdict(summed({r0.part(), r1.part()}), 2) == JointVerdict::engine);
+  // The other way round, within the spread: still the engine.
+  EngineLedger s0, s1;
+  key(s0, 28.9, 19.1, 2.7, 19.7), key(s0, 17.7, 5.1, 6.7, 10.0);
+  key(s1, 5.7, 5.0, 2.7, 4.1), key(s1, 15.0, 10.4, 15.5, 69.9);
+  REQUIRE(joint_verdict(summed({s0.part(), s1.part()}), 2) == JointVerdict::engine);
+  // Without the spread the same sums chose MPI's calls.
+  Part no_spread = summed({s0.part(), s1.part()});
   no_spread[LedgerPart::samples_spread_sq] = 0;
-  REQUIRE(joint_verdict(no_spread, 2) == JointVerdict::engine);
+  REQUIRE(joint_verdict(no_spread, 2) == JointVerdict::mpi);
+  // NPB IS's large blocks on one node: 8-10 ms by MPI's shared memory, 7-43 ms on the engine, on
+  // both of its keys: dearer beyond the spread, MPI's calls.
+  EngineLedger i0, i1;
+  for (EngineLedger* l : {&i0, &i1}) key(*l, 8.0, 10.0, 30.0, 43.0), key(*l, 9.0, 9.5, 7.0, 38.0);
+  REQUIRE(joint_verdict(summed({i0.part(), i1.part()}), 2) == JointVerdict::mpi);
   // heFFTe's keys on one rank pair: MPI's calls wait a time slice (7-10 ms), the engine's take 1-6
   // ms, on most keys; two keys the other way round, by less.
   EngineLedger h0, h1;
@@ -109,11 +124,12 @@ TEST_CASE("the joint verdict says nothing without another key's evidence") {
   // One rank with another key: now it speaks (MPI cheaper in all).
   a.add_samples(500, 900, 0);
   REQUIRE(joint_verdict(summed({a.part(), b.part()}), 2) == JointVerdict::mpi);
-  // Equal costs: MPI's calls, the safe default.
+  // Equal costs: the engine, whose caller sleeps where MPI's polls on a core others want (the
+  // weight that made the keys sample it).
   EngineLedger c, d;
   c.add_samples(50, 50, 0), c.add_samples(50, 50, 0);
   d.add_samples(50, 50, 0);
-  REQUIRE(joint_verdict(summed({c.part(), d.part()}), 2) == JointVerdict::mpi);
+  REQUIRE(joint_verdict(summed({c.part(), d.part()}), 2) == JointVerdict::engine);
   // Fewer fields than a part: nothing to judge, its own verdict.
   REQUIRE(joint_verdict(std::vector<double>{1, 2, 3}, 2) == JointVerdict::own);
 }

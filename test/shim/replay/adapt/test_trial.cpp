@@ -264,3 +264,16 @@ TEST_CASE("the engine's check keeps it only where the program's intervals show i
   // Nothing measured: MPI's choice.
   REQUIRE_FALSE(keeps(0, 0, 0, 0));
 }
+
+TEST_CASE("in a job on one node the engine's check drops it only where its blocks took longer beyond their spread") {
+  auto drops = [](double m1, double e1, double e2, double m2) {
+    return engine_check_sums(m1, e1, e2, m2).engine_loses();
+  };
+  // No difference, a gain, or a loss within the spread: the engine stays.
+  REQUIRE_FALSE(drops(100, 100, 100, 100));
+  REQUIRE_FALSE(drops(100, 80, 82, 101));
+  REQUIRE_FALSE(drops(100, 104, 96, 94));  // 6 more in all, the blocks of each differ by 8 and 6
+  // A loss beyond it: MPI's choice runs again.
+  REQUIRE(drops(100, 110, 108, 99));
+  REQUIRE(drops(100, 160, 150, 105));
+}
