@@ -61,8 +61,8 @@ const char* name(JointVerdict v);
 /// 1.76-2.07 s where they split or ended on MPI's, so the defaults took 0.91x plain against 0.71x
 /// with the engine on every key; on its uneven grid 1.14x against 1.00x
 /// (docs/measurements/engine-one-node-default.md).  MPI's calls stay where the samples show the
-/// engine's calls dearer beyond the spread (NPB IS's large blocks, 7-43 ms on the engine against
-/// 8-10 ms).
+/// engine's calls dearer beyond the spread: large blocks, as NPB IS A's when samples came at its
+/// calls 4-7 (7-43 ms on the engine against 8-10 ms; with 11 calls a key it is no longer sampled).
 JointVerdict joint_verdict(std::span<const double> sums, int comm_size);
 
 /// The samples' pooled spread in a ledger summed over a key's ranks (`sums`, LedgerPart order):

@@ -100,8 +100,9 @@ TEST_CASE("the joint verdict: MPI's calls only where the engine's samples cost m
   Part no_spread = summed({s0.part(), s1.part()});
   no_spread[LedgerPart::samples_spread_sq] = 0;
   REQUIRE(joint_verdict(no_spread, 2) == JointVerdict::mpi);
-  // NPB IS's large blocks on one node: 8-10 ms by MPI's shared memory, 7-43 ms on the engine, on
-  // both of its keys: dearer beyond the spread, MPI's calls.
+  // Large blocks on one node, as NPB IS A's samples measured them when they came at its calls 4-7:
+  // 8-10 ms by MPI's shared memory, 7-43 ms on the engine, on both keys: dearer beyond the spread,
+  // MPI's calls.
   EngineLedger i0, i1;
   for (EngineLedger* l : {&i0, &i1}) key(*l, 8.0, 10.0, 30.0, 43.0), key(*l, 9.0, 9.5, 7.0, 38.0);
   REQUIRE(joint_verdict(summed({i0.part(), i1.part()}), 2) == JointVerdict::mpi);
