@@ -117,6 +117,22 @@ std::optional<std::string> apply_auto_size(Config& cfg, std::string_view v) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_chunk_bytes(Config& cfg, std::string_view v) {
+  if (v == "auto") {
+    cfg.chunk_bytes = kChunkBytesAuto;
+    return std::nullopt;
+  }
+  std::string err;
+  auto n = parse_size(v, &err);
+  if (!n || *n == kChunkBytesAuto) return n ? std::string("expected auto or a size") : err;
+  cfg.chunk_bytes = *n;
+  return std::nullopt;
+}
+
+std::string show_chunk_bytes(const Config& cfg) {
+  return cfg.chunk_bytes == kChunkBytesAuto ? "auto" : fmt::format("{}", cfg.chunk_bytes);
+}
+
 template <auto Field>
 std::optional<std::string> apply_size(Config& cfg, std::string_view v) {
   std::string err;
@@ -170,6 +186,7 @@ constexpr Field kAdapt{apply_adapt, show_adapt};
 constexpr Field kBlocking{apply_blocking, show_blocking};
 constexpr Field kExplore{apply_explore, show_explore};
 constexpr Field kBarrierAlgo{apply_barrier_algo, show<&Config::barrier_algo>};
+constexpr Field kChunkBytes{apply_chunk_bytes, show_chunk_bytes};
 
 std::optional<std::string> apply_publish(Config& cfg, std::string_view v) {
   if (v != "auto" && v != "move" && v != "write" && v != "mremap") return std::string("expected auto, move, write or mremap");
@@ -357,12 +374,13 @@ constexpr std::array kSettings = {
             "fork()ed child), takes the next "
             "way.  May differ between ranks: it changes only how a rank fills its own pages.",
             kPublish},
-    Setting{"TNBC_CHUNK_BYTES", "size", "64K", Agree::value,
-            "libtnbc.so: a replayed MPI_Alltoall(v) sends each block body in chunks of this "
+    Setting{"TNBC_CHUNK_BYTES", "size", "auto", Agree::value,
+            "libtnbc.so: the engine's MPI_Alltoall(v) sends each block body in chunks of this "
             "size, published page by page as they arrive, so that code reading a block front "
             "to back starts before the whole block is in (0 = whole blocks; at most 254 chunks "
-            "per block).",
-            kSize<&Config::chunk_bytes>},
+            "per block).  auto: 64K in a job that spans nodes, 1M in a job on one node, where "
+            "each chunk costs the progress thread a round of its own (docs/replay.md).",
+            kChunkBytes},
     Setting{"TNBC_MAX_MEMORY", "size", "auto", Agree::no,
             "libtnbc.so: the most memory the engine may map for send copies and receive mirrors "
             "(each early return keeps a copy of its send side and a mirror of its receive pages "

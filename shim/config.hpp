@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -12,6 +13,22 @@
 #include <vector>
 
 namespace tnbc::config {
+
+/// TNBC_CHUNK_BYTES=auto (the default): the engine's Alltoall(v) bodies travel in chunks of
+/// kChunkBytesAcrossNodes in a job that spans nodes, where a reader starts on a block's first
+/// pages before the rest is in and the links stay busy, and of kChunkBytesOneNode in a job on one
+/// node, where each message costs the progress thread a round of its own and a larger one costs
+/// little more (docs/measurements/chunks-one-node.md).
+inline constexpr std::uint64_t kChunkBytesAuto = std::numeric_limits<std::uint64_t>::max();
+inline constexpr std::uint64_t kChunkBytesAcrossNodes = 64 * 1024;
+inline constexpr std::uint64_t kChunkBytesOneNode = 1024 * 1024;
+
+/// The chunk size in effect for a TNBC_CHUNK_BYTES setting: `setting` as it is, or where it is
+/// auto, the size for a job that spans nodes or not.
+constexpr std::uint64_t chunk_bytes_for(std::uint64_t setting, bool job_spans_nodes) {
+  if (setting != kChunkBytesAuto) return setting;
+  return job_spans_nodes ? kChunkBytesAcrossNodes : kChunkBytesOneNode;
+}
 
 /// How much the library says on standard error.
 enum class LogLevel {
@@ -61,7 +78,7 @@ struct Config {
   std::string plan_out;           ///< TNBC_PLAN_OUT: write the learned orders as a plan (rank 0)
   int progress_sleep_us = 20;     ///< TNBC_PROGRESS_SLEEP_US: progress thread's first nap when idle
   int progress_max_sleep_us = 1000;  ///< TNBC_PROGRESS_MAX_SLEEP_US: its longest nap
-  std::uint64_t chunk_bytes = 64 * 1024;  ///< TNBC_CHUNK_BYTES: Alltoall(v) body chunks, 0 = whole
+  std::uint64_t chunk_bytes = kChunkBytesAuto;  ///< TNBC_CHUNK_BYTES: body chunks, 0 = whole (chunk_bytes_for)
   std::uint64_t max_memory = 0;  ///< TNBC_MAX_MEMORY: engine memory held by calls in flight, 0 = auto
   int chunk_window = 2;                   ///< TNBC_CHUNK_WINDOW: body chunks in flight, in order
   /// TNBC_BARRIER_ALGO: "auto", "mpich" or a barrier algorithm name (barrier/barrier.hpp).

@@ -155,7 +155,9 @@ TEST_CASE("replay engine settings: auto Bcast shape, chunks, and messages for ba
   auto d = load_env({});
   CHECK(d.config.bcast_segments == 0);  // auto: the LogGP model decides
   CHECK(d.config.bcast_chains == -1);
-  CHECK(d.config.chunk_bytes == 64 * 1024);
+  CHECK(d.config.chunk_bytes == tnbc::config::kChunkBytesAuto);  // auto: by whether the job spans nodes
+  CHECK(tnbc::config::chunk_bytes_for(d.config.chunk_bytes, true) == 64 * 1024);
+  CHECK(tnbc::config::chunk_bytes_for(d.config.chunk_bytes, false) == 1024 * 1024);
   CHECK(d.config.chunk_window == 2);
   auto r = load_env({"TNBC_BCAST_SEGMENTS=7", "TNBC_BCAST_CHAINS=0", "TNBC_CHUNK_BYTES=0",
                      "TNBC_CHUNK_WINDOW=5"});
@@ -163,6 +165,9 @@ TEST_CASE("replay engine settings: auto Bcast shape, chunks, and messages for ba
   CHECK(r.config.bcast_segments == 7);
   CHECK(r.config.bcast_chains == 0);
   CHECK(r.config.chunk_bytes == 0);
+  CHECK(tnbc::config::chunk_bytes_for(r.config.chunk_bytes, false) == 0);  // a size set holds on one node too
+  CHECK(tnbc::config::chunk_bytes_for(load_env({"TNBC_CHUNK_BYTES=64K"}).config.chunk_bytes, false) == 64 * 1024);
+  CHECK(load_env({"TNBC_CHUNK_BYTES=auto"}).config.chunk_bytes == tnbc::config::kChunkBytesAuto);
   CHECK(r.config.chunk_window == 5);
   CHECK(load_env({"TNBC_BCAST_SEGMENTS=auto", "TNBC_BCAST_CHAINS=auto"}).config.bcast_chains == -1);
 
@@ -178,7 +183,7 @@ TEST_CASE("replay engine settings: auto Bcast shape, chunks, and messages for ba
         "TNBC_CHUNK_WINDOW=255: expected an integer from 0 to 254; using the default (2)");
   CHECK(bad.config.bcast_segments == 0);
   CHECK(bad.config.bcast_chains == -1);
-  CHECK(bad.config.chunk_bytes == 64 * 1024);
+  CHECK(bad.config.chunk_bytes == tnbc::config::kChunkBytesAuto);
   CHECK(bad.config.chunk_window == 2);
 }
 

@@ -55,7 +55,7 @@ TEST_CASE("two nodes, two ranks each: the node's ranks share its link", "[sim-tw
   //                                    2 x (2e6 / 1e6 + 1 ms + 1 ms)    = 4.004 s
   //   total                                                             = 4.007001 s
   PlatformSpec spec{.nodes = 2, .ppn = 2, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
-  SimOptions opt{.block = 1000000, .chunk_bytes = tnbc::config::Config{}.chunk_bytes, .cfg = kExact};
+  SimOptions opt{.block = 1000000, .chunk_bytes = tnbc::config::kChunkBytesAcrossNodes, .cfg = kExact};
   // The engine: each node sends 2 ranks x 2 remote blocks = 4 MB through its UP half, 4 s at
   // least.  Its messages overlap each other's latency (two in flight per peer), so it ends
   // within a few latencies (1 ms each way) and copies (1 ms) of that; and the call returns once
@@ -65,10 +65,10 @@ TEST_CASE("two nodes, two ranks each: the node's ranks share its link", "[sim-tw
 
 TEST_CASE("the simulated ranks run the step lists shim/replay/engine/schedule builds", "[sim-steps]") {
   // The same call as alltoall.cpp hands the engine for MPI_Alltoall (block i at i * block on both
-  // sides, no plan, TNBC_CHUNK_BYTES' default chunks): every field of every step equal, and
+  // sides, no plan, TNBC_CHUNK_BYTES' chunks in a job across nodes): every field of every step equal, and
   // every step completed.
   PlatformSpec spec{.nodes = 2, .ppn = 2};
-  const std::size_t block = 1 << 20, chunk = tnbc::config::Config{}.chunk_bytes;
+  const std::size_t block = 1 << 20, chunk = tnbc::config::kChunkBytesAcrossNodes;
   // With a plan (receives in its order, --plan), the same builder with that order.
   const std::vector<int> order{3, 1, 0, 2};
   SimOptions opt{.block = block, .chunk_bytes = chunk, .plain = false, .tnbc_plan = true, .plan_order = order, .cfg = {}};
@@ -152,7 +152,7 @@ TEST_CASE("the fluid model on the hand-worked platforms: the same answers", "[pu
       CHECK(elapsed(r, &RankRun::ret) == Approx(1.0579478).epsilon(1e-6));
     // "two nodes, two ranks each": 4.007001 s for plain MPICH; the engine's bounds.
     PlatformSpec two{.nodes = 2, .ppn = 2, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
-    SimOptions both{.block = 1000000, .chunk_bytes = tnbc::config::Config{}.chunk_bytes, .cfg = {}};
+    SimOptions both{.block = 1000000, .chunk_bytes = tnbc::config::kChunkBytesAcrossNodes, .cfg = {}};
     check_two_by_two(simulate_fluid(two, both, fluid_with(kExact, w)), 1e-9);
   }
 }

@@ -64,7 +64,7 @@ struct RankRun {
 
 struct SimOptions {
   std::size_t block = 1 << 20;  ///< bytes per rank and destination
-  std::size_t chunk_bytes = 0;  ///< the engine's body chunks (tools pass TNBC_CHUNK_BYTES' default)
+  std::size_t chunk_bytes = 0;  ///< the engine's body chunks (tools pass TNBC_CHUNK_BYTES' size across nodes)
   /// Messages to one destination in flight at once.  1: each waits for the one before (a
   /// connection delivers in order) and pays the route's latency alone; 2: the next one's
   /// latency (UCX's rendezvous handshake) overlaps the transfer of the one before, as on a

@@ -64,7 +64,7 @@ constexpr std::string_view kUsage =
     "                        simgrid, one platform per run)\n"
     "  --bytes B             bytes per rank and destination (default 1048576); alltoallv: on\n"
     "                        average; bcast: the buffer\n"
-    "  --chunk-bytes B       the engine's body chunks (default: TNBC_CHUNK_BYTES' default)\n"
+    "  --chunk-bytes B       the engine's body chunks (default: TNBC_CHUNK_BYTES' across nodes, 64K)\n"
     "  --chunk-window W      TNBC_CHUNK_WINDOW: under per-node turns, a rank's inter-node body\n"
     "                        chunks in flight at once, at least one per peer on another node,\n"
     "                        as the engine raises it (default: TNBC_CHUNK_WINDOW's default)\n"
@@ -264,7 +264,7 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
     if (!a.sweep.empty()) return "--op bcast: one platform per run (no --sweep)";
     if (a.model == "fluid" || a.model == "pairs") return "--op bcast: simulated by --model simgrid only";
     if (a.scenario_given || a.work_ms || a.parts != 1) return "--op bcast: the data is read at once (no --scenario, --work-ms or --parts)";
-    if (!a.plan || a.per_node || a.chunk_bytes != tnbc::config::Config{}.chunk_bytes ||
+    if (!a.plan || a.per_node || a.chunk_bytes != tnbc::config::kChunkBytesAcrossNodes ||
         a.window != static_cast<std::size_t>(tnbc::config::Config{}.chunk_window))
       return "--op bcast: --plan, --per-node, --chunk-bytes and --chunk-window are Alltoall(v) options (the shape is --segments and --chains)";
     if (a.progress_cpu_s > 0) return "--progress-cpu-us: the Alltoall(v) predictions only (not --op bcast)";

@@ -21,7 +21,7 @@ constexpr int kFluidMaxRanks = 512;
 struct Args {
   PlatformSpec spec;
   std::size_t bytes = 1 << 20;
-  std::size_t chunk_bytes = tnbc::config::Config{}.chunk_bytes;
+  std::size_t chunk_bytes = tnbc::config::kChunkBytesAcrossNodes;  // the simulated jobs span nodes
   Scenario scenario = *find_scenario("none");
   std::optional<double> work_ms;
   int parts = 1;

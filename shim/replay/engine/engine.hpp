@@ -83,6 +83,9 @@ class Engine {
   /// Sets EngineOptions::max_memory_bytes after start (the replay mode knows the node's ranks,
   /// which TNBC_MAX_MEMORY=auto divides by, only after the start's collective); before any call.
   void set_max_memory(std::size_t bytes);
+  /// Sets EngineOptions::chunk_bytes after start (TNBC_CHUNK_BYTES=auto depends on whether the
+  /// job spans nodes, known after the start's collective); before any call.
+  void set_chunk_bytes(std::size_t bytes) { options_.chunk_bytes = bytes; }
   /// How received pages are published, as start_publishing said (receive_mirror.hpp).
   const std::string& publishing() const { return publishing_; }
   /// Completes everything in flight, stops the thread, uninstalls the handler.  The other

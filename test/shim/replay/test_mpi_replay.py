@@ -74,8 +74,9 @@ def main():
     s.check("libtnbc.so, 4 ranks: identical bytes, early returns happened", replay_local)
 
     def chunkings():
-        # Odd chunks (not page multiples, one in flight), all chunks at once, and whole bodies.
-        for env in ({"TNBC_CHUNK_BYTES": "5000", "TNBC_CHUNK_WINDOW": "1"},
+        # Odd chunks (not page multiples, one in flight), all chunks at once, whole bodies, and the
+        # chunks of a job across nodes (on one node the default is 1 MiB).
+        for env in ({"TNBC_CHUNK_BYTES": "5000", "TNBC_CHUNK_WINDOW": "1"}, {"TNBC_CHUNK_BYTES": "64K"},
                     {"TNBC_CHUNK_BYTES": "12K", "TNBC_CHUNK_WINDOW": "0"},
                     {"TNBC_CHUNK_BYTES": "0", "TNBC_BCAST_SEGMENTS": "7", "TNBC_BCAST_CHAINS": "2"}):
             out = lines(mpirun(PROG, 4, preload="tnbc", env=engine(env), args=[tmp], timeout=120).stdout)
@@ -562,6 +563,10 @@ def main():
             expect(not any("algorithm first" in l for l in pair), f"a first choice said on 2 ranks: {pair}")
             debug = said({"TNBC_LOG": "debug"}, 2)
             expect("tnbc[0]: MPI's algorithms: chosen per call for alltoall, bcast" in debug, debug)
+            # TNBC_CHUNK_BYTES=auto in a job on one node: 1 MiB chunks on every rank.
+            for r in range(4):
+                expect(f"tnbc[{r}]: engine's Alltoall(v) bodies in chunks of 1048576 bytes (0: whole) (auto: a job "
+                       "on one node)" in debug, f"rank {r}: no one-node chunk size: {debug}")
             # Per-call detail: every rank says what ran each blocking call, and how long it took.
             for r in range(4):
                 for n in range(3):
@@ -990,9 +995,13 @@ def main():
     def barrier_between():
         # Barriers between early-returning collectives on 2 nodes: the leaders of the
         # shared-memory barrier must run the same collective whatever each has in flight.
-        out = cluster_run(OVERLAP, args=[1 << 20, 3, "blocking", 0, 0], preload="tnbc", env=engine(),
-                          timeout=90).stdout
-        expect("result mode=blocking" in out, out)
+        res = cluster_run(OVERLAP, args=[1 << 20, 3, "blocking", 0, 0], preload="tnbc",
+                          env=engine({"TNBC_LOG": "debug"}), timeout=90)
+        expect("result mode=blocking" in res.stdout, res.stdout)
+        # TNBC_CHUNK_BYTES=auto in a job across nodes: 64 KiB chunks on every rank.
+        for r in range(4):
+            expect(f"tnbc[{r}]: engine's Alltoall(v) bodies in chunks of 65536 bytes (0: whole) (auto: a job across "
+                   "nodes)" in res.stderr, f"rank {r}: no chunk size across nodes: {res.stderr[-2000:]}")
     def switch_on_cluster(name, env, placement="block"):
         """adapt_switch on 2 emulated nodes with `env`: prints what plain MPICH prints; the prefix
         of its statistics."""
