@@ -5,7 +5,7 @@
 //
 // Measures each operation the ways of publishing use (receive_mirror.hpp) on N pages (default
 // 1024: 4 MiB received), whole runs at once and in runs of PAGES (default 16: a 64 KiB chunk,
-// TNBC_CHUNK_BYTES, published as it completes), with a second thread of the process running on
+// TNBC_CHUNK_BYTES in a job across nodes, published as it completes), with a second thread of the process running on
 // another core (as the program's thread does while the progress thread publishes: a page-table
 // change then interrupts it to flush its TLB, which a single-threaded measurement never pays).
 // The median of R rounds (default 7).  Then the model of one call: for each way, the pages

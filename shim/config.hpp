@@ -98,7 +98,7 @@ struct Config {
 /// every call straight to MPI (docs/config.md, "Settings that differ between ranks").
 enum class Agree {
   no,       ///< rank-local by nature: its description says why it may differ
-  value,    ///< the value in effect (as parsed: 64K and 65536 agree; a bad value is the default)
+  value,    ///< the value as parsed (64K and 65536 agree; a bad value is the default; auto is auto)
   content,  ///< the bytes of the file it names (unset, unreadable or not a regular file: none)
 };
 

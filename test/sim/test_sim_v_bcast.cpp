@@ -122,7 +122,7 @@ void check_is_three_nodes(const SimResult& res) {
 
 TEST_CASE("an MPI_Alltoallv on three nodes: SimGrid and the fluid model, by hand", "[sim-alltoallv]") {
   PlatformSpec spec{.nodes = 3, .ppn = 1, .link_Bps = 1e6, .latency_s = 1e-3, .mem_Bps = 1e9};
-  SimOptions opt{.block = 2000000, .chunk_bytes = tnbc::config::Config{}.chunk_bytes, .cfg = kExact,
+  SimOptions opt{.block = 2000000, .chunk_bytes = tnbc::config::kChunkBytesAcrossNodes, .cfg = kExact,
                  .blocks = {1000000, 1000000, 4000000}};
   check_is_three_nodes(simulate(spec, opt));
   check_is_three_nodes(simulate_fluid(spec, opt, fluid_with(kExact, FluidOptions::Weights::per_message)));
