@@ -9,7 +9,9 @@ second round).
 
 Configurations: plain; mt (plain MPICH asked for MPI_THREAD_MULTIPLE, the level the library asks
 for); disable (the library with TNBC_DISABLE=1); tnbc (its defaults); nochoice (every choice
-off: TNBC_BLOCKING=mpi TNBC_ALGORITHMS=0 TNBC_LEARN=0); with --other NAME=LIB, NAME: another
+off: TNBC_BLOCKING=mpi TNBC_ALGORITHMS=0 TNBC_LEARN=0); mpichbarrier (its defaults but MPICH's
+MPI_Barrier: TNBC_BARRIER_ALGO=mpich, so its shared-memory barrier, built at a communicator's
+second MPI_Barrier, never is); with --other NAME=LIB, NAME: another
 build of the library with its defaults, in the same rounds (to compare two).  Per configuration, the median (min-max)
 over the rounds of: the run's wall time (mpiexec start to exit), the CPU of every process of the
 run (user + system, getrusage(RUSAGE_CHILDREN); on the emulated nodes the ranks are the
@@ -41,6 +43,7 @@ def configs(lib):
         "disable": {"LD_PRELOAD": lib, "TNBC_DISABLE": "1"},
         "tnbc": {"LD_PRELOAD": lib},
         "nochoice": {"LD_PRELOAD": lib, **CHOICES_OFF},
+        "mpichbarrier": {"LD_PRELOAD": lib, "TNBC_BARRIER_ALGO": "mpich"},
     }
 
 
