@@ -101,8 +101,7 @@ void prepare_engine(Runtime& rt, node::StartValues& agree) {
   adapt::AlgorithmValues algorithms;
   if (!adapt::start_decisions(rt.config(), plan() != nullptr, algorithms) && !err)
     err = "cannot create a communicator attribute";
-  // Where auto, the size for a job across nodes until the node map says otherwise (finish_engine).
-  o.chunk_bytes = config::chunk_bytes_for(rt.config().chunk_bytes, true);
+  // o.chunk_bytes: set by finish_engine, which knows whether the job spans nodes.
   o.chunk_window = rt.config().chunk_window;
   o.publish = rt.config().publish;
   o.watchdog_s = static_cast<unsigned>(rt.config().watchdog);
@@ -140,12 +139,13 @@ bool finish_engine(Runtime& rt, const node::StartValues& agreed) {
   const std::size_t bound = rt.config().max_memory != 0 ? rt.config().max_memory : auto_memory_bound();
   engine::Engine::instance().set_max_memory(bound);
   log::debug("engine memory for calls in flight: at most {} bytes", bound);
-  const std::uint64_t chunk = config::chunk_bytes_for(rt.config().chunk_bytes, node::job_spans_nodes());
+  const bool spans = node::job_spans_nodes();
+  const std::uint64_t chunk = config::chunk_bytes_for(rt.config().chunk_bytes, spans);
   engine::Engine::instance().set_chunk_bytes(chunk);
   log::debug("engine's Alltoall(v) bodies in chunks of {} bytes (0: whole){}", chunk,
-             rt.config().chunk_bytes == config::kChunkBytesAuto
-                 ? (node::job_spans_nodes() ? " (auto: a job across nodes)" : " (auto: a job on one node)")
-                 : "");
+             rt.config().chunk_bytes != config::kChunkBytesAuto ? ""
+             : spans                                            ? " (auto: a job across nodes)"
+                                                                : " (auto: a job on one node)");
   set_running(true);
   requests::set_recording(true);
   adapt::set_engine_prepare([](MPI_Comm comm) { engine::Engine::instance().prepare(comm); });
