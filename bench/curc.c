@@ -10,6 +10,9 @@
  *                                         the work, MPI_Wait, then the reads) or mpi3test (the
  *                                         same, with MPI_Test between slices of the work until
  *                                         the exchange completes: progress by hand, no thread)
+ *                                         or none (no exchange at all: the same work and reads,
+ *                                         the floor no way of communicating can beat; its
+ *                                         checksum is of bytes no one sent)
  *
  * LOOPS = 0 reads the data at once after each call (back-to-back exchanges, as osu_alltoall
  * does).  Prints (rank 0): "result mode=… block=… ranks=… iters=… loops=… total_ms=…
@@ -110,15 +113,16 @@ int main(int argc, char **argv) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (argc != 5) bench_refuse(rank, "usage: curc BLOCK_BYTES ITERS blocking|mpi3|mpi3test LOOPS | curc calibrate MS");
+  if (argc != 5) bench_refuse(rank, "usage: curc BLOCK_BYTES ITERS blocking|mpi3|mpi3test|none LOOPS | curc calibrate MS");
   size_t block = strtoul(argv[1], NULL, 10);
   int iters = atoi(argv[2]);
   const char *mode = argv[3];
   int testing = strcmp(mode, "mpi3test") == 0, mpi3 = testing || strcmp(mode, "mpi3") == 0;
+  int none = strcmp(mode, "none") == 0;
   long loops = atol(argv[4]);
   const char *test_env = getenv("CURC_TEST_LOOPS");
   long slice = test_env ? atol(test_env) : loops / 20 > 0 ? loops / 20 : 1;
-  const char *bad = !mpi3 && strcmp(mode, "blocking") != 0 ? "MODE must be blocking, mpi3 or mpi3test"
+  const char *bad = !mpi3 && !none && strcmp(mode, "blocking") != 0 ? "MODE must be blocking, mpi3, mpi3test or none"
                     : slice < 1                            ? "CURC_TEST_LOOPS must be 1 or more"
                                                            : NULL;
   if (bad != NULL) bench_refuse(rank, "curc: %s (MODE '%s')", bad, mode);
@@ -126,7 +130,7 @@ int main(int argc, char **argv) {
   double skew_ms = skew_env ? atof(skew_env) : 0;
   const char *wait_env = getenv("CURC_WAIT_MS");
   double wait_ms = wait_env ? atof(wait_env) : 0;
-  unsigned char *s = malloc(block * size), *r = malloc(block * size);
+  unsigned char *s = malloc(block * size), *r = calloc(block * size, 1);
   uint64_t h = 0xcbf29ce484222325ull;
   double t0 = 0, c0 = 0, h0 = 0;
   for (int it = -1; it < iters; it++) {
@@ -143,7 +147,7 @@ int main(int argc, char **argv) {
     }
     MPI_Request req;
     if (mpi3) MPI_Ialltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD, &req);
-    else MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);
+    else if (!none) MPI_Alltoall(s, (int)block, MPI_BYTE, r, (int)block, MPI_BYTE, MPI_COMM_WORLD);
     if (testing) work_testing(loops, slice, &req);
     else work(loops);
     if (wait_ms > 0) {

@@ -15,6 +15,8 @@ received byte read) in every configuration side by side, round after round:
   mpi3    the hand-written MPI-3 version (MPI_Ialltoall, the work, MPI_Wait), no progress thread
   mpi3t   the same with MPI_Test every millisecond of the work (progress by hand, no thread)
   mpi3a   the same with MPICH's asynchronous progress thread (MPIR_CVAR_ASYNC_PROGRESS=1)
+  floor   the same work and reads with no exchange at all (curc mode none): no way of
+          communicating can take less, so a goal below it cannot be met
 
 Cases: on one node (4 ranks on this machine's cores) and on the emulated cluster (2 nodes x 2
 ranks, tnbc-cluster; --ppn 1: one rank a node, so each has a core of its own, the case where
@@ -28,7 +30,7 @@ progress thread added, and what is below is polling a blocking call did not do),
 machine's softirq time over each run (the kernel's packet processing, which on the emulated
 cluster runs on the same cores).  Checksums must equal plain MPICH's.
 
-  bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--ppn 1|2] [--pin]
+  bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--case NAME] [--ppn 1|2] [--pin]
                         [--out docs/measurements/never-slower.md]
 """
 
@@ -46,10 +48,10 @@ import hung_job
 import lib_settings
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CONFIGS = ["plain", "scat", "tnbc", "plan", "engine", "mpi3", "mpi3t", "mpi3a"]
+CONFIGS = ["plain", "scat", "tnbc", "plan", "engine", "mpi3", "mpi3t", "mpi3a", "floor"]
 LABELS = {"plain": "plain MPICH", "scat": "plain MPICH, scattered", "tnbc": "libtnbc.so (default)",
           "plan": "libtnbc.so + plan", "engine": "libtnbc.so, TNBC_ADAPT=off", "mpi3": "MPI-3",
-          "mpi3t": "MPI-3 + MPI_Test", "mpi3a": "MPI-3 + async progress"}
+          "mpi3t": "MPI-3 + MPI_Test", "mpi3a": "MPI-3 + async progress", "floor": "no exchange (floor)"}
 LIBRARY = ("tnbc", "plan", "engine")  # the configurations that preload libtnbc.so
 # Iterations of the traced run a case's plan comes from (its calls, read as the timed runs read).
 TRACE_ITERS = 8
@@ -183,7 +185,7 @@ class Bench:
         return path
 
     def one(self, where, config, block, iters, loops, tag, plan=None):
-        mode = "mpi3test" if config == "mpi3t" else "mpi3" if config.startswith("mpi3") else "blocking"
+        mode = {"mpi3t": "mpi3test", "mpi3": "mpi3", "mpi3a": "mpi3", "floor": "none"}.get(config, "blocking")
         prefix = os.path.join(self.work, tag)
         env = {}
         if config in LIBRARY:
@@ -214,7 +216,7 @@ class Bench:
         a = self.a
         loops_per_ms = self.loops_per_ms = self.calibrate()
         print(f"calibrated: {loops_per_ms:.0f} loops per ms of work", flush=True)
-        cases = [c for c in CASES if a.only in (None, c[1])]
+        cases = [c for c in CASES if a.only in (None, c[1]) and a.case in (None, c[0])]
         results = {}
         cluster_up = False
         try:
@@ -338,7 +340,7 @@ class Bench:
                     r = runs[c][rnd] if rnd < len(runs[c]) else None
                     if isinstance(r, dict):
                         ratios[c].append(r["total_ms"] / base["total_ms"])
-                        if r["checksum"] != base["checksum"]:
+                        if r["checksum"] != base["checksum"] and c != "floor":  # floor receives nothing
                             bad.add(c)
             plain_ms = [r["total_ms"] for r in runs["plain"] if isinstance(r, dict)]
 
@@ -431,6 +433,9 @@ def main():
                    help="another build of libtnbc.so, its defaults measured beside in the blocking path's cost")
     p.add_argument("--waiting-only", action="store_true",
                    help="measure only the progress thread's CPU while a call waits (printed, not written)")
+    p.add_argument("--case", choices=sorted({c[0] for c in CASES}),
+                   help="run only this case (with --only, where it names two); the blocking path's and the "
+                        "waiting thread's costs are then not measured")
     lib_settings.add_option(p, "TNBC_PROGRESS_MAX_SLEEP_US=4000")
     a = p.parse_args()
     # A missing library would only make the loader warn, and its column measure plain MPICH.
@@ -447,7 +452,7 @@ def main():
         print(b.idle_cost(lpm))
         return
     results, lpm = b.measure()
-    table = b.report(results, lpm) + b.blocking_cost() + b.idle_cost(lpm)
+    table = b.report(results, lpm) + ("" if a.case else b.blocking_cost() + b.idle_cost(lpm))
     print(table)
     if a.out != "-":
         write(a.out, table)

@@ -75,11 +75,16 @@ def main():
         expect(len({r["checksum"] for r in got.values()}) == 1, f"checksums differ: {got}")
         expect(int(got["mpi3test"]["tests"]) >= 16 and got["mpi3"]["tests"] == got["blocking"]["tests"] == "0",
                f"MPI_Test calls: {got}")
+        # none: the same work and reads without any exchange (the floor), so nothing arrives.
+        none = result(mpirun(prog, 4, args=["65536", "3", "none", "200000"], timeout=60).stdout)
+        expect(none["mode"] == "none" and none["tests"] == "0", f"none: {none}")
+        expect(none["checksum"] != got["blocking"]["checksum"], f"none received the exchange's bytes: {none}")
         bad = mpirun(prog, 4, args=["65536", "3", "mpi4", "0"], timeout=60, check=False)
         expect(bad.returncode != 0 and "MODE must be" in bad.stderr, f"a bad mode accepted: {bad}")
         bad = mpirun(prog, 4, env={"CURC_TEST_LOOPS": "x"}, args=["65536", "3", "mpi3test", "0"], timeout=60, check=False)
         expect(bad.returncode != 0 and "CURC_TEST_LOOPS" in bad.stderr, f"a bad CURC_TEST_LOOPS accepted: {bad}")
-    s.check("curc: blocking, MPI-3 and MPI-3 with MPI_Test receive the same bytes; only mpi3test tests", curc_modes)
+    s.check("curc: blocking, MPI-3 and MPI-3 with MPI_Test receive the same bytes; only mpi3test tests; "
+            "none exchanges nothing", curc_modes)
 
     def overlap_warmup():
         # bench/overlap.py --warmup: the program makes OVERLAP_WARMUP calls more, and its result
