@@ -67,6 +67,19 @@ def tbf_counters(dev, netns=None):
     return int(sent.group(1)), float(rate.group(1)) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[rate.group(2)]
 
 
+def cluster_link_counters(prefix, nodes):
+    """{link: (bytes sent, rate in bit/s)} of every shaped link of tnbc-cluster's nodes PREFIX-n0
+    .. PREFIX-n{nodes-1}: each node's eth0 (out of the node) and its bridge end, NODE-h (into it),
+    from their tbf qdiscs' counters; {} where they cannot be read (links unshaped, no root)."""
+    out = {}
+    for i in range(nodes):
+        ns = f"{prefix}-n{i}"
+        for name, counters in ((f"{ns} out", tbf_counters("eth0", ns)), (f"{ns} in", tbf_counters(f"{ns}-h"))):
+            if counters is not None:
+                out[name] = counters
+    return out
+
+
 def crossing_bytes(nodes, block):
     """The bytes one MPI_Alltoall of `block`-byte blocks sends out of each node (a dict): every
     pair of ranks on different nodes, once per direction; `nodes[r]` is rank r's node."""

@@ -132,17 +132,8 @@ class Runner:
         return cmd + ["--"] + exe
 
     def link_counters(self):
-        """{link: (bytes sent, rate in bit/s)} of every shaped link of the cluster: each node's
-        eth0 (out of the node) and its bridge end, NODE-h (into it), from their tbf qdiscs'
-        counters; {} where they cannot be read (links unshaped, no root)."""
-        out = {}
-        for i in range(self.a.nodes):
-            ns = f"{self.a.prefix}-n{i}"
-            for name, counters in ((f"{ns} out", link_model.tbf_counters("eth0", ns)),
-                                   (f"{ns} in", link_model.tbf_counters(f"{ns}-h"))):
-                if counters is not None:
-                    out[name] = counters
-        return out
+        """The cluster's shaped links and their counters (link_model.cluster_link_counters)."""
+        return link_model.cluster_link_counters(self.a.prefix, self.a.nodes)
 
     def cluster_base(self):
         return [self.a.cluster, "--nodes", str(self.a.nodes), "--prefix", self.a.prefix,
