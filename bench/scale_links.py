@@ -38,17 +38,11 @@ import time
 
 import hung_job
 import link_model
+from never_slower import RunError, parse, run
 from results_doc import rate_words
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_LIMIT_S = 600
-
-
-def parse_result(out):
-    rows = [l for l in out.splitlines() if l.startswith("result ")]
-    if len(rows) != 1:
-        raise RuntimeError(f"no result line: {out[-300:]!r}")
-    return dict(f.split("=", 1) for f in rows[0].split()[1:])
 
 
 class Cluster:
@@ -72,19 +66,12 @@ class Cluster:
         cmd = self.base + ["run", "--ppn", str(ppn), "--timeout", str(RUN_LIMIT_S + hung_job.CLUSTER_LIMIT_MARGIN_S),
                            "--", prog, str(self.a.block), str(calls), "blocking", "0"]
         l0 = self.links()
-        t0 = time.monotonic()
-        try:
-            out = hung_job.run(cmd, RUN_LIMIT_S, prog).stdout
-        except (hung_job.HungJob, subprocess.CalledProcessError) as e:
-            raise RuntimeError(str(e)) from None
-        wall = time.monotonic() - t0
+        r = parse(run(cmd, RUN_LIMIT_S, program=prog))
         l1 = self.links()
-        r = parse_result(out)
         total_s = float(r["total_ms"]) / 1e3
         busiest = max((8 * (l1[k][0] - l0[k][0]) / l0[k][1] for k in l0 if k in l1), default=float("nan"))
         return {"per_call_s": total_s / calls, "busy": busiest / total_s if total_s > 0 else float("nan"),
-                "cores": float(r["cpu_per_iter_ms"]) * calls / 1e3 / total_s, "checksum": r["checksum"],
-                "wall_s": wall}
+                "cores": float(r["cpu_per_iter_ms"]) * calls / 1e3 / total_s, "checksum": r["checksum"]}
 
 
 def bound_per_call(nodes, ppn, block, rate_bytes):
@@ -143,6 +130,9 @@ def main():
         p.error(str(e))
     if any(n < 2 for n in nodes_list) or any(m < 1 for m in ppn_list) or a.block < 1 or a.rounds < 1:
         p.error("--nodes of 2 or more, --ppn of 1 or more, --block and --rounds of 1 or more")
+    missing = [x for x in ("bench/curc", "tools/tnbc-cluster") if not os.path.isfile(os.path.join(a.build, x))]
+    if missing:
+        p.error(f"--build {a.build}: no {' or '.join(missing)} (meson compile -C build first)")
     if os.geteuid() != 0:
         sys.exit("scale_links: needs root (network namespaces)")
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: block {a.block} bytes, "
@@ -165,11 +155,11 @@ def main():
                         c.shape(rate)
                         try:
                             x = c.run(ppn, calls)
-                        except RuntimeError as e:
+                        except RunError as e:
                             failed += 1
                             print(f"scale_links: {nodes}x{ppn} {rate}: {e}", file=sys.stderr, flush=True)
                             continue
-                        x["bound_s"], x["calls"] = bound, calls
+                        x["bound_s"] = bound
                         res[rate].append(x)
                         print(f"  {nodes} nodes x {ppn}, {rate:8} round {rnd}: {1e3 * x['per_call_s']:.1f} ms a call "
                               f"(bound {1e3 * bound:.1f}), busiest link {100 * x['busy']:.0f}%, "
