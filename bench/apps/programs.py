@@ -3,7 +3,9 @@
 Each entry names the executable relative to the bin/ folder of its build (BUILD/bin/EXE under
 the apps folder, /work/apps by default: npb/, heffte/, 2decomp/, minivite/, fftmpi/, osu/, imb/ as the build-*.sh
 scripts make them), its arguments, the rank count, the collectives it calls, how its output is
-verified and which time it reports.
+verified and which time it reports.  `Program.at(ranks)` gives it on another rank count (run.py
+--ranks): the arguments that depend on the count (2DECOMP&FFT's process grid, IMB's -npmin) made
+for it, or an error where the program cannot be verified there (miniVite).
 
 Verification is one of
   regex:   the output must match `verify_regex` (and the exit code be 0);
@@ -24,7 +26,7 @@ its main loop, when it prints one.
 given --long.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import re
 
 # MPI collectives run.py can tune (MPIR_CVAR_<NAME>_INTRA_ALGORITHM) and libtnbc.so intercepts.
@@ -51,6 +53,19 @@ class Program:
     long: bool = False
     env: dict = field(default_factory=dict)   # variables every rank gets (all configurations)
     note: str = ""
+    args_at: object = None         # function: rank count -> args, where the args depend on it
+    only_at_ranks: str = ""        # why it runs only on `ranks` ranks, where it does
+
+    def at(self, ranks):
+        """This program on `ranks` ranks: its arguments made for that count, its `calls` marked as
+        counted at `self.ranks`.  ValueError where it cannot run (or be verified) there."""
+        if ranks == self.ranks:
+            return self
+        if self.only_at_ranks:
+            raise ValueError(f"{self.name} runs only on {self.ranks} ranks: {self.only_at_ranks}")
+        args = self.args_at(ranks) if self.args_at else self.args
+        return replace(self, ranks=ranks, args=tuple(args),
+                       calls=f"counted on {self.ranks} ranks: {self.calls}" if self.calls else "")
 
     def tunable(self):
         if self.tune is not None:
@@ -97,12 +112,21 @@ def heffte(name, n, runs, a2a, long=False, note="", extra=(), calls=None):
 D2D_OK = r"error / mesh point:\s+[0-9.eE+-]+\s+Avg time \(sec\):.*fft_c2c_x completed"
 
 
+def pencil_grid(ranks):
+    """The most nearly square p_row x p_col = ranks with p_row <= p_col (4: 2 x 2, 8: 2 x 4)."""
+    p_row = max(d for d in range(1, int(ranks ** 0.5) + 1) if ranks % d == 0)
+    return p_row, ranks // p_row
+
+
 def decomp2d(name, even, n, iters, long=False, note=""):
     coll = "MPI_Alltoall" if even else "MPI_Alltoallv"
+
+    def args_at(ranks):  # p_row p_col nx ny nz ntest
+        return (*map(str, pencil_grid(ranks)), str(n), str(n), str(n), str(iters))
     return Program(
         name=name, build="2decomp", exe="fft_c2c_x_even" if even else "fft_c2c_x",
-        # p_row p_col nx ny nz ntest: a 2 x 2 pencil grid, every transpose on 2 ranks
-        args=("2", "2", str(n), str(n), str(n), str(iters)),
+        # a 2 x 2 pencil grid on 4 ranks, every transpose on 2 ranks
+        args=args_at(4), args_at=args_at,
         collectives=("alltoall" if even else "alltoallv", "allreduce", "cart_create", "cart_sub",
                      "comm_free"),
         calls=(f"{4 * (iters + 1)} {coll} ({n}^3 complex double: {n ** 3 * 16 / 8 / 2 ** 20:g} MB "
@@ -195,6 +219,7 @@ PROGRAMS = [
                   "(18), the rest at set-up; MPI_Allreduce",
             verify="regex", verify_regex=MINIVITE_OK, reported_regex=MINIVITE_TIME,
             env={"OMP_NUM_THREADS": "1"},
+            only_at_ranks="its verification is the modularity and iteration count of the 4-rank run",
             note="short run of small uneven MPI_Alltoallv, each right after a small MPI_Alltoall"),
     # fftMPI (Sandia; LAMMPS's KSpace FFTs), new to the corpus 2026-11-30: first contact in
     # docs/apps.md.  On 4 ranks its x, y and z pencils lie on 1 x 2 x 2, 2 x 1 x 2 and 2 x 2 x 1
@@ -248,6 +273,9 @@ PROGRAMS = [
             # "time-out" on 2 emulated nodes with -iter 50).
             args=("-msglog", "20:20", "-iter", "30", "-iter_policy", "off", "-zero_size", "off",
                   "-time", "60", "-npmin", "4", "Alltoall"),
+            # -npmin: the rank count, so that IMB measures it alone
+            args_at=lambda ranks: ("-msglog", "20:20", "-iter", "30", "-iter_policy", "off", "-zero_size",
+                                   "off", "-time", "60", "-npmin", str(ranks), "Alltoall"),
             collectives=("alltoall", "barrier", "bcast", "reduce", "allreduce"),
             calls="63 MPI_Alltoall of 1 MB per rank pair (IMB's warm-up and 30 timed), barriers",
             tune=("alltoall",),

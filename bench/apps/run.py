@@ -2,7 +2,8 @@
 """Time the corpus of MPI programs (programs.py) under several configurations.
 
 For each selected program and placement (local: one node, mpiexec.mpich -n 4; cluster: 2
-emulated nodes x 2 ranks through tnbc-cluster), the configurations run side by side: round r
+emulated nodes x 2 ranks through tnbc-cluster; --ranks and --nodes change both, the programs'
+arguments made for the rank count: programs.py), the configurations run side by side: round r
 runs every configuration once, rounds 2j and 2j + 1 in an order rotated by j, the second
 reversed, so that drift of the machine, and what a run leaves to the next, spread over all.
 Every run is verified (a failed verification is an error, reported, never timed; a tuning pass's
@@ -281,7 +282,9 @@ def failed_tune_candidates(runs):
 def tune(runner, prog, placement, cache, records):
     """The fastest algorithm setting, one collective at a time; None if plain MPICH fails."""
     a = runner.a
-    key = f"{prog.name}|{placement}" + ("|pin" if a.pin else "")
+    # The rank count is in the key where it is not the corpus's 4, so that caches of 4-rank
+    # tunings stay valid beside those of other counts.
+    key = f"{prog.name}|{placement}" + ("|pin" if a.pin else "") + (f"|{prog.ranks}r" if prog.ranks != 4 else "")
     fp = fingerprint(prog, a)
     hit = cache.get(key)
     if hit and not a.retune and hit.get("fingerprint") == fp:
@@ -429,8 +432,9 @@ def sha(path):
 def header_line(meta):
     """The report's one-line header (docs/measurements/README.md)."""
     places = meta.get("placements", [])
-    cluster = f"{meta['nodes']} emulated nodes x {4 // meta['nodes']} ranks"
-    placement = " and ".join(["one node x 4 ranks"] * ("local" in places) + [cluster] * ("cluster" in places))
+    ranks = meta.get("ranks", 4)
+    cluster = f"{meta['nodes']} emulated nodes x {ranks // meta['nodes']} ranks"
+    placement = " and ".join([f"one node x {ranks} ranks"] * ("local" in places) + [cluster] * ("cluster" in places))
     links = results_doc.rate_words(meta.get("rate")) if "cluster" in places else "no links"
     return results_doc.ran_line(meta["date"][:10], meta.get("lib_commit"), placement or "unknown", links,
                                 "whole segments" if "cluster" in places else "no links", meta.get("pin"),
@@ -453,8 +457,9 @@ def write_report(data, md_path, svg_path):
     L.append(f"- rounds: {meta['rounds']} (each round runs every configuration once, the order "
              "rotated by one every second round, reversed in odd rounds); configurations: "
              + ", ".join(f"`{c}`" for c in configs))
-    L.append(f"- local: `mpiexec.mpich -n 4` on this machine; cluster: {meta['nodes']} emulated "
-             f"nodes x {4 // meta['nodes']} ranks (`tnbc-cluster --prefix {meta['prefix']} "
+    ranks = meta.get("ranks", 4)
+    L.append(f"- local: `mpiexec.mpich -n {ranks}` on this machine; cluster: {meta['nodes']} emulated "
+             f"nodes x {ranks // meta['nodes']} ranks (`tnbc-cluster --prefix {meta['prefix']} "
              f"--subnet {meta['subnet']}`{', --rate ' + meta['rate'] if meta.get('rate') else ''})")
     L.append("- pinning: " + ("pinned (cluster: `tnbc-cluster run --pin`, a core per node; one node: "
                               "`mpiexec -bind-to core`)" if meta.get("pin") else "unpinned"))
@@ -706,6 +711,9 @@ def main():
     ap.add_argument("--prefix", default="tnbcapps", help="cluster name prefix (default %(default)s)")
     ap.add_argument("--subnet", default="10.217.0", help="cluster subnet (default %(default)s)")
     ap.add_argument("--nodes", type=int, default=2, help="emulated nodes (default 2)")
+    ap.add_argument("--ranks", type=int, default=4,
+                    help="ranks of every program, on one node and across the nodes (default 4; "
+                         "programs that cannot run on the count are left out, or refused by --only)")
     ap.add_argument("--rate", help="link rate when this run brings the cluster up (tnbc-cluster --rate)")
     ap.add_argument("--lib-commit", help="the commit --lib was built from, for the report's header "
                     "(default: this repository's HEAD, with '+' where its tree has changes)")
@@ -746,8 +754,10 @@ def main():
 
     if a.rounds < 1 or a.tune_reps < 1:
         ap.error("--rounds and --tune-reps must be at least 1")
-    if 4 % a.nodes:
-        ap.error("--nodes must divide the rank count (4)")
+    if a.ranks < 2 or a.nodes < 1:
+        ap.error("--ranks must be at least 2 and --nodes at least 1")
+    if a.placement != "local" and a.ranks % a.nodes:
+        ap.error(f"--nodes {a.nodes} does not divide --ranks {a.ranks}")
     selected = corpus.PROGRAMS
     if a.only:
         pats = [s.strip() for s in a.only.split(",") if s.strip()]
@@ -759,6 +769,15 @@ def main():
         selected = [p for p in selected if not p.long or a.long or p.name in named]
     else:
         selected = [p for p in selected if not p.long or a.long]
+    at_ranks = []
+    for p in selected:
+        try:
+            at_ranks.append(p.at(a.ranks))
+        except ValueError as e:
+            if a.only and p.name in [s.strip() for s in a.only.split(",")]:
+                ap.error(f"--ranks {a.ranks}: {e}")
+            log(f"left out: {e}")
+    selected = at_ranks
     if not selected:
         ap.error("no program selected")
     builtin = [c.strip() for c in a.configs.split(",") if c.strip()]
@@ -817,7 +836,7 @@ def main():
     data = dict(meta=dict(
         date=datetime.datetime.now().isoformat(timespec="seconds"),
         command=shlex.join([sys.executable] + sys.argv), machine=machine_info(),
-        rounds=a.rounds, configs=configs, placements=placements, nodes=a.nodes,
+        rounds=a.rounds, configs=configs, placements=placements, nodes=a.nodes, ranks=a.ranks,
         prefix=a.prefix, subnet=a.subnet, rate=a.rate, pin=a.pin,
         lib_commit=a.lib_commit or results_doc.repo_commit(), timeout=a.timeout, tune_reps=a.tune_reps,
         workdir=a.workdir, tune_cache=cache_path, programs=[p.name for p in selected],

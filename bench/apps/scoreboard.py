@@ -48,10 +48,14 @@ def spread(xs):
 
 
 def placement_words(placement, meta):
+    """"one node" or "N nodes, RATE" (with the ranks where they are not the corpus's 4)."""
+    ranks = meta.get("ranks", 4)
     if placement == "local":
-        where = "one node"
+        where = "one node" + (f" x {ranks} ranks" if ranks != 4 else "")
     else:
-        where = f"{meta.get('nodes', 2)} nodes, {run.results_doc.rate_words(meta.get('rate'))}"
+        nodes = meta.get("nodes", 2)
+        where = (f"{nodes} nodes" + (f" x {ranks // nodes} ranks" if ranks != 4 else "")
+                 + f", {run.results_doc.rate_words(meta.get('rate'))}")
     return where + (", pinned" if meta.get("pin") else "")
 
 

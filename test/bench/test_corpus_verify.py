@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench/apps/programs.py's verification of a run's output, as bench/apps/run.py and
 bench/stress.py --verify apply it: each kind (regex, heffte, max_error) on outputs made up after
-the programs' own lines, a good run accepted and a bad or truncated one refused with its reason
-(no MPI)."""
+the programs' own lines, a good run accepted and a bad or truncated one refused with its reason;
+the programs on other rank counts (Program.at) (no MPI)."""
 
 import os
 import sys
@@ -48,6 +48,25 @@ def main():
             expect(not good and "no error line" in why, why)
             expect(not corpus.verify(p, 0, out.replace("4.44089e-16", "nan"))[0], "a NaN error accepted")
     s.check("fftMPI: 'Max error' at most the tolerance; missing, larger or NaN refused; its own time", fftmpi)
+
+    def other_rank_counts():
+        expect([corpus.pencil_grid(r) for r in (2, 4, 8, 12, 16, 7)] == [(1, 2), (2, 2), (2, 4), (3, 4), (4, 4), (1, 7)],
+               "2DECOMP&FFT's grid is not the most nearly square")
+        d = P["2decomp-c2c"]
+        expect(d.at(4) is d and d.args[:2] == ("2", "2"), f"the 4-rank program changed: {d.args}")
+        d8 = d.at(8)
+        expect(d8.ranks == 8 and d8.args == ("2", "4") + d.args[2:], f"8 ranks: {d8.args}")
+        expect(d8.calls.startswith("counted on 4 ranks") and d8.verify_regex == d.verify_regex, d8.calls)
+        ft = P["npb-ft-A"].at(16)
+        expect(ft.ranks == 16 and ft.args == P["npb-ft-A"].args, f"NPB's arguments changed: {ft.args}")
+        imb = P["imb-alltoall"].at(8).args
+        expect(imb[imb.index("-npmin") + 1] == "8", f"IMB would measure other counts too: {imb}")
+        try:
+            P["minivite"].at(8)
+            expect(False, "miniVite accepted on 8 ranks, where its 4-rank modularity cannot verify it")
+        except ValueError as e:
+            expect("only on 4 ranks" in str(e), str(e))
+    s.check("other rank counts: arguments made for the count, or a refusal with its reason", other_rank_counts)
 
     def failures():
         import run  # bench/apps/run.py (on the path above)

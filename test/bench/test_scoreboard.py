@@ -2,7 +2,8 @@
 """bench/apps/scoreboard.py's --keep (merged): a rerun of one placement replaces that placement's
 run and rows where they stood and keeps the others in their order; a new placement goes at the
 end; data written before runs named their placements, and a rerun of only some of a run's
-placements, are refused with a message (no MPI)."""
+placements, are refused with a message; a placement's words name its ranks where they are not
+4 (no MPI)."""
 
 import os
 import sys
@@ -57,6 +58,16 @@ def main():
     s.check("current data without placements: refused, with the reason",
             lambda: refused(dict(runs=[dict(report="old.md")], rows=[]), board([("x", ["one node"])]),
                             "names no placements", "a run without placements was merged"))
+
+    def rank_counts():
+        words = scoreboard.placement_words
+        expect(words("cluster", dict(nodes=2, rate="200mbit")) == "2 nodes, 200 Mbit/s", "the 4-rank words changed")
+        expect(words("cluster", dict(nodes=4, ranks=8, rate="100mbit", pin=True)) == "4 nodes x 2 ranks, 100 Mbit/s, pinned",
+               words("cluster", dict(nodes=4, ranks=8, rate="100mbit", pin=True)))
+        expect(words("cluster", dict(nodes=4, ranks=4, rate="100mbit")) != words("cluster", dict(nodes=4, ranks=8, rate="100mbit")),
+               "4 x 1 and 4 x 2 ranks read the same")
+        expect(words("local", dict(ranks=8)) == "one node x 8 ranks", words("local", dict(ranks=8)))
+    s.check("a placement's words name the ranks where they are not 4", rank_counts)
 
     s.finish()
 
