@@ -3,6 +3,9 @@
 
 For every row of the measured tables (spinning work; the rows with work that sleeps are left
 out), runs `tnbc-sim --json --scenario S --parts N --placement P --work-ms <the row's Tcomm>`
+on the cluster the page was measured on (its nodes, ranks per node, link rate and block, from
+the page's text: `bench/overlap.py --nodes 4 --rate 100mbit --block 262144 --out X.md` gives a
+page this reads with `--measured X.md`)
 with per-node turns (the default of the fluid model) and with `--per-node off`, and prints a
 Markdown table: the measured "tnbc, plan" and "engine alone" medians beside the predictions,
 and the share of rows within 15%.  docs/measurements/scale.md, "With the plan: per-node turns", holds its
@@ -20,8 +23,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def measured_rows(path):
-    """(placement, parts, scenario, plan ms, row Tcomm ms, engine alone ms) of each measured row."""
-    rows, section = [], None
+    """(placement, parts, scenario, plan ms, row Tcomm ms, engine alone ms) of each measured row,
+    the columns found by their headings (bench/overlap.py adds columns now and then)."""
+    rows, section, col = [], None, None
     for line in open(path, encoding="utf-8").read().splitlines():
         m = re.match(r"## Placement (\w+), blocks read in (\d+) part", line)
         if m:
@@ -29,15 +33,29 @@ def measured_rows(path):
             continue
         if line.startswith("## "):
             section = None
-        if not section or not line.startswith("| ") or line.startswith(("| scenario", "|---")):
+        if not section or not line.startswith("| ") or line.startswith("|---"):
             continue
-        c = [x.strip() for x in line.strip("|").split("|")]
-        if len(c) < 16:
+        c = [x.strip() for x in line.strip().strip("|").split("|")]
+        if c[0] == "scenario":
+            col = {h: i for i, h in enumerate(c)}
             continue
-        ms = lambda i: float(c[i].split()[0])
-        # Columns: scenario, TCURC, TCRC, plain, no plan, engine, plan, ..., Tcomm (row) at 14.
-        rows.append((section[0], section[1], c[0].split(":")[0], ms(6), ms(14), ms(5)))
+        need = ("tnbc, plan", "Tcomm (row)", "engine alone")
+        if not col or any(h not in col for h in need):
+            continue
+        ms = lambda h: float(c[col[h]].split()[0])
+        rows.append((section[0], section[1], c[0].split(":")[0], ms("tnbc, plan"), ms("Tcomm (row)"),
+                     ms("engine alone")))
     return rows
+
+
+def platform_of(path):
+    """tnbc-sim's platform options for the cluster a bench/overlap.py page was measured on."""
+    m = re.search(r"emulated cluster: (\d+) nodes x (\d+) ranks, (\S+) per node and direction, "
+                  r"MPI_Alltoall of (\d+) KiB blocks", open(path, encoding="utf-8").read())
+    if not m:
+        sys.exit(f"sim_vs_measured.py: {path} does not say its cluster (\"emulated cluster: N nodes x P "
+                 "ranks, RATE per node and direction, MPI_Alltoall of B KiB blocks\")")
+    return ["--nodes", m.group(1), "--ppn", m.group(2), "--link", m.group(3), "--bytes", int(m.group(4)) * 1024]
 
 
 def sim_json(sim, *args, who="sim_vs_measured.py"):
@@ -49,9 +67,9 @@ def sim_json(sim, *args, who="sim_vs_measured.py"):
     return json.loads(r.stdout)
 
 
-def predict(sim, placement, parts, scenario, tcomm, per_node):
-    return sim_json(sim, "--scenario", scenario, "--parts", parts, "--placement", placement, "--work-ms", tcomm,
-                    "--per-node", per_node)
+def predict(sim, platform, placement, parts, scenario, tcomm, per_node):
+    return sim_json(sim, *platform, "--scenario", scenario, "--parts", parts, "--placement", placement,
+                    "--work-ms", tcomm, "--per-node", per_node)
 
 
 def main():
@@ -63,16 +81,18 @@ def main():
     sim = os.path.join(a.build, "tools", "tnbc-sim")
     if not os.path.exists(sim):
         sys.exit(f"sim_vs_measured.py: missing {sim} (build first: tools/build)")
+    platform = platform_of(a.measured)
     rows = measured_rows(a.measured)
     if not rows:
         sys.exit(f"sim_vs_measured.py: no measured rows in {a.measured}")
+    print(f"tnbc-sim {' '.join(map(str, platform))}\n")
     print("| placement | parts | scenario | plan, measured | plan with turns, predicted | miss "
           "| plan without turns, predicted | engine alone, measured | no plan, predicted |")
     print("|---|---|---|---|---|---|---|---|---|")
     misses = []
     for placement, parts, scenario, plan, tcomm, engine in rows:
-        on = predict(sim, placement, parts, scenario, tcomm, "on")
-        off = predict(sim, placement, parts, scenario, tcomm, "off")
+        on = predict(sim, platform, placement, parts, scenario, tcomm, "on")
+        off = predict(sim, platform, placement, parts, scenario, tcomm, "off")
         miss = (on["tnbc_plan_ms"] - plan) / plan
         misses.append(miss)
         print(f"| {placement} | {parts} | {scenario} | {plan:.1f} ms | {on['tnbc_plan_ms']:.1f} ms | {miss:+.0%} "
