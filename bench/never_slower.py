@@ -20,7 +20,9 @@ received byte read) in every configuration side by side, round after round:
 
 Cases: on one node (4 ranks on this machine's cores) and on the emulated cluster (2 nodes x 2
 ranks, tnbc-cluster; --ppn 1: one rank a node, so each has a core of its own, the case where
-MPICH's progress thread does not fight the ranks; --pin: each node's ranks on their own cores),
+MPICH's progress thread does not fight the ranks; --pin: each node's ranks on their own cores;
+--nodes 4 or 8: 8 or 16 ranks, at a --rate low enough that the links bound the exchanges,
+docs/cluster.md),
 each with the data read at once (back-to-back exchanges, osu_alltoall's pattern) and with work
 after the call.  Reports medians over the rounds as ratios against plain
 MPICH of the same round, what the library cost per call (time inside the call, time waited
@@ -30,7 +32,8 @@ progress thread added, and what is below is polling a blocking call did not do),
 machine's softirq time over each run (the kernel's packet processing, which on the emulated
 cluster runs on the same cores).  Checksums must equal plain MPICH's.
 
-  bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--case NAME] [--ppn 1|2] [--pin]
+  bench/never_slower.py [--build build] [--rounds 3] [--only local|cluster] [--case NAME] [--nodes N]
+                        [--ppn 1|2] [--pin] [--rate 200mbit]
                         [--out docs/measurements/never-slower.md]
 """
 
@@ -55,7 +58,6 @@ LABELS = {"plain": "plain MPICH", "scat": "plain MPICH, scattered", "tnbc": "lib
 LIBRARY = ("tnbc", "plan", "engine")  # the configurations that preload libtnbc.so
 # Iterations of the traced run a case's plan comes from (its calls, read as the timed runs read).
 TRACE_ITERS = 8
-NODES = 2  # emulated nodes; ranks per node: --ppn (default 2)
 LOCAL_RANKS = 4
 
 # (name, where, block bytes, iterations, work in ms per iteration)
@@ -144,11 +146,15 @@ class Bench:
         return float(out.split("=")[1])
 
     def ranks(self, where):
-        return LOCAL_RANKS if where == "local" else NODES * self.a.ppn
+        return LOCAL_RANKS if where == "local" else self.a.nodes * self.a.ppn
 
     def where_label(self, where):
         a = self.a
-        return "1 node x 4" if where == "local" else f"{NODES} nodes x {a.ppn}, {a.rate}" + (", pinned" if a.pin else "")
+        return "1 node x 4" if where == "local" else f"{a.nodes} nodes x {a.ppn}, {a.rate}" + (", pinned" if a.pin else "")
+
+    def cluster_cmd(self, *args):
+        """tnbc-cluster with this run's node count."""
+        return [self.cluster, "--nodes", str(self.a.nodes), *args]
 
     def launch(self, where, args, env, preload, timeout, ranks=LOCAL_RANKS, lib=None):
         """Runs curc ARGS on one node (mpiexec, `ranks` ranks) or on the emulated cluster (--ppn), with
@@ -165,8 +171,8 @@ class Bench:
                 cmd += ["-genv", k, v]
             cmd += args
         else:
-            cmd = [self.cluster, "run", "--ppn", str(self.a.ppn), "--timeout",
-                   str(timeout + hung_job.CLUSTER_LIMIT_MARGIN_S)] + (["--pin"] if self.a.pin else [])
+            cmd = self.cluster_cmd("run", "--ppn", str(self.a.ppn), "--timeout",
+                                   str(timeout + hung_job.CLUSTER_LIMIT_MARGIN_S)) + (["--pin"] if self.a.pin else [])
             if preload:
                 cmd += ["--preload", lib]
             for k, v in env.items():
@@ -222,7 +228,7 @@ class Bench:
         try:
             for name, where, block, iters, work_ms in cases:
                 if where == "cluster" and not cluster_up:
-                    run([self.cluster, "--rate", a.rate, "up"], 120, self.env)
+                    run(self.cluster_cmd("--rate", a.rate, "up"), 120, self.env)
                     cluster_up = True
                 loops = int(work_ms * loops_per_ms)
                 runs = results[(name, where)] = {c: [] for c in CONFIGS}
@@ -247,7 +253,7 @@ class Bench:
                                   f"checksum {r['checksum']}", flush=True)
         finally:
             if cluster_up:
-                subprocess.run([self.cluster, "down"], capture_output=True, env=self.env)
+                subprocess.run(self.cluster_cmd("down"), capture_output=True, env=self.env)
         return results, loops_per_ms
 
     def idle_cost(self, loops_per_ms):
@@ -260,7 +266,7 @@ class Bench:
         iters, skew, work_ms = 10, 50, 60
         wheres = [w for w in ("local", "cluster") if a.only in (None, w)]
         if "cluster" in wheres:
-            run([self.cluster, "--rate", a.rate, "up"], 120, self.env)
+            run(self.cluster_cmd("--rate", a.rate, "up"), 120, self.env)
         try:
             for where in wheres:
                 # Rounds interleave the two runs; each round gives one share, the median is reported.
@@ -282,7 +288,7 @@ class Bench:
                             f"| {100 * statistics.median(shares):.1f}% ({100 * min(shares):.1f}-{100 * max(shares):.1f}%) |")
         finally:
             if "cluster" in wheres:
-                subprocess.run([self.cluster, "down"], capture_output=True, env=self.env)
+                subprocess.run(self.cluster_cmd("down"), capture_output=True, env=self.env)
         return ("\nWaiting: rank 0's progress-thread CPU per call (64 KiB blocks, `TNBC_ADAPT=off`, "
                 f"{work_ms} ms of work after each call), with the other ranks on time and with them {skew} ms late "
                 "(`CURC_SKEW_MS`); the difference over the waiting time is the thread's share of a core "
@@ -421,6 +427,8 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--rate", default="200mbit", help="link rate of the emulated nodes (default 200mbit)")
     p.add_argument("--only", choices=["local", "cluster"], help="run only the cases on one node or on the cluster")
+    p.add_argument("--nodes", type=int, default=2, choices=[2, 4, 8],
+                   help="emulated nodes of the cluster cases (default 2; 4 and 8: docs/cluster.md)")
     p.add_argument("--ppn", type=int, default=2, choices=[1, 2],
                    help="ranks per emulated node (default 2; 1: a core per rank on this 2-core machine)")
     p.add_argument("--pin", action="store_true",

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Replay mode's overlap benchmark: the paper's five CURC/CRC scenarios (Table 1) and the case
-with nothing to overlap, on the emulated cluster (2 nodes x 2 ranks), 1 MiB Alltoall blocks.
+with nothing to overlap, on the emulated cluster (2 nodes x 2 ranks; --nodes, --ppn), 1 MiB
+Alltoall blocks.
 
 For every scenario eight configurations run side by side in one session: plain MPICH
 (MPI_Alltoall), libtnbc.so without a plan (its defaults: the per-call decision), libtnbc.so's
@@ -71,7 +72,12 @@ def use_mpi(mpi):
     LIB = os.path.join(BUILD, "shim", "replay", f"libtnbc{suffix}.so")
     TRACE_LIB = os.path.join(BUILD, "trace", f"libtnbc_trace{suffix}.so")
     DUMP = os.path.join(BUILD, "test", "trace", "trace_dump")
-NODES, PPN = 2, 2  # the emulated cluster: nodes, and ranks per node
+NODES, PPN = 2, 2  # the emulated cluster: nodes, and ranks per node (--nodes, --ppn)
+
+
+def cluster(*args):
+    """tnbc-cluster with the cluster's node count."""
+    return [CLUSTER, "--nodes", str(NODES), *args]
 
 # (name, what the paper's Table 1 row is, TCURC/Tcomm, TCRC/Tcomm), fractions from the paper's
 # numbers (Tcomm 268 ms: TCURC 445 / 177 ms, CRC 350 / 175 ms).
@@ -102,7 +108,7 @@ def make_plan(args, work, op="alltoall", env=None, windows=(None,)):
     configured TNBC_CHUNK_WINDOW); returns the path, or a dict of paths by window if several."""
     trace_dir = os.path.join(work, "trace")
     extra = [x for k, v in (env or {}).items() for x in ("--env", f"{k}={v}")]
-    subprocess.run([CLUSTER, "run", "--mpi", MPI, "--ppn", str(PPN), "--timeout", "300", "--preload", TRACE_LIB,
+    subprocess.run(cluster("run", "--mpi", MPI, "--ppn", str(PPN), "--timeout", "300", "--preload", TRACE_LIB) + [
                     "--env", f"TNBC_TRACE_DIR={trace_dir}", *extra, "--", PROG, str(args.block), "2",
                     "blocking", "0", "0"], check=True, capture_output=True, timeout=400)
     dump = json.loads(subprocess.run([DUMP, os.path.join(trace_dir, "0.tnbct")], check=True,
@@ -156,7 +162,7 @@ def best_cell(totals, total):
 
 def run(mode, preload, curc_us, crc_us, args, plan=None, parts=1, placement="block", block=None, iters=None,
         sleep=False, env=None, timed=True):
-    cmd = [CLUSTER, "run", "--mpi", MPI, "--ppn", str(PPN), "--placement", placement, "--timeout", "300"]
+    cmd = cluster("run", "--mpi", MPI, "--ppn", str(PPN), "--placement", placement, "--timeout", "300")
     if getattr(args, "pin", False):
         cmd += ["--pin"]
     if timed:
@@ -277,6 +283,10 @@ def main():
                          "warm-up)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds; each runs every configuration once, in turn (median taken)")
     ap.add_argument("--rate", default="200mbit", help="link rate per node")
+    ap.add_argument("--nodes", type=int, default=2, choices=(2, 4, 8),
+                    help="emulated nodes (default 2; 4 and 8 at a rate where the links bound the "
+                         "exchanges: docs/cluster.md)")
+    ap.add_argument("--ppn", type=int, default=2, choices=(1, 2), help="ranks per node (default 2)")
     ap.add_argument("--slow-start-after-idle", choices=("on", "off"), default="on",
                     help="TCP's slow start after idle in the emulated nodes (tnbc-cluster's option; "
                          "default on, the kernel's default): off separates what the library does "
@@ -324,6 +334,8 @@ def main():
     ap.add_argument("--out", help="the page written (default docs/measurements/replay-overlap.md, "
                                   "docs/measurements/replay-overlap-openmpi.md with --mpi openmpi)")
     args = ap.parse_args()
+    global NODES, PPN
+    NODES, PPN = args.nodes, args.ppn
     if args.iters < 1 or args.warmup < 0:
         ap.error("--iters must be 1 or more and --warmup 0 or more")
     calls = args.iters + args.warmup  # the calls each timed run makes, its warm-up included
@@ -331,7 +343,8 @@ def main():
         args.learn, args.none_blocks, args.free_cores = True, "", ""
     use_mpi(args.mpi)
     if not args.out:
-        name = "replay-overlap.md" if args.mpi == "mpich" else f"replay-overlap-{args.mpi}.md"
+        name = "replay-overlap" + ("" if args.mpi == "mpich" else f"-{args.mpi}") \
+            + ("" if (NODES, PPN) == (2, 2) else f"-{NODES}x{PPN}") + ".md"
         args.out = os.path.join(ROOT, "docs", "measurements", name)
     for path in (CLUSTER, PROG, LIB):
         if not os.path.exists(path):
@@ -357,7 +370,7 @@ def main():
     if os.geteuid() != 0:
         sys.exit("overlap.py: needs root (network namespaces)")
 
-    subprocess.run([CLUSTER, "--nodes", str(NODES), "--rate", args.rate,
+    subprocess.run(cluster("--rate", args.rate) + [
                     "--slow-start-after-idle", args.slow_start_after_idle, "--tso", args.tso, "up"],
                    check=True)
     try:
@@ -460,7 +473,7 @@ def main():
                 print(f"none block {block:>8} {label:<6} total {res[label]/1e3:8.1f} ms", flush=True)
             sweep.append((block, iters, res))
     finally:
-        subprocess.run([CLUSTER, "down"], check=False)
+        subprocess.run(cluster("down"), check=False)
 
     # The header line every report opens with (docs/measurements/README.md), in either page.
     ran = results_doc.ran_line(datetime.date.today(), results_doc.repo_commit(), f"{NODES} emulated nodes x {PPN} ranks",
@@ -485,7 +498,7 @@ def main():
         + ("Each node's ranks run on its own share of the cores (`tnbc-cluster run --pin`: "
            f"{max(1, (os.cpu_count() or 1) // NODES)} of {os.cpu_count()} each).  " if args.pin else "")
         + lib_settings.sentence(args.set)
-        + f"One machine with {os.cpu_count()} cores runs all four ranks, their progress threads and "
+        + f"One machine with {os.cpu_count()} cores runs all {NODES * PPN} ranks, their progress threads and "
         + ("the network emulation, and other jobs ran on it at the same time: compare the columns "
            "of one row, not absolute times." if (os.cpu_count() or 1) < 2 * NODES * PPN else
            "the network emulation: a core for each rank and one for its progress thread."),

@@ -7,9 +7,10 @@ on the cluster the page was measured on (its nodes, ranks per node, link rate an
 the page's text: `bench/overlap.py --nodes 4 --rate 100mbit --block 262144 --out X.md` gives a
 page this reads with `--measured X.md`)
 with per-node turns (the default of the fluid model) and with `--per-node off`, and prints a
-Markdown table: the measured "tnbc, plan" and "engine alone" medians beside the predictions,
-and the share of rows within 15%.  docs/measurements/scale.md, "With the plan: per-node turns", holds its
-output.  Needs build/tools/tnbc-sim (`tools/build`); takes a few seconds.
+Markdown table: the measured "tnbc, plan", "engine alone" and "plain" medians beside the
+predictions, and the share of rows (the plan) and of cells (all three) within 15%.
+docs/measurements/scale-overlap.md holds its output for the pages of 2 nodes x 2 ranks, 4 x 2
+and 8 x 2.  Needs build/tools/tnbc-sim (`tools/build`); takes a few seconds.
 """
 
 import argparse
@@ -23,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def measured_rows(path):
-    """(placement, parts, scenario, plan ms, row Tcomm ms, engine alone ms) of each measured row,
+    """(placement, parts, scenario, plan ms, row Tcomm ms, engine alone ms, plain ms) of each measured row,
     the columns found by their headings (bench/overlap.py adds columns now and then)."""
     rows, section, col = [], None, None
     for line in open(path, encoding="utf-8").read().splitlines():
@@ -39,12 +40,12 @@ def measured_rows(path):
         if c[0] == "scenario":
             col = {h: i for i, h in enumerate(c)}
             continue
-        need = ("tnbc, plan", "Tcomm (row)", "engine alone")
+        need = ("tnbc, plan", "Tcomm (row)", "engine alone", "plain")
         if not col or any(h not in col for h in need):
             continue
         ms = lambda h: float(c[col[h]].split()[0])
         rows.append((section[0], section[1], c[0].split(":")[0], ms("tnbc, plan"), ms("Tcomm (row)"),
-                     ms("engine alone")))
+                     ms("engine alone"), ms("plain")))
     return rows
 
 
@@ -87,18 +88,25 @@ def main():
         sys.exit(f"sim_vs_measured.py: no measured rows in {a.measured}")
     print(f"tnbc-sim {' '.join(map(str, platform))}\n")
     print("| placement | parts | scenario | plan, measured | plan with turns, predicted | miss "
-          "| plan without turns, predicted | engine alone, measured | no plan, predicted |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    misses = []
-    for placement, parts, scenario, plan, tcomm, engine in rows:
+          "| plan without turns, predicted | engine alone, measured | no plan, predicted | miss "
+          "| plain, measured | plain, predicted | miss |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    misses, cells = [], []
+    for placement, parts, scenario, plan, tcomm, engine, plain in rows:
         on = predict(sim, platform, placement, parts, scenario, tcomm, "on")
         off = predict(sim, platform, placement, parts, scenario, tcomm, "off")
         miss = (on["tnbc_plan_ms"] - plan) / plan
+        engine_miss = (on["tnbc_ms"] - engine) / engine
+        plain_miss = (on["plain_ms"] - plain) / plain
         misses.append(miss)
+        cells += [miss, engine_miss, plain_miss]
         print(f"| {placement} | {parts} | {scenario} | {plan:.1f} ms | {on['tnbc_plan_ms']:.1f} ms | {miss:+.0%} "
-              f"| {off['tnbc_plan_ms']:.1f} ms | {engine:.1f} ms | {on['tnbc_ms']:.1f} ms |")
+              f"| {off['tnbc_plan_ms']:.1f} ms | {engine:.1f} ms | {on['tnbc_ms']:.1f} ms | {engine_miss:+.0%} "
+              f"| {plain:.1f} ms | {on['plain_ms']:.1f} ms | {plain_miss:+.0%} |")
     within = sum(abs(m) <= 0.15 for m in misses)
-    print(f"\n{within} of {len(misses)} rows within 15%, {max(abs(m) for m in misses):.0%} at most.")
+    print(f"\nThe plan: {within} of {len(misses)} rows within 15%, {max(abs(m) for m in misses):.0%} at most.  "
+          f"Every cell (the plan, the engine alone, plain MPICH): {sum(abs(m) <= 0.15 for m in cells)} of "
+          f"{len(cells)} within 15%, {max(abs(m) for m in cells):.0%} at most.")
 
 
 if __name__ == "__main__":
