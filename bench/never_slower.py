@@ -152,6 +152,26 @@ class Bench:
         a = self.a
         return "1 node x 4" if where == "local" else f"{a.nodes} nodes x {a.ppn}, {a.rate}" + (", pinned" if a.pin else "")
 
+    def run_limit(self, where, seconds):
+        """`seconds`, the limit of a run on 2 nodes x 2 ranks, scaled to the cluster: the bytes
+        one node's link carries per call grow as ppn^2 (nodes - 1), 4 on 2 x 2 (8 x 2: 7 times
+        as many; 8 x 2 at 100 Mbit/s moves a 1 MiB Alltoall in about 5 s, docs/cluster.md)."""
+        if where == "local":
+            return seconds
+        return int(seconds * max(1.0, self.a.ppn ** 2 * (self.a.nodes - 1) / 4 * 200e6 / self.rate_bps()))
+
+    def rate_bps(self):
+        """The link rate in bit/s (200 Mbit/s where unshaped or not understood: the cases' own scale)."""
+        units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+        r = self.a.rate.lower()
+        for u, f in units.items():
+            if r.endswith(u):
+                try:
+                    return max(float(r[:-len(u)]) * f, 1.0)
+                except ValueError:
+                    break
+        return 200e6
+
     def cluster_cmd(self, *args):
         """tnbc-cluster with this run's node count."""
         return [self.cluster, "--nodes", str(self.a.nodes), *args]
@@ -185,7 +205,7 @@ class Bench:
         (libtnbc_trace.so), then `tnbc-order plan`.  Returns its path."""
         trace_dir = os.path.join(self.work, f"trace_{tag}")
         self.launch(where, [self.prog, str(block), str(TRACE_ITERS), "blocking", str(loops)],
-                    {"TNBC_TRACE_DIR": trace_dir}, True, 300, lib=self.trace_lib)
+                    {"TNBC_TRACE_DIR": trace_dir}, True, self.run_limit(where, 300), lib=self.trace_lib)
         path = os.path.join(self.work, f"{tag}.plan")
         run([self.order, "plan", trace_dir, "-o", path], 60, self.env)
         return path
@@ -208,7 +228,7 @@ class Bench:
             env["MPIR_CVAR_ASYNC_PROGRESS"] = "1"
         args = [self.prog, str(block), str(iters), mode, str(loops)]
         soft0 = softirq_s()
-        r = parse(self.launch(where, args, env, config in LIBRARY, 300))
+        r = parse(self.launch(where, args, env, config in LIBRARY, self.run_limit(where, 300)))
         soft1 = softirq_s()
         r["softirq_s"] = soft1 - soft0 if soft0 is not None and soft1 is not None else float("nan")
         r["total_ms"] = float(r["total_ms"])
@@ -277,7 +297,7 @@ class Bench:
                         prefix = os.path.join(self.work, tag)
                         env = {"TNBC_ADAPT": "off", "TNBC_STATS": prefix, "CURC_SKEW_MS": str(s_ms)}
                         args = [self.prog, str(1 << 16), str(iters), "blocking", str(int(work_ms * loops_per_ms))]
-                        self.launch(where, args, env, True, 120)
+                        self.launch(where, args, env, True, self.run_limit(where, 120))
                         with open(f"{prefix}.0.json", encoding="utf-8") as f:
                             cpu[s_ms].append(json.load(f)["progress"]["cpu_us"])
                 waited_us = (iters + 1) * skew * 1e3
@@ -433,8 +453,8 @@ def main():
                    help="ranks per emulated node (default 2; 1: a core per rank on this 2-core machine)")
     p.add_argument("--pin", action="store_true",
                    help="pin each emulated node's ranks to their own share of the cores (tnbc-cluster run --pin)")
-    p.add_argument("--out", default=os.path.join(ROOT, "docs", "measurements", "never-slower.md"),
-                   help="Markdown file whose RESULTS section is rewritten ('-': print only)")
+    p.add_argument("--out", help="Markdown file whose RESULTS section is rewritten ('-': print only; default "
+                                 "docs/measurements/never-slower.md, never-slower-NxP.md with --nodes N other than 2)")
     p.add_argument("--blocking-only", action="store_true",
                    help="measure only the blocking path's own cost per call (printed, not written)")
     p.add_argument("--other-lib", metavar="PATH",
@@ -446,6 +466,9 @@ def main():
                         "waiting thread's costs are then not measured")
     lib_settings.add_option(p, "TNBC_PROGRESS_MAX_SLEEP_US=4000")
     a = p.parse_args()
+    if a.out is None:
+        a.out = os.path.join(ROOT, "docs", "measurements",
+                             "never-slower.md" if a.nodes == 2 else f"never-slower-{a.nodes}x{a.ppn}.md")
     # A missing library would only make the loader warn, and its column measure plain MPICH.
     if a.other_lib and not os.path.isfile(a.other_lib):
         p.error(f"--other-lib: no such file: {a.other_lib}")

@@ -541,10 +541,12 @@ def main():
         f"after the call (TCURC below {CURC_FRACTION:g} Tcomm: b, c and the data read at once, "
         f"tnbc-order's verdict CRC) it also says `window {READ_AT_ONCE_WINDOW}`, as `tnbc-order plan --per-node` "
         "writes there: 8 inter-node chunks in flight per rank instead of TNBC_CHUNK_WINDOW's 2"
-        + (" (not in this run: --no-plan-window)" if args.no_plan_window else "") + ".  Placement block puts ranks 0 and 1 on node 0 and 2 and 3 on node "
-        "1: every rank then reads node 0's blocks first, and node 0's link carries them all.  "
-        "Placement cyclic deals ranks out round robin (0 and 2 on node 0), the placement of the "
-        "paper's per-node priority figure: the blocks read first come from both nodes.  "
+        + (" (not in this run: --no-plan-window)" if args.no_plan_window else "") + ".  "
+        + (f"Placement block puts ranks 0 to {PPN - 1} on node 0, {PPN} to {2 * PPN - 1} on node 1 and so on: "
+           if PPN > 1 else "Placement block puts rank r on node r: ")
+        + "every rank then reads node 0's blocks first, and node 0's link carries them all.  "
+        f"Placement cyclic deals ranks out round robin (rank r on node r mod {NODES}), the placement of the "
+        "paper's per-node priority figure: the blocks read first come from every node.  "
         "Overlap = total(plain) - total(tnbc with plan).  Bound = formula (3): min(Tcomm - Tinit, "
         "TCURC + TCRC), with the Tinit measured for libtnbc.so with the plan (time inside "
         "MPI_Alltoall) and the Tcomm of the same row (plain MPICH's total there minus the work, "
@@ -560,9 +562,9 @@ def main():
            if wire else " (unshaped links: none).  " if rate is None
            else ", at their whole rate (their counters could not be read).  ") +
         "Formula (3) treats the data as a fluid "
-        "that arrives at the rate of the whole exchange; on 4 ranks one block is a quarter of "
+        f"that arrives at the rate of the whole exchange; on {NODES * PPN} ranks one block is 1/{NODES * PPN} of "
         "the data, and every reader wants the same block first, so where a node's ranks read "
-        "the other node's blocks first they must wait for them whatever the schedule.  Ratios "
+        "another node's blocks first they must wait for them whatever the schedule.  Ratios "
         "below 1 are faster than the reference.",
         "",
     ]

@@ -55,6 +55,7 @@ class Program:
     note: str = ""
     args_at: object = None         # function: rank count -> args, where the args depend on it
     only_at_ranks: str = ""        # why it runs only on `ranks` ranks, where it does
+    powers_of_two: bool = False    # runs only on a power-of-two rank count
 
     def at(self, ranks):
         """This program on `ranks` ranks: its arguments made for that count, its `calls` marked as
@@ -63,6 +64,8 @@ class Program:
             return self
         if self.only_at_ranks:
             raise ValueError(f"{self.name} runs only on {self.ranks} ranks: {self.only_at_ranks}")
+        if self.powers_of_two and (ranks < 1 or ranks & (ranks - 1)):
+            raise ValueError(f"{self.name} runs only on a power-of-two rank count, not {ranks}")
         args = self.args_at(ranks) if self.args_at else self.args
         return replace(self, ranks=ranks, args=tuple(args),
                        calls=f"counted on {self.ranks} ranks: {self.calls}" if self.calls else "")
@@ -81,7 +84,10 @@ def npb(kernel, cls, collectives, calls, tune, long=False, note=""):
     return Program(
         name=f"npb-{kernel}-{cls}", build="npb", exe=f"{kernel}.{cls}.x",
         collectives=collectives, calls=calls, tune=tune, verify="regex", verify_regex=NPB_OK,
-        reported_regex=NPB_TIME, long=long, note=note)
+        reported_regex=NPB_TIME, long=long, note=note,
+        # NPB's MPI kernels split their grids or keys by powers of two (BT and SP, square
+        # counts, are not in the corpus); EP would take any count, refused alike.
+        powers_of_two=True)
 
 
 HEFFTE_TIME = r"Time per run:\s+([0-9.eE+-]+)"

@@ -54,7 +54,8 @@ def placement_words(placement, meta):
         where = "one node" + (f" x {ranks} ranks" if ranks != 4 else "")
     else:
         nodes = meta.get("nodes", 2)
-        where = (f"{nodes} nodes" + (f" x {ranks // nodes} ranks" if ranks != 4 else "")
+        ppn = ranks // nodes
+        where = (f"{nodes} nodes" + (f" x {ppn} rank{'s' if ppn > 1 else ''}" if ranks != 4 else "")
                  + f", {run.results_doc.rate_words(meta.get('rate'))}")
     return where + (", pinned" if meta.get("pin") else "")
 

@@ -59,6 +59,12 @@ def main():
         expect(d8.calls.startswith("counted on 4 ranks") and d8.verify_regex == d.verify_regex, d8.calls)
         ft = P["npb-ft-A"].at(16)
         expect(ft.ranks == 16 and ft.args == P["npb-ft-A"].args, f"NPB's arguments changed: {ft.args}")
+        for bad in (6, 12):
+            try:
+                P["npb-is-A"].at(bad)
+                expect(False, f"NPB IS accepted on {bad} ranks")
+            except ValueError as e:
+                expect("power-of-two" in str(e), str(e))
         imb = P["imb-alltoall"].at(8).args
         expect(imb[imb.index("-npmin") + 1] == "8", f"IMB would measure other counts too: {imb}")
         try:

@@ -67,6 +67,8 @@ def main():
         expect(words("cluster", dict(nodes=4, ranks=4, rate="100mbit")) != words("cluster", dict(nodes=4, ranks=8, rate="100mbit")),
                "4 x 1 and 4 x 2 ranks read the same")
         expect(words("local", dict(ranks=8)) == "one node x 8 ranks", words("local", dict(ranks=8)))
+        expect(words("cluster", dict(nodes=8, ranks=8, rate="100mbit")) == "8 nodes x 1 rank, 100 Mbit/s",
+               words("cluster", dict(nodes=8, ranks=8, rate="100mbit")))
     s.check("a placement's words name the ranks where they are not 4", rank_counts)
 
     s.finish()
