@@ -49,6 +49,7 @@ import tempfile
 
 import hung_job
 import lib_settings
+import link_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = ["plain", "scat", "tnbc", "plan", "engine", "mpi3", "mpi3t", "mpi3a", "floor"]
@@ -59,6 +60,7 @@ LIBRARY = ("tnbc", "plan", "engine")  # the configurations that preload libtnbc.
 # Iterations of the traced run a case's plan comes from (its calls, read as the timed runs read).
 TRACE_ITERS = 8
 LOCAL_RANKS = 4
+REFERENCE_RATE = link_model.parse_rate("200mbit")  # the rate the cases' limits were set for, bytes/s
 
 # (name, where, block bytes, iterations, work in ms per iteration)
 # Each key of the per-call decision learns in its first calls (6 blocking, or 3 where the reads
@@ -153,24 +155,17 @@ class Bench:
         return "1 node x 4" if where == "local" else f"{a.nodes} nodes x {a.ppn}, {a.rate}" + (", pinned" if a.pin else "")
 
     def run_limit(self, where, seconds):
-        """`seconds`, the limit of a run on 2 nodes x 2 ranks, scaled to the cluster: the bytes
-        one node's link carries per call grow as ppn^2 (nodes - 1), 4 on 2 x 2 (8 x 2: 7 times
-        as many; 8 x 2 at 100 Mbit/s moves a 1 MiB Alltoall in about 5 s, docs/cluster.md)."""
+        """`seconds`, the limit of a run on 2 nodes x 2 ranks at 200 Mbit/s, scaled to the cluster:
+        the bytes one node's link carries per call grow as ppn^2 (nodes - 1), 4 on 2 x 2 (8 x 2:
+        7 times as many; 8 x 2 at 100 Mbit/s moves a 1 MiB Alltoall in about 5 s, docs/cluster.md),
+        and the time as the rate falls (unshaped links: taken as 200 Mbit/s)."""
         if where == "local":
             return seconds
-        return int(seconds * max(1.0, self.a.ppn ** 2 * (self.a.nodes - 1) / 4 * 200e6 / self.rate_bps()))
-
-    def rate_bps(self):
-        """The link rate in bit/s (200 Mbit/s where unshaped or not understood: the cases' own scale)."""
-        units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-        r = self.a.rate.lower()
-        for u, f in units.items():
-            if r.endswith(u):
-                try:
-                    return max(float(r[:-len(u)]) * f, 1.0)
-                except ValueError:
-                    break
-        return 200e6
+        try:
+            rate = link_model.parse_rate(self.a.rate)
+        except ValueError:
+            rate = REFERENCE_RATE
+        return int(seconds * max(1.0, self.a.ppn ** 2 * (self.a.nodes - 1) / 4 * REFERENCE_RATE / rate))
 
     def cluster_cmd(self, *args):
         """tnbc-cluster with this run's node count."""

@@ -23,6 +23,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+NEEDED_COLUMNS = ("tnbc, plan", "Tcomm (row)", "engine alone", "plain")  # headings of the page's tables
+
+
 def measured_rows(path):
     """(placement, parts, scenario, plan ms, row Tcomm ms, engine alone ms, plain ms) of each measured row,
     the columns found by their headings (bench/overlap.py adds columns now and then)."""
@@ -40,8 +43,7 @@ def measured_rows(path):
         if c[0] == "scenario":
             col = {h: i for i, h in enumerate(c)}
             continue
-        need = ("tnbc, plan", "Tcomm (row)", "engine alone", "plain")
-        if not col or any(h not in col for h in need):
+        if not col or any(h not in col for h in NEEDED_COLUMNS):
             continue
         ms = lambda h: float(c[col[h]].split()[0])
         rows.append((section[0], section[1], c[0].split(":")[0], ms("tnbc, plan"), ms("Tcomm (row)"),

@@ -170,6 +170,14 @@ def fftmpi(name, grid, loops, calls, long=False, note=""):
         reported_regex=FFTMPI_TIME, long=long, note=note)
 
 
+def imb_alltoall_args(ranks):
+    """IMB-MPI1's Alltoall of 1 MiB; -npmin the rank count, so that IMB measures it alone.  -time
+    60: IMB gives up on a message size after 10 s by default (it printed "time-out" on 2
+    emulated nodes with -iter 50)."""
+    return ("-msglog", "20:20", "-iter", "30", "-iter_policy", "off", "-zero_size", "off",
+            "-time", "60", "-npmin", str(ranks), "Alltoall")
+
+
 OSU_SIZE_LINE = r"(?m)^1048576\s+[0-9.]+"
 
 PROGRAMS = [
@@ -275,13 +283,7 @@ PROGRAMS = [
             verify="regex", verify_regex=r"(?m)^1048576\s+[0-9.]+\s+Pass\s*$",
             times_call_only=True),
     Program(name="imb-alltoall", build="imb", exe="IMB-MPI1",
-            # -time 60: IMB gives up on a message size after 10 s by default (it printed
-            # "time-out" on 2 emulated nodes with -iter 50).
-            args=("-msglog", "20:20", "-iter", "30", "-iter_policy", "off", "-zero_size", "off",
-                  "-time", "60", "-npmin", "4", "Alltoall"),
-            # -npmin: the rank count, so that IMB measures it alone
-            args_at=lambda ranks: ("-msglog", "20:20", "-iter", "30", "-iter_policy", "off", "-zero_size",
-                                   "off", "-time", "60", "-npmin", str(ranks), "Alltoall"),
+            args=imb_alltoall_args(4), args_at=imb_alltoall_args,
             collectives=("alltoall", "barrier", "bcast", "reduce", "allreduce"),
             calls="63 MPI_Alltoall of 1 MB per rank pair (IMB's warm-up and 30 timed), barriers",
             tune=("alltoall",),

@@ -759,6 +759,7 @@ def main():
     if a.placement != "local" and a.ranks % a.nodes:
         ap.error(f"--nodes {a.nodes} does not divide --ranks {a.ranks}")
     selected = corpus.PROGRAMS
+    named = set()  # the programs --only names, not by a glob
     if a.only:
         pats = [s.strip() for s in a.only.split(",") if s.strip()]
         for pat in pats:
@@ -774,7 +775,7 @@ def main():
         try:
             at_ranks.append(p.at(a.ranks))
         except ValueError as e:
-            if a.only and p.name in [s.strip() for s in a.only.split(",")]:
+            if p.name in named:
                 ap.error(f"--ranks {a.ranks}: {e}")
             log(f"left out: {e}")
     selected = at_ranks
