@@ -67,7 +67,8 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
 
   SimOptions opt;
   opt.block = a.bytes;
-  if (a.alltoallv) opt.blocks = a.traced ? scaled_blocks(*a.traced, p, a.bytes_given ? a.bytes : 0) : is_like_blocks(p, a.bytes);
+  if (a.alltoallv)
+    opt.blocks = a.traced && !a.is_counts ? scaled_blocks(*a.traced, p, a.bytes_given ? a.bytes : 0) : is_like_blocks(p, a.bytes);
   opt.chunk_bytes = a.chunk_bytes;
   opt.connection_depth = a.depth;
   opt.cfg = a.cfg;
@@ -89,7 +90,11 @@ Prediction predict(const Args& a, const PlatformSpec& spec) {
   if (a.traced) plan_order = scaled_order(*a.traced, p);
   std::vector<TracedReads> reads;  // --trace: each rank's
   if (a.traced)
-    for (int r = 0; r < p; ++r) reads.push_back(scaled_reads(*a.traced, r, p));
+    for (int r = 0; r < p; ++r) {
+      const double received = static_cast<double>(opt.bytes_to(r)) * p;  // per call, its own block too
+      reads.push_back(scaled_work(a.trace_per_byte ? per_byte_reads(*a.traced, r, p, received) : scaled_reads(*a.traced, r, p),
+                                  a.trace_work_scale));
+    }
   opt.tnbc_plan = a.plan;
   opt.plan_order = plan_order;
   opt.plan_per_node = a.plan && out.per_node;
@@ -195,23 +200,26 @@ double ms(double s) { return s * 1e3; }
 /// The JSON object of one prediction (docs/measurements/scale.md names its fields).
 std::string json_of(const Args& a, const Prediction& r) {
   const std::string plan_ms = a.plan ? fmt::format("{:.3f}", ms(r.tnbc_plan)) : "null";
+  const std::string plan_exchange_ms = a.plan ? fmt::format("{:.3f}", ms(r.plan_exchange)) : "null";
   const std::string fat_tree =
       r.spec.fat_tree() ? fmt::format("{{\"leaf_nodes\": {}, \"spines\": {}}}", r.spec.leaf_nodes, r.spec.spines) : "null";
   const std::string trace =
-      a.traced ? fmt::format("\"trace\": {}, \"site\": {}, \"trace_ranks\": {}, \"trace_tcomm_ms\": {:.3f}, ",
-                             tnbc::util::json_string(a.traced->dir), tnbc::util::json_string(a.traced->key), a.traced->ranks, ms(a.traced->tcomm))
+      a.traced ? fmt::format("\"trace\": {}, \"site\": {}, \"trace_ranks\": {}, \"trace_tcomm_ms\": {:.3f}, "
+                             "\"trace_work\": \"{}\", \"trace_work_scale\": {}, ",
+                             tnbc::util::json_string(a.traced->dir), tnbc::util::json_string(a.traced->key), a.traced->ranks,
+                             ms(a.traced->tcomm), a.trace_per_byte ? "per-byte" : "per-block", a.trace_work_scale)
                : "\"trace\": null, ";
   return fmt::format(
       "{{\"nodes\": {}, \"ppn\": {}, \"ranks\": {}, \"placement\": \"{}\", \"fat_tree\": {}, \"link_bytes_per_s\": {}, \"latency_s\": {}, "
       "\"mem_bytes_per_s\": {}, \"model\": \"{}\", \"op\": \"{}\", \"bytes\": {}, \"bytes_min\": {}, \"bytes_max\": {}, \"chunk_bytes\": {}, \"chunk_window\": {}, \"connection_depth\": {}, "
       "\"scenario\": \"{}\", \"parts\": {}, \"work_sizing_ms\": {:.3f}, \"curc_ms\": {:.3f}, \"crc_ms\": {:.3f}, "
       "\"plain_algorithm\": \"{}\", \"plain_exchange_ms\": {:.3f}, \"plain_ms\": {:.3f}, "
-      "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"plan\": \"{}\", \"plan_per_node\": {}, "
+      "\"tnbc_init_ms\": {:.3f}, \"tnbc_exchange_ms\": {:.3f}, \"tnbc_ms\": {:.3f}, \"tnbc_plan_ms\": {}, \"tnbc_plan_exchange_ms\": {}, \"plan\": \"{}\", \"plan_per_node\": {}, "
       "\"setup_us\": {:.3f}, \"copy_bytes_per_s\": {}, \"progress_cpu_us\": {:.3f}, {}\"link_bound_ms\": {:.3f}}}",
       r.spec.nodes, r.spec.ppn, r.spec.ranks(), r.spec.cyclic ? "cyclic" : "block", fat_tree, r.spec.link_Bps, r.spec.latency_s,
       r.spec.mem_Bps, r.model, a.alltoallv ? "alltoallv" : "alltoall", a.bytes, r.block_min, r.block_max, a.chunk_bytes, a.window, a.depth, a.traced ? "trace" : a.scenario.name, a.parts, ms(r.sizing), ms(r.work.curc),
       ms(r.work.crc), r.plain_algorithm, ms(r.tcomm), ms(r.plain), ms(r.tinit), ms(r.tnbc_exchange), ms(r.tnbc),
-      plan_ms, !a.plan ? "none" : a.traced ? "trace" : "natural", a.plan && r.per_node ? "true" : "false", a.setup_s * 1e6, a.copy_Bps > 0 ? a.copy_Bps : r.spec.mem_Bps, a.progress_cpu_s * 1e6, trace, ms(r.bound));
+      plan_ms, plan_exchange_ms, !a.plan ? "none" : a.traced ? "trace" : "natural", a.plan && r.per_node ? "true" : "false", a.setup_s * 1e6, a.copy_Bps > 0 ? a.copy_Bps : r.spec.mem_Bps, a.progress_cpu_s * 1e6, trace, ms(r.bound));
 }
 
 /// The first line of a table: the simulated cluster.
@@ -228,8 +236,9 @@ void print_platform(const PlatformSpec& spec) {
 std::string call_text(const Args& a, const Prediction* r) {
   if (a.traced) {
     if (!a.alltoallv) return fmt::format("MPI_Alltoall of {} bytes per block", a.bytes);
-    if (r == nullptr) return fmt::format("MPI_Alltoallv with the trace's counts, {} bytes per block on average", a.bytes);
-    return fmt::format("MPI_Alltoallv with the trace's counts, {} bytes per block on average ({} to {} by receiver)",
+    const char* counts = a.is_counts ? "NPB IS's key spread" : "the trace's counts";
+    if (r == nullptr) return fmt::format("MPI_Alltoallv with {}, {} bytes per block on average", counts, a.bytes);
+    return fmt::format("MPI_Alltoallv with {}, {} bytes per block on average ({} to {} by receiver)", counts,
                        a.bytes, r->block_min, r->block_max);
   }
   if (!a.alltoallv) return fmt::format("MPI_Alltoall of {} bytes per block", a.bytes);
@@ -244,8 +253,9 @@ std::string trace_text(const Args& a, int ranks, const Prediction* r) {
   std::string out = fmt::format("the work of trace {} (site {}, {} ranks, {} traced calls, measured Tcomm {:.1f} ms)",
                                 t.dir, t.key, t.ranks, t.calls, ms(t.tcomm));
   if (r != nullptr)
-    out += fmt::format(": {:.1f} ms before the first read and {:.1f} ms after it on average{}", ms(r->work.curc),
-                       ms(r->work.crc), ranks != t.ranks ? ", scaled to the rank count" : "");
+    out += fmt::format(": {:.1f} ms before the first read and {:.1f} ms after it on average{}{}", ms(r->work.curc),
+                       ms(r->work.crc), a.trace_per_byte ? ", per byte received" : ranks != t.ranks ? ", scaled to the rank count" : "",
+                       a.trace_work_scale != 1 ? fmt::format(", times {:g}", a.trace_work_scale) : "");
   for (const std::string& n : t.notes) out += "; " + n;
   return out;
 }
@@ -390,6 +400,7 @@ int main(int argc, char** argv) {
     if (a.op_given && v != a.alltoallv)
       return usage_error(fmt::format("--op: the traced site {} is an {}", a.traced->key, v ? "MPI_Alltoallv" : "MPI_Alltoall"));
     a.alltoallv = v;
+    if (a.is_counts && !v) return usage_error(fmt::format("--counts is: the traced site {} is an MPI_Alltoall", a.traced->key));
     if (!a.bytes_given) a.bytes = std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(a.traced->block)));
     if (!a.nodes_given && !a.ppn_given && !a.placement_given && !a.fat_tree_given && a.sweep.empty() &&
         !traced_layout(*a.traced, a.spec))

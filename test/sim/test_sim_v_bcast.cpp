@@ -241,6 +241,18 @@ pr::CallSite two_rank_site() {
   return s;
 }
 
+// 4 traced ranks, each reading blocks 0..3 at 1, 2, 4, 8 ms and calling again at 20 ms, 400
+// bytes a call.
+pr::CallSite four_rank_site() {
+  pr::CallSite s;
+  s.id = "app+0x20";
+  s.messages = 4;
+  s.comm_size = 4;
+  s.message_bytes = 100;
+  for (int r = 0; r < 4; ++r) s.ranks.push_back({r, {traced_call({1000, 2000, 4000, 8000}, 20000, 400)}});
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("traced_site: each rank's reads in first-touch order, the work between, by hand", "[pure]") {
@@ -298,13 +310,7 @@ TEST_CASE("a trace on twice the ranks: each traced rank and block stands for two
   // 20 ms, on 2 simulated ranks: simulated block 0 stands for traced block 0, block 1 for
   // traced block 2.  Traced block 1 has no stand-in and drops its work to the next touch (2 ->
   // 4 ms); traced block 3, the last read, has none either, and the tail (12 ms) counts once.
-  pr::CallSite four;
-  four.id = "app+0x20";
-  four.messages = 4;
-  four.comm_size = 4;
-  four.message_bytes = 100;
-  for (int r = 0; r < 4; ++r) four.ranks.push_back({r, {traced_call({1000, 2000, 4000, 8000}, 20000, 400)}});
-  const TracedReads down = scaled_reads(traced_site(four), 1, 2);
+  const TracedReads down = scaled_reads(traced_site(four_rank_site()), 1, 2);
   CHECK(down.order == std::vector<int>{0, 1});
   REQUIRE(down.gap.size() == 2);
   CHECK(down.gap[0] == Approx(0.001));  // before the first read
@@ -322,6 +328,64 @@ TEST_CASE("a trace on twice the ranks: each traced rank and block stands for two
   CHECK(scaled_order(reversed, 4) == std::vector<int>{2, 3, 0, 1});
   CHECK(scaled_blocks(t, 4, 0) == std::vector<std::size_t>{100, 100, 300, 300});
   CHECK(scaled_blocks(t, 4, 400) == std::vector<std::size_t>{200, 200, 600, 600});
+}
+
+TEST_CASE("per_byte_reads: the traced rank's work kept whole, spread over the blocks, times the bytes, by hand",
+          "[pure]") {
+  const TracedSite t = traced_site(two_rank_site());  // rank 0: reads 1 then 0, 10 + 20 + 20 ms
+  // Simulated rank 0 of 4 is traced rank 0 (received 2 x 100 bytes a call); blocks 2, 3 stand
+  // for traced block 1 and share its 20 ms to the next touch, 10 ms each.
+  const TracedReads r = per_byte_reads(t, 0, 4, 200);
+  CHECK(r.order == std::vector<int>{2, 3, 0, 1});
+  REQUIRE(r.gap.size() == 4);
+  CHECK(r.gap[0] == Approx(0.010));  // before the first read, as traced
+  CHECK(r.gap[1] == Approx(0.010));  // half of traced block 1's span
+  CHECK(r.gap[2] == Approx(0.010));  // the other half
+  CHECK(r.gap[3] == Approx(0.0));    // traced block 0, the last read: its work is the tail
+  CHECK(r.tail == Approx(0.020));
+  CHECK(r.work() == Approx(t.reads[0].work()));
+  // Half the bytes, half of all of it; per block (scaled_reads) it would be 70 ms.
+  const TracedReads half = per_byte_reads(t, 1, 4, 100);
+  CHECK(half.work() == Approx(0.025));
+  CHECK(half.tail == Approx(0.010));
+  CHECK(scaled_reads(t, 1, 4).work() == Approx(0.070));
+  // Fewer ranks than traced: 4 traced ranks reading 0..3 at 1, 2, 4, 8 ms and calling again at
+  // 20 ms (400 bytes a call), on 2: traced blocks 1 and 3 have no stand-in, and their spans go
+  // to the next read or the tail instead of being dropped: 20 ms in all, as traced.
+  const TracedReads down = per_byte_reads(traced_site(four_rank_site()), 1, 2, 400);
+  CHECK(down.order == std::vector<int>{0, 1});
+  REQUIRE(down.gap.size() == 2);
+  CHECK(down.gap[0] == Approx(0.001));
+  CHECK(down.gap[1] == Approx(0.001 + 0.002));  // block 0's span and traced block 1's
+  CHECK(down.tail == Approx(0.004 + 0.012));
+  CHECK(down.work() == Approx(0.020));
+  CHECK(scaled_work(down, 2).work() == Approx(0.040));
+}
+
+TEST_CASE("pick_site: the most calls among sites every rank called, then the larger sub-messages", "[pure]") {
+  pr::Observations obs;
+  pr::CallSite counts = two_rank_site();  // both ranks, 3 calls, 200 bytes
+  counts.id = "counts";
+  pr::CallSite data = counts;
+  data.id = "data";
+  data.op = pr::Op::alltoallv;
+  data.message_bytes = 4000;
+  pr::CallSite loop = counts;  // more calls, but rank 1 never called it here
+  loop.id = "loop";
+  loop.ranks.pop_back();
+  loop.ranks[0].calls.resize(10, loop.ranks[0].calls[0]);
+  pr::CallSite bcast = loop;
+  bcast.id = "bcast";
+  bcast.op = pr::Op::bcast;
+  obs.sites = {counts, loop, data, bcast};
+  REQUIRE(pick_site(obs, "") != nullptr);
+  CHECK(pick_site(obs, "")->id == "data");
+  CHECK(pick_site(obs, "loop")->id == "loop");
+  CHECK(pick_site(obs, "none") == nullptr);
+  obs.sites = {loop, bcast};  // no site every rank called: the one with the most calls
+  CHECK(pick_site(obs, "")->id == "loop");
+  obs.sites = {bcast};
+  CHECK(pick_site(obs, "") == nullptr);
 }
 
 TEST_CASE("traced_layout: the traced job's nodes, block or cyclic", "[pure]") {

@@ -20,7 +20,8 @@ import xml.etree.ElementTree as ET
 from tnbc_testlib import BUILD, Suite, expect
 
 TOOL = os.path.join(BUILD, "tools", "tnbc-sim")
-FIELDS = ("plain_ms", "tnbc_ms", "tnbc_plan_ms", "link_bound_ms", "plain_algorithm", "plan", "model")
+FIELDS = ("plain_ms", "tnbc_ms", "tnbc_plan_ms", "link_bound_ms", "plain_algorithm", "plan", "model",
+          "tnbc_plan_exchange_ms")
 
 
 def run(*args):
@@ -53,7 +54,12 @@ def main():
                           (["--per-node", "maybe"], "--per-node maybe: not a value it takes"),
                           (["--setup-us", "-1"], "--setup-us: 0 to 1e9"),
                           (["--copy-bw", "fast"], "--copy-bw: not a number"),
-                          (["--op", "bcast", "--progress-cpu-us", "5"], "not --op bcast")):
+                          (["--op", "bcast", "--progress-cpu-us", "5"], "not --op bcast"),
+                          (["--trace-work", "per-byte"], "--trace-work: needs --trace"),
+                          (["--trace-work-scale", "2"], "--trace-work-scale: needs --trace"),
+                          (["--trace-work", "per-rank", "--trace", "x"], "--trace-work per-rank: not a value it takes"),
+                          (["--trace-work-scale", "0", "--trace", "x"], "--trace-work-scale: above 0"),
+                          (["--counts", "is"], "--counts: with --trace only")):
             r = run(*args)
             lines = r.stderr.strip().splitlines()
             expect(r.returncode == 2 and len(lines) == 1 and msg in lines[0] and "--help" in lines[0]

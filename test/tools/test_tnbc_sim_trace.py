@@ -3,9 +3,9 @@
 (64 KiB blocks, work that sleeps: 10 ms before the first read, 40 ms spread over the 4 blocks),
 and tnbc-sim must read that work back from the trace (within what sleeping and first-touch
 faults add), take the op, block size and the job's one node from it, scale it to more ranks
-(the work per block as traced: twice the blocks, twice the reading work), and refuse what does
-not fit with a message: another op, a scenario beside the trace, a folder without traces, an
-unknown call site."""
+(the work per block as traced: twice the blocks, twice the reading work; or per byte received),
+and refuse what does not fit with a message: another op, a scenario beside the trace, a folder
+without traces, an unknown call site, NPB IS's counts for an MPI_Alltoall."""
 
 import os
 import tempfile
@@ -65,12 +65,29 @@ def main():
                f"the reading work per block is not as traced: 4, 8, 16 ranks {w4}, {w8}, {w16} ms")
     s.check("--trace on 8 and 16 ranks: each block's work as traced, the tail once", scaled)
 
+    def per_byte():
+        one = state.get("one")
+        expect(one is not None, "no prediction from the trace to scale")
+        total = one["curc_ms"] + one["crc_ms"]
+        # 16 ranks receiving a quarter of the block each: as many bytes a rank as traced, the
+        # same work in all; with the whole block, 4 times the bytes and the work; times 2 with
+        # --trace-work-scale 2.
+        for extra, factor in (([], 1), (["--bytes", 65536 // 4], 1), (["--trace-work-scale", 2], 2)):
+            args = ["--trace", traces, "--ppn", 4, "--nodes", 4, "--trace-work", "per-byte"] + extra
+            d = predict(*args)
+            want = total * factor * (4 if not extra or extra[0] == "--trace-work-scale" else 1)
+            got = d["curc_ms"] + d["crc_ms"]
+            expect(abs(got - want) < 1e-3 * want + 1e-3 and d["trace_work"] == "per-byte",
+                   f"{args}: work {got} ms, want {want} ms: {d}")
+    s.check("--trace-work per-byte: the work per byte received as traced; --trace-work-scale", per_byte)
+
     def refused():
         for args, code, msg in ((["--trace", traces, "--op", "alltoallv"], 2, "is an MPI_Alltoall"),
                                 (["--trace", traces, "--scenario", "b"], 2, "the work comes from the trace"),
                                 (["--site", "x+0x1"], 2, "--site: needs --trace"),
                                 (["--trace", tmp], 3, "no trace files"),
-                                (["--trace", traces, "--site", "nowhere+0x1"], 3, "no call site nowhere+0x1")):
+                                (["--trace", traces, "--site", "nowhere+0x1"], 3, "no call site nowhere+0x1"),
+                                (["--trace", traces, "--counts", "is"], 2, "is an MPI_Alltoall")):
             r = run(*args)
             expect(r.returncode == code and msg in r.stderr, f"{args}: {r.returncode} {r.stderr[:300]}")
     s.check("--trace refuses what does not fit, with a message", refused)

@@ -19,7 +19,8 @@ constexpr std::string_view kUsage =
     "                [--chunk-window W] [--connection-depth D] [--setup-us T] [--copy-bw RATE]\n"
     "                [--progress-cpu-us T]\n"
     "                [--scenario a|b|c|d|e|none] [--work-ms W] [--parts N]\n"
-    "                [--trace DIR [--site KEY]] [--cfg KEY:VALUE]\n"
+    "                [--trace DIR [--site KEY] [--trace-work per-block|per-byte]\n"
+    "                [--trace-work-scale F] [--counts trace|is]] [--cfg KEY:VALUE]\n"
     "                [--model simgrid|fluid|pairs] [--plan natural|none] [--per-node on|off]\n"
     "                [--sweep RANKS,RANKS,...] [--svg FILE] [--json]\n"
     "\n"
@@ -104,7 +105,18 @@ constexpr std::string_view kUsage =
     "                        default to the site's, the platform to the traced job's nodes;\n"
     "                        not with --scenario, --work-ms or --parts\n"
     "  --site KEY            the call site of --trace (a plan key, as `tnbc-order show` prints;\n"
-    "                        default: the Alltoall(v) site with the most traced calls)\n"
+    "                        default: the Alltoall(v) site with the most traced calls, of\n"
+    "                        those every rank called, then the largest sub-messages)\n"
+    "  --trace-work per-block|per-byte\n"
+    "                        on another rank count or --bytes, the traced work per block as\n"
+    "                        traced (per-block, default), or per byte received (per-byte: each\n"
+    "                        rank's work times the bytes it receives over its traced rank's,\n"
+    "                        spread over its blocks; a program run at another size, e.g. NPB FT\n"
+    "                        class A on 2 ranks for class C on 64)\n"
+    "  --trace-work-scale F  the traced work times F (a slower or faster core; default 1)\n"
+    "  --counts trace|is     an MPI_Alltoallv's bytes per receiver: the trace's (default), or\n"
+    "                        NPB IS's key spread at the simulated rank count, as without --trace\n"
+    "                        (a trace of fewer ranks cannot show how uneven it becomes)\n"
     "  --per-node on|off     the plan's per-node turns, in its order, with TNBC_CHUNK_WINDOW's\n"
     "                        window of synchronous sends (default on; a turn passes as a message\n"
     "                        of no bytes within the node)\n"
@@ -175,7 +187,8 @@ constexpr std::string_view kValued[] = {
     "--nodes", "--ppn", "--link", "--latency", "--mem-bw", "--placement", "--fat-tree", "--op",
     "--root", "--segments", "--chains", "--chain-sweep", "--bytes", "--chunk-bytes",
     "--connection-depth", "--setup-us", "--copy-bw", "--progress-cpu-us", "--chunk-window",
-    "--scenario", "--work-ms", "--parts", "--cfg", "--trace", "--site", "--model", "--plan",
+    "--scenario", "--work-ms", "--parts", "--cfg", "--trace", "--site", "--trace-work",
+    "--trace-work-scale", "--counts", "--model", "--plan",
     "--per-node", "--sweep", "--svg"};
 
 bool valued(std::string_view opt) {
@@ -230,6 +243,9 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
       else if (opt == "--cfg") a.cfg.emplace_back(v);
       else if (opt == "--trace") a.trace = v;
       else if (opt == "--site") a.site = v;
+      else if (opt == "--trace-work" && (v == "per-block" || v == "per-byte")) a.trace_per_byte = v == "per-byte";
+      else if (opt == "--trace-work-scale") a.trace_work_scale = parse_number<double>(opt, v);
+      else if (opt == "--counts" && (v == "trace" || v == "is")) a.is_counts = v == "is";
       else if (opt == "--model" && (v == "simgrid" || v == "fluid" || v == "pairs")) a.model = v;
       else if (opt == "--plan" && (v == "natural" || v == "none")) a.plan = v == "natural";
       else if (opt == "--per-node" && (v == "on" || v == "off")) a.per_node = v == "on";
@@ -254,6 +270,10 @@ std::optional<std::string> parse(int argc, char** argv, Args& a) {
   if (a.work_ms && *a.work_ms < 0) return "--work-ms: not negative";
   if (!a.svg.empty() && a.sweep.empty()) return "--svg: needs --sweep (it plots the gain against the rank count)";
   if (!a.site.empty() && a.trace.empty()) return "--site: needs --trace";
+  if (a.trace_per_byte && a.trace.empty()) return "--trace-work: needs --trace";
+  if (a.trace_work_scale != 1 && a.trace.empty()) return "--trace-work-scale: needs --trace";
+  if (!(a.trace_work_scale > 0) || a.trace_work_scale > 1e6) return "--trace-work-scale: above 0, at most 1e6";
+  if (a.is_counts && a.trace.empty()) return "--counts: with --trace only (without it the counts are NPB IS's)";
   if (!a.trace.empty()) {
     if (a.bcast) return "--trace: takes MPI_Alltoall and MPI_Alltoallv sites (not --op bcast)";
     if (a.scenario_given || a.work_ms || a.parts != 1)

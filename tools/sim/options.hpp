@@ -49,6 +49,9 @@ struct Args {
   bool ppn_given = false, placement_given = false, bytes_given = false, op_given = false;
   std::string trace;  // --trace DIR
   std::string site;   // --site KEY
+  bool trace_per_byte = false;    // --trace-work per-byte
+  bool is_counts = false;         // --counts is (with --trace: NPB IS's spread, not the trace's)
+  double trace_work_scale = 1;    // --trace-work-scale
   std::optional<TracedSite> traced;  // loaded from --trace
 };
 

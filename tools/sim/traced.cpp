@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -108,24 +110,37 @@ TracedSite traced_site(const pr::CallSite& site) {
   return out;
 }
 
-TracedSite load_traced_site(const std::string& dir, const std::string& key) {
-  const tools::LoadResult loaded = tools::load_trace_dir(dir, false);
-  if (!loaded.traces) throw std::invalid_argument(loaded.error);
-  const pr::Observations obs = tools::to_observations(*loaded.traces);
-  const pr::CallSite* pick = nullptr;
+const pr::CallSite* pick_site(const pr::Observations& obs, const std::string& key) {
+  if (!key.empty()) {
+    for (const pr::CallSite& s : obs.sites)
+      if (s.id == key) return &s;
+    return nullptr;
+  }
   auto calls_of = [](const pr::CallSite& s) {
     std::size_t c = 0;
     for (const pr::RankRecord& r : s.ranks) c += r.calls.size();
     return c;
   };
-  for (const pr::CallSite& s : obs.sites) {
-    if (!key.empty()) {
-      if (s.id == key) pick = &s;
-      continue;
-    }
-    if (s.op == pr::Op::bcast) continue;
-    if (pick == nullptr || calls_of(s) > calls_of(*pick)) pick = &s;
-  }
+  // Sites every rank called come first: a program may call one collective from two places by
+  // rank (NPB IS's loop, where rank 0 prints), and such a site cannot be simulated.
+  auto every_rank = [](const pr::CallSite& s) {
+    std::vector<bool> seen(static_cast<std::size_t>(std::max(s.comm_size, 0)));
+    for (const pr::RankRecord& r : s.ranks)
+      if (r.rank >= 0 && r.rank < s.comm_size && !r.calls.empty()) seen[static_cast<std::size_t>(r.rank)] = true;
+    return std::find(seen.begin(), seen.end(), false) == seen.end();
+  };
+  auto rank_of = [&](const pr::CallSite& x) { return std::make_tuple(every_rank(x), calls_of(x), x.message_bytes); };
+  const pr::CallSite* pick = nullptr;
+  for (const pr::CallSite& s : obs.sites)
+    if (s.op != pr::Op::bcast && (pick == nullptr || rank_of(s) > rank_of(*pick))) pick = &s;
+  return pick;
+}
+
+TracedSite load_traced_site(const std::string& dir, const std::string& key) {
+  const tools::LoadResult loaded = tools::load_trace_dir(dir, false);
+  if (!loaded.traces) throw std::invalid_argument(loaded.error);
+  const pr::Observations obs = tools::to_observations(*loaded.traces);
+  const pr::CallSite* pick = pick_site(obs, key);
   if (pick == nullptr)
     throw std::invalid_argument(key.empty()
                                     ? fmt::format("{}: no traced MPI_Alltoall or MPI_Alltoallv call", dir)
@@ -162,6 +177,38 @@ TracedReads scaled_reads(const TracedSite& site, int rank, int ranks) {
   }
   out.tail = pending + t.tail;
   return out;
+}
+
+TracedReads per_byte_reads(const TracedSite& site, int rank, int ranks, double received) {
+  const std::size_t traced = static_cast<std::size_t>(traced_index(rank, ranks, site.ranks));
+  const TracedReads& t = site.reads[traced];
+  std::vector<std::vector<int>> of(static_cast<std::size_t>(site.ranks));
+  for (int b = 0; b < ranks; ++b) of[static_cast<std::size_t>(traced_index(b, ranks, site.ranks))].push_back(b);
+  TracedReads out;
+  double pending = 0;
+  for (std::size_t k = 0; k < t.order.size(); ++k) {
+    const double span = k + 1 < t.order.size() ? t.gap[k + 1] : 0.0;
+    if (k == 0) pending += t.gap[0];
+    const std::vector<int>& standing = of[static_cast<std::size_t>(t.order[k])];
+    if (standing.empty()) {
+      pending += span;
+      continue;
+    }
+    for (int b : standing) {
+      out.order.push_back(b);
+      out.gap.push_back(pending);
+      pending = span / static_cast<double>(standing.size());
+    }
+  }
+  out.tail = pending + t.tail;
+  const double had = site.recv_block[traced] * site.ranks;
+  return scaled_work(std::move(out), had > 0 ? received / had : 0.0);
+}
+
+TracedReads scaled_work(TracedReads reads, double factor) {
+  for (double& g : reads.gap) g *= factor;
+  reads.tail *= factor;
+  return reads;
 }
 
 std::vector<int> scaled_order(const TracedSite& site, int ranks) {

@@ -47,10 +47,14 @@ struct TracedSite {
 };
 
 /// Loads trace directory `dir` and picks its call site `key`, or, when `key` is empty, the
-/// MPI_Alltoall or MPI_Alltoallv site with the most traced calls.  Throws std::invalid_argument
+/// MPI_Alltoall or MPI_Alltoallv site with the most traced calls (then the largest sub-messages),
+/// among those every rank called when there are any.  Throws std::invalid_argument
 /// with a message naming the directory or the site (no trace files, a missing rank, no
 /// Alltoall(v) site, an unknown key, a site whose ranks traced no call).
 TracedSite load_traced_site(const std::string& dir, const std::string& key);
+
+/// The site load_traced_site takes from `obs` (null: none, or no site `key`).
+const priority::CallSite* pick_site(const priority::Observations& obs, const std::string& key);
 
 /// From observations (the part of load_traced_site after reading the files; tests build them).
 TracedSite traced_site(const priority::CallSite& site);
@@ -71,6 +75,18 @@ int traced_index(int i, int simulated, int traced);
 /// stand-in drops its share).  The work before the first touch and after the last (the tail)
 /// count once.  With as many simulated ranks as traced, the trace's reads themselves.
 TracedReads scaled_reads(const TracedSite& site, int rank, int ranks);
+
+/// `--trace-work per-byte`: the work per byte received stays as traced, for a program run at
+/// another size (weak scaling: NPB FT class A on 2 ranks standing for class C on 64).  Simulated
+/// rank `rank`'s reads in the order scaled_reads gives, but each traced span shared among the
+/// simulated blocks standing for its block (a traced block without a stand-in passes its span to
+/// the next read), so that the traced rank's work is kept whole; then all of it, the gaps and the
+/// tail, times `received` (the bytes the simulated rank receives per call) over the bytes its
+/// traced rank received per call.
+TracedReads per_byte_reads(const TracedSite& site, int rank, int ranks, double received);
+
+/// Every gap and the tail of `reads` times `factor` (`--trace-work-scale`: another core's speed).
+TracedReads scaled_work(TracedReads reads, double factor);
 
 /// The plan's order for `ranks` simulated ranks: simulated blocks by their traced block's place
 /// in the consensus order, neighbours mapping to one traced block in ascending order.
