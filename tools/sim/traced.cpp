@@ -42,6 +42,51 @@ int traced_index(int i, int simulated, int traced) {
   return static_cast<int>(static_cast<long long>(i) * traced / simulated);
 }
 
+namespace {
+
+// The ranks of `site`'s communicator that traced no call of it, ascending.
+std::vector<int> untraced_ranks(const pr::CallSite& site) {
+  std::vector<bool> seen(static_cast<std::size_t>(std::max(site.comm_size, 0)));
+  for (const pr::RankRecord& r : site.ranks)
+    if (r.rank >= 0 && r.rank < site.comm_size && !r.calls.empty()) seen[static_cast<std::size_t>(r.rank)] = true;
+  std::vector<int> missing;
+  for (std::size_t r = 0; r < seen.size(); ++r)
+    if (!seen[r]) missing.push_back(static_cast<int>(r));
+  return missing;
+}
+
+// How a traced block's span (the work from its touch to the next) goes to the simulated blocks
+// standing for it: whole to each (the work per block stays as traced) or divided among them
+// (the traced rank's work stays whole).
+enum class Span { whole_each, shared };
+
+// Simulated rank `rank`'s reads in its traced rank's order, each traced block standing for the
+// simulated blocks that map to it (traced_index), ascending.  The work before the first touch
+// counts once; the last span is part of the tail.  A traced block without a stand-in drops its
+// span (whole_each) or passes it to the next read (shared).
+TracedReads standing_reads(const TracedSite& site, int rank, int ranks, Span mode) {
+  const TracedReads& t = site.reads[static_cast<std::size_t>(traced_index(rank, ranks, site.ranks))];
+  std::vector<std::vector<int>> of(static_cast<std::size_t>(site.ranks));
+  for (int b = 0; b < ranks; ++b) of[static_cast<std::size_t>(traced_index(b, ranks, site.ranks))].push_back(b);
+  TracedReads out;
+  double pending = 0;  // work owed before the next simulated read: the first gap, then spans
+  for (std::size_t k = 0; k < t.order.size(); ++k) {
+    const double span = k + 1 < t.order.size() ? t.gap[k + 1] : 0.0;
+    if (k == 0) pending += t.gap[0];
+    const std::vector<int>& standing = of[static_cast<std::size_t>(t.order[k])];
+    if (standing.empty() && mode == Span::shared) pending += span;
+    for (int b : standing) {
+      out.order.push_back(b);
+      out.gap.push_back(pending);
+      pending = mode == Span::shared ? span / static_cast<double>(standing.size()) : span;
+    }
+  }
+  out.tail = pending + t.tail;
+  return out;
+}
+
+}  // namespace
+
 TracedSite traced_site(const pr::CallSite& site) {
   if (site.op == pr::Op::bcast)
     throw std::invalid_argument(fmt::format("site {}: an MPI_Bcast site (tnbc-sim --trace takes MPI_Alltoall and MPI_Alltoallv sites)", site.id));
@@ -58,11 +103,9 @@ TracedSite traced_site(const pr::CallSite& site) {
   const pr::SiteAnalysis analysis = pr::analyse(site);
   out.tcomm = analysis.tcomm_us * 1e-6;
   out.order = analysis.order;
-  std::vector<bool> seen(static_cast<std::size_t>(n));
   std::size_t unobserved = 0, untouched = 0;
   for (const pr::RankRecord& rank : site.ranks) {
     if (rank.rank < 0 || rank.rank >= n || rank.calls.empty()) continue;
-    seen[static_cast<std::size_t>(rank.rank)] = true;
     out.calls += rank.calls.size();
     const pr::RankSummary sum = pr::summarise_rank(rank.calls, site.messages);
     // The blocks it touched, by median first-touch delay (ties by block).
@@ -95,9 +138,7 @@ TracedSite traced_site(const pr::CallSite& site) {
     out.recv_block[static_cast<std::size_t>(rank.rank)] =
         static_cast<double>(bytes) / static_cast<double>(rank.calls.size()) / n;
   }
-  std::vector<int> missing;
-  for (int r = 0; r < n; ++r)
-    if (!seen[static_cast<std::size_t>(r)]) missing.push_back(r);
+  const std::vector<int> missing = untraced_ranks(site);
   if (!missing.empty())
     throw std::invalid_argument(fmt::format("site {}: {} of its {} ranks traced no call of it (first: rank {})", site.id,
                                             missing.size(), n, missing.front()));
@@ -123,13 +164,9 @@ const pr::CallSite* pick_site(const pr::Observations& obs, const std::string& ke
   };
   // Sites every rank called come first: a program may call one collective from two places by
   // rank (NPB IS's loop, where rank 0 prints), and such a site cannot be simulated.
-  auto every_rank = [](const pr::CallSite& s) {
-    std::vector<bool> seen(static_cast<std::size_t>(std::max(s.comm_size, 0)));
-    for (const pr::RankRecord& r : s.ranks)
-      if (r.rank >= 0 && r.rank < s.comm_size && !r.calls.empty()) seen[static_cast<std::size_t>(r.rank)] = true;
-    return std::find(seen.begin(), seen.end(), false) == seen.end();
+  auto rank_of = [&](const pr::CallSite& x) {
+    return std::make_tuple(untraced_ranks(x).empty(), calls_of(x), x.message_bytes);
   };
-  auto rank_of = [&](const pr::CallSite& x) { return std::make_tuple(every_rank(x), calls_of(x), x.message_bytes); };
   const pr::CallSite* pick = nullptr;
   for (const pr::CallSite& s : obs.sites)
     if (s.op != pr::Op::bcast && (pick == nullptr || rank_of(s) > rank_of(*pick))) pick = &s;
@@ -158,51 +195,13 @@ TracedSite load_traced_site(const std::string& dir, const std::string& key) {
 }
 
 TracedReads scaled_reads(const TracedSite& site, int rank, int ranks) {
-  const TracedReads& t = site.reads[static_cast<std::size_t>(traced_index(rank, ranks, site.ranks))];
-  // The simulated blocks of each traced block, ascending.
-  std::vector<std::vector<int>> of(static_cast<std::size_t>(site.ranks));
-  for (int b = 0; b < ranks; ++b) of[static_cast<std::size_t>(traced_index(b, ranks, site.ranks))].push_back(b);
-  TracedReads out;
-  double pending = 0;  // work owed before the next simulated read: the first gap, then spans
-  for (std::size_t k = 0; k < t.order.size(); ++k) {
-    // The traced block's span: the work from its touch to the next one.  The last one's is
-    // part of the tail, which is the program's work after its reads and counts once.
-    const double span = k + 1 < t.order.size() ? t.gap[k + 1] : 0.0;
-    pending += t.gap[k] * (k == 0);
-    for (int b : of[static_cast<std::size_t>(t.order[k])]) {
-      out.order.push_back(b);
-      out.gap.push_back(pending);
-      pending = span;
-    }
-  }
-  out.tail = pending + t.tail;
-  return out;
+  return standing_reads(site, rank, ranks, Span::whole_each);
 }
 
 TracedReads per_byte_reads(const TracedSite& site, int rank, int ranks, double received) {
   const std::size_t traced = static_cast<std::size_t>(traced_index(rank, ranks, site.ranks));
-  const TracedReads& t = site.reads[traced];
-  std::vector<std::vector<int>> of(static_cast<std::size_t>(site.ranks));
-  for (int b = 0; b < ranks; ++b) of[static_cast<std::size_t>(traced_index(b, ranks, site.ranks))].push_back(b);
-  TracedReads out;
-  double pending = 0;
-  for (std::size_t k = 0; k < t.order.size(); ++k) {
-    const double span = k + 1 < t.order.size() ? t.gap[k + 1] : 0.0;
-    if (k == 0) pending += t.gap[0];
-    const std::vector<int>& standing = of[static_cast<std::size_t>(t.order[k])];
-    if (standing.empty()) {
-      pending += span;
-      continue;
-    }
-    for (int b : standing) {
-      out.order.push_back(b);
-      out.gap.push_back(pending);
-      pending = span / static_cast<double>(standing.size());
-    }
-  }
-  out.tail = pending + t.tail;
   const double had = site.recv_block[traced] * site.ranks;
-  return scaled_work(std::move(out), had > 0 ? received / had : 0.0);
+  return scaled_work(standing_reads(site, rank, ranks, Span::shared), had > 0 ? received / had : 0.0);
 }
 
 TracedReads scaled_work(TracedReads reads, double factor) {
