@@ -2,6 +2,7 @@
 #include "node.hpp"
 
 #include <climits>
+#include <ctime>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +48,21 @@ Identity identity() {
   return id;
 }
 
+/// MPI_Wait, but sleeping 50 microseconds between tests.  At the start every rank of the job
+/// waits here at once; where ranks outnumber cores, MPI's own wait polls, and every step of the
+/// collective then waits for a rank that has no core (16 ranks on 2 cores: about 100 ms,
+/// docs/measurements/startup-16ranks.md).  A rank that sleeps leaves its core to the ranks it
+/// waits for; with a core per rank the sleeps add a few tens of microseconds.
+int wait_sleeping(MPI_Request* request) {
+  for (;;) {
+    int done = 0;
+    if (const int rc = PMPI_Test(request, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) return rc;
+    if (done) return MPI_SUCCESS;
+    const timespec nap{0, 50'000};
+    nanosleep(&nap, nullptr);
+  }
+}
+
 }  // namespace
 
 bool learn(std::uint64_t digest, StartValues& values) {
@@ -56,7 +72,7 @@ bool learn(std::uint64_t digest, StartValues& values) {
   const auto n = static_cast<std::size_t>(world);
   g_world_on_node.assign(n, 0);
   g_node_index = 0;
-  // One Allgather of every rank's node identity: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
+  // One Iallgather of every rank's node identity: MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)
   // answers the same question, but costs 50-100 ms a call in MPICH 4.0.2 (it loads the hwloc
   // topology each time; 4 ranks on 2 cores), against one collective's few milliseconds.
   struct Record {
@@ -66,7 +82,10 @@ bool learn(std::uint64_t digest, StartValues& values) {
   };
   Record mine{identity(), digest, values};
   std::vector<Record> all(n);
-  if (PMPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD) != MPI_SUCCESS) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (PMPI_Iallgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD, &request) !=
+          MPI_SUCCESS ||
+      wait_sleeping(&request) != MPI_SUCCESS) {
     values.fill(0);  // nothing agreed: the least of every value
     return false;
   }

@@ -1,9 +1,9 @@
-// Which processes share this rank's node: learned once, at start, with one MPI_Allgather of
-// every rank's host name and boot id over MPI_COMM_WORLD (the start's one collective, which
-// carries what the ranks must agree on too); from then on any communicator's node
-// members follow from its group without a message.  Used by the per-call decision (a communicator within one
-// node), the engine's per-node turns (the ranks that take turns on this node) and the trace
-// file's node index.
+// Which processes share this rank's node: learned once, at start, with one MPI_Iallgather of
+// every rank's host name and boot id over MPI_COMM_WORLD, waited for with naps between tests
+// (the start's one collective, which carries what the ranks must agree on too); from then on
+// any communicator's node members follow from its group without a message.  Used by the
+// per-call decision (a communicator within one node), the engine's per-node turns (the ranks
+// that take turns on this node) and the trace file's node index.
 #pragma once
 
 #include <mpi.h>

@@ -158,7 +158,7 @@ def main():
 
     def start_collectives(env):
         # The library's start (MPI_Init) makes one collective over MPI_COMM_WORLD: the node map,
-        # the settings' agreement and the engine's start in one MPI_Allgather (shim/node.hpp);
+        # the settings' agreement and the engine's start in one MPI_Iallgather (shim/node.hpp);
         # each collective more cost a run 10-12 ms on 2 emulated nodes.  count_collectives.so,
         # preloaded ahead of libtnbc.so, counts the PMPI collectives that reach MPI; the
         # program's own MPI_Allreduce afterwards shows that it counts.
