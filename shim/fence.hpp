@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <initializer_list>
 
 #include "shim/io_interpose.hpp"
@@ -24,8 +25,11 @@ extern thread_local int t_mpi_depth __attribute__((tls_model("initial-exec")));
 
 /// Installs the function that completes all in-flight work (nullptr: none).
 void set_drain_hook(void (*hook)());
-/// Calls the drain hook, if any.  Out of line: the slow path.
+/// Calls the drain hook, if any, and counts the call.  Out of line: the slow path.
 void drain_in_flight();
+/// Slow paths taken (drain_in_flight calls): fenced MPI calls and interposed system calls that
+/// found something in flight (TNBC_STATS: `fence_drains`).
+extern std::atomic<std::uint64_t> g_fence_drains;
 
 /// True while this thread is already inside an intercepted MPI call.
 inline bool nested_in_mpi() { return t_mpi_depth > 0; }

@@ -57,6 +57,7 @@ struct Stats {
   std::atomic<std::uint64_t> progress_user_ns{0}, progress_system_ns{0};  ///< its CPU, user and kernel
   std::atomic<std::uint64_t> progress_wakeups{0};  ///< times it gave up its core and was woken again
   std::atomic<std::uint64_t> fence_wait_ns{0};    ///< waited for the engine in fences
+  std::atomic<std::uint64_t> fence_drains{0};     ///< fences that found something in flight (fence.hpp)
   std::string adapt_json = "null";  ///< replay mode's per-call decisions (a JSON object), set at stop
 
   /// The whole document, as docs/config.md describes it.

@@ -15,7 +15,9 @@
  * exchange (tnbc-order's verdict CURC).  Every rank prints
  * one checksum line per call; the test compares them with plain MPICH's.
  * LEARN_ORDER_ALLTOALLV=1 makes both calls MPI_Alltoallv, rank s sending rank r
- * (1 + (s + r) % 3) x 32 KiB: blocks of 32, 64 and 96 KiB, every rank receiving its own mix. */
+ * (1 + (s + r) % 3) x 32 KiB: blocks of 32, 64 and 96 KiB, every rank receiving its own mix.
+ * LEARN_ORDER_SENDRECV=N: after the iterations, N MPI_Sendrecv of 8 bytes around a ring (MPI
+ * calls that a fence precedes), then one line per rank with their sum. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -100,6 +102,18 @@ int main(int argc, char **argv) {
     printf("%d fixed %d %016llx\n", rank, iter, (unsigned long long)site_fixed(send, recv, iter));
     printf("%d phase %d %016llx\n", rank, iter,
            (unsigned long long)site_phase(send, recv2, iter, iter >= phase_at));
+  }
+  const char *sr = getenv("LEARN_ORDER_SENDRECV");
+  const long ring = sr != NULL ? atol(sr) : 0;
+  if (ring > 0) {
+    uint64_t out = (uint64_t)rank, in = 0, sum = 0;
+    for (long j = 0; j < ring; j++) {
+      MPI_Sendrecv(&out, 1, MPI_UINT64_T, (rank + 1) % size, 7, &in, 1, MPI_UINT64_T, (rank + size - 1) % size, 7,
+                   MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      sum += in;
+      out = in + 1;
+    }
+    printf("%d ring %ld %016llx\n", rank, ring, (unsigned long long)sum);
   }
   free(send); free(recv); free(recv2);
   free(scount); free(sdispl); free(rcount); free(rdispl);

@@ -277,8 +277,11 @@ void release(const void* p, std::size_t n, bool touch) {
 }
 
 void drain() {
-  if (g_live.load(std::memory_order_acquire) == 0) return;
-  if (auto* g = g_guard.get()) g->release_all(/*lose_untouched=*/true);
+  // Nothing guarded any more (the program's reads or a release opened every page): the hold
+  // goes too, else every fenced MPI call and interposed system call would drain until the
+  // key's next learn point, which a key that stays blocking never reaches.
+  if (g_live.load(std::memory_order_acquire) != 0)
+    if (auto* g = g_guard.get()) g->release_all(/*lose_untouched=*/true);
   unhold();
 }
 

@@ -109,6 +109,26 @@ def main():
     s.check("libtnbc.so learns both sites: identical bytes, the same orders on every rank, "
             "TNBC_PLAN_OUT written", learned)
 
+    def hold_released():
+        # The key stays blocking (TNBC_EXPLORE=0: no probe), so no learn point follows its observed
+        # calls; once the program's reads have opened their pages, the MPI calls after them must
+        # not drain any more (a stuck hold made every fenced call drain until MPI_Finalize).
+        ring, iters = 400, 12
+        env = {"LEARN_ORDER_SENDRECV": str(ring)}
+        want = lines(mpirun(PROG, P, args=[iters], timeout=120, env=env).stdout)
+        prefix = os.path.join(tmp, "hold")
+        out = lines(mpirun(PROG, P, preload="tnbc", args=[iters], timeout=120,
+                           env={**LEARN, **env, "TNBC_EXPLORE": "0", "TNBC_STATS": prefix}).stdout)
+        expect(out == want and len(out) == P * (2 * iters + 1), f"differs from plain MPICH: {sorted(set(out) ^ set(want))[:6]}")
+        for r in range(P):
+            d = read_json(f"{prefix}.{r}.json")
+            keys = [k for k in d["adapt"]["keys"] if k["op"] == "alltoall"]
+            expect(len(keys) == 1 and keys[0]["early_calls"] == 0 and keys[0]["learning"]["observed"] >= 2,
+                   f"rank {r}: want one blocking key with observed calls: {keys}")
+            expect(d["fence_drains"] < ring // 4, f"rank {r}: {d['fence_drains']} fences drained for {ring} MPI_Sendrecv")
+    s.check("a key that stays blocking: after its observed calls are read, the MPI calls that follow "
+            "do not drain (fence_drains), identical bytes", hold_released)
+
     def same_as_trace():
         traced = {e["site"]: e["order"] for e in traced_plan(PROG, os.path.join(tmp, "trace"))}
         learned = ref.get("learned", {})
