@@ -280,8 +280,8 @@ void drain() {
   // Nothing guarded any more (the program's reads or a release opened every page): the hold
   // goes too, else every fenced MPI call and interposed system call would drain until the
   // key's next learn point, which a key that stays blocking never reaches.
-  if (g_live.load(std::memory_order_acquire) != 0)
-    if (auto* g = g_guard.get()) g->release_all(/*lose_untouched=*/true);
+  if (auto* g = g_guard.get(); g != nullptr && g_live.load(std::memory_order_acquire) != 0)
+    g->release_all(/*lose_untouched=*/true);
   unhold();
 }
 
