@@ -37,10 +37,12 @@ def key(sites, path="early", decisions=3, comm=0, op="alltoall", with_sites=True
     return k
 
 
-def write(prefix, rank, keys, explore=None, sums=None):
+def write(prefix, rank, keys, explore=None, sums=None, started=None):
     doc = {"rank": rank, "library": "tnbc", "version": "x", "faults": 3, "fault_wait_us": 1000.0,
            "fence_wait_us": 500.0, "progress": {"cpu_us": 2000.0, "rounds": 10, "user_us": 6000.0, "system_us": 2000.0},
            "adapt": {"enabled": True, "keys": keys}}
+    if started is not None:
+        doc["progress"]["started"] = started
     if explore is not None:
         doc["adapt"]["explore"] = explore
     if sums is not None:
@@ -283,6 +285,19 @@ def main():
         write(sm, 1, [key(bcast, path="blocking", op="bcast")], sums={"posted": 0, "ready": 0})
         expect("decision sums" not in run(sm).stdout, "a sums line where none was posted")
     s.check("decision sums: posted, woke the progress thread, complete before the next call, over the ranks", sums)
+
+    def thread_started():
+        # progress.started (files since 2026-12-03): the thread starts only for the engine's work;
+        # files without the field had it from the start.
+        th = os.path.join(tmp, "thread")
+        for started, said in (((False, False), "no progress thread (the engine had no work)"),
+                              ((True, False), "progress thread on 1 of 2 ranks, 2.0 ms CPU on collectives"),
+                              ((True, True), "progress thread 2.0 ms CPU on collectives")):
+            for rank in (0, 1):
+                write(th, rank, [key(bcast, path="blocking", op="bcast")], started=started[rank])
+            r = run(th)
+            expect(r.returncode == 0 and said in r.stdout.replace("\n  ", " "), f"{started}: {r.stdout}")
+    s.check("the progress thread: none, on some ranks, on all (progress.started)", thread_started)
 
     def samples():
         # --samples: a line per rank and key that sampled the engine, each call's cost, the

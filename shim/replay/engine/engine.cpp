@@ -109,6 +109,7 @@ std::uint64_t Engine::progress_rounds() const { return progress_->rounds(); }
 std::uint64_t Engine::progress_user_ns() const { return progress_->user_ns(); }
 std::uint64_t Engine::progress_system_ns() const { return progress_->system_ns(); }
 std::uint64_t Engine::progress_wakeups() const { return progress_->wakeups(); }
+bool Engine::progress_started() const { return progress_->launched(); }
 std::uint64_t Engine::fence_wait_ns() const { return progress_->fence_wait_ns(); }
 
 bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {
@@ -128,6 +129,7 @@ bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {
 
 Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
   const std::uint64_t t0 = util::now_ns();
+  progress_->launch();  // the engine's first op starts the thread (before anything is guarded)
   const std::size_t n = op->steps.size();
   op->reqs.assign(n, MPI_REQUEST_NULL);
   op->state.assign(n, 0);

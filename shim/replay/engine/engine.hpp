@@ -78,7 +78,8 @@ class Engine {
     const char* why = nullptr;
   };
 
-  /// Installs the fault handler and starts the progress thread.
+  /// Installs the fault handler and readies the progress thread, which starts at the first
+  /// op (run) or the first sum that wakes it (progress.hpp).
   std::optional<std::string> start(const EngineOptions& options);
   /// Sets EngineOptions::max_memory_bytes after start (the replay mode knows the node's ranks,
   /// which TNBC_MAX_MEMORY=auto divides by, only after the start's collective); before any call.
@@ -145,6 +146,8 @@ class Engine {
   std::uint64_t progress_user_ns() const;
   std::uint64_t progress_system_ns() const;
   std::uint64_t progress_wakeups() const;
+  /// Whether the progress thread started (the engine had work for it: Progress::start).
+  bool progress_started() const;
   /// Time threads waited for the engine in fences (drain, complete_overlapping).
   std::uint64_t fence_wait_ns() const;
 

@@ -9,7 +9,9 @@
 #include <chrono>
 #include <csignal>
 
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <fmt/format.h>
@@ -32,6 +34,12 @@ void Progress::start(const EngineOptions& options, std::size_t page_size) {
   watchdog_s_ = options.watchdog_s;
   page_size_ = page_size;
   stopping_ = false;
+}
+
+bool Progress::launch_locked() {
+  if (thread_.joinable()) return true;
+  // A fork()ed child holds the object, not the thread: it starts none (nor after a stop).
+  if (stopping_ || pid_ < 0 || getpid() != pid_) return false;
   // The progress thread starts with every asynchronous signal blocked: a signal sent to the
   // process (a timer, SIGTERM, SIGUSR1) goes to one of the program's threads, never to this one,
   // whose handler could read a receive page that only this thread can publish.
@@ -39,13 +47,27 @@ void Progress::start(const EngineOptions& options, std::size_t page_size) {
   sigfillset(&all);
   for (int sync : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&all, sync);
   pthread_sigmask(SIG_BLOCK, &all, &before);
-  // The progress thread lives inside MPI (fence.hpp): the interposed C library functions that
-  // MPI calls on it never wait for guarded pages, which only this thread can publish.
-  thread_ = std::thread([this] {
-    MpiScope inside;
-    run();
-  });
+  try {
+    // The progress thread lives inside MPI (fence.hpp): the interposed C library functions that
+    // MPI calls on it never wait for guarded pages, which only this thread can publish.
+    thread_ = std::thread([this] {
+      MpiScope inside;
+      run();
+    });
+  } catch (const std::system_error& e) {
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    launch_error_ = e.what();
+    return false;
+  }
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  launched_.store(true);
+  return true;
+}
+
+void Progress::launch() {
+  std::lock_guard lock(mutex_);
+  if (!launch_locked() && getpid() == pid_ && !stopping_)
+    throw std::runtime_error("cannot start the engine's progress thread: " + launch_error_);
 }
 
 void Progress::stop() {
@@ -62,6 +84,7 @@ void Progress::stop() {
 void Progress::submit(std::shared_ptr<Op> op) {
   {
     std::lock_guard lock(mutex_);
+    launch_locked();  // Engine::run launched it before setting the op up; this only checks
     all_.push_back(op.get());
     g_in_flight.fetch_add(1, std::memory_order_acq_rel);
     incoming_.push_back(std::move(op));
@@ -112,7 +135,9 @@ bool Progress::adopt(BackgroundRequest& r, bool wake) {
   if (getpid() != pid_) return false;
   {
     std::lock_guard lock(mutex_);  // pairs with the idle wait's predicate
-    if (stopping_ || !thread_.joinable()) return false;
+    // A sum that needs the thread soon starts it; one it would only take at its next look is
+    // left to its owner where no thread runs yet (progress.hpp: why the thread waits for work).
+    if (stopping_ || !(thread_.joinable() || (wake && launch_locked()))) return false;
     std::lock_guard bg(background_mutex_);
     background_.push_back(&r);
     has_background_.store(true, std::memory_order_release);

@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,8 +25,15 @@ namespace tnbc::shim::replay::engine {
 
 class Progress {
  public:
-  /// Starts the progress thread.
+  /// Takes the settings; the thread itself starts only once the engine has work for it: its
+  /// first op (launch) or the first sum its owner needs soon (adopt).  A program whose calls
+  /// all run MPI's blocking calls never has it: an idle thread that merely exists cost fftMPI's
+  /// pencils on unshaped links 3% (a live thread of the process, not its wake-ups;
+  /// docs/measurements/idle-thread.md).
   void start(const EngineOptions& options, std::size_t page_size);
+  /// Starts the thread if it does not run yet; throws std::runtime_error where the system
+  /// refuses a thread.  Called before an op is set up, so that a refusal leaves nothing guarded.
+  void launch();
   /// Completes everything in flight and stops the thread.
   void stop();
 
@@ -39,8 +47,9 @@ class Progress {
   void complete_overlapping(std::uintptr_t p, std::size_t n);
   /// Tests `r` between the thread's rounds and naps until it completes or take_back(r) (the
   /// owner waits for it), from now where `wake`, else from the thread's next look (its next
-  /// round, or its idle wake-up: background.hpp).  False where the thread is not running
-  /// (stopping, or never started): the owner keeps it.
+  /// round, or its idle wake-up: background.hpp); `wake` starts the thread where it does not
+  /// run yet.  False where no thread takes it (stopping, a fork()ed child, the system refused
+  /// the thread, or none started yet and `wake` false): the owner keeps it.
   bool adopt(BackgroundRequest& r, bool wake);
   /// Ends the testing of `r`: afterwards only the caller uses it (its request is
   /// MPI_REQUEST_NULL where the thread completed it).
@@ -56,9 +65,13 @@ class Progress {
   /// The times the thread gave up its core and was woken again (getrusage's voluntary context
   /// switches), known once it stopped.
   std::uint64_t wakeups() const { return wakeups_.load(); }
+  /// Whether the thread started (it may have stopped since).
+  bool launched() const { return launched_.load(); }
 
  private:
   void run();
+  /// launch() under mutex_: false where no thread runs (refused, stopping, or a fork()ed child).
+  bool launch_locked();
   void record_rusage();
   bool progress(Op& op);
   /// The watchdog: reports `op` once on stderr where none of its steps completed for
@@ -113,7 +126,9 @@ class Progress {
   std::mutex background_mutex_;
   std::vector<BackgroundRequest*> background_;
   std::atomic<bool> has_background_{false};
-  int pid_ = -1;  // the process that started the thread
+  std::atomic<bool> launched_{false};
+  int pid_ = -1;  // the process whose engine started (its thread, once launched)
+  std::string launch_error_;  // why the system refused the thread (under mutex_)
 };
 
 }  // namespace tnbc::shim::replay::engine
