@@ -43,6 +43,8 @@ def write(prefix, rank, keys, explore=None, sums=None, started=None):
            "adapt": {"enabled": True, "keys": keys}}
     if started is not None:
         doc["progress"]["started"] = started
+        if not started:
+            doc["progress"].update(cpu_us=0.0, rounds=0, user_us=0.0, system_us=0.0)
     if explore is not None:
         doc["adapt"]["explore"] = explore
     if sums is not None:
@@ -290,8 +292,8 @@ def main():
         # progress.started (files since 2026-12-03): the thread starts only for the engine's work;
         # files without the field had it from the start.
         th = os.path.join(tmp, "thread")
-        for started, said in (((False, False), "no progress thread (the engine had no work)"),
-                              ((True, False), "progress thread on 1 of 2 ranks, 2.0 ms CPU on collectives"),
+        for started, said in (((False, False), "no progress thread ran"),
+                              ((True, False), "progress thread on 1 of 2 ranks, 2.0 ms CPU each on collectives"),
                               ((True, True), "progress thread 2.0 ms CPU on collectives")):
             for rank in (0, 1):
                 write(th, rank, [key(bcast, path="blocking", op="bcast")], started=started[rank])

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -27,13 +29,30 @@
 
 namespace tnbc::shim::replay::engine {
 
-void Progress::start(const EngineOptions& options, std::size_t page_size) {
+std::optional<std::string> Progress::start(const EngineOptions& options, std::size_t page_size) {
   pid_ = getpid();
   sleep_us_ = options.progress_sleep_us;
   max_sleep_us_ = options.progress_max_sleep_us;
   watchdog_s_ = options.watchdog_s;
   page_size_ = page_size;
   stopping_ = false;
+  // The thread gets the CPUs of the thread that starts MPI, not those of whichever thread makes
+  // the engine's first call (an OpenMP program may have pinned that one to a single core).
+  has_cpus_ = pthread_getaffinity_np(pthread_self(), sizeof cpus_, &cpus_) == 0;
+  // A system that refuses threads says so here, where the ranks agree on whether the engine
+  // runs (mode_replay.cpp), not at a collective that one rank alone could not run.  A thread
+  // started and joined costs a rank nothing afterwards (docs/measurements/idle-thread.md); a
+  // small stack, because glibc keeps a joined thread's stack mapped for reuse (a default 8 MiB
+  // one broke test_promises' address-space limit).
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 64 * 1024);
+  pthread_t probe;
+  const int rc = pthread_create(&probe, &attr, [](void*) -> void* { return nullptr; }, nullptr);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) return fmt::format("cannot start a thread: {}", std::strerror(rc));
+  pthread_join(probe, nullptr);
+  return std::nullopt;
 }
 
 bool Progress::launch_locked() {
@@ -47,19 +66,22 @@ bool Progress::launch_locked() {
   sigfillset(&all);
   for (int sync : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&all, sync);
   pthread_sigmask(SIG_BLOCK, &all, &before);
+  struct Restore {  // the caller's mask back on every way out, an exception's too
+    const sigset_t& mask;
+    ~Restore() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{before};
   try {
     // The progress thread lives inside MPI (fence.hpp): the interposed C library functions that
     // MPI calls on it never wait for guarded pages, which only this thread can publish.
     thread_ = std::thread([this] {
+      if (has_cpus_) pthread_setaffinity_np(pthread_self(), sizeof cpus_, &cpus_);
       MpiScope inside;
       run();
     });
   } catch (const std::system_error& e) {
-    pthread_sigmask(SIG_SETMASK, &before, nullptr);
     launch_error_ = e.what();
     return false;
   }
-  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   launched_.store(true);
   return true;
 }
@@ -84,7 +106,9 @@ void Progress::stop() {
 void Progress::submit(std::shared_ptr<Op> op) {
   {
     std::lock_guard lock(mutex_);
-    launch_locked();  // Engine::run launched it before setting the op up; this only checks
+    // Engine::run launched it before setting the op up.  A fork()ed child gets none (as before
+    // threads started lazily): the engine is not for a child's collectives.
+    launch_locked();
     all_.push_back(op.get());
     g_in_flight.fetch_add(1, std::memory_order_acq_rel);
     incoming_.push_back(std::move(op));

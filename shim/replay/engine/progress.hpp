@@ -6,6 +6,8 @@
 // one per op submitted and not yet retired.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -13,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,7 +33,9 @@ class Progress {
   /// all run MPI's blocking calls never has it: an idle thread that merely exists cost fftMPI's
   /// pencils on unshaped links 3% (a live thread of the process, not its wake-ups;
   /// docs/measurements/idle-thread.md).
-  void start(const EngineOptions& options, std::size_t page_size);
+  /// Checks that the system gives this process a thread (one started and joined): the error
+  /// where it does not.
+  std::optional<std::string> start(const EngineOptions& options, std::size_t page_size);
   /// Starts the thread if it does not run yet; throws std::runtime_error where the system
   /// refuses a thread.  Called before an op is set up, so that a refusal leaves nothing guarded.
   void launch();
@@ -129,6 +134,8 @@ class Progress {
   std::atomic<bool> launched_{false};
   int pid_ = -1;  // the process whose engine started (its thread, once launched)
   std::string launch_error_;  // why the system refused the thread (under mutex_)
+  cpu_set_t cpus_{};          // the CPUs of the thread that started the engine (start)
+  bool has_cpus_ = false;
 };
 
 }  // namespace tnbc::shim::replay::engine
