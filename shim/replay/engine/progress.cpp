@@ -82,13 +82,15 @@ bool Progress::launch_locked() {
     launch_error_ = e.what();
     return false;
   }
-  launched_.store(true);
+  launched_.store(true, std::memory_order_release);
   return true;
 }
 
 void Progress::launch() {
+  if (launched_.load(std::memory_order_acquire)) return;  // every engine call but the first
   std::lock_guard lock(mutex_);
-  if (!launch_locked() && getpid() == pid_ && !stopping_)
+  // Only a refusal sets launch_error_ (a fork()ed child or a stopping engine just has none).
+  if (!launch_locked() && !launch_error_.empty())
     throw std::runtime_error("cannot start the engine's progress thread: " + launch_error_);
 }
 
@@ -105,10 +107,7 @@ void Progress::stop() {
 
 void Progress::submit(std::shared_ptr<Op> op) {
   {
-    std::lock_guard lock(mutex_);
-    // Engine::run launched it before setting the op up.  A fork()ed child gets none (as before
-    // threads started lazily): the engine is not for a child's collectives.
-    launch_locked();
+    std::lock_guard lock(mutex_);  // Engine::run launched the thread before setting `op` up
     all_.push_back(op.get());
     g_in_flight.fetch_add(1, std::memory_order_acq_rel);
     incoming_.push_back(std::move(op));

@@ -28,16 +28,16 @@ namespace tnbc::shim::replay::engine {
 
 class Progress {
  public:
-  /// Takes the settings; the thread itself starts only once the engine has work for it: its
-  /// first op (launch) or the first sum its owner needs soon (adopt).  A program whose calls
-  /// all run MPI's blocking calls never has it: an idle thread that merely exists cost fftMPI's
-  /// pencils on unshaped links 3% (a live thread of the process, not its wake-ups;
-  /// docs/measurements/idle-thread.md).
-  /// Checks that the system gives this process a thread (one started and joined): the error
-  /// where it does not.
+  /// Takes the settings and checks that the system gives this process a thread (one started
+  /// and joined): the error where it does not.  The thread itself starts only once the engine
+  /// has work for it: its first op (launch) or the first sum its owner needs soon (adopt).  A
+  /// program whose calls all run MPI's blocking calls never has it: an idle thread that merely
+  /// exists cost fftMPI's pencils on unshaped links 3% (a live thread of the process, not its
+  /// wake-ups; docs/measurements/idle-thread.md).
   std::optional<std::string> start(const EngineOptions& options, std::size_t page_size);
-  /// Starts the thread if it does not run yet; throws std::runtime_error where the system
-  /// refuses a thread.  Called before an op is set up, so that a refusal leaves nothing guarded.
+  /// Starts the thread if it was not started yet (a lock only the first time); throws
+  /// std::runtime_error where the system refuses a thread.  Called before an op is set up, so
+  /// that a refusal leaves nothing guarded.
   void launch();
   /// Completes everything in flight and stops the thread.
   void stop();
