@@ -39,13 +39,14 @@ std::string Stats::to_json(int rank, std::string_view library, std::string_view 
       R"({{"rank":{},"library":"{}","version":"{}","alltoall":{},"alltoallv":{},"bcast":{},)"
       R"("barrier":{{"calls":{},"algo":"{}","root":{}}},"publish":"{}","faults":{},"fault_wait_us":{:.3f},)"
       R"("init_us":{:.3f},"node_priority":{{"turn_calls":{},"gated_sends":{},"turn_wait_us":{:.3f},"send_window_max":{}}},)"
-      R"("fence_wait_us":{:.3f},"fence_drains":{},"progress":{{"started":{},"cpu_us":{:.3f},"rounds":{},"user_us":{:.3f},"system_us":{:.3f},"wakeups":{}}},)"
+      R"("fence_wait_us":{:.3f},"fence_drains":{},"progress":{{"started":{},"starts":{},"cpu_us":{:.3f},"rounds":{},"user_us":{:.3f},"system_us":{:.3f},"wakeups":{}}},)"
       R"("adapt":{}}})"
       "\n",
       rank, util::json_escape(library), util::json_escape(version), alltoall.to_json(), alltoallv.to_json(),
       bcast.to_json(), barrier_calls.load(), util::json_escape(barrier_algo), barrier_root, util::json_escape(publish),
       faults.load(), us(fault_wait_ns), us(init_ns), turn_calls.load(), gated_sends.load(), us(turn_wait_ns),
-      send_window_max.load(), us(fence_wait_ns), fence_drains.load(), progress_started, us(progress_cpu_ns), progress_rounds.load(), us(progress_user_ns), us(progress_system_ns),
+      send_window_max.load(), us(fence_wait_ns), fence_drains.load(), progress_started,
+      progress_starts, us(progress_cpu_ns), progress_rounds.load(), us(progress_user_ns), us(progress_system_ns),
       progress_wakeups.load(), adapt_json);
 }
 

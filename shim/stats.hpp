@@ -53,6 +53,7 @@ struct Stats {
   std::atomic<std::uint64_t> turn_wait_ns{0};  ///< time spent waiting for the node's turn
   std::atomic<std::uint64_t> send_window_max{0};  ///< deepest send window to other nodes under turns
   bool progress_started = false;  ///< the engine had work for its progress thread, which started
+  std::uint64_t progress_starts = 0;  ///< the times it started (it ends after a second idle)
   std::atomic<std::uint64_t> progress_cpu_ns{0};  ///< CPU time of the progress thread
   std::atomic<std::uint64_t> progress_rounds{0};  ///< its rounds (post, test, publish)
   std::atomic<std::uint64_t> progress_user_ns{0}, progress_system_ns{0};  ///< its CPU, user and kernel

@@ -181,6 +181,7 @@ void stop_engine(Runtime& rt) {
   rt.stats().progress_system_ns = engine::Engine::instance().progress_system_ns();
   rt.stats().progress_wakeups = engine::Engine::instance().progress_wakeups();
   rt.stats().progress_started = engine::Engine::instance().progress_started();
+  rt.stats().progress_starts = engine::Engine::instance().progress_starts();
   rt.stats().fence_wait_ns = engine::Engine::instance().fence_wait_ns();
   rt.stats().fence_drains = g_fence_drains.load(std::memory_order_relaxed);
   rt.stats().adapt_json = adapt::keys_json(site_name);

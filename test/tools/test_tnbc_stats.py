@@ -37,7 +37,7 @@ def key(sites, path="early", decisions=3, comm=0, op="alltoall", with_sites=True
     return k
 
 
-def write(prefix, rank, keys, explore=None, sums=None, started=None):
+def write(prefix, rank, keys, explore=None, sums=None, started=None, starts=None):
     doc = {"rank": rank, "library": "tnbc", "version": "x", "faults": 3, "fault_wait_us": 1000.0,
            "fence_wait_us": 500.0, "progress": {"cpu_us": 2000.0, "rounds": 10, "user_us": 6000.0, "system_us": 2000.0},
            "adapt": {"enabled": True, "keys": keys}}
@@ -45,6 +45,8 @@ def write(prefix, rank, keys, explore=None, sums=None, started=None):
         doc["progress"]["started"] = started
         if not started:
             doc["progress"].update(cpu_us=0.0, rounds=0, user_us=0.0, system_us=0.0)
+    if starts is not None:
+        doc["progress"]["starts"] = starts
     if explore is not None:
         doc["adapt"]["explore"] = explore
     if sums is not None:
@@ -299,7 +301,13 @@ def main():
                 write(th, rank, [key(bcast, path="blocking", op="bcast")], started=started[rank])
             r = run(th)
             expect(r.returncode == 0 and said in r.stdout.replace("\n  ", " "), f"{started}: {r.stdout}")
-    s.check("the progress thread: none, on some ranks, on all (progress.started)", thread_started)
+            expect("times a rank" not in r.stdout, f"{started}: restarts said where files have none: {r.stdout}")
+        # progress.starts (files after 977265d): a thread that ended idle and started again.
+        for rank, starts in ((0, 1), (1, 3)):
+            write(th, rank, [key(bcast, path="blocking", op="bcast")], started=True, starts=starts)
+        r = run(th)
+        expect("started up to 3 times a rank" in r.stdout.replace("\n  ", " "), r.stdout)
+    s.check("the progress thread: none, on some ranks, on all (progress.started), its restarts", thread_started)
 
     def samples():
         # --samples: a line per rank and key that sampled the engine, each call's cost, the

@@ -111,6 +111,7 @@ std::uint64_t Engine::progress_user_ns() const { return progress_->user_ns(); }
 std::uint64_t Engine::progress_system_ns() const { return progress_->system_ns(); }
 std::uint64_t Engine::progress_wakeups() const { return progress_->wakeups(); }
 bool Engine::progress_started() const { return progress_->launched(); }
+std::uint64_t Engine::progress_starts() const { return progress_->starts(); }
 std::uint64_t Engine::fence_wait_ns() const { return progress_->fence_wait_ns(); }
 
 bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {
@@ -129,7 +130,9 @@ bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {
 }
 
 Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
-  progress_->launch();  // the engine's first op starts the thread (before anything is guarded)
+  // Started where none runs (the first op, or the first after it ended idle), and kept until
+  // the op is submitted; before anything is guarded, so that a refusal leaves nothing to undo.
+  const auto hold = progress_->hold();
   const std::uint64_t t0 = util::now_ns();  // after it: a thread's start is no call's cost
   const std::size_t n = op->steps.size();
   op->reqs.assign(n, MPI_REQUEST_NULL);

@@ -146,8 +146,10 @@ class Engine {
   std::uint64_t progress_user_ns() const;
   std::uint64_t progress_system_ns() const;
   std::uint64_t progress_wakeups() const;
-  /// Whether the progress thread started (the engine had work for it: Progress::start).
+  /// Whether the progress thread started (the engine had work for it: Progress::start), and
+  /// the times it did (it ends after a second with nothing to do: Progress::hold).
   bool progress_started() const;
+  std::uint64_t progress_starts() const;
   /// Time threads waited for the engine in fences (drain, complete_overlapping).
   std::uint64_t fence_wait_ns() const;
 

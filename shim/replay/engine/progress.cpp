@@ -56,9 +56,12 @@ std::optional<std::string> Progress::start(const EngineOptions& options, std::si
 }
 
 bool Progress::launch_locked() {
-  if (thread_.joinable()) return true;
+  if (running_) return true;
   // A fork()ed child holds the object, not the thread: it starts none (nor after a stop).
   if (stopping_ || pid_ < 0 || getpid() != pid_) return false;
+  // A thread that ended after idling has left the lock and only records its figures: joined
+  // here, before the next one starts.
+  if (thread_.joinable()) thread_.join();
   // The progress thread starts with every asynchronous signal blocked: a signal sent to the
   // process (a timer, SIGTERM, SIGUSR1) goes to one of the program's threads, never to this one,
   // whose handler could read a receive page that only this thread can publish.
@@ -82,16 +85,20 @@ bool Progress::launch_locked() {
     launch_error_ = e.what();
     return false;
   }
-  launched_.store(true, std::memory_order_release);
+  running_ = true;
+  starts_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-void Progress::launch() {
-  if (launched_.load(std::memory_order_acquire)) return;  // every engine call but the first
+Progress::Hold Progress::hold() {
   std::lock_guard lock(mutex_);
-  // Only a refusal sets launch_error_ (a fork()ed child or a stopping engine just has none).
-  if (!launch_locked() && !launch_error_.empty())
-    throw std::runtime_error("cannot start the engine's progress thread: " + launch_error_);
+  if (!launch_locked()) {
+    // Only a refusal sets launch_error_ (a fork()ed child or a stopping engine just has none).
+    if (!launch_error_.empty()) throw std::runtime_error("cannot start the engine's progress thread: " + launch_error_);
+    return Hold(nullptr);
+  }
+  holds_.fetch_add(1, std::memory_order_relaxed);  // seen by the thread under mutex_
+  return Hold(this);
 }
 
 void Progress::stop() {
@@ -107,7 +114,7 @@ void Progress::stop() {
 
 void Progress::submit(std::shared_ptr<Op> op) {
   {
-    std::lock_guard lock(mutex_);  // Engine::run launched the thread before setting `op` up
+    std::lock_guard lock(mutex_);  // Engine::run holds the thread (hold) from before setting `op` up
     all_.push_back(op.get());
     g_in_flight.fetch_add(1, std::memory_order_acq_rel);
     incoming_.push_back(std::move(op));
@@ -160,7 +167,7 @@ bool Progress::adopt(BackgroundRequest& r, bool wake) {
     std::lock_guard lock(mutex_);  // pairs with the idle wait's predicate
     // A sum that needs the thread soon starts it; one it would only take at its next look is
     // left to its owner where no thread runs yet (progress.hpp: why the thread waits for work).
-    if (stopping_ || !(thread_.joinable() || (wake && launch_locked()))) return false;
+    if (stopping_ || !(wake ? launch_locked() : running_)) return false;
     std::lock_guard bg(background_mutex_);
     background_.push_back(&r);
     has_background_.store(true, std::memory_order_release);
@@ -217,9 +224,9 @@ void Progress::record_rusage() {
   auto ns = [](const timeval& tv) {
     return static_cast<std::uint64_t>(tv.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(tv.tv_usec) * 1000ull;
   };
-  user_ns_.store(ns(ru.ru_utime), std::memory_order_relaxed);
-  system_ns_.store(ns(ru.ru_stime), std::memory_order_relaxed);
-  wakeups_.store(static_cast<std::uint64_t>(ru.ru_nvcsw), std::memory_order_relaxed);
+  user_ns_.fetch_add(ns(ru.ru_utime), std::memory_order_relaxed);
+  system_ns_.fetch_add(ns(ru.ru_stime), std::memory_order_relaxed);
+  wakeups_.fetch_add(static_cast<std::uint64_t>(ru.ru_nvcsw), std::memory_order_relaxed);
 }
 
 // Kept buffers idle this long are unmapped while no operation is in flight.
@@ -227,6 +234,11 @@ constexpr unsigned kIdleTrimMs = 1000;
 // Idle, the thread looks this often, trims the pool and takes up the sums posted without waking
 // it (background.hpp: how late such a sum is taken up at most).
 constexpr unsigned kIdleLookMs = 500;
+// After this many looks in a row with nothing to do (a second) the thread ends; the engine's
+// next work starts another (hold, adopt).  A live thread that only sleeps cost fftMPI's
+// pencils on unshaped links 3% (docs/measurements/idle-thread.md); a thread started and joined
+// takes 15-70 us on this VM.
+constexpr unsigned kIdleLooksToEnd = 2;
 
 void Progress::run() {
   std::vector<std::shared_ptr<Op>> active;
@@ -256,9 +268,10 @@ void Progress::run() {
       // Idle: adopted requests are tested after naps that grow as for ops; kept engine buffers
       // that no call has taken for a while go back to the system, so a program that stopped
       // calling collectives does not keep their memory.
-      unsigned background_nap = min_nap;
+      unsigned background_nap = min_nap, idle_looks = 0;
       while (active.empty() && !stopping_ && incoming_.empty()) {
         if (has_background()) {
+          idle_looks = 0;
           lock.unlock();
           cpu_mark = util::thread_cpu_ns();  // the idle time before is nobody's
           const bool left = test_adopted();
@@ -272,11 +285,21 @@ void Progress::run() {
           }
           continue;
         }
-        if (!work_cv_.wait_for(lock, std::chrono::milliseconds(kIdleLookMs),
-                               [&] { return stopping_ || !incoming_.empty() || has_background(); }))
-          BufferPool::instance().trim_idle(kIdleTrimMs * 1000000ull);
+        if (work_cv_.wait_for(lock, std::chrono::milliseconds(kIdleLookMs),
+                              [&] { return stopping_ || !incoming_.empty() || has_background(); }))
+          continue;
+        BufferPool::instance().trim_idle(kIdleTrimMs * 1000000ull);
+        // Ends where nobody holds it: an engine call between hold() and submit() counts on it.
+        // An adopted sum or an op comes in under this lock, so neither is left without a thread.
+        if (++idle_looks >= kIdleLooksToEnd && holds_.load(std::memory_order_acquire) == 0) {
+          running_ = false;
+          lock.unlock();
+          record_rusage();
+          return;
+        }
       }
       if (stopping_ && active.empty() && incoming_.empty()) {
+        running_ = false;
         record_rusage();
         return;
       }

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "background.hpp"
@@ -30,15 +31,33 @@ class Progress {
  public:
   /// Takes the settings and checks that the system gives this process a thread (one started
   /// and joined): the error where it does not.  The thread itself starts only once the engine
-  /// has work for it: its first op (launch) or the first sum its owner needs soon (adopt).  A
-  /// program whose calls all run MPI's blocking calls never has it: an idle thread that merely
-  /// exists cost fftMPI's pencils on unshaped links 3% (a live thread of the process, not its
-  /// wake-ups; docs/measurements/idle-thread.md).
+  /// has work for it: its first op (hold) or the first sum its owner needs soon (adopt).  A
+  /// program whose calls all run MPI's blocking calls never has it, and it ends after a second
+  /// with nothing to do: an idle thread that merely exists cost fftMPI's pencils on unshaped
+  /// links 3% (a live thread of the process, not its wake-ups; docs/measurements/idle-thread.md).
   std::optional<std::string> start(const EngineOptions& options, std::size_t page_size);
-  /// Starts the thread if it was not started yet (a lock only the first time); throws
-  /// std::runtime_error where the system refuses a thread.  Called before an op is set up, so
-  /// that a refusal leaves nothing guarded.
-  void launch();
+
+  /// Keeps the thread running while it is held: an engine call holds it from before its op is
+  /// set up until the op is submitted, so that the thread cannot end, idle, in between.
+  class Hold {
+   public:
+    explicit Hold(Progress* p) : p_(p) {}
+    Hold(Hold&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    Hold& operator=(Hold&&) = delete;
+    ~Hold() {
+      if (p_ != nullptr) p_->holds_.fetch_sub(1, std::memory_order_release);
+    }
+
+   private:
+    Progress* p_;
+  };
+  /// Starts the thread where none runs (never started, or ended after idling) and holds it;
+  /// throws std::runtime_error where the system refuses a thread.  Called before an op is set
+  /// up, so that a refusal leaves nothing guarded.  Holds nothing where no thread may run (a
+  /// fork()ed child, a stopping engine).
+  [[nodiscard]] Hold hold();
   /// Completes everything in flight and stops the thread.
   void stop();
 
@@ -71,12 +90,17 @@ class Progress {
   /// switches), known once it stopped.
   std::uint64_t wakeups() const { return wakeups_.load(); }
   /// Whether the thread started (it may have stopped since).
-  bool launched() const { return launched_.load(); }
+  bool launched() const { return starts_.load() > 0; }
+  /// The times it started: after a second with no work it ends (an idle thread that merely
+  /// exists costs a full node's ranks), and the next work starts it again.
+  std::uint64_t starts() const { return starts_.load(); }
 
  private:
   void run();
-  /// launch() under mutex_: false where no thread runs (refused, stopping, or a fork()ed child).
+  /// Starts the thread where none runs, under mutex_: false where none may (refused, stopping,
+  /// or a fork()ed child).
   bool launch_locked();
+  /// Adds the ending thread's getrusage figures to the totals (each thread started adds its own).
   void record_rusage();
   bool progress(Op& op);
   /// The watchdog: reports `op` once on stderr where none of its steps completed for
@@ -131,7 +155,9 @@ class Progress {
   std::mutex background_mutex_;
   std::vector<BackgroundRequest*> background_;
   std::atomic<bool> has_background_{false};
-  std::atomic<bool> launched_{false};
+  bool running_ = false;                // a thread runs and has not decided to end (under mutex_)
+  std::atomic<std::size_t> holds_{0};   // Holds alive (raised under mutex_ with running_ set)
+  std::atomic<std::uint64_t> starts_{0};
   int pid_ = -1;  // the process whose engine started (its thread, once launched)
   std::string launch_error_;  // why the system refused the thread (under mutex_)
   cpu_set_t cpus_{};          // the CPUs of the thread that started the engine (start)

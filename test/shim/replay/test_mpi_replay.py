@@ -379,6 +379,26 @@ def main():
     s.check("the decision's sums complete in the background between calls (ranks asleep): identical bytes",
             sums_in_background)
 
+    def thread_ends_idle():
+        # Early calls 2.5 s apart: each completes in the background, then the progress thread
+        # idles past a second and ends (a live idle thread costs a full node's ranks:
+        # docs/measurements/idle-thread.md), and the next call starts another.  A call whose op
+        # found no thread would hang; one whose thread ended with its op in flight would too.
+        ref = lines(mpirun(SUMS_IDLE, 4, args=[4, 2500], timeout=60).stdout)
+        prefix = os.path.join(tmp, "idle_end")
+        out = lines(mpirun(SUMS_IDLE, 4, args=[4, 2500], preload="tnbc", timeout=60,
+                           env=engine({"TNBC_STATS": prefix})).stdout)
+        expect(len(ref) == 4 * 4 and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        for r in range(4):
+            d = read_json(f"{prefix}.{r}.json")
+            expect(d["alltoall"]["early_return"] == 4, f"rank {r}: not every call returned early: {d['alltoall']}")
+            expect(d["progress"]["starts"] == 4, f"rank {r}: 4 calls 2.5 s apart, yet the progress thread "
+                   f"started {d['progress']['starts']} times (once per call expected)")
+            expect(d["progress"]["user_us"] + d["progress"]["system_us"] > 0,
+                   f"rank {r}: the threads' CPU was not recorded: {d['progress']}")
+    s.check("the progress thread ends after a second idle and starts again at the next call: identical bytes",
+            thread_ends_idle)
+
     def sums_fork():
         # Each rank fork()s right after every call and its child exits through exit(): the keys it
         # inherited go, and with them the sums the parent's progress thread tests, under a lock
