@@ -16,25 +16,12 @@
 #include <string.h>
 #include <sys/types.h>
 
-static int rank_listed(void) {
-  const char* ranks = getenv("TNBCTEST_FAIL_SHM_RANKS");
-  const char* me = getenv("PMI_RANK");
-  if (me == NULL) me = getenv("OMPI_COMM_WORLD_RANK");
-  if (ranks == NULL || me == NULL) return 0;
-  const long mine = strtol(me, NULL, 10);
-  for (const char* p = ranks; *p != '\0';) {
-    char* end = NULL;
-    const long r = strtol(p, &end, 10);
-    if (end == p) return 0;
-    if (r == mine) return 1;
-    p = *end == ',' ? end + 1 : end;
-  }
-  return 0;
-}
+#include "listed_rank.h"
 
 int shm_open(const char* name, int oflag, mode_t mode) {
   const char* prefix = getenv("TNBCTEST_FAIL_SHM_PREFIX");
-  if (prefix != NULL && *prefix != '\0' && strncmp(name, prefix, strlen(prefix)) == 0 && rank_listed()) {
+  if (prefix != NULL && *prefix != '\0' && strncmp(name, prefix, strlen(prefix)) == 0 &&
+      rank_listed("TNBCTEST_FAIL_SHM_RANKS")) {
     errno = EACCES;
     return -1;
   }

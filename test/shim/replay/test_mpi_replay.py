@@ -26,6 +26,7 @@ LARGE = os.path.join(BUILD, "test", "mpi", "large_block")
 LATE = os.path.join(BUILD, "test", "mpi", "late_rank")
 SUMS_IDLE = os.path.join(BUILD, "test", "mpi", "sums_idle")
 FAIL_SHM = os.path.join(BUILD, "test", "mpi", "fail_shm_open.so")
+FAIL_THREADS = os.path.join(BUILD, "test", "mpi", "fail_threads.so")
 SLOW_TEST = os.path.join(BUILD, "test", "mpi", "slow_test.so")
 
 
@@ -398,6 +399,35 @@ def main():
                    f"rank {r}: the threads' CPU was not recorded: {d['progress']}")
     s.check("the progress thread ends after a second idle and starts again at the next call: identical bytes",
             thread_ends_idle)
+
+    def thread_refused():
+        # The system refuses the library's threads on rank 2 (fail_threads.so: EAGAIN, as under a
+        # process limit).  At MPI_Init the start's collective tells every rank, so none runs the
+        # engine (a rank running MPI's Alltoall beside peers in the engine's exchange would wait
+        # for ever): one message, identical bytes, no early return, no thread.
+        ref = lines(mpirun(SUMS_IDLE, 4, args=[8, 10], timeout=60).stdout)
+        prefix = os.path.join(tmp, "refused")
+        res = mpirun(SUMS_IDLE, 4, args=[8, 10], timeout=60,
+                     env=engine({"LD_PRELOAD": f"{LIBS['tnbc']} {FAIL_THREADS}", "TNBC_STATS": prefix,
+                                 "TNBCTEST_FAIL_THREAD_RANKS": "2"}))
+        expect(lines(res.stdout) == ref, f"differs from plain MPICH: {sorted(set(lines(res.stdout)) ^ set(ref))[:6]}")
+        said = [l for l in res.stderr.splitlines() if "engine not started" in l]
+        expect(len(said) == 1 and "cannot start a thread" in said[0], f"not one message naming the cause: {res.stderr}")
+        for r in range(4):
+            d = read_json(f"{prefix}.{r}.json")
+            expect(d["alltoall"]["early_return"] == 0 and not d["progress"]["started"],
+                   f"rank {r}: the engine ran though rank 2 could not start a thread: {d['alltoall']} {d['progress']}")
+        # Refused later, when the thread that ended idle is started again on rank 1 (its third
+        # start: the check at MPI_Init, the first call's, the second call's): the error reaches
+        # the communicator's error handler, fatal by default, so the job ends with the cause said
+        # rather than leaving its peers in the exchange.
+        res = mpirun(SUMS_IDLE, 4, args=[4, 2500], timeout=60, check=False,
+                     env=engine({"LD_PRELOAD": f"{LIBS['tnbc']} {FAIL_THREADS}",
+                                 "TNBCTEST_FAIL_THREAD_RANKS": "1", "TNBCTEST_FAIL_THREAD_FROM": "3"}))
+        expect(res.returncode != 0 and "cannot start the engine's progress thread" in res.stderr,
+               f"exit {res.returncode}, stderr: {res.stderr[-2000:]}")
+    s.check("the system refuses the progress thread: at MPI_Init no rank runs the engine (identical bytes, one "
+            "message); at a later start the job ends with the cause said", thread_refused)
 
     def sums_fork():
         # Each rank fork()s right after every call and its child exits through exit(): the keys it
