@@ -131,8 +131,11 @@ bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {
 
 Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
   // Started where none runs (the first op, or the first after it ended idle), and kept until
-  // the op is submitted; before anything is guarded, so that a refusal leaves nothing to undo.
+  // the op is submitted; before anything is set up, so that where no thread may run (the system
+  // refused one) the op is set up to complete on this thread: the same messages, no early return.
   const auto hold = progress_->hold();
+  const bool here = !hold.held();
+  if (here) allow_early = false;
   const std::uint64_t t0 = util::now_ns();  // after it: a thread's start is no call's cost
   const std::size_t n = op->steps.size();
   op->reqs.assign(n, MPI_REQUEST_NULL);
@@ -174,7 +177,8 @@ Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool all
   Op& ref = *op;
   engine::Costs* costs = ref.costs;  // `ref` may be retired and gone once released
   const std::uint64_t t1 = util::now_ns();
-  progress_->submit(op);  // `op` keeps it alive here: the progress thread drops its reference at retire
+  // `op` keeps it alive here: the progress thread drops its reference at retire.
+  if (!here) progress_->submit(op);
   if (sendbuf != nullptr) engine::fill_send_side(ref, sendbuf);
   const std::uint64_t t2 = util::now_ns();
   // What the call cost before returning, by stage (statistics, adapt/policy.hpp).
@@ -185,6 +189,11 @@ Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool all
     costs->send_copy_ns.fetch_add(t2 - t1, std::memory_order_relaxed);
     costs->inside_wait_ns.fetch_add(end - t2, std::memory_order_relaxed);
   };
+  if (here) {
+    progress_->complete_here(ref);
+    charge(util::now_ns());
+    return {false, "no_thread"};
+  }
   if (!early) {
     progress_->wait_done(ref);
     charge(util::now_ns());

@@ -11,7 +11,6 @@
 #include <cstring>
 
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -85,6 +84,7 @@ bool Progress::launch_locked() {
     launch_error_ = e.what();
     return false;
   }
+  launch_error_.clear();
   running_ = true;
   starts_.fetch_add(1, std::memory_order_relaxed);
   return true;
@@ -94,11 +94,34 @@ Progress::Hold Progress::hold() {
   std::lock_guard lock(mutex_);
   if (!launch_locked()) {
     // Only a refusal sets launch_error_ (a fork()ed child or a stopping engine just has none).
-    if (!launch_error_.empty()) throw std::runtime_error("cannot start the engine's progress thread: " + launch_error_);
+    if (!launch_error_.empty() && !told_refusal_) {
+      told_refusal_ = true;
+      log::warn("cannot start the engine's progress thread ({}): its calls complete on the calling thread, "
+                "without returning early, until a start succeeds", launch_error_);
+    }
     return Hold(nullptr);
   }
   holds_.fetch_add(1, std::memory_order_relaxed);  // seen by the thread under mutex_
   return Hold(this);
+}
+
+void Progress::complete_here(Op& op) {
+  // Naps as the progress thread's while somebody waits for it: short enough to notice a step
+  // that completes soon, long enough to leave the core to the node's other ranks.
+  const unsigned shortest = std::max(sleep_us_, 1u), longest = std::max(10 * shortest, std::min(max_sleep_us_, 100u));
+  unsigned nap = shortest;
+  op.last_moved_ns = util::now_ns();
+  while (op.remaining > 0) {
+    if (progress(op)) {
+      op.last_moved_ns = util::now_ns();
+      nap = shortest;
+      continue;
+    }
+    if (watchdog_s_ != 0) watch(op, util::now_ns());
+    std::this_thread::sleep_for(std::chrono::microseconds(nap));
+    nap = std::min(longest, nap * 2);
+  }
+  retire(op, page_size_);
 }
 
 void Progress::stop() {

@@ -49,15 +49,22 @@ class Progress {
     ~Hold() {
       if (p_ != nullptr) p_->holds_.fetch_sub(1, std::memory_order_release);
     }
+    /// Whether a thread runs and is held; false where none may run (complete_here).
+    bool held() const { return p_ != nullptr; }
 
    private:
     Progress* p_;
   };
-  /// Starts the thread where none runs (never started, or ended after idling) and holds it;
-  /// throws std::runtime_error where the system refuses a thread.  Called before an op is set
-  /// up, so that a refusal leaves nothing guarded.  Holds nothing where no thread may run (a
-  /// fork()ed child, a stopping engine).
+  /// Starts the thread where none runs (never started, or ended after idling) and holds it.
+  /// Holds nothing where no thread may run: the system refused one (said once on stderr; the
+  /// next call tries again), a fork()ed child, a stopping engine.  Called before an op is set
+  /// up, so that such a call is set up to complete on the calling thread (complete_here).
   [[nodiscard]] Hold hold();
+  /// Runs `op` (set up not to return early: received in place, nothing guarded) to completion on
+  /// the calling thread, as the progress thread would, napping while nothing moves; for a call
+  /// that holds no thread.  The ranks' messages are the same as with the thread, so a rank
+  /// whose system refused one still meets its peers in the exchange.
+  void complete_here(Op& op);
   /// Completes everything in flight and stops the thread.
   void stop();
 
@@ -159,7 +166,8 @@ class Progress {
   std::atomic<std::size_t> holds_{0};   // Holds alive (raised under mutex_ with running_ set)
   std::atomic<std::uint64_t> starts_{0};
   int pid_ = -1;  // the process whose engine started (its thread, once launched)
-  std::string launch_error_;  // why the system refused the thread (under mutex_)
+  std::string launch_error_;  // why the system refused the thread at the last try (under mutex_)
+  bool told_refusal_ = false;  // a refusal was said on stderr (under mutex_)
   cpu_set_t cpus_{};          // the CPUs of the thread that started the engine (start)
   bool has_cpus_ = false;
 };
