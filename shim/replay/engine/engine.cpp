@@ -130,11 +130,12 @@ bool Engine::reserve(Op& op, const void* sendbuf, bool receives) {
 }
 
 Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool allow_early) {
-  // Started where none runs (the first op, or the first after it ended idle), and kept until
-  // the op is submitted; before anything is set up, so that where no thread may run (the system
+  // Started where none runs (the first op, or the first after it ended idle), and held until
+  // the call returns; before anything is set up, so that where no thread may run (the system
   // refused one) the op is set up to complete on this thread: the same messages, no early return.
   const auto hold = progress_->hold();
   const bool here = !hold.held();
+  const char* no_thread = here && allow_early ? "no_thread" : nullptr;  // else the caller's reason stands
   if (here) allow_early = false;
   const std::uint64_t t0 = util::now_ns();  // after it: a thread's start is no call's cost
   const std::size_t n = op->steps.size();
@@ -173,7 +174,8 @@ Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool all
   } else {
     engine::receive_direct(*op);
   }
-  if (!early) op->caller_released.store(true, std::memory_order_release);
+  // (Run here, the op's watchdog says the calling thread is still inside the call: it is.)
+  if (!early && !here) op->caller_released.store(true, std::memory_order_release);
   Op& ref = *op;
   engine::Costs* costs = ref.costs;  // `ref` may be retired and gone once released
   const std::uint64_t t1 = util::now_ns();
@@ -192,7 +194,7 @@ Engine::Result Engine::run(std::shared_ptr<Op> op, const void* sendbuf, bool all
   if (here) {
     progress_->complete_here(ref);
     charge(util::now_ns());
-    return {false, "no_thread"};
+    return {false, no_thread};
   }
   if (!early) {
     progress_->wait_done(ref);

@@ -55,9 +55,11 @@ std::optional<std::string> Progress::start(const EngineOptions& options, std::si
 }
 
 bool Progress::launch_locked() {
+  // A fork()ed child holds the object, not the thread (its running_ may be the parent's): it
+  // starts none (nor after a stop).
+  if (pid_ < 0 || getpid() != pid_) return false;
   if (running_) return true;
-  // A fork()ed child holds the object, not the thread: it starts none (nor after a stop).
-  if (stopping_ || pid_ < 0 || getpid() != pid_) return false;
+  if (stopping_) return false;
   // A thread that ended after idling has left the lock and only records its figures: joined
   // here, before the next one starts.
   if (thread_.joinable()) thread_.join();
@@ -91,6 +93,8 @@ bool Progress::launch_locked() {
 }
 
 Progress::Hold Progress::hold() {
+  // A fork()ed child holds no thread, and perhaps the lock as the parent's thread held it.
+  if (pid_ < 0 || getpid() != pid_) return Hold(nullptr);
   std::lock_guard lock(mutex_);
   if (!launch_locked()) {
     // Only a refusal sets launch_error_ (a fork()ed child or a stopping engine just has none).

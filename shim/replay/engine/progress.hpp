@@ -38,7 +38,7 @@ class Progress {
   std::optional<std::string> start(const EngineOptions& options, std::size_t page_size);
 
   /// Keeps the thread running while it is held: an engine call holds it from before its op is
-  /// set up until the op is submitted, so that the thread cannot end, idle, in between.
+  /// set up until the call returns, so that the thread cannot end, idle, before the op is in.
   class Hold {
    public:
     explicit Hold(Progress* p) : p_(p) {}
