@@ -109,6 +109,9 @@ class Progress {
   bool launch_locked();
   /// Adds the ending thread's getrusage figures to the totals (each thread started adds its own).
   void record_rusage();
+  /// The longest nap while a thread waits for the engine: the progress thread's naps stop
+  /// growing there, and complete_here's.
+  unsigned waited_nap_us() const;
   bool progress(Op& op);
   /// The watchdog: reports `op` once on stderr where none of its steps completed for
   /// watchdog_s_ seconds (what it still waits for, and from which ranks).

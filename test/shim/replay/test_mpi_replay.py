@@ -48,6 +48,17 @@ def lines(text):
     return sorted(l for l in text.splitlines() if l and l[0].isdigit())
 
 
+def sums_idle_like_plain(args, env, timeout=60):
+    """Runs `sums_idle ARGS` on 4 ranks under plain MPICH and with `env` (LD_PRELOAD among it),
+    checks that the second printed every call's line exactly as the first, and returns its
+    CompletedProcess."""
+    base = lines(mpirun(SUMS_IDLE, 4, args=args, timeout=timeout).stdout)
+    res = mpirun(SUMS_IDLE, 4, args=args, timeout=timeout, env=env)
+    out = lines(res.stdout)
+    expect(len(base) == 4 * args[0] and out == base, f"differs from plain MPICH: {sorted(set(out) ^ set(base))[:6]}")
+    return res
+
+
 def check_stats(prefix, ranks):
     for r in range(ranks):
         d = read_json(f"{prefix}.{r}.json")
@@ -364,11 +375,9 @@ def main():
         # a loaded machine, where the thread waits for a core): the key's next call finds every
         # one complete, so nothing of them is exchanged right before it.  Left to MPI, each would
         # move only when that call waits for it (on 4 ranks most are not complete there).
-        ref = lines(mpirun(SUMS_IDLE, 4, args=[16, 200], timeout=60).stdout)
         prefix = os.path.join(tmp, "sums")
-        out = lines(mpirun(SUMS_IDLE, 4, args=[16, 200], preload="tnbc", timeout=60,
-                           env={"TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_STATS": prefix}).stdout)
-        expect(len(ref) == 4 * 16 and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        sums_idle_like_plain([16, 200], {"LD_PRELOAD": LIBS["tnbc"], "TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2",
+                                         "TNBC_STATS": prefix})
         for r in range(4):
             sums = read_json(f"{prefix}.{r}.json")["adapt"]["sums"]
             expect(sums["posted"] >= 2 and sums["ready"] == sums["posted"],
@@ -385,11 +394,8 @@ def main():
         # idles past a second and ends (a live idle thread costs a full node's ranks:
         # docs/measurements/idle-thread.md), and the next call starts another.  A call whose op
         # found no thread would hang; one whose thread ended with its op in flight would too.
-        ref = lines(mpirun(SUMS_IDLE, 4, args=[4, 2500], timeout=60).stdout)
         prefix = os.path.join(tmp, "idle_end")
-        out = lines(mpirun(SUMS_IDLE, 4, args=[4, 2500], preload="tnbc", timeout=60,
-                           env=engine({"TNBC_STATS": prefix})).stdout)
-        expect(len(ref) == 4 * 4 and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        sums_idle_like_plain([4, 2500], engine({"LD_PRELOAD": LIBS["tnbc"], "TNBC_STATS": prefix}))
         for r in range(4):
             d = read_json(f"{prefix}.{r}.json")
             expect(d["alltoall"]["early_return"] == 4, f"rank {r}: not every call returned early: {d['alltoall']}")
@@ -405,12 +411,9 @@ def main():
         # process limit).  At MPI_Init the start's collective tells every rank, so none runs the
         # engine (a rank running MPI's Alltoall beside peers in the engine's exchange would wait
         # for ever): one message, identical bytes, no early return, no thread.
-        base = lines(mpirun(SUMS_IDLE, 4, args=[8, 10], timeout=60).stdout)
         prefix = os.path.join(tmp, "refused")
-        res = mpirun(SUMS_IDLE, 4, args=[8, 10], timeout=60,
-                     env=engine({"LD_PRELOAD": f"{LIBS['tnbc']} {FAIL_THREADS}", "TNBC_STATS": prefix,
-                                 "TNBCTEST_FAIL_THREAD_RANKS": "2"}))
-        expect(lines(res.stdout) == base, f"differs from plain MPICH: {sorted(set(lines(res.stdout)) ^ set(base))[:6]}")
+        res = sums_idle_like_plain([8, 10], engine({"LD_PRELOAD": f"{LIBS['tnbc']} {FAIL_THREADS}", "TNBC_STATS": prefix,
+                                                    "TNBCTEST_FAIL_THREAD_RANKS": "2"}))
         said = [l for l in res.stderr.splitlines() if "engine not started" in l]
         expect(len(said) == 1 and "cannot start a thread" in said[0], f"not one message naming the cause: {res.stderr}")
         for r in range(4):
@@ -421,12 +424,10 @@ def main():
         # start: the check at MPI_Init, the first call's, the second call's; the third call's
         # fails too): those calls run the same exchange on the calling thread, without returning
         # early, so the peers, which return early, meet it.  One message; identical bytes.
-        base = lines(mpirun(SUMS_IDLE, 4, args=[3, 1500], timeout=60).stdout)
         prefix = os.path.join(tmp, "refused_later")
-        res = mpirun(SUMS_IDLE, 4, args=[3, 1500], timeout=60,
-                     env=engine({"LD_PRELOAD": f"{LIBS['tnbc']} {FAIL_THREADS}", "TNBC_STATS": prefix,
-                                 "TNBCTEST_FAIL_THREAD_RANKS": "1", "TNBCTEST_FAIL_THREAD_FROM": "3"}))
-        expect(lines(res.stdout) == base, f"differs from plain MPICH: {sorted(set(lines(res.stdout)) ^ set(base))[:6]}")
+        res = sums_idle_like_plain([3, 1500], engine({"LD_PRELOAD": f"{LIBS['tnbc']} {FAIL_THREADS}", "TNBC_STATS": prefix,
+                                                      "TNBCTEST_FAIL_THREAD_RANKS": "1",
+                                                      "TNBCTEST_FAIL_THREAD_FROM": "3"}))
         said = [l for l in res.stderr.splitlines() if "cannot start the engine's progress thread" in l]
         expect(len(said) == 1 and said[0].startswith("tnbc[1]"), f"not one message from rank 1: {res.stderr}")
         for r in range(4):
@@ -456,12 +457,9 @@ def main():
         # that slow_test.so (every PMPI_Test sleeps 20 ms first) makes it hold most of the time.
         # A child that waited for that lock would never exit (it has no progress thread to free
         # it): the run would time out.
-        ref = lines(mpirun(SUMS_IDLE, 4, args=[16, 100, 1], timeout=60).stdout)
         prefix = os.path.join(tmp, "sums_fork")
-        out = lines(mpirun(SUMS_IDLE, 4, args=[16, 100, 1], timeout=60,
-                           env={"LD_PRELOAD": f"{LIBS['tnbc']} {SLOW_TEST}", "TNBCTEST_SLOW_TEST_US": "20000",
-                                "TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_STATS": prefix}).stdout)
-        expect(len(ref) == 4 * 16 and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        sums_idle_like_plain([16, 100, 1], {"LD_PRELOAD": f"{LIBS['tnbc']} {SLOW_TEST}", "TNBCTEST_SLOW_TEST_US": "20000",
+                                            "TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_STATS": prefix})
         for r in range(4):
             sums = read_json(f"{prefix}.{r}.json")["adapt"]["sums"]
             expect(sums["woke"] >= 2, f"rank {r}: too few sums handed to the progress thread to fork beside: {sums}")
@@ -474,12 +472,9 @@ def main():
         # the next call completes them.  (TNBC_BLOCKING=mpi and no budget: no engine call wakes
         # it either.)  Waking it for every sum took 22-35 wake-ups a rank here for 5 sums, leaving
         # it asleep 3; a sum whose interval a loaded machine stretched past 50 ms may still wake it.
-        ref = lines(mpirun(SUMS_IDLE, 4, args=[64, 1], timeout=60).stdout)
         prefix = os.path.join(tmp, "sums_close")
-        out = lines(mpirun(SUMS_IDLE, 4, args=[64, 1], preload="tnbc", timeout=60,
-                           env={"TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2", "TNBC_EXPLORE": "0",
-                                "TNBC_BLOCKING": "mpi", "TNBC_STATS": prefix}).stdout)
-        expect(len(ref) == 4 * 64 and out == ref, f"differs from plain MPICH: {sorted(set(out) ^ set(ref))[:6]}")
+        sums_idle_like_plain([64, 1], {"LD_PRELOAD": LIBS["tnbc"], "TNBC_ADAPT": "measure", "TNBC_ADAPT_WARMUP": "2",
+                                       "TNBC_EXPLORE": "0", "TNBC_BLOCKING": "mpi", "TNBC_STATS": prefix})
         stats = [read_json(f"{prefix}.{r}.json") for r in range(4)]
         sums = [d["adapt"]["sums"] for d in stats]
         posted, woke = sum(x["posted"] for x in sums), sum(x.get("woke", 0) for x in sums)
