@@ -400,6 +400,42 @@ def summarize(runs, configs):
     return out
 
 
+def side_by_side(runs, program, placement, a, b):
+    """`a`'s wall time over `b`'s in the same round, over the rounds where both verified: median,
+    range, how many rounds `a` took longer, and how many rounds; None where no round has both."""
+    walls = {}
+    for r in runs:
+        if r.get("round") is not None and r["ok"] and (r["program"], r["placement"]) == (program, placement):
+            walls.setdefault(r["round"], {})[r["config"]] = r["wall_s"]
+    ratios = [w[a] / w[b] for w in walls.values() if a in w and b in w]
+    if not ratios:
+        return None
+    return dict(med=median(ratios), min=min(ratios), max=max(ratios),
+                longer=sum(x > 1 for x in ratios), n=len(ratios))
+
+
+def side_by_side_lines(data, summ):
+    """The report's section of every configuration but plain against every other that follows it
+    (the ÷ plain column holds plain): where several configurations read within a few points of
+    plain, their ratio to each other in the same rounds says whether one costs more than another."""
+    configs = [c for c in data["meta"]["configs"] if c != "plain"]
+    pairs = [(a, b) for i, a in enumerate(configs) for b in configs[i + 1:]]
+    rows = []
+    for (prog, placement), per in summ.items():
+        for a, b in pairs:
+            s = side_by_side(data["runs"], prog, placement, a, b) if a in per and b in per else None
+            if s:
+                rows.append(f"| {prog} | {placement} | `{a}` ÷ `{b}` | {fmt(s['med'], 3)} "
+                            f"({fmt(s['min'], 3)}–{fmt(s['max'], 3)}) | {s['longer']} of {s['n']} |")
+    if not rows:
+        return []
+    return ["## side by side\n",
+            "Each configuration's wall time ÷ another's in the same round: median (min–max) over the "
+            "rounds where both verified, and the rounds in which the first took longer.\n",
+            "| program | placement | configurations | ratio | longer |", "|---|---|---|---|---|",
+            *rows, ""]
+
+
 def machine_info():
     cpu = ""
     try:
@@ -504,6 +540,7 @@ def write_report(data, md_path, svg_path):
                          + (f" {fmt(s.get('link_med'))} | {busy} |" if links else "")
                          + f" {s['n_ok']}/{s['n']} |")
         L.append("")
+    L += side_by_side_lines(data, summ)
     if data.get("tuning"):
         L.append("## best: MPICH's fastest algorithms\n")
         L.append("Found one collective at a time (the others at the setting chosen so far), "

@@ -3,7 +3,7 @@
 run and rows where they stood and keeps the others in their order; a new placement goes at the
 end; data written before runs named their placements, and a rerun of only some of a run's
 placements, are refused with a message; a placement's words name its ranks where they are not
-4 (no MPI)."""
+4; run.py's side by side ratios of two configurations in the same rounds (no MPI)."""
 
 import os
 import sys
@@ -70,6 +70,22 @@ def main():
         expect(words("cluster", dict(nodes=8, ranks=8, rate="100mbit")) == "8 nodes x 1 rank, 100 Mbit/s",
                words("cluster", dict(nodes=8, ranks=8, rate="100mbit")))
     s.check("a placement's words name the ranks where they are not 4", rank_counts)
+
+    def side_by_side():
+        # Rounds 1-3: a took 1.10, 0.95 and 1.02 of b; round 4 b failed; round 5 only a ran.
+        runs = [dict(program="p", placement="cluster", config=c, round=r, ok=ok, wall_s=w)
+                for r, (wa, wb, ok_b) in enumerate([(11.0, 10.0, True), (9.5, 10.0, True), (10.2, 10.0, True),
+                                                    (10.0, 10.0, False)], start=1)
+                for c, w, ok in (("a", wa, True), ("b", wb, ok_b))]
+        runs.append(dict(program="p", placement="cluster", config="a", round=5, ok=True, wall_s=99.0))
+        got = scoreboard.run.side_by_side(runs, "p", "cluster", "a", "b")
+        expect(got["n"] == 3 and got["longer"] == 2, got)
+        expect(abs(got["med"] - 1.02) < 1e-9 and abs(got["min"] - 0.95) < 1e-9 and abs(got["max"] - 1.1) < 1e-9, got)
+        expect(scoreboard.run.side_by_side(runs, "p", "cluster", "a", "c") is None, "a ratio to a configuration never run")
+        data = dict(meta=dict(configs=["plain", "a", "b"]), runs=runs)
+        lines = scoreboard.run.side_by_side_lines(data, {("p", "cluster"): {"a": {}, "b": {}}})
+        expect(any("`a` ÷ `b` | 1.020 (0.950–1.100) | 2 of 3 |" in l for l in lines), lines)
+    s.check("side by side: one configuration over another in the rounds where both verified", side_by_side)
 
     s.finish()
 
