@@ -22,7 +22,6 @@ and 1.03x best.  Standard library only."""
 import argparse
 import json
 import os
-import statistics
 import sys
 import textwrap
 
@@ -40,11 +39,12 @@ GOAL_PLAIN, GOAL_BEST = 1.02, 1.03
 CONFIGS = ("best", "tnbc", "nochoice")
 
 
-def spread(xs):
-    """Median and range of a list of ratios, or None where it is empty."""
-    if not xs:
+def spread(s):
+    """Median and range of run.side_by_side's ratios, as the data keeps them, or None where no
+    round had both configurations."""
+    if not s:
         return None
-    return dict(med=round(statistics.median(xs), 6), min=round(min(xs), 6), max=round(max(xs), 6), n=len(xs))
+    return dict(med=round(s["med"], 6), min=round(s["min"], 6), max=round(s["max"], 6), n=s["n"])
 
 
 def placement_words(placement, meta):
@@ -67,9 +67,6 @@ def rows_of(data):
     summary = run.summarize(data["runs"], ("plain",) + CONFIGS)
     out = []
     for (prog, placement), per in summary.items():
-        def walls(config):  # {round: wall seconds} of the config's verified runs
-            return {r["round"]: r["wall_s"] for r in data["runs"] if r.get("round") is not None and r["ok"]
-                    and (r["program"], r["placement"], r["config"]) == (prog, placement, config)}
         plain = per.get("plain", {})
         row = dict(program=prog, placement=placement_words(placement, meta), rounds=meta["rounds"],
                    plain_s=round(plain["wall_med"], 2) if plain.get("wall_med") is not None else None,
@@ -78,8 +75,7 @@ def rows_of(data):
             s = per.get(c)
             row[c] = None if not s or s["ratio_med"] is None else dict(
                 med=round(s["ratio_med"], 6), min=round(s["ratio_min"], 6), max=round(s["ratio_max"], 6), n=s["n_ok"])
-        best = walls("best")
-        row["tnbc_best"] = spread([w / best[k] for k, w in walls("tnbc").items() if k in best])
+        row["tnbc_best"] = spread(run.side_by_side(data["runs"], prog, placement, "tnbc", "best"))
         tuned = data.get("tuning", {}).get(f"{prog}|{placement}" + ("|pin" if meta.get("pin") else ""), {})
         row["best_settings"] = {k.replace("MPIR_CVAR_", "").replace("_INTRA_ALGORITHM", "").lower(): v
                                 for k, v in (tuned.get("settings") or {}).items()}
