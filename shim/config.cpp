@@ -436,13 +436,16 @@ constexpr std::array kSettings = {
             "progress thread held this long in one round (blocked in an MPI call or a page "
             "fault).  0 = never.",
             kInt<&Config::watchdog, 0, 86400>},
-    Setting{"TNBC_BARRIER_AFTER", "int", "1", Agree::value,
-            "libtnbc.so: the first N MPI_Barrier calls of each communicator run MPICH's barrier; "
-            "its shared-memory barrier is built at call N + 1 (a node communicator, a segment and "
-            "a few collectives: about 10 ms per communicator on 2 emulated nodes), so a "
-            "communicator that synchronises once, or is made, used and freed, pays nothing for "
-            "it.  0 = built at the first call (docs/barrier.md).",
-            kInt<&Config::barrier_after, 0, 1000000>},
+    Setting{"TNBC_BARRIER_AFTER", "int", "auto", Agree::value,
+            "libtnbc.so: when a communicator's shared-memory barrier is built (a node "
+            "communicator, a segment and a few collectives: about 10 ms per communicator on 2 "
+            "emulated nodes); the calls before it run MPICH's barrier.  auto: once the "
+            "communicator's MPICH barriers have cost as much as the longest build this rank's job "
+            "measured (each one's latency, agreed by the ranks in the barrier itself), and at the "
+            "latest at its 10th call, so that a program with few barriers, or a communicator made, "
+            "used and freed, pays nothing for it (docs/barrier.md).  0..1000000: built at the "
+            "communicator's call N + 1 (0: at its first).",
+            kAutoInt<&Config::barrier_after, -1, 0, 1000000>},
 };
 
 }  // namespace

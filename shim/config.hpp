@@ -88,7 +88,7 @@ struct Config {
   std::string numa_topology;            ///< TNBC_NUMA_TOPOLOGY: empty = the host (libnuma)
   int barrier_split = 0;  ///< TNBC_BARRIER_SPLIT: testing, ranks per emulated node (0 = off)
   int watchdog = 30;  ///< TNBC_WATCHDOG: seconds without progress before a call in flight is reported (0 = off)
-  int barrier_after = 1;  ///< TNBC_BARRIER_AFTER: MPI_Barrier calls per communicator before its own is built
+  int barrier_after = -1;  ///< TNBC_BARRIER_AFTER: MPI_Barrier calls per communicator before its own is built (-1: auto)
 
   bool operator==(const Config&) const = default;
 };

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <sched.h>
@@ -22,6 +24,7 @@
 #include "shim/watchdog.hpp"
 #include "shim/shm_segment.hpp"
 #include "barrier/topology.hpp"
+#include "util/clock.hpp"
 
 namespace tnbc::shim::replay {
 namespace {
@@ -42,6 +45,10 @@ struct CommBarrier {
   int root_in_comm = 0;  ///< the node root as a rank of the communicator
   MPI_Comm comm = MPI_COMM_NULL;  ///< the program's communicator (the watchdog names its ranks)
   std::uint32_t told_episode = 0;  ///< the barrier the watchdog last reported (0: none)
+  // Before the build, under TNBC_BARRIER_AFTER=auto (rent): every rank holds the same figures.
+  double rent_paid_ns = 0;     ///< the latencies of its MPICH barriers so far, as agreed
+  std::uint64_t last_ns = 0;   ///< this rank's time in the communicator's previous barrier
+  bool buy = false;            ///< the next call builds it
 };
 
 struct State {
@@ -50,7 +57,8 @@ struct State {
   std::optional<barrier::Algorithm> fixed;   // nullopt: auto
   int root = config::kBarrierRootAuto;
   int split = 0;  // TNBC_BARRIER_SPLIT
-  std::uint32_t after = 1;  // TNBC_BARRIER_AFTER
+  int after = -1;  // TNBC_BARRIER_AFTER (-1: auto)
+  std::atomic<std::uint64_t> build_ns{0};  // the longest build this rank measured
   std::unique_ptr<barrier::Topology> topology;
   int world_rank = 0;
   std::uint64_t watchdog_ns = 0;  // TNBC_WATCHDOG (0: off)
@@ -258,8 +266,30 @@ void world_statistics(const CommBarrier& cb) {
   stats.barrier_root = cb.passthrough ? 0 : cb.root_in_comm;
 }
 
-/// The cached barrier of `comm`, built at its call TNBC_BARRIER_AFTER + 1 (every rank of `comm`
-/// makes the same calls, so all build it at the same one); nullptr for inter-communicators.
+/// Under TNBC_BARRIER_AFTER=auto, the MPICH barriers a communicator runs at most before its own
+/// is built.  The latency that rent() weighs against a build is what the last rank to arrive
+/// spends in MPICH's barrier; on a full node the others' wait for a core after the release is
+/// not in it, and that wait is where the shared-memory barrier's naps gain (docs/barrier.md):
+/// a communicator that synchronises often gets it whatever its latencies.
+constexpr std::uint32_t kMostRented = 8;
+
+/// Collective over `comm`: builds its barrier (setup), and keeps the time it took when it is
+/// the longest this rank has measured (rent's prediction of a build).
+void build(CommBarrier* cb, MPI_Comm comm) {
+  const std::uint64_t t0 = util::now_ns();
+  setup(cb, comm);
+  const std::uint64_t took = util::now_ns() - t0;
+  std::uint64_t longest = g_state.build_ns.load(std::memory_order_relaxed);
+  while (took > longest && !g_state.build_ns.compare_exchange_weak(longest, took, std::memory_order_relaxed)) {
+  }
+  log::debug("MPI_Barrier: a communicator's shared-memory barrier built at its call {} in {:.2f} ms{}",
+             cb->mpi_calls + 1, static_cast<double>(took) / 1e6, cb->passthrough ? " (failed: MPICH's)" : "");
+}
+
+/// The cached barrier of `comm`, built at its call TNBC_BARRIER_AFTER + 1, or under auto at the
+/// call after the one whose agreement decided it (rent): every rank of `comm` makes the same
+/// calls and holds the same figures, so all build it at the same one; nullptr for
+/// inter-communicators.
 CommBarrier* lookup(MPI_Comm comm) {
   if (comm == MPI_COMM_NULL) return nullptr;  // MPICH reports the error
   // The cached state first: one call on every barrier after the first.  Inter-communicators
@@ -276,13 +306,41 @@ CommBarrier* lookup(MPI_Comm comm) {
     PMPI_Comm_set_attr(comm, g_state.keyval, cb);
   }
   if (cb->built) return cb;
-  if (cb->mpi_calls < g_state.after) {
-    ++cb->mpi_calls;  // passthrough: MPICH's barrier
-  } else {
-    setup(cb, comm);
-  }
+  const bool now = g_state.after < 0 ? cb->buy : cb->mpi_calls >= static_cast<std::uint32_t>(g_state.after);
+  if (now) build(cb, comm);
+  else ++cb->mpi_calls;  // passthrough: MPICH's barrier (rent's allreduce under auto)
   if (comm == MPI_COMM_WORLD) world_statistics(*cb);
   return cb;
+}
+
+/// MPICH's barrier before the build under TNBC_BARRIER_AFTER=auto, run as an MPI_Allreduce over
+/// `comm` (as with MPI_Barrier, no rank leaves it before every rank has entered) that agrees, at
+/// no synchronisation of its own, on what the communicator's barriers have cost: the least time
+/// a rank spent in the previous one (the last rank to arrive waits for nobody: what it spent is
+/// the barrier's own latency, which the shared-memory barrier would save) and the longest build
+/// any rank has measured.  Once the latencies add up to that build (rent or buy: the barriers of
+/// a communicator then cost at most twice what the better choice, made knowing its future
+/// calls, would have cost, where the shared-memory barrier saves the whole latency), or after
+/// kMostRented of them, the next call builds it.
+int rent(CommBarrier* cb, MPI_Comm comm) {
+  const double none = std::numeric_limits<double>::infinity();
+  const double mine[2] = {cb->mpi_calls > 1 ? static_cast<double>(cb->last_ns) : none,
+                          -static_cast<double>(g_state.build_ns.load(std::memory_order_relaxed))};
+  double agreed[2] = {none, 0};
+  const std::uint64_t t0 = util::now_ns();
+  const int rc = PMPI_Allreduce(mine, agreed, 2, MPI_DOUBLE, MPI_MIN, comm);
+  cb->last_ns = util::now_ns() - t0;
+  if (rc != MPI_SUCCESS || !std::isfinite(agreed[0])) return rc;  // the first call: nothing before it
+  cb->rent_paid_ns += agreed[0];
+  const std::uint32_t paid_calls = cb->mpi_calls - 1;  // the barriers whose latency is in
+  const bool measured = agreed[1] < 0;
+  cb->buy = paid_calls >= kMostRented || (measured && cb->rent_paid_ns >= -agreed[1]);
+  if (cb->buy)
+    log::debug("MPI_Barrier: a communicator's MPICH barriers cost {:.2f} ms in {} calls (a build: {}): its "
+               "shared-memory barrier is built at the next call",
+               cb->rent_paid_ns / 1e6, paid_calls,
+               measured ? fmt::format("{:.2f} ms", -agreed[1] / 1e6) : std::string("none measured yet"));
+  return rc;
 }
 
 void leaders_sync(void* context) {
@@ -302,7 +360,7 @@ void start_barrier(Runtime& rt) {
   g_state.fixed = barrier::parse_algorithm(cfg.barrier_algo);
   g_state.root = cfg.barrier_root;
   g_state.split = cfg.barrier_split;
-  g_state.after = static_cast<std::uint32_t>(cfg.barrier_after);
+  g_state.after = cfg.barrier_after;
   g_state.watchdog_ns = static_cast<std::uint64_t>(cfg.watchdog) * 1000000000ull;
   g_state.topology = std::make_unique<barrier::NumaTopology>();
   if (g_state.mpich) {
@@ -355,6 +413,7 @@ int barrier(MPI_Comm comm) {
     warn_setup(0, e.what());
     return PMPI_Barrier(comm);
   }
+  if (cb && !cb->built && g_state.after < 0) return rent(cb, comm);
   if (!cb || cb->passthrough) return PMPI_Barrier(comm);
   barrier::enter(cb->self);
   if (!cb->multi_node) {

@@ -129,6 +129,23 @@ def main():
         expect(d["algo"] == AUTO and d["root"] == 0, f"{d}")
     s.check("bad TNBC_BARRIER_* values: one message each from rank 0, defaults", bad_values)
 
+    def built_when_rent_paid():
+        # TNBC_BARRIER_AFTER=auto (the default): MPICH's barrier, each one an agreement on what
+        # they cost, until the communicator's barriers have cost a build, and at the latest at its
+        # 10th call.  MPI_COMM_WORLD's is the job's first build (none measured): barrier_check
+        # makes 1 + ITERATIONS barriers on it, so 8 iterations keep MPICH's and 9 build it; the
+        # barrier property holds on the calls before the build too (the check runs on every one).
+        for iterations, want in ((8, "mpich"), (9, AUTO)):
+            prefix = os.path.join(tmp, f"st_rent_{iterations}")
+            res = mpirun(CHECK, 4, preload="tnbc", args=[iterations], timeout=LIMIT, env={"TNBC_STATS": prefix})
+            oks = [l for l in res.stdout.splitlines() if l.startswith("barrier_check ok")]
+            expect(len(oks) == 4, f"{iterations} iterations: expected world, two halves and inter: {res.stdout}")
+            for r in range(4):
+                d = read_json(f"{prefix}.{r}.json")["barrier"]
+                expect(d["algo"] == want, f"{1 + iterations} barriers on world, rank {r}: {d}, want {want}")
+    s.check("TNBC_BARRIER_AFTER=auto: world's 9 barriers run MPICH's, its 10th builds the shared-memory one",
+            built_when_rent_paid)
+
     def unused_when_never_called():
         # MPI_COMM_WORLD's barrier is built at its first MPI_Barrier, not at MPI_Init: a program
         # that never calls it pays nothing, and the statistics say so.

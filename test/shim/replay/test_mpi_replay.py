@@ -780,14 +780,14 @@ def main():
 
     def barrier_watchdog_names_the_stopped_rank():
         # Rank 3 is stopped for 4 s before the MPI_Barrier that follows call 2 (the shared-memory
-        # barrier's second: MPICH's runs the first, TNBC_BARRIER_AFTER), which the others wait
+        # barrier's second: MPICH's runs the first, TNBC_BARRIER_AFTER=1), which the others wait
         # in: each says once, after the 1 s bound, that rank 3 is not yet in it; nobody says
         # anything with TNBC_WATCHDOG=0, and the bytes are plain MPI's either way.
         args = [4, 2, 3, 4000, "stop-at-barrier"]
         plain = mpirun(LATE, 4, args=[4, 2, 3, 0], timeout=120)
         for bound in ("1", "0"):
-            res = mpirun(LATE, 4, preload="tnbc", env={"TNBC_ADAPT": "off", "TNBC_WATCHDOG": bound}, args=args,
-                         timeout=120)
+            res = mpirun(LATE, 4, preload="tnbc", env={"TNBC_ADAPT": "off", "TNBC_WATCHDOG": bound,
+                                                       "TNBC_BARRIER_AFTER": "1"}, args=args, timeout=120)
             expect(lines(res.stdout) == lines(plain.stdout), f"TNBC_WATCHDOG={bound}: differs from plain MPI")
             said = watchdog_said(res)
             if bound == "0":
