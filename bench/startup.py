@@ -10,8 +10,8 @@ second round).
 Configurations: plain; mt (plain MPICH asked for MPI_THREAD_MULTIPLE, the level the library asks
 for); disable (the library with TNBC_DISABLE=1); tnbc (its defaults); nochoice (every choice
 off: TNBC_BLOCKING=mpi TNBC_ALGORITHMS=0 TNBC_LEARN=0); mpichbarrier (its defaults but MPICH's
-MPI_Barrier: TNBC_BARRIER_ALGO=mpich, so its shared-memory barrier, built at a communicator's
-second MPI_Barrier, never is); with --other NAME=LIB, NAME: another
+MPI_Barrier: TNBC_BARRIER_ALGO=mpich, so its shared-memory barrier, built once a communicator's
+MPICH barriers have cost a build (TNBC_BARRIER_AFTER), never is); with --other NAME=LIB, NAME: another
 build of the library with its defaults, in the same rounds (to compare two).  Per configuration, the median (min-max)
 over the rounds of: the run's wall time (mpiexec start to exit), the CPU of every process of the
 run (user + system, getrusage(RUSAGE_CHILDREN); on the emulated nodes the ranks are the

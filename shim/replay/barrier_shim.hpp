@@ -1,8 +1,9 @@
 // MPI_Barrier of libtnbc.so on shared memory (barrier/), per communicator.
 //
-// At a communicator's barrier call TNBC_BARRIER_AFTER + 1 (default: its second; the ones before
-// run MPICH's) the ranks build, collectively, a CommBarrier cached on the communicator with an
-// attribute (freed with it):
+// Once a communicator's MPICH barriers have cost a build (TNBC_BARRIER_AFTER=auto, the default:
+// rent() in the .cpp, at its 10th call at the latest), or at its call TNBC_BARRIER_AFTER + 1, the
+// ranks build, collectively, a CommBarrier cached on the communicator with an attribute (freed
+// with it):
 //
 //   comm ──split_type(SHARED)──▶ node comm ──allgather NUMA nodes──▶ root (MinNumaDist)
 //        root: removes segments of dead creators (once per process; docs/barrier.md),
