@@ -440,7 +440,7 @@ constexpr std::array kSettings = {
             "libtnbc.so: when a communicator's shared-memory barrier is built (a node "
             "communicator, a segment and a few collectives: about 10 ms per communicator on 2 "
             "emulated nodes); the calls before it run MPICH's barrier.  auto: once the "
-            "communicator's MPICH barriers have cost as much as the longest build this rank's job "
+            "communicator's MPICH barriers have cost as much as the longest build any of its ranks "
             "measured (each one's latency, agreed by the ranks in the barrier itself), and at the "
             "latest at its 10th call, so that a program with few barriers, or a communicator made, "
             "used and freed, pays nothing for it (docs/barrier.md).  0..1000000: built at the "
